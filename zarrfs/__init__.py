@@ -1,0 +1,12 @@
+"""zarrfs: a Zarr v3 hierarchy as flat little-endian C-order binary files.
+
+    view = zarrfs.open_raw("data.zarr", "group/temperature", mode="r+")
+    view.read(offset, size); view.write(offset, data); view.flush(); view.close()
+"""
+
+from .errors import (CorruptChunkError, MetadataError, OutOfBoundsError, ReadOnlyError, StoreError,
+                     UnsupportedError, ZarrfsError)
+from .rawview import RawView, open_raw
+
+__all__ = ["open_raw", "RawView", "ZarrfsError", "MetadataError", "UnsupportedError", "CorruptChunkError",
+           "OutOfBoundsError", "ReadOnlyError", "StoreError"]

@@ -1,0 +1,333 @@
+"""Zarr v3 codecs, one class each, and CodecChain: a codec list bound to one chunk spec.
+
+Decoded chunks are little-endian C-order numpy arrays of the chunk shape; whatever the stored
+byte order or transpose, the chain turns them into that and back.
+"""
+
+import math
+from dataclasses import dataclass
+
+import crc32c
+import numcodecs
+import numpy as np
+
+from . import sharding
+from .dtypes import DataType, fill_is_all
+from .errors import CorruptChunkError, MetadataError, UnsupportedError
+from .metadata import normalise_extension
+
+
+@dataclass(frozen=True)
+class ChunkSpec:
+    shape: tuple[int, ...]
+    data_type: DataType
+    fill_value: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.data_type.itemsize
+
+
+class Codec:
+    kind: str  # "array->array", "array->bytes" or "bytes->bytes"
+
+    def __init__(self, config: dict, spec: ChunkSpec, where: str):
+        self.where = where
+
+    def resolve(self, spec: ChunkSpec) -> ChunkSpec:
+        """The spec of the encoded side (array->array codecs change it)."""
+        return spec
+
+    def encoded_size(self, nbytes: int) -> int | None:
+        """Encoded size for a decoded size, or None when it depends on the data."""
+        return None
+
+
+def _config(config: dict, name: str, where: str, default=...):
+    if name not in config:
+        if default is ...:
+            raise MetadataError(f"{where}: missing configuration.{name}")
+        return default
+    return config[name]
+
+
+class TransposeCodec(Codec):
+    kind = "array->array"
+
+    def __init__(self, config, spec, where):
+        super().__init__(config, spec, where)
+        order = _config(config, "order", where)
+        if not isinstance(order, list) or sorted(order) != list(range(len(spec.shape))):
+            raise MetadataError(f"{where}: order must be a permutation of 0..{len(spec.shape) - 1}, not {order!r}")
+        self.order = tuple(order)
+        self.inverse = tuple(int(i) for i in np.argsort(order))
+
+    def resolve(self, spec):
+        return ChunkSpec(tuple(spec.shape[i] for i in self.order), spec.data_type, spec.fill_value)
+
+    def encode(self, array: np.ndarray) -> np.ndarray:
+        return array.transpose(self.order)
+
+    def decode(self, array: np.ndarray) -> np.ndarray:
+        return array.transpose(self.inverse)
+
+    def encoded_size(self, nbytes):
+        return nbytes
+
+
+class BytesCodec(Codec):
+    kind = "array->bytes"
+
+    def __init__(self, config, spec, where):
+        super().__init__(config, spec, where)
+        endian = config.get("endian")
+        if endian is None and spec.data_type.itemsize > 1 and spec.data_type.numpy.kind != "V":
+            raise MetadataError(f"{where}: missing configuration.endian for {spec.data_type.name}")
+        if endian not in (None, "little", "big"):
+            raise MetadataError(f"{where}: endian must be 'little' or 'big', not {endian!r}")
+        self.spec = spec
+        self.stored = spec.data_type.numpy.newbyteorder(">" if endian == "big" else "<")
+
+    def encode(self, array: np.ndarray) -> bytes:
+        return np.ascontiguousarray(array, dtype=self.stored).tobytes()
+
+    def decode(self, data) -> np.ndarray:
+        if len(data) != self.spec.nbytes:
+            raise CorruptChunkError(f"decoded chunk has {len(data)} bytes, expected {self.spec.nbytes}")
+        array = np.frombuffer(data, dtype=self.stored).reshape(self.spec.shape)
+        return array.astype(self.spec.data_type.numpy, copy=False)
+
+    def encoded_size(self, nbytes):
+        return nbytes
+
+
+class _NumcodecsCodec(Codec):
+    """A bytes->bytes codec that numcodecs implements; errors become CorruptChunkError."""
+
+    kind = "bytes->bytes"
+    label = ""
+
+    def encode(self, data) -> bytes:
+        return bytes(self.impl.encode(data))
+
+    def decode(self, data):
+        try:
+            return self.impl.decode(data)
+        except Exception as e:  # numcodecs raises RuntimeError, ValueError, zlib.error...
+            raise CorruptChunkError(f"undecodable {self.label} stream ({e})") from None
+
+
+class GzipCodec(_NumcodecsCodec):
+    label = "gzip"
+
+    def __init__(self, config, spec, where):
+        super().__init__(config, spec, where)
+        level = _config(config, "level", where)
+        if not isinstance(level, int) or not 0 <= level <= 9:
+            raise MetadataError(f"{where}: level must be an integer 0..9, not {level!r}")
+        self.impl = numcodecs.GZip(level)
+
+
+class ZstdCodec(_NumcodecsCodec):
+    label = "zstd"
+
+    def __init__(self, config, spec, where):
+        super().__init__(config, spec, where)
+        level = _config(config, "level", where, 0)
+        checksum = _config(config, "checksum", where, False)
+        if not isinstance(level, int) or not isinstance(checksum, bool):
+            raise MetadataError(f"{where}: level must be an integer and checksum a boolean")
+        self.impl = numcodecs.Zstd(level=level, checksum=checksum)
+
+
+class BloscCodec(_NumcodecsCodec):
+    label = "blosc"
+    SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
+
+    def __init__(self, config, spec, where):
+        super().__init__(config, spec, where)
+        cname = _config(config, "cname", where)
+        if cname not in numcodecs.blosc.list_compressors():
+            raise UnsupportedError(f"{where}: cname {cname!r} is not one of {numcodecs.blosc.list_compressors()}")
+        shuffle = _config(config, "shuffle", where)
+        if shuffle not in self.SHUFFLES:
+            raise MetadataError(f"{where}: shuffle must be one of {sorted(self.SHUFFLES)}, not {shuffle!r}")
+        typesize = config.get("typesize")
+        if typesize is None and shuffle != "noshuffle":
+            raise MetadataError(f"{where}: missing configuration.typesize (required with {shuffle})")
+        self.impl = numcodecs.Blosc(cname=cname, clevel=_config(config, "clevel", where),
+                                    shuffle=self.SHUFFLES[shuffle], blocksize=config.get("blocksize", 0),
+                                    typesize=typesize or 1)
+
+
+class Crc32cCodec(Codec):
+    kind = "bytes->bytes"
+
+    def encode(self, data) -> bytes:
+        return bytes(data) + crc32c.crc32c(data).to_bytes(4, "little")
+
+    def decode(self, data):
+        if len(data) < 4:
+            raise CorruptChunkError("crc32c: fewer than 4 bytes")
+        body = memoryview(data)[:-4]
+        stored = int.from_bytes(bytes(data[-4:]), "little")
+        actual = crc32c.crc32c(body)
+        if stored != actual:
+            raise CorruptChunkError(f"crc32c mismatch (stored {stored:#010x}, computed {actual:#010x})")
+        return body
+
+    def encoded_size(self, nbytes):
+        return nbytes + 4
+
+
+class ShardingCodec(Codec):
+    """sharding_indexed: the whole-shard encode and decode; Array reads shards partially."""
+
+    kind = "array->bytes"
+
+    def __init__(self, config, spec, where):
+        super().__init__(config, spec, where)
+        inner = tuple(_config(config, "chunk_shape", where))
+        if len(inner) != len(spec.shape) or any(not isinstance(c, int) or c < 1 for c in inner):
+            raise MetadataError(f"{where}: chunk_shape {list(inner)} does not fit shard shape {list(spec.shape)}")
+        if any(s % c for s, c in zip(spec.shape, inner)):
+            raise MetadataError(f"{where}: chunk_shape {list(inner)} does not divide shard shape {list(spec.shape)}")
+        location = config.get("index_location", "end")
+        if location not in ("start", "end"):
+            raise MetadataError(f"{where}: index_location must be 'start' or 'end', not {location!r}")
+        self.spec = spec
+        self.index_location = location
+        self.chunks_per_shard = tuple(s // c for s, c in zip(spec.shape, inner))
+        self.inner_chain = CodecChain(_config(config, "codecs", where),
+                                      ChunkSpec(inner, spec.data_type, spec.fill_value), f"{where}.codecs")
+        n = math.prod(self.chunks_per_shard)
+        index_spec = ChunkSpec((*self.chunks_per_shard, 2), DataType("uint64", np.dtype("<u8")), np.array(0, "<u8"))
+        self.index_chain = CodecChain(_config(config, "index_codecs", where), index_spec, f"{where}.index_codecs")
+        self.index_nbytes = self.index_chain.encoded_size(16 * n)
+        if self.index_nbytes is None:
+            raise MetadataError(f"{where}: index_codecs must have a fixed encoded size (no compression)")
+
+    @property
+    def inner_chunk_shape(self) -> tuple[int, ...]:
+        return self.inner_chain.spec.shape
+
+    def decode_index(self, raw) -> np.ndarray:
+        """The index as an (n, 2) array of (offset, nbytes), inner chunks in C order."""
+        if len(raw) != self.index_nbytes:
+            raise CorruptChunkError(f"truncated shard: index has {len(raw)} bytes, expected {self.index_nbytes}")
+        return sharding.check_index(self.index_chain.decode(raw).reshape(-1, 2))
+
+    def assemble(self, chunks: list) -> bytes | None:
+        """A shard from encoded inner chunks in C order (None for empty), None if all are empty."""
+        return sharding.assemble(chunks, self.index_nbytes, self.index_location,
+                                 lambda index: self.index_chain.encode(index.reshape(*self.chunks_per_shard, 2)))
+
+    def split(self, shard) -> list:
+        """Encoded inner chunks, C order, None for empty: the inverse of assemble."""
+        index = self.decode_index(sharding.index_bytes(shard, self.index_nbytes, self.index_location))
+        return [sharding.slice_chunk(shard, entry) for entry in index]
+
+    def decode(self, shard) -> np.ndarray:
+        out = np.empty(self.spec.shape, self.spec.data_type.numpy)
+        inner = self.inner_chunk_shape
+        for flat, data in enumerate(self.split(shard)):
+            coords = np.unravel_index(flat, self.chunks_per_shard)
+            region = tuple(slice(i * c, (i + 1) * c) for i, c in zip(coords, inner))
+            out[region] = self.spec.fill_value if data is None else self.inner_chain.decode(data)
+        return out
+
+    def encode(self, array: np.ndarray) -> bytes | None:
+        inner = self.inner_chunk_shape
+        chunks = []
+        for coords in np.ndindex(*self.chunks_per_shard):
+            region = tuple(slice(i * c, (i + 1) * c) for i, c in zip(coords, inner))
+            chunks.append(self.inner_chain.encode_or_none(np.ascontiguousarray(array[region])))
+        return self.assemble(chunks)
+
+
+CODECS = {
+    "transpose": TransposeCodec,
+    "bytes": BytesCodec,
+    "sharding_indexed": ShardingCodec,
+    "gzip": GzipCodec,
+    "zstd": ZstdCodec,
+    "blosc": BloscCodec,
+    "crc32c": Crc32cCodec,
+}
+_ORDER = {"array->array": 0, "array->bytes": 1, "bytes->bytes": 2}
+
+
+class CodecChain:
+    """A codec list bound to one chunk spec: decode(bytes) -> array and encode(array) -> bytes."""
+
+    def __init__(self, codecs, spec: ChunkSpec, where: str):
+        if not isinstance(codecs, (list, tuple)) or not codecs:
+            raise MetadataError(f"{where}: must be a non-empty list of codecs")
+        self.spec = spec
+        self.array_array: list[Codec] = []
+        self.array_bytes: Codec | None = None
+        self.bytes_bytes: list[Codec] = []
+        for i, entry in enumerate(codecs):
+            self._add(normalise_extension(entry, f"{where}[{i}]"), f"{where}[{i}]")
+        if self.array_bytes is None:
+            raise MetadataError(f"{where}: needs exactly one array->bytes codec (bytes or sharding_indexed)")
+
+    def _add(self, entry: dict, where: str) -> None:
+        cls = CODECS.get(entry["name"])
+        where = f"{where} ({entry['name']})"
+        if cls is None:
+            if entry.get("must_understand") is False:
+                return
+            raise UnsupportedError(f"{where}: unsupported codec")
+        stage = _ORDER[cls.kind]
+        last = 2 if self.bytes_bytes else 1 if self.array_bytes else 0
+        if stage < last or (stage == 1 and self.array_bytes is not None):
+            raise MetadataError(f"{where}: codecs must be array->array, then one array->bytes, then bytes->bytes")
+        spec = self.spec
+        for codec in self.array_array:
+            spec = codec.resolve(spec)
+        codec = cls(entry["configuration"], spec, where)
+        if stage == 0:
+            self.array_array.append(codec)
+        elif stage == 1:
+            self.array_bytes = codec
+        else:
+            self.bytes_bytes.append(codec)
+
+    @property
+    def sharding(self) -> ShardingCodec | None:
+        """The sharding codec when the chain is sharding alone, so shards can be read partially."""
+        if isinstance(self.array_bytes, ShardingCodec) and not self.array_array and not self.bytes_bytes:
+            return self.array_bytes
+        return None
+
+    def decode(self, data) -> np.ndarray:
+        for codec in reversed(self.bytes_bytes):
+            data = codec.decode(data)
+        array = self.array_bytes.decode(data)
+        for codec in reversed(self.array_array):
+            array = codec.decode(array)
+        return np.ascontiguousarray(array)
+
+    def encode(self, array: np.ndarray) -> bytes | None:
+        for codec in self.array_array:
+            array = codec.encode(array)
+        data = self.array_bytes.encode(array)
+        if data is None:  # an all-empty shard
+            return None
+        for codec in self.bytes_bytes:
+            data = codec.encode(data)
+        return data
+
+    def encode_or_none(self, array: np.ndarray) -> bytes | None:
+        """Encoded bytes, or None when the chunk is all fill value and need not be stored."""
+        if fill_is_all(array, self.spec.fill_value):
+            return None
+        return self.encode(array)
+
+    def encoded_size(self, nbytes: int) -> int | None:
+        for codec in [*self.array_array, self.array_bytes, *self.bytes_bytes]:
+            nbytes = codec.encoded_size(nbytes)
+            if nbytes is None:
+                return None
+        return nbytes

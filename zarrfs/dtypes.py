@@ -1,0 +1,151 @@
+"""Zarr v3 data types <-> numpy, and fill values in every JSON form the spec allows.
+
+Decoded chunks live in memory as little-endian numpy arrays, the byte order of the flat view,
+so a read copies bytes without swapping.
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import MetadataError, UnsupportedError
+
+_NUMERIC = {
+    "bool": "|b1",
+    "int8": "|i1", "int16": "<i2", "int32": "<i4", "int64": "<i8",
+    "uint8": "|u1", "uint16": "<u2", "uint32": "<u4", "uint64": "<u8",
+    "float16": "<f2", "float32": "<f4", "float64": "<f8",
+    "complex64": "<c8", "complex128": "<c16",
+}
+_FLOAT_SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+
+
+@dataclass(frozen=True)
+class DataType:
+    """A Zarr data type: its name and the little-endian numpy dtype of the flat view."""
+
+    name: str
+    numpy: np.dtype
+
+    @property
+    def itemsize(self) -> int:
+        return self.numpy.itemsize
+
+    @property
+    def array_interface(self) -> str:
+        """NumPy array-interface string with explicit byte order, e.g. '<f8', '|u1', '|V3'."""
+        return self.numpy.str
+
+    def fill_value(self, value, where: str = "fill_value") -> np.ndarray:
+        """The 0-d array a JSON fill value stands for, bit-exact (NaN payloads kept)."""
+        return np.asarray(parse_fill_value(self, value, where), dtype=self.numpy).reshape(())
+
+    def fill_json(self, fill: np.ndarray):
+        """The Zarr JSON form of a fill value, as zarr-python writes it."""
+        return fill_value_json(self, fill)
+
+
+def parse_data_type(value, where: str = "data_type") -> DataType:
+    if isinstance(value, dict):
+        if set(value) - {"name", "configuration", "must_understand"}:
+            raise MetadataError(f"{where}: unexpected members {sorted(set(value) - {'name', 'configuration'})}")
+        value = value.get("name")
+    if not isinstance(value, str):
+        raise MetadataError(f"{where}: must be a string, not {value!r}")
+    if value in _NUMERIC:
+        return DataType(value, np.dtype(_NUMERIC[value]))
+    if value.startswith("r") and value[1:].isdigit():
+        bits = int(value[1:])
+        if bits == 0 or bits % 8:
+            raise MetadataError(f"{where}: raw data type {value!r} must be a positive multiple of 8 bits")
+        return DataType(value, np.dtype(f"V{bits // 8}"))
+    raise UnsupportedError(f"{where}: unsupported data type {value!r}")
+
+
+def parse_fill_value(dt: DataType, value, where: str):
+    kind = dt.numpy.kind
+    if kind == "b":
+        if not isinstance(value, bool):
+            raise MetadataError(f"{where}: a bool fill value must be true or false, not {value!r}")
+        return value
+    if kind in "iu":
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise MetadataError(f"{where}: an integer fill value must be a JSON integer, not {value!r}")
+        info = np.iinfo(dt.numpy)
+        if not info.min <= value <= info.max:
+            raise MetadataError(f"{where}: {value} is out of range for {dt.name}")
+        return value
+    if kind == "f":
+        return _float_bits(dt.numpy, value, where)
+    if kind == "c":
+        if not (isinstance(value, list) and len(value) == 2):
+            raise MetadataError(f"{where}: a complex fill value must be a [real, imaginary] pair, not {value!r}")
+        part = np.dtype(f"<f{dt.itemsize // 2}")
+        pair = np.array([_float_bits(part, v, where) for v in value], dtype=part)
+        return pair.view(dt.numpy)[0]
+    if kind == "V":
+        if not (isinstance(value, list) and len(value) == dt.itemsize
+                and all(isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= 255 for b in value)):
+            raise MetadataError(f"{where}: a {dt.name} fill value must be a list of {dt.itemsize} bytes, not {value!r}")
+        return np.frombuffer(bytes(value), dtype=dt.numpy)[0]
+    raise UnsupportedError(f"{where}: no fill value rule for {dt.name}")
+
+
+def _float_bits(dtype: np.dtype, value, where: str):
+    """A float fill value as a 0-d array of `dtype`; hex strings keep their exact bits."""
+    if isinstance(value, str):
+        if value in _FLOAT_SPECIAL:
+            return np.array(_FLOAT_SPECIAL[value], dtype=dtype)
+        if value.startswith("0x"):
+            try:
+                bits = int(value, 16)
+            except ValueError:
+                raise MetadataError(f"{where}: {value!r} is not a hex bit pattern") from None
+            if bits >= 1 << (8 * dtype.itemsize):
+                raise MetadataError(f"{where}: {value!r} is too wide for {dtype.itemsize}-byte floats")
+            return np.array(bits, dtype=f"<u{dtype.itemsize}").view(dtype)
+        raise MetadataError(f"{where}: {value!r} is not a float fill value")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise MetadataError(f"{where}: {value!r} is not a float fill value")
+    with np.errstate(over="ignore"):
+        return np.array(value, dtype=dtype)
+
+
+def fill_value_json(dt: DataType, fill: np.ndarray):
+    kind = dt.numpy.kind
+    if kind == "b":
+        return bool(fill)
+    if kind in "iu":
+        return int(fill)
+    if kind == "f":
+        return _float_json(fill)
+    if kind == "c":
+        parts = np.asarray(fill).reshape(1).view(f"<f{dt.itemsize // 2}")
+        return [_float_json(parts[0]), _float_json(parts[1])]
+    return list(bytes(np.asarray(fill).tobytes()))
+
+
+def _float_json(value: np.ndarray):
+    value = np.asarray(value)
+    if np.isnan(value):
+        canonical = np.array(np.nan, dtype=value.dtype)
+        if value.tobytes() == canonical.tobytes():
+            return "NaN"
+        return "0x" + value.tobytes()[::-1].hex()
+    if np.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return float(value)
+
+
+def fill_is_all(data: np.ndarray, fill: np.ndarray) -> bool:
+    """True when every element of `data` has the fill value's exact bytes (NaN == NaN)."""
+    if data.dtype.kind == "V" or data.dtype.kind in "fc":
+        width = {1: "u1", 2: "u2", 4: "u4", 8: "u8"}.get(data.dtype.itemsize)
+        if width is None:
+            raw = data.reshape(-1).view("u1").reshape(-1, data.dtype.itemsize)
+            return bool((raw == np.frombuffer(fill.tobytes(), "u1")).all())
+        return bool((data.view(width) == fill.view(width)).all())
+    return bool((data == fill).all())
+
+

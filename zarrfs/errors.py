@@ -1,0 +1,45 @@
+"""Typed errors. Each carries the errno the file system answers with."""
+
+import errno
+
+
+class ZarrfsError(Exception):
+    """Base of every error zarrfs raises on purpose."""
+
+    errno = errno.EIO
+
+
+class MetadataError(ZarrfsError):
+    """A zarr.json that is malformed or breaks the spec."""
+
+    errno = errno.EIO
+
+
+class UnsupportedError(MetadataError):
+    """Valid Zarr, but a codec, data type or extension zarrfs does not implement."""
+
+    errno = errno.EOPNOTSUPP
+
+
+class CorruptChunkError(ZarrfsError):
+    """Stored bytes that cannot be decoded: checksum mismatch, truncated shard, bad stream."""
+
+    errno = errno.EIO
+
+
+class OutOfBoundsError(ZarrfsError):
+    """A write that would pass the end of the array's flat view; the size never changes."""
+
+    errno = errno.EFBIG
+
+
+class ReadOnlyError(ZarrfsError):
+    errno = errno.EROFS
+
+
+class StoreError(ZarrfsError):
+    """The store refused an operation; errno is the one the OS gave (ENOSPC, EROFS, EACCES...)."""
+
+    def __init__(self, message: str, os_errno: int | None = None):
+        super().__init__(message)
+        self.errno = os_errno or errno.EIO

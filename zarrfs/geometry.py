@@ -1,0 +1,82 @@
+"""Pure box arithmetic: boxes are tuples of unit-step slices with explicit bounds."""
+
+import itertools
+import math
+from typing import Iterator, NamedTuple
+
+Box = tuple[slice, ...]
+
+
+class ChunkPart(NamedTuple):
+    """The part of one chunk that a box touches.
+
+    coords: the chunk's grid coordinates; chunk_box: the part in chunk-local coordinates;
+    out_box: the same part in the box's local coordinates; complete: the part is the whole chunk.
+    """
+
+    coords: tuple[int, ...]
+    chunk_box: Box
+    out_box: Box
+    complete: bool
+
+
+def box_shape(box: Box) -> tuple[int, ...]:
+    return tuple(s.stop - s.start for s in box)
+
+
+def full_box(shape: tuple[int, ...]) -> Box:
+    return tuple(slice(0, n) for n in shape)
+
+
+def grid_shape(shape: tuple[int, ...], chunk_shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(-(-n // c) for n, c in zip(shape, chunk_shape))
+
+
+def chunk_parts(box: Box, chunk_shape: tuple[int, ...], shape: tuple[int, ...]) -> Iterator[ChunkPart]:
+    """Split a box of an array of `shape` into the parts each chunk holds, in C order.
+
+    A chunk counts as complete when the box covers all of it that lies inside the array,
+    so an overhanging edge chunk can be overwritten without reading it first.
+    """
+    if any(s.start >= s.stop for s in box):
+        return
+    per_dim = []
+    for s, c, n in zip(box, chunk_shape, shape):
+        dim = []
+        for index in range(s.start // c, (s.stop - 1) // c + 1):
+            lo, hi = index * c, min((index + 1) * c, n)
+            start, stop = max(s.start, lo), min(s.stop, hi)
+            dim.append((index, slice(start - lo, stop - lo), slice(start - s.start, stop - s.start),
+                        start == lo and stop == hi))
+        per_dim.append(dim)
+    for combo in itertools.product(*per_dim):
+        yield ChunkPart(tuple(d[0] for d in combo), tuple(d[1] for d in combo),
+                        tuple(d[2] for d in combo), all(d[3] for d in combo))
+
+
+def c_order_boxes(shape: tuple[int, ...], start: int, stop: int) -> list[Box]:
+    """The flat C-order element span [start, stop) of an array as at most 2*ndim-1 boxes."""
+    if start >= stop:
+        return []
+    if not shape:
+        return [()]
+    size = math.prod(shape)
+    if start == 0 and stop == size:
+        return [full_box(shape)]
+    head, rest = shape[0], shape[1:]
+    row = math.prod(rest)
+    if row == 0:
+        return []
+    first, last = start // row, (stop - 1) // row
+    if first == last:
+        return [(slice(first, first + 1), *b) for b in c_order_boxes(rest, start - first * row, stop - first * row)]
+    boxes = []
+    if start % row:
+        boxes += [(slice(first, first + 1), *b) for b in c_order_boxes(rest, start % row, row)]
+        first += 1
+    whole_end = last if stop % row else last + 1
+    if whole_end > first:
+        boxes.append((slice(first, whole_end), *full_box(rest)))
+    if stop % row:
+        boxes += [(slice(last, last + 1), *b) for b in c_order_boxes(rest, 0, stop % row)]
+    return boxes

@@ -1,0 +1,173 @@
+"""zarr.json documents parsed into frozen records, with errors that name the file and field."""
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .dtypes import DataType, parse_data_type
+from .errors import MetadataError, UnsupportedError
+
+MAX_NBYTES = 2**63 - 1
+
+_ARRAY_MEMBERS = {"zarr_format", "node_type", "shape", "data_type", "chunk_grid", "chunk_key_encoding",
+                  "fill_value", "codecs", "attributes", "dimension_names", "storage_transformers"}
+_GROUP_MEMBERS = {"zarr_format", "node_type", "attributes", "consolidated_metadata"}
+
+
+@dataclass(frozen=True)
+class ChunkKeyEncoding:
+    name: str  # "default" or "v2"
+    separator: str
+
+    def key(self, coords: tuple[int, ...]) -> str:
+        if self.name == "default":
+            return self.separator.join(["c", *map(str, coords)])
+        return self.separator.join(map(str, coords)) if coords else "0"
+
+
+@dataclass(frozen=True)
+class GroupMetadata:
+    attributes: dict
+    document: dict = field(repr=False)
+
+
+@dataclass(frozen=True)
+class ArrayMetadata:
+    shape: tuple[int, ...]
+    data_type: DataType
+    chunk_shape: tuple[int, ...]
+    chunk_key_encoding: ChunkKeyEncoding
+    fill_value: np.ndarray  # 0-d, of data_type.numpy
+    codecs: tuple[dict, ...]  # normalised {"name", "configuration"} objects
+    attributes: dict
+    dimension_names: tuple[str | None, ...] | None
+    document: dict = field(repr=False)
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.data_type.itemsize
+
+
+def parse_document(raw: bytes, where: str) -> GroupMetadata | ArrayMetadata:
+    """Parse one zarr.json; `where` names it in every error."""
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise MetadataError(f"{where}: not valid JSON ({e})") from None
+    if not isinstance(doc, dict):
+        raise MetadataError(f"{where}: must be a JSON object")
+    if doc.get("zarr_format") != 3:
+        raise MetadataError(f"{where}: zarr_format must be 3, not {doc.get('zarr_format')!r}")
+    node_type = doc.get("node_type")
+    if node_type == "group":
+        _check_unknown(doc, _GROUP_MEMBERS, where)
+        return GroupMetadata(_attributes(doc, where), doc)
+    if node_type == "array":
+        return _parse_array(doc, where)
+    raise MetadataError(f"{where}: node_type must be 'array' or 'group', not {node_type!r}")
+
+
+def _parse_array(doc: dict, where: str) -> ArrayMetadata:
+    _check_unknown(doc, _ARRAY_MEMBERS, where)
+    for member in ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs"):
+        if member not in doc:
+            raise MetadataError(f"{where}: missing mandatory member {member!r}")
+    shape = _int_list(doc["shape"], f"{where}: shape", minimum=0)
+    data_type = parse_data_type(doc["data_type"], f"{where}: data_type")
+    chunk_shape = _chunk_grid(doc["chunk_grid"], len(shape), where)
+    if math.prod(shape) * data_type.itemsize > MAX_NBYTES:
+        raise MetadataError(f"{where}: shape {list(shape)} of {data_type.name} is more than 2^63 bytes")
+    codecs = doc["codecs"]
+    if not isinstance(codecs, list) or not codecs:
+        raise MetadataError(f"{where}: codecs must be a non-empty list")
+    for st in doc.get("storage_transformers") or []:
+        if not (isinstance(st, dict) and st.get("must_understand") is False):
+            raise UnsupportedError(f"{where}: storage_transformers: {extension_name(st)!r} is not supported")
+    return ArrayMetadata(
+        shape=shape,
+        data_type=data_type,
+        chunk_shape=chunk_shape,
+        chunk_key_encoding=_chunk_key_encoding(doc["chunk_key_encoding"], where),
+        fill_value=data_type.fill_value(doc["fill_value"], f"{where}: fill_value"),
+        codecs=tuple(normalise_extension(c, f"{where}: codecs") for c in codecs),
+        attributes=_attributes(doc, where),
+        dimension_names=_dimension_names(doc, len(shape), where),
+        document=doc,
+    )
+
+
+def _check_unknown(doc: dict, known: set, where: str) -> None:
+    for name, value in doc.items():
+        if name in known:
+            continue
+        if isinstance(value, dict) and value.get("must_understand") is False:
+            continue
+        raise UnsupportedError(f"{where}: unknown member {name!r} (an extension zarrfs must understand)")
+
+
+def normalise_extension(value, where: str) -> dict:
+    """An extension given as a short-hand name or an object, as {"name", "configuration", ...}."""
+    if isinstance(value, str):
+        return {"name": value, "configuration": {}}
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        raise MetadataError(f"{where}: {value!r} is not an extension object with a name")
+    config = value.get("configuration", {})
+    if not isinstance(config, dict):
+        raise MetadataError(f"{where}: {value['name']}: configuration must be an object")
+    return {**value, "configuration": config}
+
+
+def extension_name(value) -> str:
+    return value if isinstance(value, str) else value.get("name", "?") if isinstance(value, dict) else repr(value)
+
+
+def _int_list(value, where: str, minimum: int) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise MetadataError(f"{where} must be a list of integers, not {value!r}")
+    if any(v < minimum for v in value):
+        raise MetadataError(f"{where} must have every entry >= {minimum}, not {value!r}")
+    return tuple(value)
+
+
+def _chunk_grid(value, ndim: int, where: str) -> tuple[int, ...]:
+    grid = normalise_extension(value, f"{where}: chunk_grid")
+    if grid["name"] != "regular":
+        raise UnsupportedError(f"{where}: chunk_grid: unsupported chunk grid {grid['name']!r}")
+    if "chunk_shape" not in grid["configuration"]:
+        raise MetadataError(f"{where}: chunk_grid: missing configuration.chunk_shape")
+    chunk_shape = _int_list(grid["configuration"]["chunk_shape"], f"{where}: chunk_grid.chunk_shape", minimum=1)
+    if len(chunk_shape) != ndim:
+        raise MetadataError(f"{where}: chunk_grid.chunk_shape has {len(chunk_shape)} dimensions, shape has {ndim}")
+    return chunk_shape
+
+
+def _chunk_key_encoding(value, where: str) -> ChunkKeyEncoding:
+    enc = normalise_extension(value, f"{where}: chunk_key_encoding")
+    defaults = {"default": "/", "v2": "."}
+    if enc["name"] not in defaults:
+        raise UnsupportedError(f"{where}: chunk_key_encoding: unsupported encoding {enc['name']!r}")
+    separator = enc["configuration"].get("separator", defaults[enc["name"]])
+    if separator not in ("/", "."):
+        raise MetadataError(f"{where}: chunk_key_encoding.separator must be '/' or '.', not {separator!r}")
+    return ChunkKeyEncoding(enc["name"], separator)
+
+
+def _attributes(doc: dict, where: str) -> dict:
+    attributes = doc.get("attributes", {})
+    if not isinstance(attributes, dict):
+        raise MetadataError(f"{where}: attributes must be an object")
+    return attributes
+
+
+def _dimension_names(doc: dict, ndim: int, where: str):
+    names = doc.get("dimension_names")
+    if names is None:
+        return None
+    if not isinstance(names, list) or len(names) != ndim or not all(n is None or isinstance(n, str) for n in names):
+        raise MetadataError(f"{where}: dimension_names must be a list of {ndim} strings or nulls")
+    return tuple(names)
+
+

@@ -1,0 +1,79 @@
+"""RawFile: an array as one flat file of little-endian C-order bytes.
+
+Byte offsets map to element spans, element spans to at most 2*ndim-1 boxes; elements cut by
+the ends of a write are completed from their stored bytes.
+"""
+
+import math
+
+import numpy as np
+
+from .array import Array
+from .errors import OutOfBoundsError, ReadOnlyError
+from .geometry import box_shape, c_order_boxes
+
+
+class RawFile:
+    def __init__(self, array: Array, writable: bool = False):
+        self.array = array
+        self.writable = writable
+        self.itemsize = array.dtype.itemsize
+        self.size = math.prod(array.shape) * self.itemsize
+
+    def read(self, offset: int, size: int) -> bytes:
+        """Bytes [offset, offset+size), short at the end of the file, b'' past it."""
+        return self.read_array(offset, size).tobytes()
+
+    def read_array(self, offset: int, size: int) -> np.ndarray:
+        """The same bytes as a uint8 array, without an extra copy."""
+        end = min(offset + size, self.size)
+        if offset >= end or offset < 0:
+            return np.empty(0, "u1")
+        first, last = offset // self.itemsize, -(-end // self.itemsize)
+        elements = self._read_elements(first, last)
+        skip = offset - first * self.itemsize
+        return elements.view("u1")[skip:skip + end - offset]
+
+    def _read_elements(self, first: int, last: int) -> np.ndarray:
+        out = np.empty(last - first, self.array.dtype)
+        pos = 0
+        for box in c_order_boxes(self.array.shape, first, last):
+            n = math.prod(box_shape(box))
+            self.array.read_into(box, out[pos:pos + n].reshape(box_shape(box)))
+            pos += n
+        return out
+
+    def write(self, offset: int, data) -> int:
+        """Write bytes at `offset`; the file never grows, so passing its end raises, writing nothing."""
+        if not self.writable:
+            raise ReadOnlyError(f"{self.array.shared.name}: opened read-only")
+        data = memoryview(data).cast("B")
+        if offset < 0 or offset + len(data) > self.size:
+            raise OutOfBoundsError(f"{self.array.shared.name}: write of {len(data)} bytes at {offset} passes the "
+                                   f"end of the {self.size}-byte file")
+        if not data:
+            return 0
+        end = offset + len(data)
+        first, last = offset // self.itemsize, -(-end // self.itemsize)
+        elements = self._edge_elements(first, last, offset, end)
+        skip = offset - first * self.itemsize
+        elements.view("u1")[skip:skip + len(data)] = np.frombuffer(data, "u1")
+        pieces, pos = [], 0
+        for box in c_order_boxes(self.array.shape, first, last):
+            n = math.prod(box_shape(box))
+            pieces.append((box, elements[pos:pos + n].reshape(box_shape(box))))
+            pos += n
+        self.array.write_many(pieces)
+        return len(data)
+
+    def _edge_elements(self, first: int, last: int, offset: int, end: int) -> np.ndarray:
+        """A buffer for elements [first, last) whose partly overwritten ends hold their stored bytes."""
+        elements = np.empty(last - first, self.array.dtype)
+        if offset % self.itemsize:
+            elements[0] = self._read_elements(first, first + 1)[0]
+        if end % self.itemsize:
+            elements[-1] = self._read_elements(last - 1, last)[0]
+        return elements
+
+    def flush(self) -> None:
+        self.array.flush()

@@ -1,0 +1,60 @@
+"""The public Python API: open one array of a hierarchy as a flat byte view."""
+
+from .array import open_array
+from .cache import ChunkCache
+from .errors import MetadataError, ZarrfsError
+from .metadata import ArrayMetadata, parse_document
+from .rawfile import RawFile
+from .store import LocalStore
+
+DEFAULT_CACHE_BYTES = 256 << 20
+
+
+def read_metadata(store: LocalStore, path: str):
+    """The parsed zarr.json of the node at `path`, None if there is none."""
+    key = f"{path}/zarr.json" if path else "zarr.json"
+    raw = store.get(key)
+    return None if raw is None else parse_document(raw, key)
+
+
+class RawView:
+    """An array's flat little-endian C-order bytes: read, write (mode 'r+'), flush, close."""
+
+    def __init__(self, raw: RawFile, meta: ArrayMetadata):
+        self._raw = raw
+        self.metadata = meta
+        self.size = raw.size
+
+    def read(self, offset: int, size: int) -> bytes:
+        return self._raw.read(offset, size)
+
+    def write(self, offset: int, data) -> int:
+        return self._raw.write(offset, data)
+
+    def flush(self) -> None:
+        self._raw.flush()
+
+    def close(self) -> None:
+        if self._raw.writable:
+            self.flush()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def open_raw(root: str, path: str = "", mode: str = "r", cache_bytes: int = DEFAULT_CACHE_BYTES) -> RawView:
+    """Open the array at `path` (e.g. "group/temperature") of the hierarchy in directory `root`."""
+    if mode not in ("r", "r+"):
+        raise ValueError(f"mode must be 'r' or 'r+', not {mode!r}")
+    path = path.strip("/")
+    store = LocalStore(root, read_only=(mode == "r"))
+    meta = read_metadata(store, path)
+    if meta is None:
+        raise ZarrfsError(f"{root}: no zarr.json at {path or '/'!r}")
+    if not isinstance(meta, ArrayMetadata):
+        raise MetadataError(f"{path or '/'}: is a group, not an array")
+    array = open_array(store, path, meta, ChunkCache(cache_bytes))
+    return RawView(RawFile(array, writable=(mode == "r+")), meta)
