@@ -85,7 +85,7 @@ class Array:
 
     def read_into(self, box: Box, out: np.ndarray) -> None:
         for part in chunk_parts(box, self.chunk_shape, self.shape):
-            target = out[part.out_box]
+            target = out[(*part.out_box, ...)]  # a view, even for 0-d arrays
             if self.sharding:
                 self._shard(part.coords).read_into(part.chunk_box, target)
                 continue
@@ -180,7 +180,7 @@ class Array:
     def _write(self, box: Box, values: np.ndarray) -> None:
         for part in chunk_parts(box, self.chunk_shape, self.shape):
             if self.sharding:
-                self._shard(part.coords)._write(part.chunk_box, values[part.out_box])
+                self._shard(part.coords)._write(part.chunk_box, values[(*part.out_box, ...)])
                 self._dirty_shards.add(part.coords)
                 continue
             chunk = self._dirty.get(part.coords)

@@ -95,6 +95,8 @@ class BytesCodec(Codec):
         if len(data) != self.spec.nbytes:
             raise CorruptChunkError(f"decoded chunk has {len(data)} bytes, expected {self.spec.nbytes}")
         array = np.frombuffer(data, dtype=self.stored).reshape(self.spec.shape)
+        if self.stored.kind == "b":  # any nonzero byte is true; the flat view shows 0 or 1
+            return array.view("u1") != 0
         return array.astype(self.spec.data_type.numpy, copy=False)
 
     def encoded_size(self, nbytes):
@@ -230,10 +232,9 @@ class ShardingCodec(Codec):
     def decode(self, shard) -> np.ndarray:
         out = np.empty(self.spec.shape, self.spec.data_type.numpy)
         inner = self.inner_chunk_shape
-        for flat, data in enumerate(self.split(shard)):
-            coords = np.unravel_index(flat, self.chunks_per_shard)
+        for coords, data in zip(np.ndindex(*self.chunks_per_shard), self.split(shard)):
             region = tuple(slice(i * c, (i + 1) * c) for i, c in zip(coords, inner))
-            out[region] = self.spec.fill_value if data is None else self.inner_chain.decode(data)
+            out[(*region, ...)] = self.spec.fill_value if data is None else self.inner_chain.decode(data)
         return out
 
     def encode(self, array: np.ndarray) -> bytes | None:

@@ -58,6 +58,8 @@ class RawFile:
         elements = self._edge_elements(first, last, offset, end)
         skip = offset - first * self.itemsize
         elements.view("u1")[skip:skip + len(data)] = np.frombuffer(data, "u1")
+        if elements.dtype.kind == "b":  # a bool is one byte, 0 or 1
+            elements = elements.view("u1") != 0
         pieces, pos = [], 0
         for box in c_order_boxes(self.array.shape, first, last):
             n = math.prod(box_shape(box))

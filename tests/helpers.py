@@ -1,0 +1,91 @@
+"""Test helpers: zarr.json builders, a counting store, array factories."""
+
+import json
+import os
+
+import numpy as np
+
+from zarrfs.array import open_array
+from zarrfs.cache import ChunkCache
+from zarrfs.metadata import parse_document
+from zarrfs.rawfile import RawFile
+from zarrfs.store import LocalStore
+
+DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+          "float16", "float32", "float64", "complex64", "complex128", "r24"]
+
+
+def default_fill(data_type: str):
+    if data_type == "bool":
+        return False
+    if data_type.startswith("complex"):
+        return [0.0, 0.0]
+    if data_type.startswith("r"):
+        return [0] * (int(data_type[1:]) // 8)
+    return 0
+
+
+def array_doc(shape, data_type, chunk_shape, codecs=None, fill_value=None, key_encoding=None, **extra) -> dict:
+    return {
+        "zarr_format": 3, "node_type": "array", "shape": list(shape), "data_type": data_type,
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(chunk_shape)}},
+        "chunk_key_encoding": key_encoding or {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": default_fill(data_type) if fill_value is None else fill_value,
+        "codecs": codecs or [{"name": "bytes", "configuration": {"endian": "little"}}],
+        "attributes": {}, **extra,
+    }
+
+
+def sharding(inner_chunk_shape, codecs=None, index_location="end", index_codecs=None) -> dict:
+    return {"name": "sharding_indexed", "configuration": {
+        "chunk_shape": list(inner_chunk_shape),
+        "codecs": codecs or [{"name": "bytes", "configuration": {"endian": "little"}}],
+        "index_codecs": index_codecs or [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+        "index_location": index_location}}
+
+
+def write_doc(root, path, doc) -> None:
+    directory = os.path.join(root, path)
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "zarr.json"), "w") as f:
+        json.dump(doc, f)
+
+
+def group_doc(attributes=None) -> dict:
+    return {"zarr_format": 3, "node_type": "group", "attributes": attributes or {}}
+
+
+class CountingStore(LocalStore):
+    """A LocalStore that records every get: (key, byte_range, bytes returned)."""
+
+    def __init__(self, root, read_only=False):
+        super().__init__(root, read_only)
+        self.gets = []
+        self.sets = []
+
+    def get(self, key, byte_range=None):
+        data = super().get(key, byte_range)
+        self.gets.append((key, byte_range, 0 if data is None else len(data)))
+        return data
+
+    def set(self, key, data):
+        self.sets.append((key, len(data)))
+        super().set(key, data)
+
+    def reset(self):
+        self.gets.clear()
+        self.sets.clear()
+
+    @property
+    def bytes_read(self):
+        return sum(n for _, _, n in self.gets)
+
+
+def open_raw_file(store, path="", cache_bytes=64 << 20, writable=True) -> RawFile:
+    key = f"{path}/zarr.json" if path else "zarr.json"
+    meta = parse_document(store.get(key), key)
+    return RawFile(open_array(store, path, meta, ChunkCache(cache_bytes)), writable=writable)
+
+
+def random_bytes(rng: np.random.Generator, n: int) -> bytes:
+    return rng.integers(0, 256, n, dtype=np.uint8).tobytes()

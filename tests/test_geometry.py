@@ -1,0 +1,43 @@
+import math
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from zarrfs.geometry import box_shape, c_order_boxes, chunk_parts, full_box
+
+shapes = st.lists(st.integers(0, 6), min_size=0, max_size=4).map(tuple)
+
+
+@given(shapes, st.data())
+def test_c_order_boxes_cover_exactly_the_flat_span(shape, data):
+    size = math.prod(shape)
+    start = data.draw(st.integers(0, size))
+    stop = data.draw(st.integers(start, size))
+    flat = np.arange(size).reshape(shape)
+    boxes = c_order_boxes(shape, start, stop)
+    got = np.concatenate([flat[b].reshape(-1) for b in boxes]) if boxes else np.empty(0, int)
+    assert got.tolist() == list(range(start, stop))
+    assert len(boxes) <= max(1, 2 * len(shape) - 1)
+
+
+@given(shapes, st.data())
+def test_chunk_parts_tile_a_box(shape, data):
+    chunk_shape = tuple(data.draw(st.integers(1, 4)) for _ in shape)
+    box = tuple(slice(*sorted(data.draw(st.tuples(st.integers(0, n), st.integers(0, n))))) for n in shape)
+    array = np.arange(math.prod(shape)).reshape(shape)
+    out = np.full(box_shape(box), -1)
+    for part in chunk_parts(box, chunk_shape, shape):
+        origin = [c * s for c, s in zip(part.coords, chunk_shape)]
+        chunk = array[tuple(slice(o, o + s) for o, s in zip(origin, chunk_shape))]
+        assert (out[part.out_box] == -1).all()  # no overlap
+        out[part.out_box] = chunk[part.chunk_box]
+        inside = tuple(slice(0, min(s, n - o)) for s, n, o in zip(chunk_shape, shape, origin))
+        assert part.complete == (part.chunk_box == inside)
+    assert (out == array[box]).all()
+
+
+def test_zero_dimensional():
+    assert c_order_boxes((), 0, 1) == [()]
+    assert list(chunk_parts((), (), ())) == [((), (), (), True)]
+    assert full_box((2, 3)) == (slice(0, 2), slice(0, 3))
