@@ -108,23 +108,17 @@ class Array:
                     continue
             try:
                 data = self.source.read(coords)
-                chunk = None if data is None else self._decode(coords, data)
-            except CorruptChunkError:
-                if version == self.shared.version:
-                    raise
-                continue  # read during a commit, perhaps through a stale shard index
+                chunk = None if data is None else self.chain.decode(data)
+            except CorruptChunkError as e:
+                if version != self.shared.version:
+                    continue  # read during a commit, perhaps through a stale shard index
+                raise CorruptChunkError(f"{self.shared.name}: chunk {self.source.key(coords)}: {e}") from None
             with self.shared.lock:
                 if version != self.shared.version:
                     continue
                 if coords not in self._dirty:
                     self.shared.cache.put(key, MISSING if chunk is None else chunk)
                 return chunk
-
-    def _decode(self, coords, data) -> np.ndarray:
-        try:
-            return self.chain.decode(data)
-        except CorruptChunkError as e:
-            raise CorruptChunkError(f"{self.shared.name}: chunk {self.source.key(coords)}: {e}") from None
 
     def _shard(self, coords) -> "Array":
         with self.shared.lock:
@@ -141,15 +135,9 @@ class Array:
         origin = [c * s for c, s in zip(coords, self.chunk_shape)]
         shape = [min(s, n - o) for s, n, o in zip(self.chunk_shape, self.shape, origin)]
         key = self.source.key(coords)
-        source = ShardChunks(lambda byte_range: self._read_shard(coords, key, byte_range), self.sharding, key)
+        source = ShardChunks(lambda byte_range: self.source.read(coords, byte_range), self.sharding, key)
         return Array(shape, self.sharding.inner_chunk_shape, self.sharding.inner_chain, source,
                      self.shared, self.cache_key + (coords,))
-
-    def _read_shard(self, coords, key, byte_range):
-        try:
-            return self.source.read(coords, byte_range)
-        except CorruptChunkError as e:
-            raise CorruptChunkError(f"{self.shared.name}: shard {key}: {e}") from None
 
     def _evict_shard_views(self) -> None:
         for coords in list(self._shards)[: max(0, len(self._shards) - MAX_SHARD_VIEWS)]:

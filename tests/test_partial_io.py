@@ -1,0 +1,94 @@
+"""A counting store proves reads and writes touch only the chunks and byte ranges they need."""
+
+import numpy as np
+import pytest
+
+from helpers import CountingStore, array_doc, open_raw_file, sharding, write_doc
+from zarrfs.store import Range, Suffix
+
+ZSTD = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 1}}]
+INDEX_NBYTES = 16 * 16 + 4  # 4x4 inner chunks per shard, crc32c
+
+
+def filled(tmp_path, codecs, chunk_shape=(32, 32), shape=(64, 64)):
+    write_doc(tmp_path, "", array_doc(shape, "uint16", chunk_shape, codecs))
+    store = CountingStore(tmp_path)
+    raw = open_raw_file(store)
+    raw.write(0, np.arange(np.prod(shape), dtype="<u2").tobytes())
+    raw.flush()
+    fresh = open_raw_file(store)  # a cold cache
+    store.reset()
+    return store, fresh
+
+
+def offset_of(row, col, shape=(64, 64)):
+    return (row * shape[1] + col) * 2
+
+
+@pytest.mark.parametrize("location", ["end", "start"])
+def test_cold_read_in_a_shard_reads_index_and_one_inner_chunk(tmp_path, location):
+    store, raw = filled(tmp_path, [sharding([8, 8], ZSTD, location)])
+    assert raw.read(offset_of(9, 10), 4) == np.arange(9 * 64 + 10, 9 * 64 + 12, dtype="<u2").tobytes()
+    (index_key, index_range, index_n), (chunk_key, chunk_range, chunk_n) = store.gets
+    assert index_key == chunk_key == "c/0/0"
+    assert index_range == (Range(0, INDEX_NBYTES) if location == "start" else Suffix(INDEX_NBYTES))
+    assert index_n == INDEX_NBYTES
+    stored = (tmp_path / "c" / "0" / "0").read_bytes()
+    assert isinstance(chunk_range, Range) and chunk_n == chunk_range.length < len(stored) // 8
+    store.reset()
+    raw.read(offset_of(9, 12), 8)  # the same inner chunk: cached
+    assert store.gets == []
+    raw.read(offset_of(20, 20), 2)  # another inner chunk of the same shard: index cached
+    assert len(store.gets) == 1 and isinstance(store.gets[0][1], Range)
+
+
+def test_nested_shards_read_three_ranges(tmp_path):
+    store, raw = filled(tmp_path, [sharding([16, 16], [sharding([8, 8], ZSTD)])])
+    raw.read(offset_of(40, 40), 2)
+    assert [k for k, _, _ in store.gets] == ["c/1/1"] * 3
+    assert all(r is not None for _, r, _ in store.gets)  # never the whole shard
+    assert store.bytes_read < 600
+
+
+def test_plain_read_decodes_only_touched_chunks(tmp_path):
+    store, raw = filled(tmp_path, ZSTD, chunk_shape=(8, 8))
+    raw.read(offset_of(3, 6), 8)  # columns 6..9: two chunks
+    assert sorted(k for k, _, _ in store.gets) == ["c/0/0", "c/0/1"]
+
+
+def test_complete_chunk_overwrite_reads_nothing(tmp_path):
+    store, raw = filled(tmp_path, ZSTD, chunk_shape=(8, 64))
+    raw.write(offset_of(8, 0), bytes(8 * 64 * 2 - 0))  # exactly chunk row 1
+    assert store.gets == []
+    raw.write(offset_of(16, 3), b"\x01")  # partial: decodes that chunk only
+    assert [k for k, _, _ in store.gets] == ["c/2/0"]
+    raw.flush()
+    assert sorted(k for k, _ in store.sets) == ["c/2/0"]  # chunk 1 became all fill: deleted
+    assert not (tmp_path / "c" / "1" / "0").exists()
+
+
+def test_each_touched_shard_is_rewritten_once(tmp_path):
+    store, raw = filled(tmp_path, [sharding([8, 8], ZSTD)])
+    for row in (1, 9, 17, 25):  # four inner chunks of shard (0, 0)
+        raw.write(offset_of(row, 1), b"\xff\xff")
+    raw.write(offset_of(40, 40), b"\xff\xff")  # and one of shard (1, 1)
+    store.reset()
+    raw.flush()
+    assert sorted(k for k, _ in store.sets) == ["c/0/0", "c/1/1"]
+    whole = [k for k, r, _ in store.gets if r is None]
+    assert sorted(whole) == ["c/0/0", "c/1/1"]  # each read once, to keep its other inner chunks
+
+
+def test_complete_shard_overwrite_does_not_read_the_shard(tmp_path):
+    store, raw = filled(tmp_path, [sharding([8, 8], ZSTD)])
+    raw.write(0, np.ones((32, 64), "<u2").tobytes())  # shard row 0 entirely
+    raw.flush()
+    assert store.gets == []
+    assert sorted(k for k, _ in store.sets) == ["c/0/0", "c/0/1"]
+
+
+def test_edge_shard_overwrite_ignores_inner_chunks_outside_the_array(tmp_path):
+    store, raw = filled(tmp_path, [sharding([8, 8], ZSTD)], shape=(40, 64))  # shard row 1 overhangs
+    raw.write(offset_of(32, 0, (40, 64)), np.ones((8, 64), "<u2").tobytes())
+    raw.flush()
+    assert store.gets == []
