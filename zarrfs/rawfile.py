@@ -25,23 +25,32 @@ class RawFile:
         return self.read_array(offset, size).tobytes()
 
     def read_array(self, offset: int, size: int) -> np.ndarray:
-        """The same bytes as a uint8 array, without an extra copy."""
-        end = min(offset + size, self.size)
-        if offset >= end or offset < 0:
-            return np.empty(0, "u1")
-        first, last = offset // self.itemsize, -(-end // self.itemsize)
-        elements = self._read_elements(first, last)
-        skip = offset - first * self.itemsize
-        return elements.view("u1")[skip:skip + end - offset]
+        """The same bytes as a uint8 array."""
+        out = np.empty(max(0, min(size, self.size - offset)), "u1")
+        self.read_into(offset, out)
+        return out
 
-    def _read_elements(self, first: int, last: int) -> np.ndarray:
-        out = np.empty(last - first, self.array.dtype)
+    def read_into(self, offset: int, out: np.ndarray) -> int:
+        """Fill the uint8 array `out` from `offset`; returns the bytes filled (short at the end)."""
+        n = min(len(out), self.size - offset)
+        if n <= 0 or offset < 0:
+            return 0
+        first, last = offset // self.itemsize, -(-(offset + n) // self.itemsize)
+        if offset % self.itemsize == 0 and n % self.itemsize == 0:  # decode straight into `out`
+            self._read_elements(first, last, out[:n].view(self.array.dtype))
+        else:
+            elements = np.empty(last - first, self.array.dtype)
+            self._read_elements(first, last, elements)
+            skip = offset - first * self.itemsize
+            out[:n] = elements.view("u1")[skip:skip + n]
+        return n
+
+    def _read_elements(self, first: int, last: int, out: np.ndarray) -> None:
         pos = 0
         for box in c_order_boxes(self.array.shape, first, last):
             n = math.prod(box_shape(box))
             self.array.read_into(box, out[pos:pos + n].reshape(box_shape(box)))
             pos += n
-        return out
 
     def write(self, offset: int, data) -> int:
         """Write bytes at `offset`; the file never grows, so passing its end raises, writing nothing."""
@@ -72,9 +81,9 @@ class RawFile:
         """A buffer for elements [first, last) whose partly overwritten ends hold their stored bytes."""
         elements = np.empty(last - first, self.array.dtype)
         if offset % self.itemsize:
-            elements[0] = self._read_elements(first, first + 1)[0]
+            self._read_elements(first, first + 1, elements[:1])
         if end % self.itemsize:
-            elements[-1] = self._read_elements(last - 1, last)[0]
+            self._read_elements(last - 1, last, elements[-1:])
         return elements
 
     def flush(self) -> None:

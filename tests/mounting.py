@@ -1,0 +1,68 @@
+"""Real mounts for tests: start the daemon, wait until the mount is live, always unmount and reap."""
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ZARRFS = str(Path(sys.executable).parent / "zarrfs")
+
+
+class Mount:
+    def __init__(self, source, mountpoint, log_path, process):
+        self.source, self.path, self.log_path, self.process = Path(source), Path(mountpoint), log_path, process
+
+    def log(self) -> str:
+        return Path(self.log_path).read_text(errors="replace")
+
+    def __truediv__(self, name):
+        return self.path / name
+
+
+def wait_for(predicate, timeout=15.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def unmount(mountpoint) -> None:
+    if not os.path.ismount(mountpoint):
+        return
+    if subprocess.run(["fusermount3", "-u", str(mountpoint)], capture_output=True).returncode:
+        time.sleep(0.5)
+        subprocess.run(["fusermount3", "-u", str(mountpoint)], capture_output=True)
+    if os.path.ismount(mountpoint):
+        subprocess.run(["fusermount3", "-uz", str(mountpoint)], capture_output=True)
+
+
+def reap(process, timeout=20) -> None:
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@contextlib.contextmanager
+def mounted(source, tmp_path, *options, name="mnt"):
+    """Mount `source` in the foreground (-f) on tmp_path/name; yields a Mount."""
+    mountpoint = Path(tmp_path) / name
+    mountpoint.mkdir(exist_ok=True)
+    log_path = Path(tmp_path) / f"{name}.log"
+    args = [ZARRFS, str(source), str(mountpoint), "-f"]
+    if options:
+        args += ["-o", ",".join(options)]
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: os.path.ismount(mountpoint) or process.poll() is not None, what="the mount")
+        if process.poll() is not None:
+            raise RuntimeError(f"zarrfs exited with {process.returncode}: {log_path.read_text()}")
+        yield Mount(source, mountpoint, log_path, process)
+    finally:
+        unmount(mountpoint)
+        reap(process)

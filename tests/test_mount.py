@@ -1,0 +1,157 @@
+"""The mounted hierarchy, read by the tools our users have: find, ls, cmp, dd, od, NumPy, C mmap."""
+
+import errno
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mount_data import build, flat
+from mounting import mounted
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(scope="module")
+def hierarchy(tmp_path_factory):
+    root = tmp_path_factory.mktemp("h") / "data.zarr"
+    return root, build(root)
+
+
+@pytest.fixture(scope="module")
+def mnt(hierarchy, tmp_path_factory):
+    with mounted(hierarchy[0], tmp_path_factory.mktemp("m"), "ro") as m:
+        yield m
+
+
+@pytest.fixture(scope="module")
+def expected_files(hierarchy, tmp_path_factory):
+    """Each expected flat file written to a plain file, for cmp."""
+    out = tmp_path_factory.mktemp("expected")
+    files = {}
+    for name, values in hierarchy[1].items():
+        files[name] = out / name.replace("/", "_")
+        files[name].write_bytes(flat(values))
+    return files
+
+
+@pytest.fixture(scope="module")
+def c_reader(tmp_path_factory):
+    exe = tmp_path_factory.mktemp("c") / "mmap_checksum"
+    subprocess.run(["gcc", "-O2", "-Wall", "-o", str(exe), str(HERE / "c" / "mmap_checksum.c")], check=True)
+    return exe
+
+
+def fnv1a(data: bytes) -> int:
+    h = 1469598103934665603
+    for b in data:
+        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def test_find_lists_every_group_array_and_sidecar(mnt, hierarchy):
+    out = subprocess.run(["find", str(mnt.path), "-type", "f"], capture_output=True, text=True, check=True).stdout
+    found = {os.path.relpath(p, mnt.path) for p in out.split()}
+    arrays = set(hierarchy[1])
+    expected = arrays | {a[:-4] + ".json" for a in arrays} | {"zarr.json", "layouts/zarr.json", "types/zarr.json"}
+    assert found == expected
+    dirs = subprocess.run(["find", str(mnt.path), "-type", "d"], capture_output=True, text=True).stdout.split()
+    assert {os.path.relpath(p, mnt.path) for p in dirs} == {".", "layouts", "types"}
+
+
+def test_ls_shows_sizes(mnt, hierarchy):
+    out = subprocess.run(["ls", "-lR", str(mnt.path)], capture_output=True, text=True, check=True).stdout
+    assert "float64.bin" in out and "nested-sharding.json" in out
+    for name, values in hierarchy[1].items():
+        st = os.stat(mnt / name)
+        assert st.st_size == values.nbytes
+        assert st.st_blocks == -(-values.nbytes // 512)
+        assert st.st_blksize >= 1 << 20
+
+
+def test_cmp_dd_od_see_the_flat_bytes(mnt, expected_files):
+    for name, path in expected_files.items():
+        subprocess.run(["cmp", str(path), str(mnt / name)], check=True)
+        data = path.read_bytes()
+        dd = subprocess.run(["dd", f"if={mnt / name}", "bs=7", "skip=3", "count=5", "status=none"],
+                            capture_output=True, check=True).stdout
+        assert dd == data[21:56]
+        od = subprocess.run(["od", "-A", "n", "-t", "x1", "-N", "16", str(mnt / name)],
+                            capture_output=True, text=True, check=True).stdout
+        assert od.split() == [f"{b:02x}" for b in data[:16]]
+
+
+def test_random_preads(mnt, expected_files):
+    rng = np.random.default_rng(0)
+    for name, path in expected_files.items():
+        data = path.read_bytes()
+        fd = os.open(mnt / name, os.O_RDONLY)
+        try:
+            for _ in range(25):
+                offset = int(rng.integers(0, len(data) + 8))
+                size = int(rng.integers(0, 300))
+                assert os.pread(fd, size, offset) == data[offset:offset + size]
+        finally:
+            os.close(fd)
+
+
+def test_numpy_memmap_with_the_sidecar(mnt, hierarchy):
+    for name, values in hierarchy[1].items():
+        side = json.loads((mnt / (name[:-4] + ".json")).read_text())
+        assert side["data_file"] == os.path.basename(name)
+        if values.nbytes == 0:
+            continue
+        mapped = np.memmap(mnt / name, dtype=side["dtype"], shape=tuple(side["shape"]), mode="r")
+        assert mapped.tobytes() == flat(values)
+        del mapped
+
+
+def test_c_program_mmaps_and_checksums(mnt, expected_files, c_reader):
+    for name in ["layouts/zstd.bin", "layouts/nested-sharding.bin", "types/complex128.bin", "scalar.bin"]:
+        data = expected_files[name].read_bytes()
+        out = subprocess.run([str(c_reader), str(mnt / name)], capture_output=True, text=True, check=True).stdout
+        assert out.split() == [str(len(data)), f"{fnv1a(data):016x}"]
+
+
+def test_sidecar_contents(mnt):
+    side = json.loads((mnt / "layouts" / "sharded-end.json").read_text())
+    assert side["shape"] == [13, 11] and side["dtype"] == "<f4" and side["data_type"] == "float32"
+    assert side["itemsize"] == 4 and side["nbytes"] == 13 * 11 * 4
+    assert side["order"] == "C" and side["byte_order"] == "little" and side["fill_value"] == "NaN"
+    assert side["chunk_shape"] == [6, 4] and side["inner_chunk_shape"] == [3, 2]
+    assert side["codecs"][0]["name"] == "sharding_indexed" and side["attributes"] == {}
+    assert side["dimension_names"] is None
+    assert json.loads((mnt / "xr.json").read_text())["dimension_names"] == ["time"]
+    plain = json.loads((mnt / "types" / "bool.json").read_text())
+    assert plain["dtype"] == "|b1" and plain["inner_chunk_shape"] == [4, 4]
+    assert json.loads((mnt / "zarr.json").read_text())["attributes"] == {"title": "test"}
+    assert json.loads((mnt / "scalar.json").read_text())["shape"] == []
+
+
+@pytest.mark.parametrize("probe", [".hidden", ".Trash-0", ".Trash", "autorun.inf", "desktop.ini", ".xdg-volume-info",
+                                   "layouts/.directory", "layouts/zstd.bin/x", "folder.jpg"])
+def test_probes_for_missing_names_answer_enoent(mnt, probe):
+    with pytest.raises(OSError) as info:
+        os.stat(mnt / probe)
+    assert info.value.errno in (errno.ENOENT, errno.ENOTDIR)
+
+
+def test_read_only_mount_refuses_changes(mnt):
+    for action in [lambda: open(mnt / "layouts" / "zstd.bin", "r+b"), lambda: os.mkdir(mnt / "new"),
+                   lambda: open(mnt / "new.bin", "wb"), lambda: os.truncate(mnt / "scalar.bin", 8),
+                   lambda: os.unlink(mnt / "scalar.bin"), lambda: os.rename(mnt / "scalar.bin", mnt / "s.bin")]:
+        with pytest.raises(OSError) as info:
+            action()
+        assert info.value.errno == errno.EROFS
+    with pytest.raises(IsADirectoryError):
+        open(mnt / "layouts")
+
+
+def test_statfs_and_mount_table(mnt, hierarchy):
+    assert os.statvfs(mnt.path).f_bsize > 0
+    line = next(line for line in Path("/proc/mounts").read_text().splitlines() if f" {mnt.path} " in line)
+    assert line.split()[0] == str(hierarchy[0]) and line.split()[2] == "fuse.zarrfs"
+    assert "ro" in line.split()[3].split(",")

@@ -1,0 +1,173 @@
+"""The naming scheme: which file-system path stands for which Zarr node, and sidecars.
+
+    group           -> directory (holding `zarr.json`, the group's document as stored)
+    array NAME      -> NAME.bin (flat bytes) + NAME.json (sidecar)
+
+Collision rule: the group's `zarr.json` and child groups keep their names; an array whose
+`NAME.bin` or `NAME.json` would collide with one of them (an array called `zarr`, a group
+called `x.bin`) is shown as `NAME.array.bin` + `NAME.array.json` instead, and a warning is
+logged. Nothing is ever hidden.
+"""
+
+import json
+import logging
+import os
+import threading
+from dataclasses import dataclass
+
+from .errors import MetadataError, ZarrfsError
+from .metadata import ArrayMetadata, GroupMetadata, parse_document
+from .store import LocalStore
+
+log = logging.getLogger(__name__)
+
+DIR, DATA, SIDECAR, DOCUMENT = "dir", "data", "sidecar", "document"
+
+
+@dataclass(frozen=True)
+class Node:
+    """A Zarr node as found in the store: parsed metadata, or the error that stopped parsing."""
+
+    path: str  # store path, '' for the root
+    kind: str  # "array" or "group"
+    document: bytes
+    stat: os.stat_result
+    meta: ArrayMetadata | GroupMetadata | None
+    error: ZarrfsError | None
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One file-system entry: what it is and which node it shows."""
+
+    kind: str  # DIR, DATA, SIDECAR or DOCUMENT
+    node: Node
+    stem: str = ""  # for DATA and SIDECAR: the name before .bin / .json
+
+
+class Hierarchy:
+    def __init__(self, store: LocalStore):
+        self.store = store
+        self._nodes: dict[str, Node] = {}
+        self._listings: dict[str, tuple[int, dict[str, Entry]]] = {}
+        self._lock = threading.Lock()
+        root = self.node("")
+        if root is None:
+            raise MetadataError(f"{store.root}: no zarr.json: not a Zarr v3 hierarchy")
+        if root.error is not None:
+            raise root.error
+
+    def node(self, path: str) -> Node | None:
+        """The node at store path `path`, None if there is none; cached while zarr.json is unchanged."""
+        key = f"{path}/zarr.json" if path else "zarr.json"
+        st = self.store.stat(key)
+        if st is None:
+            return None
+        cached = self._nodes.get(path)
+        if cached is not None and (cached.stat.st_mtime_ns, cached.stat.st_size) == (st.st_mtime_ns, st.st_size):
+            return cached
+        document = self.store.get(key) or b""
+        node = _parse_node(path, key, document, st)
+        self._nodes[path] = node
+        return node
+
+    def listing(self, dir_path: str) -> dict[str, Entry]:
+        """Name -> entry for the directory of the group at store path `dir_path`."""
+        st = self.store.stat(dir_path)
+        version = st.st_mtime_ns if st else 0
+        cached = self._listings.get(dir_path)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        entries = self._build_listing(dir_path)
+        with self._lock:
+            self._listings[dir_path] = (version, entries)
+        return entries
+
+    def _build_listing(self, dir_path: str) -> dict[str, Entry]:
+        group = self.node(dir_path)
+        entries = {"zarr.json": Entry(DOCUMENT, group)}
+        arrays = []
+        for name in self.store.list_dir(dir_path):
+            child = self.node(f"{dir_path}/{name}" if dir_path else name)
+            if child is None:
+                continue  # a chunk directory or anything else that is not a node
+            if child.kind == "group":
+                entries[name] = Entry(DIR, child)
+            else:
+                arrays.append(child)
+        for child in arrays:
+            stem = child.name
+            if f"{stem}.bin" in entries or f"{stem}.json" in entries:
+                log.warning("%s: array %r collides with another entry; shown as %s.array.bin and %s.array.json",
+                            dir_path or "/", stem, stem, stem)
+                stem = f"{stem}.array"
+            entries[f"{stem}.bin"] = Entry(DATA, child, stem)
+            entries[f"{stem}.json"] = Entry(SIDECAR, child, stem)
+        return entries
+
+    def lookup(self, fs_path: str) -> Entry | None:
+        """The entry at an absolute file-system path ('/', '/raw/frames.bin', ...)."""
+        entry = Entry(DIR, self.node(""))
+        for part in (p for p in fs_path.split("/") if p):
+            if entry.kind != DIR:
+                return None
+            entry = self.entries_of(entry).get(part)
+            if entry is None:
+                return None
+        return entry
+
+    def entries_of(self, directory: Entry) -> dict[str, Entry]:
+        if directory.node.kind == "array":  # SOURCE is an array: the root holds just its files
+            stem = os.path.basename(self.store.root.rstrip("/")) or "array"
+            return {f"{stem}.bin": Entry(DATA, directory.node, stem),
+                    f"{stem}.json": Entry(SIDECAR, directory.node, stem)}
+        return self.listing(directory.node.path)
+
+
+def _parse_node(path: str, key: str, document: bytes, st: os.stat_result) -> Node:
+    try:
+        meta = parse_document(document, key)
+    except ZarrfsError as e:
+        kind = _guess_kind(document)
+        log.error("%s", e)
+        return Node(path, kind, document, st, None, e)
+    kind = "array" if isinstance(meta, ArrayMetadata) else "group"
+    return Node(path, kind, document, st, meta, None)
+
+
+def _guess_kind(document: bytes) -> str:
+    """A broken node is still listed: as a group if it says so, else as an array."""
+    try:
+        return "group" if json.loads(document).get("node_type") == "group" else "array"
+    except Exception:
+        return "array"
+
+
+def sidecar(meta: ArrayMetadata, data_file: str) -> bytes:
+    """The JSON sidecar: everything a reader needs to interpret the .bin file."""
+    doc = meta.document
+    sharding = next((c for c in meta.codecs if c["name"] == "sharding_indexed"), None)
+    names = meta.dimension_names
+    if names is None and isinstance(meta.attributes.get("_ARRAY_DIMENSIONS"), list):
+        names = meta.attributes["_ARRAY_DIMENSIONS"]
+    body = {
+        "shape": list(meta.shape),
+        "dtype": meta.data_type.array_interface,
+        "data_type": meta.data_type.name,
+        "itemsize": meta.data_type.itemsize,
+        "nbytes": meta.nbytes,
+        "order": "C",
+        "byte_order": "little",
+        "fill_value": doc["fill_value"],
+        "dimension_names": None if names is None else list(names),
+        "chunk_shape": list(meta.chunk_shape),
+        "inner_chunk_shape": sharding["configuration"].get("chunk_shape") if sharding else None,
+        "codecs": doc["codecs"],
+        "attributes": meta.attributes,
+        "data_file": data_file,
+    }
+    return (json.dumps(body, indent=2) + "\n").encode()

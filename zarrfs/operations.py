@@ -1,0 +1,330 @@
+"""The FUSE Operations: thin methods that delegate, under one errno boundary.
+
+Nothing here decodes or encodes: hierarchy maps paths to nodes, rawfile/array do the work.
+"""
+
+import ctypes
+import errno
+import functools
+import logging
+import os
+import stat
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+os.environ["FUSE_LIBRARY_NAME"] = "fuse3"  # before the import: mfusepy would pick libfuse 2 on Debian
+import mfusepy  # noqa: E402
+
+from .array import open_array  # noqa: E402
+from .cache import ChunkCache
+from .errors import CorruptChunkError, ZarrfsError
+from .hierarchy import DATA, DIR, DOCUMENT, SIDECAR, Entry, Hierarchy, Node, sidecar
+from .rawfile import RawFile
+from .store import LocalStore
+
+log = logging.getLogger(__name__)
+
+BLKSIZE = 1 << 20  # st_blksize: tools that honour it issue 1 MiB reads
+TIMEOUT = 30.0  # seconds the kernel may keep attributes and entries
+
+
+def errno_boundary(method):
+    """Map every exception to an errno: typed errors to theirs, anything else to EIO with a log line."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args):
+        try:
+            return method(self, *args)
+        except mfusepy.FuseOSError:
+            raise
+        except ZarrfsError as e:
+            level = logging.ERROR if isinstance(e, CorruptChunkError) or e.errno == errno.EIO else logging.WARNING
+            log.log(level, "%s: %s", method.__name__, e)
+            raise mfusepy.FuseOSError(e.errno) from None
+        except OSError as e:
+            log.warning("%s: %s", method.__name__, e)
+            raise mfusepy.FuseOSError(e.errno or errno.EIO) from None
+        except Exception:
+            log.exception("%s%r failed", method.__name__, args[:1])
+            raise mfusepy.FuseOSError(errno.EIO) from None
+
+    return wrapper
+
+
+def fail(code: int):
+    raise mfusepy.FuseOSError(code)
+
+
+@dataclass
+class OpenArray:
+    """One array's flat view, shared by every handle open on it."""
+
+    raw: RawFile
+    node: Node
+    handles: int = 0
+    mtime: float = 0.0  # of the last write through the mount
+    error: ZarrfsError | None = None  # a background flush failure, reported at the next fsync/close
+
+
+@dataclass
+class Handle:
+    entry: Entry
+    content: bytes = b""  # sidecars and documents: a snapshot
+    array: OpenArray | None = None
+    writable: bool = False
+    wrote: bool = False
+
+
+@dataclass
+class Options:
+    read_only: bool = False
+    cache_bytes: int = 512 << 20
+    flush_interval: float = 2.0
+    dirty_limit: int = 256 << 20  # dirty decoded bytes per array before a write flushes
+
+
+class Operations(mfusepy.Operations):
+    use_ns = True
+
+    def __init__(self, source: str, options: Options, on_ready=None, on_stop=None):
+        self.options = options
+        self.store = LocalStore(source, read_only=options.read_only)
+        self.hierarchy = Hierarchy(self.store)
+        self.cache = ChunkCache(options.cache_bytes)
+        self._arrays: dict[str, OpenArray] = {}
+        self._handles: dict[int, Handle] = {}
+        self._next_fh = 1
+        self._lock = threading.Lock()
+        self._on_ready, self._on_stop = on_ready, on_stop
+        self._stop = threading.Event()
+        if not options.read_only:
+            removed = self.store.remove_temporaries()
+            if removed:
+                log.warning("removed %d temporary files left by an interrupted write", removed)
+
+    # lifecycle
+
+    def init_with_config(self, conn, config):
+        if conn is not None:
+            conn.max_read = BLKSIZE
+            conn.max_readahead = BLKSIZE
+            conn.max_write = BLKSIZE
+        if config is not None:
+            config.kernel_cache = 1  # only this daemon changes the data, and writes go through the cache
+            config.attr_timeout = config.entry_timeout = TIMEOUT
+            config.negative_timeout = 1.0
+        threading.Thread(target=self._flusher, name="flusher", daemon=True).start()
+        if self._on_ready:
+            self._on_ready()
+
+    def destroy(self, path):
+        self._stop.set()
+        self.flush_all()
+        if self._on_stop:
+            self._on_stop()
+
+    def _flusher(self) -> None:
+        """Write-back: dirty chunks reach the store within a few seconds."""
+        while not self._stop.wait(self.options.flush_interval):
+            self.flush_all()
+
+    def flush_all(self) -> None:
+        for opened in list(self._arrays.values()):
+            try:
+                opened.raw.flush()
+            except ZarrfsError as e:
+                log.error("write-back of %s failed: %s", opened.node.path or "/", e)
+                opened.error = e
+
+    # metadata
+
+    def _entry(self, path: str) -> Entry:
+        entry = self.hierarchy.lookup(path)
+        return entry if entry is not None else fail(errno.ENOENT)
+
+    @errno_boundary
+    def getattr(self, path, fh=None):
+        return self._attributes(self._entry(path))
+
+    def _attributes(self, entry: Entry) -> dict:
+        st = entry.node.stat
+        write_bits = 0 if self.options.read_only else 0o222
+        if entry.kind == DIR:
+            mode, size = stat.S_IFDIR | 0o555 | (st.st_mode & write_bits & 0o200), 0
+        elif entry.kind == DATA:
+            mode, size = stat.S_IFREG | (st.st_mode & (0o444 | write_bits)), self._data_size(entry.node)
+        else:
+            mode, size = stat.S_IFREG | 0o444, len(self._content(entry))
+        mtime = max(st.st_mtime_ns, int(self._last_write(entry.node) * 1e9))
+        return {"st_mode": mode, "st_nlink": 2 if entry.kind == DIR else 1, "st_size": size,
+                "st_uid": st.st_uid, "st_gid": st.st_gid, "st_blksize": BLKSIZE, "st_blocks": -(-size // 512),
+                "st_mtime": mtime, "st_ctime": mtime, "st_atime": mtime}
+
+    def _data_size(self, node: Node) -> int:
+        return 0 if node.meta is None else node.meta.nbytes
+
+    def _last_write(self, node: Node) -> float:
+        opened = self._arrays.get(node.path)
+        return opened.mtime if opened else 0.0
+
+    def _content(self, entry: Entry) -> bytes:
+        if entry.kind == DOCUMENT:
+            return entry.node.document
+        if entry.node.meta is None:
+            return b""
+        return sidecar(entry.node.meta, f"{entry.stem}.bin")
+
+    @errno_boundary
+    def readdir(self, path, fh):
+        entry = self._entry(path)
+        if entry.kind != DIR:
+            fail(errno.ENOTDIR)
+        listing = self.hierarchy.entries_of(entry)
+        return [".", "..", *((name, self._attributes(e), 0) for name, e in listing.items())]
+
+    @errno_boundary
+    def statfs(self, path):
+        sv = os.statvfs(self.store.root)
+        return {"f_bsize": BLKSIZE, "f_frsize": sv.f_frsize, "f_blocks": sv.f_blocks, "f_bfree": sv.f_bfree,
+                "f_bavail": sv.f_bavail, "f_files": sv.f_files, "f_ffree": sv.f_ffree, "f_favail": sv.f_favail,
+                "f_namemax": 255}
+
+    # open, read, write
+
+    @errno_boundary
+    def open(self, path, flags):
+        entry = self._entry(path)
+        writable = (flags & os.O_ACCMODE) != os.O_RDONLY
+        if entry.kind == DIR:
+            fail(errno.EISDIR)
+        if writable and self.options.read_only:
+            fail(errno.EROFS)
+        if writable and entry.kind != DATA:
+            fail(errno.EACCES)  # sidecars and documents are read-only
+        if entry.kind != DATA:
+            return self._add_handle(Handle(entry, content=self._content(entry)))
+        if entry.node.error is not None:
+            raise entry.node.error
+        with self._lock:
+            opened = self._open_array(entry.node)
+            opened.handles += 1
+        return self._add_handle(Handle(entry, array=opened, writable=writable))
+
+    def _open_array(self, node: Node) -> OpenArray:
+        opened = self._arrays.get(node.path)
+        if opened is None or (opened.node is not node and not opened.raw.array.dirty and not opened.handles):
+            array = open_array(self.store, node.path, node.meta, self.cache)
+            opened = OpenArray(RawFile(array, writable=not self.options.read_only), node)
+            self._arrays[node.path] = opened
+        return opened
+
+    def _add_handle(self, handle: Handle) -> int:
+        with self._lock:
+            fh = self._next_fh
+            self._next_fh += 1
+            self._handles[fh] = handle
+        return fh
+
+    def _handle(self, fh) -> Handle:
+        handle = self._handles.get(fh)
+        return handle if handle is not None else fail(errno.EBADF)
+
+    @errno_boundary
+    def read(self, path, size, offset, fh):
+        handle = self._handle(fh)
+        if handle.array is not None:
+            return handle.array.raw.read(offset, size)
+        return handle.content[offset:offset + size]
+
+    @errno_boundary
+    def read_into(self, fh, buffer, size, offset) -> int:
+        """The binding's read: decode straight into the kernel's reply buffer."""
+        handle = self._handle(fh)
+        if handle.array is None:
+            data = handle.content[offset:offset + size]
+            ctypes.memmove(buffer, data, len(data))
+            return len(data)
+        out = np.ctypeslib.as_array(ctypes.cast(buffer, ctypes.POINTER(ctypes.c_ubyte)), shape=(size,))
+        return handle.array.raw.read_into(offset, out)
+
+    @errno_boundary
+    def write(self, path, data, offset, fh):
+        handle = self._handle(fh)
+        if not handle.writable:
+            fail(errno.EBADF)
+        raw = handle.array.raw
+        if offset >= raw.size:
+            fail(errno.EFBIG)  # the size never changes
+        data = data[:raw.size - offset]  # like RLIMIT_FSIZE: the part that fits, then EFBIG
+        written = raw.write(offset, data)
+        handle.wrote = True
+        handle.array.mtime = time.time()
+        if raw.array.shared.dirty_nbytes > self.options.dirty_limit:
+            self._flush(handle.array)
+        return written
+
+    @errno_boundary
+    def truncate(self, path, length, fh=None):
+        entry = self._entry(path)
+        if entry.kind != DATA:
+            fail(errno.EACCES)
+        if self.options.read_only:
+            fail(errno.EROFS)
+        size = self._data_size(entry.node)
+        if length != size:
+            log.warning("%s: refused truncate to %d bytes: an array file keeps its size, %d", path, length, size)
+            fail(errno.EFBIG if length > size else errno.EPERM)
+        return 0
+
+    def _flush(self, opened: OpenArray) -> None:
+        error, opened.error = opened.error, None
+        if error is not None:
+            raise error
+        opened.raw.flush()
+
+    @errno_boundary
+    def flush(self, path, fh):
+        handle = self._handle(fh)
+        if handle.wrote:
+            self._flush(handle.array)
+        return 0
+
+    @errno_boundary
+    def fsync(self, path, datasync, fh):
+        handle = self._handle(fh)
+        if handle.array is not None and handle.writable:
+            self._flush(handle.array)
+        return 0
+
+    @errno_boundary
+    def release(self, path, fh):
+        with self._lock:
+            handle = self._handles.pop(fh, None)
+            if handle is not None and handle.array is not None:
+                handle.array.handles -= 1
+        return 0
+
+    @errno_boundary
+    def utimens(self, path, times=None):
+        self._entry(path)  # accepted and ignored: mtimes come from the store and from writes
+        return 0
+
+    # the hierarchy's structure is not changed through the mount
+
+    def _refuse(self, *args):
+        fail(errno.EROFS if self.options.read_only else errno.EPERM)
+
+    mkdir = rmdir = unlink = rename = symlink = link = chmod = chown = mknod = _refuse
+
+    def create(self, path, mode, fi=None):
+        self._refuse()
+
+
+class ZarrFUSE(mfusepy.FUSE):
+    """mfusepy with the read callback replaced: no bytes object per request."""
+
+    def read(self, path, buf, size, offset, fip):
+        return self.operations.read_into(fip.contents.fh, buf, size, offset)
