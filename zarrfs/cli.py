@@ -96,26 +96,69 @@ def main(argv=None) -> int:
     parser.add_argument("mountpoint")
     parser.add_argument("-f", action="store_true", help="stay in the foreground")
     parser.add_argument("-d", action="store_true", help="debug logging (implies -f)")
+    parser.add_argument("-s", action="store_true", help="accepted for FUSE compatibility; ignored")
     parser.add_argument("-o", action="append", default=[], metavar="OPTION[,OPTION...]")
     args = parser.parse_args(argv)
     try:
         options, fuse_options, debug = parse_options(args.o)
         source, mountpoint = os.path.abspath(args.source), os.path.abspath(args.mountpoint)
         check_startup(source, mountpoint)
-    except UsageError as e:
+        operations = Operations(source, options)
+    except (UsageError, ZarrfsError) as e:
         print(f"zarrfs: {e}", file=sys.stderr)
         return 1
     debug = debug or args.d
-    foreground = args.f or args.d
     logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, stream=sys.stderr,
                         format="zarrfs[%(process)d] %(levelname)s %(name)s: %(message)s")
-    if foreground:
-        return serve(source, mountpoint, options, fuse_options, ready=None)
-    return daemonize(source, mountpoint, options, fuse_options)
+    mount = Mount(operations, source, mountpoint, fuse_options)
+    if args.f or args.d:
+        error = mount.serve()
+        if error:
+            print(f"zarrfs: {error}", file=sys.stderr)
+        return 1 if error else 0
+    return daemonize(mount)
 
 
-def daemonize(source, mountpoint, options, fuse_options) -> int:
-    """Fork; the parent returns 0 once the child's mount is live, or prints its one-line error."""
+class Mount:
+    """One mount: serve() runs until unmounted or signalled and flushes everything before returning."""
+
+    def __init__(self, operations: Operations, source: str, mountpoint: str, fuse_options: dict):
+        self.operations, self.source, self.mountpoint = operations, source, mountpoint
+        self.fuse_options = fuse_options
+        self.on_ready = None  # extra readiness action (the daemon's pipe)
+        self.was_live = False
+        operations.on_ready, operations.on_stop = self._ready, self._stopping
+
+    def _ready(self) -> None:
+        self.was_live = True
+        notify("READY=1")
+        if self.on_ready:
+            self.on_ready()
+        read_only = self.operations.options.read_only
+        log.info("mounted %s on %s%s", self.source, self.mountpoint, " (read-only)" if read_only else "")
+
+    def _stopping(self) -> None:
+        notify("STOPPING=1")
+        log.info("unmounting %s", self.mountpoint)
+
+    def serve(self) -> str | None:
+        """Returns None after a clean unmount, else a one-line error."""
+        kwargs = {"fsname": self.source, "subtype": "zarrfs", "max_read": BLKSIZE, "max_threads": MAX_THREADS,
+                  "max_idle_threads": MAX_THREADS, **self.fuse_options}
+        if self.operations.options.read_only:
+            kwargs["ro"] = True
+        try:
+            ZarrFUSE(self.operations, self.mountpoint, foreground=True, **kwargs)
+        except RuntimeError as e:
+            if self.was_live:  # libfuse reports the signal that ended its loop: a clean stop
+                log.debug("libfuse loop ended with status %s", e)
+                return None
+            return f"cannot mount {self.mountpoint}: libfuse error {e}"
+        return None
+
+
+def daemonize(mount: Mount) -> int:
+    """Fork; the parent returns 0 once the child's mount is live, or prints the child's error."""
     read_end, write_end = os.pipe()
     if os.fork():
         os.close(write_end)
@@ -123,7 +166,7 @@ def daemonize(source, mountpoint, options, fuse_options) -> int:
             message = pipe.read().decode(errors="replace")
         if message == "ready":
             return 0
-        print(message.strip() or f"zarrfs: cannot mount {mountpoint}", file=sys.stderr)
+        print(f"zarrfs: {message or f'cannot mount {mount.mountpoint}'}", file=sys.stderr)
         return 1
     os.close(read_end)
     os.setsid()
@@ -131,19 +174,20 @@ def daemonize(source, mountpoint, options, fuse_options) -> int:
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
-    ready = os.fdopen(write_end, "wb", buffering=0)
+    pipe = os.fdopen(write_end, "wb", buffering=0)
 
-    def on_ready():
-        ready.write(b"ready")
-        ready.close()
+    def ready():
+        pipe.write(b"ready")
+        pipe.close()
         os.dup2(null, 2)  # the terminal may be gone: log to syslog from now on
         _log_to_syslog()
 
-    status = serve(source, mountpoint, options, fuse_options, ready=on_ready)
-    if not ready.closed:
-        ready.write(f"zarrfs: cannot mount {mountpoint} (see messages above)".encode())
-        ready.close()
-    os._exit(status)
+    mount.on_ready = ready
+    error = mount.serve()
+    if not pipe.closed:
+        pipe.write((error or f"cannot mount {mount.mountpoint}").encode())
+        pipe.close()
+    os._exit(1 if error else 0)
 
 
 def _log_to_syslog() -> None:
@@ -154,34 +198,6 @@ def _log_to_syslog() -> None:
         handler = logging.handlers.SysLogHandler("/dev/log")
         handler.setFormatter(logging.Formatter("zarrfs[%(process)d]: %(levelname)s %(name)s: %(message)s"))
         root.addHandler(handler)
-
-
-def serve(source, mountpoint, options, fuse_options, ready) -> int:
-    """Mount and serve until unmounted or signalled; flush everything before returning."""
-    def on_ready():
-        notify("READY=1")
-        if ready:
-            ready()
-        log.info("mounted %s on %s%s", source, mountpoint, " (read-only)" if options.read_only else "")
-
-    def on_stop():
-        notify("STOPPING=1")
-        log.info("unmounting %s", mountpoint)
-
-    try:
-        operations = Operations(source, options, on_ready=on_ready, on_stop=on_stop)
-    except ZarrfsError as e:
-        print(f"zarrfs: {e}", file=sys.stderr)
-        return 1
-    kwargs = {"fsname": source, "subtype": "zarrfs", "max_read": BLKSIZE, "max_threads": MAX_THREADS, "max_idle_threads": MAX_THREADS, **fuse_options}
-    if options.read_only:
-        kwargs["ro"] = True
-    try:
-        ZarrFUSE(operations, mountpoint, foreground=True, **kwargs)
-    except RuntimeError as e:
-        print(f"zarrfs: cannot mount {mountpoint}: libfuse error {e}", file=sys.stderr)
-        return 1
-    return 0
 
 
 if __name__ == "__main__":

@@ -89,7 +89,7 @@ class Options:
 class Operations(mfusepy.Operations):
     use_ns = True
 
-    def __init__(self, source: str, options: Options, on_ready=None, on_stop=None):
+    def __init__(self, source: str, options: Options):
         self.options = options
         self.store = LocalStore(source, read_only=options.read_only)
         self.hierarchy = Hierarchy(self.store)
@@ -98,7 +98,7 @@ class Operations(mfusepy.Operations):
         self._handles: dict[int, Handle] = {}
         self._next_fh = 1
         self._lock = threading.Lock()
-        self._on_ready, self._on_stop = on_ready, on_stop
+        self.on_ready = self.on_stop = None  # callbacks: the mount is live / is going away
         self._stop = threading.Event()
         if not options.read_only:
             removed = self.store.remove_temporaries()
@@ -117,14 +117,14 @@ class Operations(mfusepy.Operations):
             config.attr_timeout = config.entry_timeout = TIMEOUT
             config.negative_timeout = 1.0
         threading.Thread(target=self._flusher, name="flusher", daemon=True).start()
-        if self._on_ready:
-            self._on_ready()
+        if self.on_ready:
+            self.on_ready()
 
     def destroy(self, path):
         self._stop.set()
         self.flush_all()
-        if self._on_stop:
-            self._on_stop()
+        if self.on_stop:
+            self.on_stop()
 
     def _flusher(self) -> None:
         """Write-back: dirty chunks reach the store within a few seconds."""

@@ -1,0 +1,153 @@
+"""Start-up errors, corrupt chunks, broken nodes, name collisions, daemon mode and signals."""
+
+import errno
+import json
+import os
+import signal
+import subprocess
+
+import numpy as np
+import pytest
+import zarr
+
+from helpers import array_doc, group_doc, write_doc
+from mounting import ZARRFS, mounted, reap, unmount, wait_for
+
+
+def small_hierarchy(root):
+    group = zarr.open_group(str(root), mode="w")
+    z = group.create_array("good", shape=(8,), chunks=(4,), dtype="int32", compressors=None)
+    z[...] = np.arange(8)
+    from zarr.codecs import BytesCodec, Crc32cCodec
+    # page-sized chunks: the kernel reads whole pages, so a corrupt chunk fails only its own pages
+    z = group.create_array("checked", shape=(4096,), chunks=(1024,), dtype="int32", serializer=BytesCodec(),
+                           compressors=[Crc32cCodec()])
+    z[...] = np.arange(4096)
+    return root
+
+
+def run_zarrfs(*args):
+    return subprocess.run([ZARRFS, *map(str, args)], capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize("case", ["missing source", "not zarr", "missing mountpoint", "already mounted",
+                                  "unknown option", "bad cache size"])
+def test_startup_errors_are_one_line_and_leave_no_mount(tmp_path, case):
+    source = small_hierarchy(tmp_path / "data.zarr")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    args, expect = [source, mnt], None
+    if case == "missing source":
+        args[0], expect = tmp_path / "nope", "no such directory"
+    elif case == "not zarr":
+        (tmp_path / "plain").mkdir()
+        args[0], expect = tmp_path / "plain", "not a Zarr v3 hierarchy"
+    elif case == "missing mountpoint":
+        args[1], expect = tmp_path / "nomnt", "mount point is not a directory"
+    elif case == "unknown option":
+        args += ["-o", "ro,frobnicate"]
+        expect = "unknown option 'frobnicate'"
+    elif case == "bad cache size":
+        args += ["-o", "cache_size=lots"]
+        expect = "cache_size"
+    if case == "already mounted":
+        with mounted(source, tmp_path, "ro") as m:
+            result = run_zarrfs(source, m.path)
+            assert result.returncode != 0 and "already a mount point" in result.stderr
+            assert len(result.stderr.strip().splitlines()) == 1
+        return
+    result = run_zarrfs(*args)
+    assert result.returncode != 0
+    assert expect in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not os.path.ismount(mnt)
+
+
+def test_corrupt_chunk_is_eio_for_that_read_only(tmp_path):
+    source = small_hierarchy(tmp_path / "data.zarr")
+    chunk = source / "checked" / "c" / "1"
+    chunk.write_bytes(bytes([chunk.read_bytes()[0] ^ 0xFF]) + chunk.read_bytes()[1:])
+    with mounted(source, tmp_path, "ro") as m:
+        fd = os.open(m / "checked.bin", os.O_RDONLY)
+        try:
+            assert os.pread(fd, 16, 0) == np.arange(4, dtype="<i4").tobytes()
+            with pytest.raises(OSError) as info:
+                os.pread(fd, 4, 4096)
+            assert info.value.errno == errno.EIO
+            assert os.pread(fd, 8, 8192) == np.arange(2048, 2050, dtype="<i4").tobytes()
+        finally:
+            os.close(fd)
+        assert (m / "good.bin").read_bytes() == np.arange(8, dtype="<i4").tobytes()
+        wait_for(lambda: "checked/c/1" in m.log(), what="the log line")
+        line = next(line for line in m.log().splitlines() if "checked/c/1" in line)
+        assert "crc32c mismatch" in line and "checked" in line
+
+
+def test_broken_nodes_are_listed_and_fail_to_open_with_a_log_line(tmp_path):
+    source = small_hierarchy(tmp_path / "data.zarr")
+    write_doc(source, "unsupported", array_doc([4], "int8", [2], codecs=[{"name": "bytes"}, {"name": "lzma"}]))
+    (source / "malformed").mkdir()
+    (source / "malformed" / "zarr.json").write_text("{ not json")
+    write_doc(source, "weird", array_doc([4], "float128", [2]))
+    with mounted(source, tmp_path, "ro") as m:
+        names = set(os.listdir(m.path))
+        assert {"unsupported.bin", "unsupported.json", "malformed.bin", "weird.bin", "good.bin"} <= names
+        for name, code in [("unsupported.bin", errno.EOPNOTSUPP), ("malformed.bin", errno.EIO),
+                           ("weird.bin", errno.EOPNOTSUPP)]:
+            with pytest.raises(OSError) as info:
+                open(m / name, "rb")
+            assert info.value.errno == code, name
+        assert (m / "good.bin").read_bytes() == np.arange(8, dtype="<i4").tobytes()
+        log = m.log()
+        assert "unsupported/zarr.json: codecs[1] (lzma): unsupported codec" in log
+        assert "malformed/zarr.json: not valid JSON" in log
+        assert "weird/zarr.json: data_type: unsupported data type 'float128'" in log
+
+
+def test_name_collisions_hide_nothing(tmp_path):
+    source = tmp_path / "data.zarr"
+    write_doc(source, "", group_doc())
+    write_doc(source, "zarr", array_doc([2], "uint8", [2]))  # zarr.json would collide with the group's
+    write_doc(source, "x.bin", group_doc())  # a group named like an array file
+    write_doc(source, "x", array_doc([3], "uint8", [3], fill_value=7))
+    with mounted(source, tmp_path, "ro") as m:
+        assert sorted(os.listdir(m.path)) == ["x.array.bin", "x.array.json", "x.bin", "zarr.array.bin",
+                                              "zarr.array.json", "zarr.json"]
+        assert (m / "x.array.bin").read_bytes() == b"\x07" * 3
+        assert json.loads((m / "x.array.json").read_text())["data_file"] == "x.array.bin"
+        assert os.path.isdir(m / "x.bin")
+        assert json.loads((m / "zarr.json").read_text())["node_type"] == "group"
+        assert "collides" in m.log()
+
+
+def test_source_may_be_a_group_or_an_array_inside_a_hierarchy(tmp_path):
+    source = small_hierarchy(tmp_path / "data.zarr")
+    with mounted(source / "good", tmp_path, "ro") as m:
+        assert sorted(os.listdir(m.path)) == ["good.bin", "good.json"]
+        assert (m / "good.bin").read_bytes() == np.arange(8, dtype="<i4").tobytes()
+
+
+def test_daemon_mode_returns_once_live_and_exits_after_unmount(tmp_path):
+    source = small_hierarchy(tmp_path / "data.zarr")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    result = run_zarrfs(source, mnt, "-o", "ro,cache_size=64M")
+    try:
+        assert result.returncode == 0, result.stderr
+        assert os.path.ismount(mnt)  # live when the command returns
+        assert (mnt / "good.bin").read_bytes() == np.arange(8, dtype="<i4").tobytes()
+        pids = subprocess.run(["pgrep", "-f", f"zarrfs {source} {mnt}"], capture_output=True, text=True).stdout.split()
+        assert len(pids) == 1
+    finally:
+        unmount(mnt)
+    wait_for(lambda: subprocess.run(["pgrep", "-f", f"zarrfs {source} {mnt}"], capture_output=True).returncode,
+             what="the daemon to exit")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signals_unmount_cleanly(tmp_path, sig):
+    source = small_hierarchy(tmp_path / "data.zarr")
+    with mounted(source, tmp_path) as m:
+        m.process.send_signal(sig)
+        reap(m.process)
+        assert m.process.returncode == 0
+        assert not os.path.ismount(m.path)
