@@ -287,9 +287,11 @@ class Operations(mfusepy.Operations):
 
     @errno_boundary
     def flush(self, path, fh):
+        """close(): write-back of what this handle wrote, so close reports write errors."""
         handle = self._handle(fh)
         if handle.wrote:
             self._flush(handle.array)
+            handle.wrote = False
         return 0
 
     @errno_boundary
@@ -305,6 +307,8 @@ class Operations(mfusepy.Operations):
             handle = self._handles.pop(fh, None)
             if handle is not None and handle.array is not None:
                 handle.array.handles -= 1
+        if handle is not None and handle.wrote:  # mmap write-back that came after close()
+            self._flush(handle.array)
         return 0
 
     @errno_boundary

@@ -1,0 +1,242 @@
+"""Writes through the mount: pwrite, mmap, cp, truncate, crashes, full disks, concurrent writers, fio."""
+
+import errno
+import os
+import signal
+import subprocess
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from mount_data import flat
+from mounting import mounted, reap, unmount
+from zarr_layouts import LAYOUTS, NUMERIC, create, random_values
+
+HERE = Path(__file__).parent
+
+
+def zarr_bytes(path) -> bytes:
+    return flat(np.asarray(zarr.open_array(str(path))[...]))
+
+
+def build_arrays(root, rng):
+    """One array per layout (float32) and per data type (sharded); returns {name: store path}."""
+    arrays = {}
+    for layout in sorted(LAYOUTS):
+        z = create(root / "layouts" / layout, layout=layout, fill_value=0.0)
+        z[:6] = random_values("float32", (6, 11), rng)
+        arrays[f"layouts/{layout}"] = root / "layouts" / layout
+    for dtype in NUMERIC:
+        z = create(root / "types" / dtype, dtype=dtype, layout="nested-sharding")
+        z[2:] = random_values(dtype, (11, 11), rng)
+        arrays[f"types/{dtype}"] = root / "types" / dtype
+    zarr.open_group(str(root), mode="a")
+    zarr.open_group(str(root / "layouts"), mode="a")
+    zarr.open_group(str(root / "types"), mode="a")
+    return arrays
+
+
+def test_random_pwrites_reach_the_store(tmp_path):
+    rng = np.random.default_rng(11)
+    root = tmp_path / "data.zarr"
+    arrays = build_arrays(root, rng)
+    models = {name: bytearray(zarr_bytes(path)) for name, path in arrays.items()}
+    with mounted(root, tmp_path) as m:
+        for name, model in models.items():
+            fd = os.open(m / f"{name}.bin", os.O_RDWR)
+            try:
+                for i in range(12):
+                    offset = int(rng.integers(0, len(model)))
+                    data = rng.integers(0, 256, int(rng.integers(1, 120)), dtype=np.uint8).tobytes()
+                    data = data[:len(model) - offset]
+                    if name.endswith("bool"):
+                        data = bytes(b & 1 for b in data)
+                    assert os.pwrite(fd, data, offset) == len(data)
+                    model[offset:offset + len(data)] = data
+                    if i % 5 == 0:
+                        os.fsync(fd)
+                assert os.pread(fd, len(model), 0) == bytes(model)  # seen at once
+            finally:
+                os.close(fd)
+    for name, path in arrays.items():
+        assert zarr_bytes(path) == bytes(model := models[name]), name
+
+
+def test_mmap_writes_from_python_and_c(tmp_path):
+    rng = np.random.default_rng(12)
+    root = tmp_path / "data.zarr"
+    create(root, layout="sharded-end", fill_value=0.0)[...] = random_values("float32", (13, 11), rng)
+    model = bytearray(zarr_bytes(root))
+    exe = tmp_path / "mmap_write"
+    subprocess.run(["gcc", "-O2", "-o", str(exe), str(HERE / "c" / "mmap_write.c")], check=True)
+    with mounted(root, tmp_path) as m:
+        name = "data.zarr.bin"  # SOURCE is the array itself
+        mapped = np.memmap(m / name, dtype="<f4", shape=(13, 11), mode="r+")
+        mapped[3:5, 2:9] = -1.5
+        mapped.flush()
+        del mapped
+        expected = np.frombuffer(bytes(model), "<f4").reshape(13, 11).copy()
+        expected[3:5, 2:9] = -1.5
+        model = bytearray(expected.tobytes())
+        subprocess.run([str(exe), str(m / name), "101", "77"], check=True)
+        model[101:178] = bytes((i * 7 + 3) & 0xFF for i in range(77))
+        assert (m / name).read_bytes() == bytes(model)
+    assert zarr_bytes(root) == bytes(model)
+
+
+def test_cp_truncate_and_the_fixed_size(tmp_path):
+    rng = np.random.default_rng(13)
+    root = tmp_path / "a.zarr"
+    create(root, layout="zstd", fill_value=0.0)[...] = random_values("float32", (13, 11), rng)
+    size = 13 * 11 * 4
+    same, larger = tmp_path / "same.bin", tmp_path / "larger.bin"
+    same.write_bytes(rng.integers(0, 256, size, dtype=np.uint8).tobytes())
+    larger.write_bytes(rng.integers(0, 256, size + 1000, dtype=np.uint8).tobytes())
+    with mounted(root, tmp_path) as m:
+        target = m / "a.zarr.bin"
+        subprocess.run(["cp", str(same), str(target)], check=True)
+        assert target.read_bytes() == same.read_bytes()
+        result = subprocess.run(["cp", str(larger), str(target)], capture_output=True, text=True)
+        assert result.returncode != 0 and "File too large" in result.stderr
+        assert target.read_bytes() == larger.read_bytes()[:size]  # the part that fits was written
+        before = target.read_bytes()
+        for length in (0, 10, size + 1):
+            assert subprocess.run(["truncate", "-s", str(length), str(target)], capture_output=True).returncode
+        assert subprocess.run(["truncate", "-s", str(size), str(target)]).returncode == 0
+        assert target.read_bytes() == before and os.stat(target).st_size == size
+        fd = os.open(target, os.O_WRONLY)
+        try:
+            with pytest.raises(OSError) as info:
+                os.pwrite(fd, b"x", size)
+            assert info.value.errno == errno.EFBIG
+        finally:
+            os.close(fd)
+        for doc in ("a.zarr.json", "zarr.json") if (m / "zarr.json").exists() else ("a.zarr.json",):
+            with pytest.raises(OSError) as info:
+                open(m / doc, "r+b")
+            assert info.value.errno in (errno.EACCES, errno.EROFS)
+    assert zarr_bytes(root) == larger.read_bytes()[:size]
+
+
+def test_kill_9_keeps_every_fsynced_write_and_leaves_no_torn_shard(tmp_path):
+    rng = np.random.default_rng(14)
+    root = tmp_path / "a.zarr"
+    z = zarr.create_array(str(root), shape=(64, 64), chunks=(8, 8), shards=(32, 32), dtype="uint32", fill_value=0)
+    z[...] = 0
+    model = bytearray(zarr_bytes(root))
+    with mounted(root, tmp_path, name="m1") as m:
+        fd = os.open(m / "a.zarr.bin", os.O_RDWR)
+        for i in range(40):
+            offset = int(rng.integers(0, len(model) - 64))
+            data = rng.integers(0, 256, 64, dtype=np.uint8).tobytes()
+            os.pwrite(fd, data, offset)
+            os.fsync(fd)  # acknowledged: must survive
+            model[offset:offset + 64] = data
+        for i in range(20):  # not acknowledged: may or may not survive
+            os.pwrite(fd, b"\xff" * 64, int(rng.integers(0, len(model) - 64)))
+        m.process.send_signal(signal.SIGKILL)
+        reap(m.process)
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        unmount(m.path)
+    stored = np.frombuffer(zarr_bytes(root), "u1")  # every shard decodes: none is torn
+    expected = np.frombuffer(bytes(model), "u1")
+    differs = stored != expected
+    assert (stored[differs] == 0xFF).all()  # only unacknowledged writes differ
+    with mounted(root, tmp_path, name="m2"):
+        pass
+    assert not list(root.rglob(".zarrfs-tmp-*"))  # leftovers cleaned at mount
+
+
+@pytest.fixture
+def tiny_tmpfs(tmp_path):
+    mnt = tmp_path / "tmpfs"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", str(mnt)], check=True)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)])
+
+
+def fill_disk(path) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError as e:
+        assert e.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+
+
+def test_full_disk_fails_with_enospc_keeps_the_store_and_loses_nothing(tmp_path, tiny_tmpfs):
+    root = tiny_tmpfs / "a.zarr"
+    z = zarr.create_array(str(root), shape=(64, 1024), chunks=(16, 1024), dtype="uint8", compressors=None)
+    original = np.random.default_rng(16).integers(0, 256, (64, 1024), dtype=np.uint8)
+    z[...] = original
+    fill_disk(tiny_tmpfs / "filler")
+    with mounted(root, tmp_path) as m:
+        fd = os.open(m / "a.zarr.bin", os.O_RDWR)
+        os.pwrite(fd, b"\x02" * (64 * 1024), 0)
+        with pytest.raises(OSError) as info:
+            os.fsync(fd)
+        assert info.value.errno == errno.ENOSPC
+        with pytest.raises(OSError) as info:
+            os.close(fd)
+        assert info.value.errno == errno.ENOSPC
+        assert (np.asarray(zarr.open_array(str(root))[...]) == original).all()  # the store as it was
+        assert not list(root.rglob(".zarrfs-tmp-*"))
+        assert "No space left on device" in m.log()
+        os.unlink(tiny_tmpfs / "filler")  # room again: the data kept in memory is written
+        fd = os.open(m / "a.zarr.bin", os.O_RDWR)
+        os.fsync(fd)
+        os.close(fd)
+    assert (np.asarray(zarr.open_array(str(root))[...]) == 2).all()
+
+
+def _hammer(args):
+    path, start, length, rounds = args
+    fd = os.open(path, os.O_RDWR)
+    try:
+        for r in range(rounds):
+            os.pwrite(fd, bytes([(start // length + r) & 0xFF]) * length, start)
+            if r % 3 == 0:
+                os.fsync(fd)
+    finally:
+        os.close(fd)
+    return (start // length + rounds - 1) & 0xFF
+
+
+def test_concurrent_writers_on_one_shard_lose_nothing(tmp_path):
+    root = tmp_path / "a.zarr"
+    zarr.create_array(str(root), shape=(4096,), chunks=(256,), shards=(4096,), dtype="uint8", fill_value=0)
+    with mounted(root, tmp_path) as m:
+        jobs = [(str(m / "a.zarr.bin"), i * 1000, 1000, 25) for i in range(4)]
+        with ProcessPoolExecutor(4) as pool:
+            finals = list(pool.map(_hammer, jobs))
+    stored = np.asarray(zarr.open_array(str(root))[...])
+    for (_, start, length, _), final in zip(jobs, finals):
+        assert (stored[start:start + length] == final).all()
+    assert (stored[4000:] == 0).all()
+
+
+def test_fio_randrw_verifies_also_after_remount(tmp_path):
+    root = tmp_path / "a.zarr"
+    zarr.create_array(str(root), shape=(4 << 20,), chunks=(1 << 18,), shards=(1 << 20,), dtype="uint8", fill_value=0)
+    fio = ["fio", "--name=zarrfs", "--ioengine=psync", "--bs=4k", "--size=4m", "--rw=randrw", "--verify=crc32c",
+           "--randseed=1234", "--fallocate=none", "--allow_file_create=0", "--create_on_open=0",
+           "--unlink=0", "--end_fsync=1"]
+    with mounted(root, tmp_path, name="m1") as m:
+        result = subprocess.run([*fio, f"--filename={m / 'a.zarr.bin'}"], capture_output=True, text=True)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "verify" not in result.stderr.lower()
+    with mounted(root, tmp_path, name="m2") as m:
+        result = subprocess.run([*fio, "--verify_only", f"--filename={m / 'a.zarr.bin'}"], capture_output=True,
+                                text=True)
+        assert result.returncode == 0, result.stdout + result.stderr
