@@ -1,0 +1,122 @@
+"""mount(8), fstab and systemd: the ordinary machinery mounts zarrfs."""
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from mounting import reap, unmount, wait_for
+
+UNITS = Path(__file__).parent.parent / "systemd"
+FSTAB_OPTIONS = "ro,allow_other,nofail,noauto,_netdev,dev,suid,exec,x-systemd.automount,x-systemd.idle-timeout=60"
+
+
+@pytest.fixture
+def store(tmp_path):
+    root = tmp_path / "data.zarr"
+    z = zarr.create_array(str(root), shape=(100,), chunks=(30,), dtype="int32")
+    z[...] = np.arange(100)
+    return root
+
+
+def daemon_gone(source, mnt) -> bool:
+    return subprocess.run(["pgrep", "-f", f"zarrfs {source} {mnt}"], capture_output=True).returncode != 0
+
+
+def test_zarrfs_is_on_roots_path():
+    assert shutil.which("zarrfs", path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+
+
+def test_mount_t_fuse_zarrfs_with_the_options_fstab_adds(store, tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    try:
+        subprocess.run(["mount", "-t", "fuse.zarrfs", str(store), str(mnt), "-o", FSTAB_OPTIONS], check=True,
+                       capture_output=True, timeout=30)
+        assert os.path.ismount(mnt)
+        assert (mnt / "data.zarr.bin").read_bytes() == np.arange(100, dtype="<i4").tobytes()
+        subprocess.run(["umount", str(mnt)], check=True, timeout=30)
+        assert not os.path.ismount(mnt)
+    finally:
+        unmount(mnt)
+    wait_for(lambda: daemon_gone(store, mnt), what="the daemon to exit")
+
+
+def test_fstab_line_mounts_and_unmounts(store, tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    fstab = tmp_path / "fstab"
+    fstab.write_text(f"# test fstab\n{store}  {mnt}  fuse.zarrfs  {FSTAB_OPTIONS}  0 0\n")
+    try:
+        subprocess.run(["mount", "--fstab", str(fstab), str(mnt)], check=True, capture_output=True, timeout=30)
+        assert os.path.ismount(mnt)
+        assert (mnt / "data.zarr.json").exists()
+        subprocess.run(["umount", str(mnt)], check=True, timeout=30)
+        assert not os.path.ismount(mnt)
+    finally:
+        unmount(mnt)
+
+
+def test_systemd_analyze_accepts_the_units(tmp_path):
+    for name in ["zarrfs@.service", "mnt-experiment.mount"]:
+        shutil.copy(UNITS / name, tmp_path / name)
+    shutil.copy(UNITS / "zarrfs@.service", tmp_path / "zarrfs@experiment.service")
+    result = subprocess.run(["systemd-analyze", "verify", *(str(p) for p in sorted(tmp_path.iterdir()))],
+                            capture_output=True, text=True)
+    assert result.returncode == 0 and str(tmp_path) not in result.stderr, result.stderr  # no warning either
+    broken = tmp_path / "broken@.service"  # and it does notice a broken unit
+    broken.write_text((UNITS / "zarrfs@.service").read_text().replace("Type=notify", "Type=notfy"))
+    result = subprocess.run(["systemd-analyze", "verify", str(broken)], capture_output=True, text=True)
+    assert "broken@.service" in result.stderr and "notfy" in result.stderr
+
+
+def exec_start(config: dict) -> list[str]:
+    """The unit's ExecStart command line with ${VAR} expanded from the environment file, as systemd does."""
+    line = next(line for line in (UNITS / "zarrfs@.service").read_text().splitlines() if line.startswith("ExecStart="))
+    words = shlex.split(line.removeprefix("ExecStart="))
+    return [re.sub(r"\$\{(\w+)\}", lambda m: config.get(m.group(1), ""), w) for w in words]
+
+
+def test_exec_start_notifies_ready_when_live_and_stopping_on_sigterm(store, tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    config = {"SOURCE": str(store), "MOUNTPOINT": str(mnt), "OPTIONS": "cache_size=64M"}
+    example = dict(line.split("=", 1) for line in (UNITS / "experiment.conf.example").read_text().splitlines()
+                   if line and not line.startswith("#"))
+    assert set(example) == set(config)
+    notify_path = tmp_path / "notify.sock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(notify_path))
+    sock.settimeout(20)
+    process = subprocess.Popen(exec_start(config), env={**os.environ, "NOTIFY_SOCKET": str(notify_path)},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert sock.recv(4096) == b"READY=1"
+        assert os.path.ismount(mnt)  # live by the time systemd hears READY
+        fd = os.open(mnt / "data.zarr.bin", os.O_RDWR)
+        os.pwrite(fd, np.array([-7], "<i4").tobytes(), 40)
+        os.close(fd)
+        os.pwrite(fd := os.open(mnt / "data.zarr.bin", os.O_RDWR), b"\x05\x00\x00\x00", 396)
+        process.send_signal(signal.SIGTERM)  # with a write still open and dirty
+        assert sock.recv(4096) == b"STOPPING=1"
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        reap(process)
+        assert process.returncode == 0, process.stderr.read()
+        assert not os.path.ismount(mnt)
+    finally:
+        unmount(mnt)
+        reap(process)
+        sock.close()
+    values = np.asarray(zarr.open_array(str(store))[...])
+    assert values[10] == -7 and values[99] == 5
