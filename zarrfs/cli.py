@@ -10,6 +10,7 @@ import logging.handlers
 import os
 import socket
 import sys
+import threading
 
 from .errors import ZarrfsError
 from .operations import BLKSIZE, Operations, Options, ZarrFUSE
@@ -17,6 +18,7 @@ from .operations import BLKSIZE, Operations, Options, ZarrFUSE
 log = logging.getLogger("zarrfs")
 
 MAX_THREADS = 16  # libfuse's worker threads; also silences its warning about an unset limit
+READ_AHEAD_KB = 2048  # two 1 MiB requests in flight: one decodes while the other is copied
 
 # Passed to libfuse as they are.
 FUSE_OPTIONS = {"allow_other", "allow_root", "default_permissions", "auto_unmount", "fsname", "subtype"}
@@ -76,6 +78,17 @@ def check_startup(source: str, mountpoint: str) -> None:
         raise UsageError("/dev/fuse is missing: load the fuse kernel module (modprobe fuse)")
 
 
+def raise_read_ahead(mountpoint: str) -> None:
+    """The kernel caps a FUSE mount's read-ahead at 128 KiB; as root, raise it (in a thread of
+    its own: the stat below is answered by this daemon)."""
+    try:
+        dev = os.stat(mountpoint).st_dev
+        with open(f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb", "w") as f:
+            f.write(str(READ_AHEAD_KB))
+    except OSError as e:
+        log.info("kernel read-ahead stays at its default: %s", e)
+
+
 def notify(message: str) -> None:
     """sd_notify: tell systemd (Type=notify) about readiness and stopping."""
     address = os.environ.get("NOTIFY_SOCKET")
@@ -131,6 +144,7 @@ class Mount:
 
     def _ready(self) -> None:
         self.was_live = True
+        threading.Thread(target=raise_read_ahead, args=(self.mountpoint,), daemon=True).start()
         notify("READY=1")
         if self.on_ready:
             self.on_ready()

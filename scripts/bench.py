@@ -1,0 +1,229 @@
+"""zarrfs benchmark: every row of the performance issue in one run, interleaved, as ratios.
+
+    .venv/bin/python scripts/bench.py [--size-mib 512] [--runs 3] [--layouts zstd,sharded,blosc]
+
+Builds float32 arrays (1 MiB zstd chunks; 64 MiB shards of 1 MiB zstd inner chunks; 1 MiB
+blosc-lz4 chunks) with zarr-python, then measures side by side: the page-cache read of the same
+bytes (the limit), zarr-python and tensorstore in-process, and zarrfs through a real mount.
+Medians of --runs runs. Needs the bench extra (pip install -e '.[bench]') and root for mounts.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+MIB = 1 << 20
+ZARRFS = str(Path(sys.executable).parent / "zarrfs")
+
+
+def build(root: Path, layout: str, size_mib: int) -> tuple[Path, np.ndarray]:
+    import zarr
+    from zarr.codecs import BloscCodec, ZstdCodec
+    n = size_mib * MIB // 4
+    rng = np.random.default_rng(0)
+    data = (np.sin(np.arange(n, dtype=np.float32) / 1000) + rng.normal(0, 0.01, n).astype(np.float32)).astype("<f4")
+    chunk = MIB // 4
+    kwargs = {"zstd": dict(chunks=(chunk,), compressors=[ZstdCodec(level=0)]),
+              "sharded": dict(chunks=(chunk,), shards=(64 * chunk,), compressors=[ZstdCodec(level=0)]),
+              "blosc": dict(chunks=(chunk,), compressors=[BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")])}
+    path = root / f"{layout}.zarr"
+    z = zarr.create_array(str(path), shape=(n,), dtype="float32", fill_value=0.0, **kwargs[layout])
+    z[...] = data
+    return path, data
+
+
+@contextmanager
+def mount(source: Path, *options: str):
+    mnt = Path(tempfile.mkdtemp(prefix="zarrfs-bench-"))
+    args = [ZARRFS, str(source), str(mnt), "-f"] + (["-o", ",".join(options)] if options else [])
+    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while not os.path.ismount(mnt):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"zarrfs did not mount {source}")
+            time.sleep(0.01)
+        yield mnt / f"{source.name}.bin", process
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        os.rmdir(mnt)
+
+
+def read_through(path: Path) -> float:
+    """Seconds to read a file in 1 MiB blocks."""
+    buf = bytearray(MIB)
+    t0 = time.perf_counter()
+    with open(path, "rb", buffering=0) as f:
+        while f.readinto(buf):
+            pass
+    return time.perf_counter() - t0
+
+
+def timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def open_tensorstore(path: Path):
+    import tensorstore as ts
+    spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path)},
+            "context": {"cache_pool": {"total_bytes_limit": 0}}}
+    return ts.open(spec).result()
+
+
+def random_offsets(nbytes: int, count: int, seed: int) -> list[int]:
+    return [int(x) * 4096 for x in np.random.default_rng(seed).integers(0, nbytes // 4096, count)]
+
+
+def p50_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+def bench_layout(layout: str, path: Path, data: np.ndarray, raw: Path, seed: int, samples: int) -> dict:
+    import zarr
+    nbytes = data.nbytes
+    r = {}
+    read_through(raw)  # warm: the limit is a page-cache read
+    r["page cache read"] = nbytes / read_through(raw)
+    r["zarr-python read"] = nbytes / timed(lambda: zarr.open_array(str(path))[...])
+    r["tensorstore read"] = nbytes / timed(lambda: open_tensorstore(path).read().result())
+    with mount(path) as (bin_path, _):
+        r["zarrfs cold read"] = nbytes / read_through(bin_path)
+        r["zarrfs warm re-read"] = nbytes / read_through(bin_path)
+    offsets = random_offsets(nbytes, samples, seed)
+    with mount(path) as (bin_path, _):
+        fd = os.open(bin_path, os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # no read-ahead: one 4 KiB page per pread
+        lat = [timed(lambda o=o: os.pread(fd, 4096, o)) for o in offsets]
+        os.close(fd)
+    r["zarrfs 4k p50 ms"] = p50_ms(lat)
+    store = open_tensorstore(path)
+    r["tensorstore 4k p50 ms"] = p50_ms([timed(lambda o=o: store[o // 4:o // 4 + 1024].read().result())
+                                         for o in offsets])
+    z = zarr.open_array(str(path))
+    r["zarr-python 4k p50 ms"] = p50_ms([timed(lambda o=o: z[o // 4:o // 4 + 1024]) for o in offsets])
+    with mount(path) as (bin_path, _):
+        t = timed(lambda: subprocess.run(["dd", f"if={raw}", f"of={bin_path}", "bs=1M", "conv=notrunc,fsync",
+                                          "status=none"], check=True))
+        r["zarrfs dd write"] = nbytes / t
+    r["zarr-python write"] = nbytes / timed(lambda: zarr.open_array(str(path)).__setitem__(Ellipsis, data))
+    return r
+
+
+def bench_memory(path: Path, nbytes: int, cache_mib: int) -> int:
+    """Peak RSS (bytes) of the daemon streaming the whole array with a small cache."""
+    with mount(path, f"cache_size={cache_mib}M") as (bin_path, process):
+        read_through(bin_path)
+        status = Path(f"/proc/{process.pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM"))) * 1024
+
+
+def build_many(root: Path, count: int) -> Path:
+    """A hierarchy of `count` small arrays in groups of 100 (metadata only: listing reads no chunk)."""
+    doc = {"zarr_format": 3, "node_type": "array", "shape": [10, 10], "data_type": "float64",
+           "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [5, 5]}},
+           "chunk_key_encoding": {"name": "default"}, "fill_value": 0.0,
+           "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}], "attributes": {}}
+    group = json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {}})
+    path = root / "many.zarr"
+    path.mkdir()
+    (path / "zarr.json").write_text(group)
+    for i in range(count):
+        g = path / f"g{i // 100:03d}"
+        if i % 100 == 0:
+            g.mkdir()
+            (g / "zarr.json").write_text(group)
+        (g / f"a{i % 100:02d}").mkdir()
+        (g / f"a{i % 100:02d}" / "zarr.json").write_text(json.dumps(doc))
+    return path
+
+
+def bench_listing(path: Path) -> tuple[float, float]:
+    with mount(path) as (bin_path, _):
+        ls = lambda: subprocess.run(["ls", "-lR", str(bin_path.parent)], stdout=subprocess.DEVNULL, check=True)  # noqa
+        return timed(ls), timed(ls)
+
+
+def report(results: dict, memory: dict, listing, args) -> str:
+    lines = [f"zarrfs benchmark: {args.size_mib} MiB float32 per layout, medians of {args.runs} runs, "
+             f"{os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}", ""]
+    gb = lambda v: f"{v / 1e9:6.2f}"  # noqa: E731
+    header = f"| {'row':<38} | " + " | ".join(f"{layout:>18}" for layout in results) + " |"
+    lines += [header, "|" + "-" * 40 + "|" + "|".join("-" * 20 for _ in results) + "|"]
+
+    def row(name, fn):
+        lines.append(f"| {name:<38} | " + " | ".join(f"{fn(r):>18}" for r in results.values()) + " |")
+
+    row("page cache read GB/s (the limit)", lambda r: gb(r["page cache read"]))
+    row("zarr-python read GB/s", lambda r: gb(r["zarr-python read"]))
+    row("tensorstore read GB/s", lambda r: gb(r["tensorstore read"]))
+    row("zarrfs cold read GB/s", lambda r: gb(r["zarrfs cold read"]))
+    row("  / zarr-python (target >= 2)", lambda r: f"{r['zarrfs cold read'] / r['zarr-python read']:.2f}x")
+    row("  / tensorstore (target >= 0.7)", lambda r: f"{r['zarrfs cold read'] / r['tensorstore read']:.2f}x")
+    row("zarrfs warm re-read GB/s", lambda r: gb(r["zarrfs warm re-read"]))
+    row("  / page cache (target >= 0.7)", lambda r: f"{r['zarrfs warm re-read'] / r['page cache read']:.2f}x")
+    row("zarrfs 4 KiB pread p50 ms", lambda r: f"{r['zarrfs 4k p50 ms']:.2f}")
+    row("tensorstore 4 KiB window p50 ms", lambda r: f"{r['tensorstore 4k p50 ms']:.2f}")
+    row("zarr-python 4 KiB window p50 ms", lambda r: f"{r['zarr-python 4k p50 ms']:.2f}")
+    row("  zarrfs / tensorstore (target <= 1.5)", lambda r: f"{r['zarrfs 4k p50 ms'] / r['tensorstore 4k p50 ms']:.2f}x")
+    row("zarrfs dd overwrite + fsync GB/s", lambda r: gb(r["zarrfs dd write"]))
+    row("zarr-python write GB/s", lambda r: gb(r["zarr-python write"]))
+    row("  / zarr-python (target >= 1)", lambda r: f"{r['zarrfs dd write'] / r['zarr-python write']:.2f}x")
+    row("daemon peak RSS MiB, cache = size/4", lambda r: "")
+    lines[-1] = f"| {'daemon peak RSS MiB, cache = size/4':<38} | " + " | ".join(
+        f"{memory[layout] / MIB:>10.0f} (<= {args.size_mib // 4 + 150})" for layout in results) + " |"
+    lines += ["", f"listing {args.listing} arrays: first ls -lR {listing[0]:.2f} s (target < 5), "
+                  f"second {listing[1]:.2f} s (target < 0.5)"]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size-mib", type=int, default=512)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--layouts", default="zstd,sharded,blosc")
+    parser.add_argument("--samples", type=int, default=100, help="random 4 KiB reads per run")
+    parser.add_argument("--listing", type=int, default=10000, help="arrays in the listing hierarchy")
+    parser.add_argument("--workdir", help="where to build the arrays (default: a temporary directory)")
+    args = parser.parse_args(argv)
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="zarrfs-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        arrays = {}
+        for layout in args.layouts.split(","):
+            path, data = build(work, layout, args.size_mib)
+            raw = work / f"{layout}.raw"
+            raw.write_bytes(data.tobytes())
+            arrays[layout] = (path, data, raw)
+        runs: dict[str, list[dict]] = {layout: [] for layout in arrays}
+        for run in range(args.runs):  # interleaved: every layout in every run
+            for layout, (path, data, raw) in arrays.items():
+                runs[layout].append(bench_layout(layout, path, data, raw, seed=run, samples=args.samples))
+        results = {layout: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for layout, rs in runs.items()}
+        cache_mib = max(1, args.size_mib // 4)
+        memory = {layout: bench_memory(path, data.nbytes, cache_mib) for layout, (path, data, _) in arrays.items()}
+        listing = bench_listing(build_many(work, args.listing))
+        print(report(results, memory, listing, args))
+    finally:
+        if not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
