@@ -68,9 +68,9 @@ class CountingStore(LocalStore):
         self.gets.append((key, byte_range, 0 if data is None else len(data)))
         return data
 
-    def set(self, key, data):
-        self.sets.append((key, len(data)))
-        super().set(key, data)
+    def set_many(self, updates):
+        self.sets += [(key, len(data)) for key, data in updates.items() if data is not None]
+        super().set_many(updates)
 
     def reset(self):
         self.gets.clear()

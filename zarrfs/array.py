@@ -40,11 +40,7 @@ class StoreChunks:
         return self.store.get(self.key(coords), byte_range)
 
     def commit(self, updates: dict) -> None:
-        for coords, data in updates.items():
-            if data is None:
-                self.store.delete(self.key(coords))
-            else:
-                self.store.set(self.key(coords), data)
+        self.store.set_many({self.key(coords): data for coords, data in updates.items()})
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """Key-value storage of a Zarr hierarchy: byte-range reads and atomic replacement of values."""
 
+import ctypes
 import errno
 import logging
 import os
@@ -64,39 +65,71 @@ class LocalStore:
             os.close(fd)
 
     def set(self, key: str, data: bytes) -> None:
-        """Replace the value atomically: temporary file beside it, fsync, rename, fsync dir."""
-        self._check_writable(key)
-        path = self.path(key)
-        directory = os.path.dirname(path)
+        self.set_many({key: data})
+
+    def delete(self, key: str) -> None:
+        self.set_many({key: None})
+
+    def set_many(self, updates: dict[str, bytes | None]) -> None:
+        """Replace (bytes) or delete (None) several values. Each is atomic: a temporary file beside
+        it, made durable, then renamed over it. All are durable on return: one file-system sync
+        for the data and one for the renames, not an fsync per value."""
+        if self.read_only:
+            raise StoreError(f"cannot write {next(iter(updates), '')!r}: the store is read-only", errno.EROFS)
+        staged: list[tuple[str, str]] = []
+        key = ""
         try:
-            os.makedirs(directory, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=directory)
+            for key, data in updates.items():
+                if data is not None:
+                    staged.append((self._write_temporary(key, data), self.path(key)))
+            self._sync([tmp for tmp, _ in staged])
+            while staged:
+                tmp, path = staged.pop()
+                os.rename(tmp, path)
+            for key, data in updates.items():
+                if data is None:
+                    _unlink_missing_ok(self.path(key))
+            self._sync({os.path.dirname(self.path(k)) for k in updates})
         except OSError as e:
+            for tmp, _ in staged:
+                _unlink_quietly(tmp)
             raise StoreError(f"cannot write {key!r}: {e.strerror}", e.errno) from e
+
+    def _write_temporary(self, key: str, data) -> str:
+        directory = os.path.dirname(self.path(key))
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=directory)
         try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError:
+            os.close(fd)
+            _unlink_quietly(tmp)
+            raise
+        os.close(fd)
+        return tmp
+
+    def _sync(self, paths) -> None:
+        """Make `paths` (files or directories) durable: syncfs of the store's file system when
+        the C library has it, else an fsync each."""
+        if not paths:
+            return
+        if _syncfs is not None:
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
+                if _syncfs(fd) != 0:
+                    code = ctypes.get_errno()
+                    raise OSError(code, os.strerror(code))
+            finally:
+                os.close(fd)
+            return
+        for path in paths:
+            fd = os.open(path, os.O_RDONLY)
+            try:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            os.rename(tmp, path)
-            _fsync_dir(directory)
-        except OSError as e:
-            _unlink_quietly(tmp)
-            raise StoreError(f"cannot write {key!r}: {e.strerror}", e.errno) from e
-
-    def delete(self, key: str) -> None:
-        self._check_writable(key)
-        path = self.path(key)
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            return
-        except OSError as e:
-            raise StoreError(f"cannot delete {key!r}: {e.strerror}", e.errno) from e
-        _fsync_dir(os.path.dirname(path))
 
     def list_dir(self, prefix: str) -> list[str]:
         """Names directly below `prefix`, without temporary files."""
@@ -138,12 +171,21 @@ def _read_all(fd: int) -> bytes:
     return data
 
 
-def _fsync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+def _load_syncfs():
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        return ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+
+
+_syncfs = _load_syncfs()
+
+
+def _unlink_missing_ok(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def _unlink_quietly(path: str) -> None:
