@@ -41,8 +41,3 @@ class ChunkCache:
             old = self._entries.pop(key, None)
             if old is not None:
                 self.nbytes -= old.nbytes
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self.nbytes = 0

@@ -63,7 +63,7 @@ def c_order_boxes(shape: tuple[int, ...], start: int, stop: int) -> list[Box]:
     size = math.prod(shape)
     if start == 0 and stop == size:
         return [full_box(shape)]
-    head, rest = shape[0], shape[1:]
+    rest = shape[1:]
     row = math.prod(rest)
     if row == 0:
         return []

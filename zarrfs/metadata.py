@@ -3,7 +3,6 @@
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 

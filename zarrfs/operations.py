@@ -11,7 +11,7 @@ import os
 import stat
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -21,7 +21,7 @@ import mfusepy  # noqa: E402
 from .array import open_array  # noqa: E402
 from .cache import ChunkCache
 from .errors import CorruptChunkError, ZarrfsError
-from .hierarchy import DATA, DIR, DOCUMENT, SIDECAR, Entry, Hierarchy, Node, sidecar
+from .hierarchy import DATA, DIR, DOCUMENT, Entry, Hierarchy, Node, sidecar
 from .rawfile import RawFile
 from .store import LocalStore
 
