@@ -92,3 +92,25 @@ def test_edge_shard_overwrite_ignores_inner_chunks_outside_the_array(tmp_path):
     raw.write(offset_of(32, 0, (40, 64)), np.ones((8, 64), "<u2").tobytes())
     raw.flush()
     assert store.gets == []
+
+
+def test_a_new_array_never_sees_the_cached_chunks_of_a_dropped_one(tmp_path):
+    """The mount replaces an array whose metadata changed; the chunk cache is shared."""
+    import gc
+
+    from zarrfs.array import open_array
+    from zarrfs.cache import ChunkCache
+    from zarrfs.metadata import parse_document
+    for name, value in [("a", 1), ("b", 2)]:
+        write_doc(tmp_path, name, array_doc([16], "uint8", [16], ZSTD))
+        raw = open_raw_file(CountingStore(tmp_path), name)
+        raw.write(0, bytes([value]) * 16)
+        raw.flush()
+    store, cache = CountingStore(tmp_path), ChunkCache(1 << 20)
+    metas = {name: parse_document(store.get(f"{name}/zarr.json"), name) for name in "ab"}
+    for attempt in range(20):  # CPython hands a freed object's address straight to the next one
+        name = "ab"[attempt % 2]
+        array = open_array(store, name, metas[name], cache)
+        assert array.read((slice(0, 16),)).tobytes() == bytes([1 + attempt % 2]) * 16, attempt
+        del array
+        gc.collect()

@@ -5,6 +5,7 @@ ShardChunks, so nested sharding needs no special code. Dirty chunks are kept dec
 outside the cache, until flush() encodes them and commits every touched shard once.
 """
 
+import itertools
 import logging
 import threading
 from collections import OrderedDict
@@ -117,14 +118,16 @@ class Array:
                 return chunk
 
     def _shard(self, coords) -> "Array":
+        """The shard's view. Looking up an existing one takes no lock, so reads never wait for a
+        flush's encoding; clean views are evicted oldest-created first."""
+        view = self._shards.get(coords)
+        if view is not None:
+            return view
         with self.shared.lock:
             view = self._shards.get(coords)
             if view is None:
-                view = self._open_shard(coords)
-                self._shards[coords] = view
+                view = self._shards[coords] = self._open_shard(coords)
                 self._evict_shard_views()
-            else:
-                self._shards.move_to_end(coords)
             return view
 
     def _open_shard(self, coords) -> "Array":
@@ -245,6 +248,10 @@ def open_array(store: LocalStore, path: str, meta: ArrayMetadata, cache: ChunkCa
     spec = ChunkSpec(meta.chunk_shape, meta.data_type, meta.fill_value)
     chain = CodecChain(list(meta.codecs), spec, f"{where}: codecs")
     shared = Shared(name=path or "/", cache=cache)
-    return Array(meta.shape, meta.chunk_shape, chain, StoreChunks(store, path, meta), shared, (id(shared),))
+    cache_key = (next(_cache_namespaces),)  # never reused, unlike id(): no stale chunks of another array
+    return Array(meta.shape, meta.chunk_shape, chain, StoreChunks(store, path, meta), shared, cache_key)
+
+
+_cache_namespaces = itertools.count()
 
 
