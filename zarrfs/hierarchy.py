@@ -54,6 +54,7 @@ class Hierarchy:
         self.store = store
         self._nodes: dict[str, Node] = {}
         self._listings: dict[str, tuple[int, dict[str, Entry]]] = {}
+        self._sidecars: dict[tuple[str, str], tuple[Node, bytes]] = {}
         self._lock = threading.Lock()
         root = self.node("")
         if root is None:
@@ -119,6 +120,19 @@ class Hierarchy:
             if entry is None:
                 return None
         return entry
+
+    def content(self, entry: Entry) -> bytes:
+        """The bytes of a document or sidecar entry; a sidecar is made once per node version,
+        since getattr and readdir ask for its size on every listing."""
+        if entry.kind == DOCUMENT:
+            return entry.node.document
+        if entry.node.meta is None:
+            return b""
+        key = (entry.node.path, entry.stem)
+        cached = self._sidecars.get(key)
+        if cached is None or cached[0] is not entry.node:
+            cached = self._sidecars[key] = (entry.node, sidecar(entry.node.meta, f"{entry.stem}.bin"))
+        return cached[1]
 
     def entries_of(self, directory: Entry) -> dict[str, Entry]:
         if directory.node.kind == "array":  # SOURCE is an array: the root holds just its files

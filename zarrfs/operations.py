@@ -21,7 +21,7 @@ import mfusepy  # noqa: E402
 from .array import open_array  # noqa: E402
 from .cache import ChunkCache
 from .errors import CorruptChunkError, ZarrfsError
-from .hierarchy import DATA, DIR, DOCUMENT, Entry, Hierarchy, Node, sidecar
+from .hierarchy import DATA, DIR, Entry, Hierarchy, Node
 from .rawfile import RawFile
 from .store import LocalStore
 
@@ -157,7 +157,7 @@ class Operations(mfusepy.Operations):
         elif entry.kind == DATA:
             mode, size = stat.S_IFREG | (st.st_mode & (0o444 | write_bits)), self._data_size(entry.node)
         else:
-            mode, size = stat.S_IFREG | 0o444, len(self._content(entry))
+            mode, size = stat.S_IFREG | 0o444, len(self.hierarchy.content(entry))
         mtime = max(st.st_mtime_ns, int(self._last_write(entry.node) * 1e9))
         return {"st_mode": mode, "st_nlink": 2 if entry.kind == DIR else 1, "st_size": size,
                 "st_uid": st.st_uid, "st_gid": st.st_gid, "st_blksize": BLKSIZE, "st_blocks": -(-size // 512),
@@ -169,13 +169,6 @@ class Operations(mfusepy.Operations):
     def _last_write(self, node: Node) -> float:
         opened = self._arrays.get(node.path)
         return opened.mtime if opened else 0.0
-
-    def _content(self, entry: Entry) -> bytes:
-        if entry.kind == DOCUMENT:
-            return entry.node.document
-        if entry.node.meta is None:
-            return b""
-        return sidecar(entry.node.meta, f"{entry.stem}.bin")
 
     @errno_boundary
     def readdir(self, path, fh):
@@ -205,7 +198,7 @@ class Operations(mfusepy.Operations):
         if writable and entry.kind != DATA:
             fail(errno.EACCES)  # sidecars and documents are read-only
         if entry.kind != DATA:
-            return self._add_handle(Handle(entry, content=self._content(entry)))
+            return self._add_handle(Handle(entry, content=self.hierarchy.content(entry)))
         if entry.node.error is not None:
             raise entry.node.error
         with self._lock:
