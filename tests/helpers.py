@@ -3,7 +3,6 @@
 import json
 import os
 
-import numpy as np
 
 from zarrfs.array import open_array
 from zarrfs.cache import ChunkCache
@@ -85,7 +84,3 @@ def open_raw_file(store, path="", cache_bytes=64 << 20, writable=True) -> RawFil
     key = f"{path}/zarr.json" if path else "zarr.json"
     meta = parse_document(store.get(key), key)
     return RawFile(open_array(store, path, meta, ChunkCache(cache_bytes)), writable=writable)
-
-
-def random_bytes(rng: np.random.Generator, n: int) -> bytes:
-    return rng.integers(0, 256, n, dtype=np.uint8).tobytes()

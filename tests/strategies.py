@@ -8,7 +8,7 @@ FILLS = {"bool": [False, True], "int8": [0, -7], "uint16": [0, 65535], "float32"
          "float64": [0.0, "-Infinity"], "complex64": [[0.0, 0.0], ["NaN", 1.0]], "r24": [[0, 0, 0], [1, 2, 3]]}
 
 
-def bytes_codec(draw, itemsize_known=True):
+def bytes_codec(draw):
     return {"name": "bytes", "configuration": {"endian": draw(st.sampled_from(["little", "big"]))}}
 
 

@@ -103,9 +103,10 @@ def test_exec_start_notifies_ready_when_live_and_stopping_on_sigterm(store, tmp_
         assert os.path.ismount(mnt)  # live by the time systemd hears READY
         fd = os.open(mnt / "data.zarr.bin", os.O_RDWR)
         os.pwrite(fd, np.array([-7], "<i4").tobytes(), 40)
-        os.close(fd)
-        os.pwrite(fd := os.open(mnt / "data.zarr.bin", os.O_RDWR), b"\x05\x00\x00\x00", 396)
-        process.send_signal(signal.SIGTERM)  # with a write still open and dirty
+        os.close(fd)  # flushed at close
+        fd = os.open(mnt / "data.zarr.bin", os.O_RDWR)
+        os.pwrite(fd, b"\x05\x00\x00\x00", 396)  # still open and dirty at SIGTERM
+        process.send_signal(signal.SIGTERM)
         assert sock.recv(4096) == b"STOPPING=1"
         try:
             os.close(fd)
