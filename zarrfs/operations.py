@@ -227,6 +227,8 @@ class Operations(mfusepy.Operations):
 
     @errno_boundary
     def read(self, path, size, offset, fh):
+        """mfusepy registers its read callback because this exists; ZarrFUSE serves reads with
+        read_into instead, and a plain mfusepy.FUSE would call this."""
         handle = self._handle(fh)
         if handle.array is not None:
             return handle.array.raw.read(offset, size)
