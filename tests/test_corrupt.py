@@ -2,6 +2,7 @@
 
 import json
 
+import numcodecs
 import numpy as np
 import pytest
 
@@ -54,6 +55,34 @@ def test_wrong_decoded_size(tmp_path):
     chunks = make(tmp_path, [BYTES])
     (chunks / "0").write_bytes(b"\x00" * 10)
     expect_corrupt(tmp_path, "10 bytes, expected 16")
+
+
+CODECS = {"zstd": numcodecs.Zstd(1), "gzip": numcodecs.GZip(1),
+          "blosc": numcodecs.Blosc("lz4", 5, numcodecs.Blosc.SHUFFLE)}
+
+
+@pytest.mark.parametrize("name", sorted(CODECS))
+@pytest.mark.parametrize("nbytes", [12, 20])
+def test_whole_chunk_read_of_a_stream_with_the_wrong_size(tmp_path, name, nbytes):
+    """A read of whole chunks decodes straight into the caller's buffer: a stream that decodes to
+    fewer or more bytes than the chunk must fail, not leave stale bytes or overrun."""
+    config = {"zstd": {"level": 1}, "gzip": {"level": 1},
+              "blosc": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4}}[name]
+    chunks = make(tmp_path, [BYTES, {"name": name, "configuration": config}])
+    (chunks / "0").write_bytes(CODECS[name].encode(np.arange(nbytes // 4, dtype="<i4").tobytes()))
+    view = zarrfs.open_raw(str(tmp_path), "g/a")
+    with pytest.raises(CorruptChunkError, match=f"c/0: .*{nbytes} bytes, expected 16"):
+        view.read(0, 32)
+
+
+def test_zstd_frame_without_a_content_size_is_read_whole(tmp_path):
+    """zarr-python writes zstd frames with a content size; other writers stream frames without one."""
+    chunks = make(tmp_path, [BYTES, {"name": "zstd", "configuration": {"level": 1}}])
+    values = np.arange(40, 44, dtype="<i4").tobytes()
+    raw_last_block = (1 | 16 << 3).to_bytes(3, "little")  # RFC 8878: last block, raw, 16 bytes
+    (chunks / "0").write_bytes(b"\x28\xb5\x2f\xfd" + b"\x00\x00" + raw_last_block + values)
+    view = zarrfs.open_raw(str(tmp_path), "g/a")
+    assert view.read(0, 32) == values + np.arange(5, 9, dtype="<i4").tobytes()
 
 
 def test_truncated_shard(tmp_path):

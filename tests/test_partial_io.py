@@ -114,3 +114,18 @@ def test_a_new_array_never_sees_the_cached_chunks_of_a_dropped_one(tmp_path):
         assert array.read((slice(0, 16),)).tobytes() == bytes([1 + attempt % 2]) * 16, attempt
         del array
         gc.collect()
+
+
+def test_whole_chunk_reads_are_decoded_into_the_reader_and_not_cached(tmp_path):
+    """A reader that wants all of a chunk gets it decoded into its buffer; the kernel's page cache
+    keeps it, so the chunk cache does not. A part of a chunk is cached for the next part."""
+    store, raw = filled(tmp_path, ZSTD, chunk_shape=(8, 64))  # a chunk is 8 whole rows: 1 KiB of the file
+    cache = raw.array.shared.cache
+    assert raw.read(0, 1024) == np.arange(512, dtype="<u2").tobytes()
+    assert cache.nbytes == 0
+    raw.read(0, 1024)
+    assert [k for k, _, _ in store.gets] == ["c/0/0", "c/0/0"]
+    assert raw.read(offset_of(8, 0), 4) == np.arange(512, 514, dtype="<u2").tobytes()
+    assert cache.nbytes == 1024
+    raw.read(offset_of(8, 2), 1020)
+    assert [k for k, _, _ in store.gets] == ["c/0/0", "c/0/0", "c/1/0"]

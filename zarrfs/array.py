@@ -86,11 +86,16 @@ class Array:
             if self.sharding:
                 self._shard(part.coords).read_into(part.chunk_box, target)
                 continue
-            chunk = self._chunk(part.coords)
-            target[...] = self.spec.fill_value if chunk is None else chunk[part.chunk_box]
+            whole = part.complete and target.shape == self.spec.shape and target.flags.c_contiguous
+            chunk = self._chunk(part.coords, into=target if whole else None)
+            if chunk is not target:
+                target[...] = self.spec.fill_value if chunk is None else chunk[part.chunk_box]
 
-    def _chunk(self, coords) -> np.ndarray | None:
-        """The decoded chunk (dirty, cached or read now), None when it is not stored."""
+    def _chunk(self, coords, into: np.ndarray | None = None) -> np.ndarray | None:
+        """The decoded chunk (dirty, cached or read now), None when it is not stored.
+
+        A chunk read now is decoded into `into` if given, and then not cached: the reader wants
+        all of it, and the kernel's page cache keeps what it reads."""
         chunk = self._dirty.get(coords)
         if chunk is not None:
             return chunk
@@ -104,8 +109,7 @@ class Array:
                 with self.shared.lock:
                     continue
             try:
-                data = self.source.read(coords)
-                chunk = None if data is None else self.chain.decode(data)
+                chunk = self._decode(self.source.read(coords), into)
             except CorruptChunkError as e:
                 if version != self.shared.version:
                     continue  # read during a commit, perhaps through a stale shard index
@@ -113,9 +117,19 @@ class Array:
             with self.shared.lock:
                 if version != self.shared.version:
                     continue
-                if coords not in self._dirty:
+                if coords in self._dirty:  # written while we read: the dirty chunk is the truth
+                    return self._dirty[coords]
+                if chunk is not into:
                     self.shared.cache.put(key, MISSING if chunk is None else chunk)
                 return chunk
+
+    def _decode(self, data, into: np.ndarray | None) -> np.ndarray | None:
+        if data is None:
+            return None
+        if into is None:
+            return self.chain.decode(data)
+        self.chain.decode_into(data, into)
+        return into
 
     def _shard(self, coords) -> "Array":
         """The shard's view. Looking up an existing one takes no lock, so reads never wait for a

@@ -4,11 +4,14 @@ Decoded chunks are little-endian C-order numpy arrays of the chunk shape; whatev
 byte order or transpose, the chain turns them into that and back.
 """
 
+import functools
 import math
 from dataclasses import dataclass
 
 import crc32c
 import numcodecs
+import numcodecs.blosc
+import numcodecs.zstd
 import numpy as np
 
 from . import sharding
@@ -41,6 +44,14 @@ class Codec:
     def encoded_size(self, nbytes: int) -> int | None:
         """Encoded size for a decoded size, or None when it depends on the data."""
         return None
+
+    def decode_into(self, data, out: np.ndarray) -> None:
+        """bytes->bytes: decode into the uint8 array `out`, which must end up exactly full.
+        Codecs that can decode in place override this to skip the copy."""
+        decoded = self.decode(data)
+        if len(decoded) != len(out):
+            raise CorruptChunkError(f"decoded chunk has {len(decoded)} bytes, expected {len(out)}")
+        out[...] = np.frombuffer(decoded, "u1")
 
 
 def _config(config: dict, name: str, where: str, default=...):
@@ -141,6 +152,28 @@ class ZstdCodec(_NumcodecsCodec):
             raise MetadataError(f"{where}: level must be an integer and checksum a boolean")
         self.impl = numcodecs.Zstd(level=level, checksum=checksum)
 
+    def decode_into(self, data, out):
+        if zstd_content_size(data) != len(out):  # unknown or wrong: numcodecs would not notice a short frame
+            return super().decode_into(data, out)
+        try:
+            numcodecs.zstd.decompress(data, out)
+        except Exception as e:
+            raise CorruptChunkError(f"undecodable zstd stream ({e})") from None
+
+
+def zstd_content_size(data) -> int | None:
+    """The decoded size a zstd frame header declares (RFC 8878, 3.1.1.1), None when it has none."""
+    if len(data) < 6 or bytes(data[:4]) != b"\x28\xb5\x2f\xfd":
+        return None
+    descriptor = data[4]
+    single_segment = descriptor >> 5 & 1
+    size_bytes = (1 if single_segment else 0, 2, 4, 8)[descriptor >> 6]
+    start = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[descriptor & 3]
+    if not size_bytes or len(data) < start + size_bytes:
+        return None
+    size = int.from_bytes(bytes(data[start:start + size_bytes]), "little")
+    return size + 256 if size_bytes == 2 else size
+
 
 class BloscCodec(_NumcodecsCodec):
     label = "blosc"
@@ -160,6 +193,15 @@ class BloscCodec(_NumcodecsCodec):
         self.impl = numcodecs.Blosc(cname=cname, clevel=_config(config, "clevel", where),
                                     shuffle=self.SHUFFLES[shuffle], blocksize=config.get("blocksize", 0),
                                     typesize=typesize or 1)
+
+    def decode_into(self, data, out):
+        # bytes 4..8 of the blosc header: the decoded size; numcodecs only checks that `out` is not smaller
+        if len(data) < 16 or int.from_bytes(bytes(data[4:8]), "little") != len(out):
+            return super().decode_into(data, out)
+        try:
+            numcodecs.blosc.decompress(data, out)
+        except Exception as e:
+            raise CorruptChunkError(f"undecodable blosc stream ({e})") from None
 
 
 class Crc32cCodec(Codec):
@@ -309,6 +351,29 @@ class CodecChain:
         for codec in reversed(self.array_array):
             array = codec.decode(array)
         return np.ascontiguousarray(array)
+
+    def decode_into(self, data, out: np.ndarray) -> None:
+        """Decode into `out`, a C-contiguous array of the chunk's shape and dtype. When the stored
+        bytes are already the decoded layout, the last codec writes straight into `out`."""
+        if not self._stored_as_decoded:
+            out[...] = self.decode(data)
+            return
+        for codec in reversed(self.bytes_bytes[1:]):
+            data = codec.decode(data)
+        flat = out.reshape(-1).view("u1")
+        if self.bytes_bytes:
+            self.bytes_bytes[0].decode_into(data, flat)
+            return
+        if len(data) != len(flat):
+            raise CorruptChunkError(f"decoded chunk has {len(data)} bytes, expected {len(flat)}")
+        flat[...] = np.frombuffer(data, "u1")
+
+    @functools.cached_property
+    def _stored_as_decoded(self) -> bool:
+        """No transpose, and the bytes codec stores the in-memory dtype (little-endian, not bool)."""
+        codec = self.array_bytes
+        return (not self.array_array and isinstance(codec, BytesCodec) and codec.stored == self.spec.data_type.numpy
+                and codec.stored.kind != "b")
 
     def encode(self, array: np.ndarray) -> bytes | None:
         for codec in self.array_array:
