@@ -67,9 +67,10 @@ class CountingStore(LocalStore):
         self.gets.append((key, byte_range, 0 if data is None else len(data)))
         return data
 
-    def set_many(self, updates):
-        self.sets += [(key, len(data)) for key, data in updates.items() if data is not None]
-        super().set_many(updates)
+    def stage(self, key, data):
+        if data is not None:
+            self.sets.append((key, len(data)))
+        return super().stage(key, data)
 
     def reset(self):
         self.gets.clear()

@@ -3,12 +3,19 @@
 A sharded array (codecs = [sharding_indexed]) sees each shard as an Array of its own over
 ShardChunks, so nested sharding needs no special code. Dirty chunks are kept decoded, pinned
 outside the cache, until flush() encodes them and commits every touched shard once.
+
+A flush takes the dirty chunks as its batch and encodes them without the lock, on a small
+thread pool, so reads and writes go on meanwhile. Batch chunks are never changed in place: a
+write to one starts a new dirty copy, which the next flush takes.
 """
 
 import itertools
 import logging
+import math
+import os
 import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,7 +26,7 @@ from .errors import CorruptChunkError
 from .geometry import Box, box_shape, chunk_parts, grid_shape
 from .metadata import ArrayMetadata
 from .sharding import ShardChunks
-from .store import ByteRange, LocalStore
+from .store import ByteRange, LocalStore, Staged
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +47,14 @@ class StoreChunks:
     def read(self, coords: tuple[int, ...], byte_range: ByteRange = None) -> bytes | None:
         return self.store.get(self.key(coords), byte_range)
 
-    def commit(self, updates: dict) -> None:
-        self.store.set_many({self.key(coords): data for coords, data in updates.items()})
+    def stage(self, coords: tuple[int, ...], data) -> Staged:
+        return self.store.stage(self.key(coords), data)
+
+    def publish(self, staged: list[Staged]) -> None:
+        self.store.publish(staged)
+
+    def discard(self, staged: list[Staged]) -> None:
+        self.store.discard(staged)
 
 
 @dataclass
@@ -51,8 +64,10 @@ class Shared:
     name: str
     cache: ChunkCache
     lock: threading.RLock = field(default_factory=threading.RLock)
+    flush_lock: threading.Lock = field(default_factory=threading.Lock)  # one flush at a time
+    commit_lock: threading.Lock = field(default_factory=threading.Lock)  # held while stored values change
     version: int = 0  # bumped on every commit, so a read racing a flush caches nothing stale
-    dirty_nbytes: int = 0
+    dirty_nbytes: int = 0  # decoded bytes pinned by dirty chunks and by the flush in progress
 
 
 class Array:
@@ -66,8 +81,10 @@ class Array:
         self.cache_key = cache_key
         self.sharding = chain.sharding
         self._dirty: dict[tuple, np.ndarray] = {}
+        self._flushing: dict[tuple, np.ndarray] = {}  # the batch a flush is encoding: read-only
         self._shards: OrderedDict[tuple, Array] = OrderedDict()
         self._dirty_shards: set[tuple] = set()
+        self._flushing_shards: set[tuple] = set()
 
     @property
     def dtype(self) -> np.dtype:
@@ -96,7 +113,7 @@ class Array:
 
         A chunk read now is decoded into `into` if given, and then not cached: the reader wants
         all of it, and the kernel's page cache keeps what it reads."""
-        chunk = self._dirty.get(coords)
+        chunk = self._unflushed(coords)
         if chunk is not None:
             return chunk
         key = self.cache_key + (coords,)
@@ -106,7 +123,7 @@ class Array:
         while True:
             version = self.shared.version
             if version % 2:  # a commit is replacing stored values: wait for it
-                with self.shared.lock:
+                with self.shared.commit_lock:
                     continue
             try:
                 chunk = self._decode(self.source.read(coords), into)
@@ -117,11 +134,18 @@ class Array:
             with self.shared.lock:
                 if version != self.shared.version:
                     continue
-                if coords in self._dirty:  # written while we read: the dirty chunk is the truth
-                    return self._dirty[coords]
+                newer = self._unflushed(coords)
+                if newer is not None:  # written while we read: that is the truth
+                    return newer
                 if chunk is not into:
                     self.shared.cache.put(key, MISSING if chunk is None else chunk)
                 return chunk
+
+    def _unflushed(self, coords) -> np.ndarray | None:
+        """The chunk as written but not yet committed. _dirty is looked at first: a flush moves
+        its chunks to _flushing before it empties _dirty, so a lock-free reader sees one."""
+        chunk = self._dirty.get(coords)
+        return self._flushing.get(coords) if chunk is None else chunk
 
     def _decode(self, data, into: np.ndarray | None) -> np.ndarray | None:
         if data is None:
@@ -154,7 +178,7 @@ class Array:
 
     def _evict_shard_views(self) -> None:
         for coords in list(self._shards)[: max(0, len(self._shards) - MAX_SHARD_VIEWS)]:
-            if coords not in self._dirty_shards:
+            if coords not in self._dirty_shards and coords not in self._flushing_shards:
                 del self._shards[coords]
 
     # writes
@@ -206,26 +230,82 @@ class Array:
 
     # flush
 
-    def flush(self) -> None:
-        """Encode every dirty chunk and commit: each touched chunk or shard is replaced once."""
-        with self.shared.lock:
-            updates = self._encode_dirty()
-            if not updates:
-                return
+    def flush(self, whole_only: bool = False) -> None:
+        """Encode every dirty chunk and commit: each touched chunk or shard is replaced once.
+        On failure the batch is dirty again, so a later flush retries it.
+
+        whole_only leaves out shards not wholly dirty, which would have to be merged with their
+        stored selves: early write-back while a writer is still filling them."""
+        with self.shared.flush_lock:
+            with self.shared.lock:
+                self._take_batch(whole_only)
+                if not (self._flushing or self._flushing_shards):
+                    return
+            committed = False
+            try:
+                self._commit(self._stage_batch())
+                committed = True
+            finally:
+                with self.shared.lock:
+                    self._end_batch(committed)
+
+    def _stage_batch(self) -> list[Staged]:
+        """Encode the batch and write each new value beside its old one, in parallel."""
+        pool = _encoder_pool()
+        jobs = [pool.submit(self._stage_chunk, coords, chunk) for coords, chunk in self._flushing.items()]
+        error = None
+        try:
+            for coords in self._flushing_shards:  # inner chunks are encoded in parallel
+                jobs.append(pool.submit(self.source.stage, coords, self._build_shard(coords)))
+        except BaseException as e:
+            error = e
+        staged = []
+        for job in jobs:
+            try:
+                staged.append(job.result())
+            except BaseException as e:
+                error = error or e
+        if error is not None:
+            self.source.discard(staged)
+            raise error
+        return staged
+
+    def _stage_chunk(self, coords, chunk: np.ndarray) -> Staged:
+        return self.source.stage(coords, self._encode(coords, chunk))
+
+    def _commit(self, staged: list[Staged]) -> None:
+        """Publish the staged values. Writers go on meanwhile (the batch is read-only, and
+        readers find it in _flushing); a read that raced the change retries (see _chunk)."""
+        with self.shared.commit_lock:
             self.shared.version += 1  # odd: readers retry whatever they read meanwhile
             try:
-                self.source.commit(updates)
+                self.source.publish(staged)
             finally:
                 self._forget_shard_indices()  # stored shards may have changed, even on failure
                 self.shared.version += 1
-            self._committed()
 
-    def _encode_dirty(self) -> dict:
-        updates = {coords: self._encode(coords, chunk) for coords, chunk in self._dirty.items()}
-        for coords in self._dirty_shards:
-            view = self._shards[coords]
-            updates[coords] = view.source.build(view._encode_dirty(), view._live_chunks())
+    def _take_batch(self, whole_only: bool = False) -> None:
+        self._flushing, self._dirty = self._dirty, {}  # this order: see _unflushed
+        shards = {c for c in self._dirty_shards if not whole_only or self._shards[c]._wholly_dirty()}
+        self._flushing_shards, self._dirty_shards = shards, self._dirty_shards - shards
+        for coords in self._flushing_shards:
+            self._shards[coords]._take_batch()
+
+    def _wholly_dirty(self) -> bool:
+        """Every chunk of this shard view is dirty: writing it back reads nothing stored."""
+        return not self._dirty_shards and len(self._dirty) == math.prod(grid_shape(self.shape, self.chunk_shape))
+
+    def _encode_batch(self) -> dict:
+        """A shard view's batch, encoded: {inner chunk coords: bytes, or None to drop it}."""
+        batch = list(self._flushing.items())
+        updates = dict(zip(self._flushing, _encoder_pool().map(lambda item: self._encode(*item), batch)))
+        for coords in self._flushing_shards:
+            updates[coords] = self._build_shard(coords)
         return updates
+
+    def _build_shard(self, coords) -> bytes | None:
+        view = self._shards[coords]
+        return view.source.build(view._encode_batch(), view._live_chunks())
 
     def _encode(self, coords, chunk: np.ndarray) -> bytes | None:
         try:
@@ -237,23 +317,46 @@ class Array:
         return list(np.ndindex(*grid_shape(self.shape, self.chunk_shape)))
 
     def _forget_shard_indices(self) -> None:
-        for coords in self._dirty_shards:
+        for coords in self._flushing_shards:
             view = self._shards[coords]
             view.source.forget_index()
             view._forget_shard_indices()
 
-    def _committed(self) -> None:
-        for coords, chunk in self._dirty.items():
-            self.shared.cache.put(self.cache_key + (coords,), chunk)
-            self.shared.dirty_nbytes -= chunk.nbytes
-        self._dirty.clear()
-        for coords in self._dirty_shards:
-            self._shards[coords]._committed()
-        self._dirty_shards.clear()
+    def _end_batch(self, committed: bool) -> None:
+        """Committed chunks become cached; uncommitted ones dirty again, unless rewritten since."""
+        for coords, chunk in self._flushing.items():
+            rewritten = coords in self._dirty
+            if committed and not rewritten:
+                self.shared.cache.put(self.cache_key + (coords,), chunk)
+            if committed or rewritten:
+                self.shared.dirty_nbytes -= chunk.nbytes
+            else:
+                self._dirty[coords] = chunk
+        self._flushing = {}
+        for coords in self._flushing_shards:
+            self._shards[coords]._end_batch(committed)
+        if not committed:
+            self._dirty_shards |= self._flushing_shards
+        self._flushing_shards = set()
 
     @property
     def dirty(self) -> bool:
-        return bool(self._dirty or self._dirty_shards)
+        """Some write is not committed yet (or is being committed)."""
+        return bool(self._dirty or self._dirty_shards or self._flushing or self._flushing_shards)
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _encoder_pool() -> ThreadPoolExecutor:
+    """Threads that encode a flush's chunks in parallel (the codecs release the GIL). Made on
+    first use, so that a daemon forks before any thread exists."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="encode")
+        return _pool
 
 
 def open_array(store: LocalStore, path: str, meta: ArrayMetadata, cache: ChunkCache) -> Array:

@@ -100,6 +100,7 @@ class Operations(mfusepy.Operations):
         self._lock = threading.Lock()
         self.on_ready = self.on_stop = None  # callbacks: the mount is live / is going away
         self._stop = threading.Event()
+        self._wake_flusher = threading.Event()
         if not options.read_only:
             removed = self.store.remove_temporaries()
             if removed:
@@ -122,19 +123,27 @@ class Operations(mfusepy.Operations):
 
     def destroy(self, path):
         self._stop.set()
+        self._wake_flusher.set()
         self.flush_all()
         if self.on_stop:
             self.on_stop()
 
     def _flusher(self) -> None:
-        """Write-back: dirty chunks reach the store within a few seconds."""
-        while not self._stop.wait(self.options.flush_interval):
-            self.flush_all()
+        """Write-back: dirty chunks reach the store within a few seconds, or as soon as a
+        quarter of dirty_limit piles up, so that encoding overlaps a long write."""
+        last_full = time.monotonic()
+        while not self._stop.is_set():
+            early = self._wake_flusher.wait(self.options.flush_interval)
+            self._wake_flusher.clear()
+            whole_only = early and time.monotonic() - last_full < self.options.flush_interval
+            self.flush_all(whole_only)
+            if not whole_only:
+                last_full = time.monotonic()
 
-    def flush_all(self) -> None:
+    def flush_all(self, whole_only: bool = False) -> None:
         for opened in list(self._arrays.values()):
             try:
-                opened.raw.flush()
+                opened.raw.flush(whole_only)
             except ZarrfsError as e:
                 log.error("write-back of %s failed: %s", opened.node.path or "/", e)
                 opened.error = e
@@ -257,8 +266,11 @@ class Operations(mfusepy.Operations):
         written = raw.write(offset, data)
         handle.wrote = True
         handle.array.mtime = time.time()
-        if raw.array.shared.dirty_nbytes > self.options.dirty_limit:
+        dirty = raw.array.shared.dirty_nbytes
+        if dirty > self.options.dirty_limit:  # the writer waits: memory stays bounded
             self._flush(handle.array)
+        elif dirty > self.options.dirty_limit // 4:  # encoding starts while the writer goes on
+            self._wake_flusher.set()
         return written
 
     @errno_boundary
@@ -323,7 +335,13 @@ class Operations(mfusepy.Operations):
 
 
 class ZarrFUSE(mfusepy.FUSE):
-    """mfusepy with the read callback replaced: no bytes object per request."""
+    """mfusepy with the read and write callbacks replaced: no bytes object per request."""
 
     def read(self, path, buf, size, offset, fip):
         return self.operations.read_into(fip.contents.fh, buf, size, offset)
+
+    def write(self, path, buf, size, offset, fip):
+        """The request's bytes as a view: valid during this call only, and RawFile copies them."""
+        data = memoryview(ctypes.cast(buf, ctypes.POINTER(ctypes.c_ubyte * size)).contents).cast("B")
+        path = None if path is None else path.decode(self.encoding, self.errors)
+        return self.operations.write(path, data, offset, fip.contents.fh)

@@ -64,9 +64,12 @@ class RawFile:
             return 0
         end = offset + len(data)
         first, last = offset // self.itemsize, -(-end // self.itemsize)
-        elements = self._edge_elements(first, last, offset, end)
-        skip = offset - first * self.itemsize
-        elements.view("u1")[skip:skip + len(data)] = np.frombuffer(data, "u1")
+        if offset % self.itemsize or end % self.itemsize:
+            elements = self._edge_elements(first, last, offset, end)
+            skip = offset - first * self.itemsize
+            elements.view("u1")[skip:skip + len(data)] = np.frombuffer(data, "u1")
+        else:  # whole elements: use the caller's bytes as they are (the chunks copy them)
+            elements = np.frombuffer(data, self.array.dtype)
         if elements.dtype.kind == "b":  # a bool is one byte, 0 or 1
             elements = elements.view("u1") != 0
         pieces, pos = [], 0
@@ -86,5 +89,5 @@ class RawFile:
             self._read_elements(last - 1, last, elements[-1:])
         return elements
 
-    def flush(self) -> None:
-        self.array.flush()
+    def flush(self, whole_only: bool = False) -> None:
+        self.array.flush(whole_only)

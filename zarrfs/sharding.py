@@ -54,9 +54,9 @@ def assemble(chunks: list, index_nbytes: int, location: str, encode_index: Calla
         if chunk is not None:
             index[i] = offset, len(chunk)
             offset += len(chunk)
-    body = b"".join(c for c in chunks if c is not None)
+    parts = [c for c in chunks if c is not None]
     raw_index = encode_index(index)
-    return raw_index + body if location == "start" else body + raw_index
+    return b"".join([raw_index, *parts] if location == "start" else [*parts, raw_index])
 
 
 class ShardChunks:

@@ -2,9 +2,9 @@
 
 import ctypes
 import errno
+import itertools
 import logging
 import os
-import tempfile
 from typing import NamedTuple
 
 from .errors import StoreError
@@ -12,6 +12,7 @@ from .errors import StoreError
 log = logging.getLogger(__name__)
 
 TEMP_PREFIX = ".zarrfs-tmp-"
+_temporaries = itertools.count()  # unique names without mkstemp's random tries
 
 
 class Range(NamedTuple):
@@ -28,6 +29,13 @@ class Suffix(NamedTuple):
 
 
 ByteRange = Range | Suffix | None
+
+
+class Staged(NamedTuple):
+    """A value written beside the current one, waiting for publish(); temporary is None for a deletion."""
+
+    key: str
+    temporary: str | None
 
 
 class LocalStore:
@@ -71,34 +79,58 @@ class LocalStore:
         self.set_many({key: None})
 
     def set_many(self, updates: dict[str, bytes | None]) -> None:
-        """Replace (bytes) or delete (None) several values. Each is atomic: a temporary file beside
-        it, made durable, then renamed over it. All are durable on return: one file-system sync
-        for the data and one for the renames, not an fsync per value."""
-        if self.read_only:
-            raise StoreError(f"cannot write {next(iter(updates), '')!r}: the store is read-only", errno.EROFS)
-        staged: list[tuple[str, str]] = []
-        key = ""
+        """Replace (bytes) or delete (None) several values: stage each, then publish them all."""
+        staged: list[Staged] = []
         try:
             for key, data in updates.items():
-                if data is not None:
-                    staged.append((self._write_temporary(key, data), self.path(key)))
-            self._sync([tmp for tmp, _ in staged])
-            while staged:
-                tmp, path = staged.pop()
-                os.rename(tmp, path)
-            for key, data in updates.items():
-                if data is None:
-                    _unlink_missing_ok(self.path(key))
-            self._sync({os.path.dirname(self.path(k)) for k in updates})
+                staged.append(self.stage(key, data))
+        except StoreError:
+            self.discard(staged)
+            raise
+        self.publish(staged)
+
+    def stage(self, key: str, data) -> "Staged":
+        """Write a new value (None: a deletion) to a temporary file beside the old one. Readers
+        still see the old value until publish(); stage() may run on several threads at once."""
+        if self.read_only:
+            raise StoreError(f"cannot write {key!r}: the store is read-only", errno.EROFS)
+        if data is None:
+            return Staged(key, None)
+        try:
+            return Staged(key, self._write_temporary(key, data))
         except OSError as e:
-            for tmp, _ in staged:
-                _unlink_quietly(tmp)
             raise StoreError(f"cannot write {key!r}: {e.strerror}", e.errno) from e
+
+    def publish(self, staged: list["Staged"]) -> None:
+        """Make staged values current and durable. Each is atomic: made durable, then renamed over
+        the old value. One file-system sync for the data and one for the renames, not an fsync
+        per value. On failure the temporaries not yet renamed are removed."""
+        pending = [s for s in staged if s.temporary is not None]
+        key = ""
+        try:
+            self._sync([s.temporary for s in pending])
+            while pending:
+                key, temporary = pending[-1]
+                os.rename(temporary, self.path(key))
+                pending.pop()
+            for key, temporary in staged:
+                if temporary is None:
+                    _unlink_missing_ok(self.path(key))
+            self._sync({os.path.dirname(self.path(s.key)) for s in staged})
+        except OSError as e:
+            self.discard(pending)
+            raise StoreError(f"cannot write {key!r}: {e.strerror}", e.errno) from e
+
+    def discard(self, staged: list["Staged"]) -> None:
+        """Remove staged values that will not be published."""
+        for s in staged:
+            if s.temporary is not None:
+                _unlink_quietly(s.temporary)
 
     def _write_temporary(self, key: str, data) -> str:
         directory = os.path.dirname(self.path(key))
         os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=directory)
+        fd, tmp = _create_temporary(directory)
         try:
             view = memoryview(data)
             while view:
@@ -158,6 +190,16 @@ class LocalStore:
     def _check_writable(self, key: str) -> None:
         if self.read_only:
             raise StoreError(f"cannot write {key!r}: the store is read-only", errno.EROFS)
+
+
+def _create_temporary(directory: str) -> tuple[int, str]:
+    """A new file for a value being written, named so that remove_temporaries finds it."""
+    while True:
+        tmp = os.path.join(directory, f"{TEMP_PREFIX}{os.getpid()}-{next(_temporaries)}")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+        except FileExistsError:  # left by an earlier process with our pid
+            continue
 
 
 def _read_all(fd: int) -> bytes:

@@ -1,0 +1,110 @@
+"""A flush encodes its batch without the array lock: reads and writes go on meanwhile, and
+nothing written during a flush, or before a failed one, is lost."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from helpers import array_doc, open_raw_file, sharding, write_doc
+from zarrfs.array import Array
+from zarrfs.errors import StoreError
+from zarrfs.store import LocalStore
+
+ZSTD = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 1}}]
+LAYOUTS = {"plain": ZSTD, "sharded": [sharding([4], ZSTD)]}
+
+
+def stored(tmp_path) -> np.ndarray:
+    """The array as a fresh reader of the store sees it."""
+    return np.frombuffer(open_raw_file(LocalStore(tmp_path)).read(0, 64), "<i4")
+
+
+class Paused:
+    """Holds every flush inside its encoding until released."""
+
+    def __init__(self, monkeypatch):
+        self.encoding = threading.Event()
+        self.release = threading.Event()
+        original = Array._encode
+
+        def encode(array, coords, chunk):
+            self.encoding.set()
+            assert self.release.wait(10)
+            return original(array, coords, chunk)
+
+        monkeypatch.setattr(Array, "_encode", encode)
+
+    def flush_in_background(self, raw) -> threading.Thread:
+        self.errors = []
+
+        def flush():
+            try:
+                raw.flush()
+            except StoreError as e:
+                self.errors.append(e)
+
+        thread = threading.Thread(target=flush)
+        thread.start()
+        assert self.encoding.wait(10)
+        return thread
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_reads_and_writes_go_on_while_a_flush_encodes(tmp_path, monkeypatch, layout):
+    write_doc(tmp_path, "", array_doc([16], "int32", [8], LAYOUTS[layout]))
+    raw = open_raw_file(LocalStore(tmp_path))
+    raw.write(0, np.arange(16, dtype="<i4").tobytes())
+    paused = Paused(monkeypatch)
+    flushing = paused.flush_in_background(raw)
+    try:
+        assert raw.read(0, 64) == np.arange(16, dtype="<i4").tobytes()  # the batch, not the store
+        raw.write(4, np.int32(-1).tobytes())  # into a chunk of the batch: a new dirty copy
+        raw.write(40, np.int32(-2).tobytes())
+        expected = np.arange(16, dtype="<i4")
+        expected[[1, 10]] = -1, -2
+        assert np.array_equal(np.frombuffer(raw.read(0, 64), "<i4"), expected)
+    finally:
+        paused.release.set()
+        flushing.join()
+    assert paused.errors == []
+    assert np.array_equal(stored(tmp_path), np.arange(16))  # what the batch held
+    assert np.array_equal(np.frombuffer(raw.read(0, 64), "<i4"), expected)  # not the cached batch
+    assert raw.array.dirty
+    raw.flush()
+    assert not raw.array.dirty and raw.array.shared.dirty_nbytes == 0
+    assert np.array_equal(stored(tmp_path), expected)
+
+
+class FailingStore(LocalStore):
+    def __init__(self, root):
+        super().__init__(root)
+        self.fail = True
+
+    def publish(self, staged):
+        if self.fail:
+            self.discard(staged)
+            raise StoreError("no space left on device", 28)
+        super().publish(staged)
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_a_failed_flush_keeps_its_batch_and_what_was_written_meanwhile(tmp_path, monkeypatch, layout):
+    write_doc(tmp_path, "", array_doc([16], "int32", [8], LAYOUTS[layout]))
+    store = FailingStore(tmp_path)
+    raw = open_raw_file(store)
+    raw.write(0, np.arange(16, dtype="<i4").tobytes())
+    paused = Paused(monkeypatch)
+    flushing = paused.flush_in_background(raw)
+    raw.write(0, np.int32(-1).tobytes())  # rewrites a chunk of the failing batch
+    paused.release.set()
+    flushing.join()
+    assert [e.errno for e in paused.errors] == [28]
+    expected = np.arange(16, dtype="<i4")
+    expected[0] = -1
+    assert raw.array.dirty and raw.array.shared.dirty_nbytes == 64
+    assert np.array_equal(np.frombuffer(raw.read(0, 64), "<i4"), expected)
+    store.fail = False
+    raw.flush()
+    assert np.array_equal(stored(tmp_path), expected)
+    assert raw.array.shared.dirty_nbytes == 0
