@@ -6,7 +6,7 @@ import threading
 import numpy as np
 import pytest
 
-from helpers import array_doc, open_raw_file, sharding, write_doc
+from helpers import CountingStore, array_doc, open_raw_file, sharding, write_doc
 from zarrfs.array import Array
 from zarrfs.errors import StoreError
 from zarrfs.store import LocalStore
@@ -108,3 +108,23 @@ def test_a_failed_flush_keeps_its_batch_and_what_was_written_meanwhile(tmp_path,
     raw.flush()
     assert np.array_equal(stored(tmp_path), expected)
     assert raw.array.shared.dirty_nbytes == 0
+
+
+def test_an_early_flush_writes_only_wholly_dirty_shards(tmp_path):
+    """Early write-back (a writer is still going) skips a shard it would have to merge with
+    its stored self and rewrite again soon; a full flush then writes it."""
+    write_doc(tmp_path, "", array_doc([16], "int32", [8], [sharding([4], ZSTD)]))
+    store = CountingStore(tmp_path)
+    raw = open_raw_file(store)
+    raw.write(0, np.full(16, 7, dtype="<i4").tobytes())
+    raw.flush()
+    store.reset()
+    raw.write(0, np.arange(12, dtype="<i4").tobytes())  # shard 0 whole, shard 1 half
+    raw.flush(whole_only=True)
+    assert [key for key, _ in store.sets] == ["c/0"] and store.gets == []
+    assert np.array_equal(stored(tmp_path), [*range(8), 7, 7, 7, 7, 7, 7, 7, 7])
+    assert raw.array.dirty
+    raw.flush()
+    assert [key for key, _ in store.sets] == ["c/0", "c/1"]
+    assert np.array_equal(stored(tmp_path), [*range(12), 7, 7, 7, 7])
+    assert not raw.array.dirty

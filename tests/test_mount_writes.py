@@ -244,6 +244,28 @@ def test_concurrent_writers_on_one_shard_lose_nothing(tmp_path):
     assert (stored[4000:] == 0).all()
 
 
+def test_a_long_write_is_written_back_while_it_goes_on(tmp_path):
+    """dirty_size bounds the decoded bytes a writer may leave unwritten: past it, the write
+    flushes; past a quarter of it, the flusher starts on the shards the writer has filled."""
+    root = tmp_path / "a.zarr"
+    zarr.create_array(str(root), shape=(1 << 20,), chunks=(1 << 14,), shards=(1 << 18,), dtype="<f4", fill_value=0)
+    values = np.random.default_rng(5).random(1 << 20, dtype=np.float32)
+    block = 64 << 10
+    with mounted(root, tmp_path, "dirty_size=256K") as m:
+        fd = os.open(m / "a.zarr.bin", os.O_WRONLY)
+        try:
+            for offset in range(0, values.nbytes // 2, block):
+                assert os.pwrite(fd, values.view("u1")[offset:offset + block], offset) == block
+            first_shard = np.asarray(zarr.open_array(str(root))[:1 << 18])  # 1 MiB: already stored
+            assert np.array_equal(first_shard, values[:1 << 18])
+            for offset in range(values.nbytes // 2, values.nbytes, block):
+                assert os.pwrite(fd, values.view("u1")[offset:offset + block], offset) == block
+        finally:
+            os.close(fd)
+        assert np.array_equal(np.fromfile(m / "a.zarr.bin", "<f4"), values)
+    assert np.array_equal(zarr.open_array(str(root))[...], values)
+
+
 def test_fio_randrw_verifies_also_after_remount(tmp_path):
     root = tmp_path / "a.zarr"
     zarr.create_array(str(root), shape=(4 << 20,), chunks=(1 << 18,), shards=(1 << 20,), dtype="uint8", fill_value=0)

@@ -34,16 +34,16 @@ class UsageError(Exception):
     pass
 
 
-def parse_size(text: str) -> int:
+def parse_size(name: str, text: str) -> int:
     units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
     text = text.strip().upper().removesuffix("B").removesuffix("I")
     number, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "")
     try:
         value = int(float(number) * units[unit])
     except ValueError:
-        raise UsageError(f"cache_size={text!r} is not a size (e.g. 512M)") from None
+        raise UsageError(f"{name}={text!r} is not a size (e.g. 512M)") from None
     if value <= 0:
-        raise UsageError("cache_size must be positive")
+        raise UsageError(f"{name} must be positive")
     return value
 
 
@@ -55,7 +55,9 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
         if name == "ro":
             options.read_only = True
         elif name == "cache_size":
-            options.cache_bytes = parse_size(value)
+            options.cache_bytes = parse_size(name, value)
+        elif name == "dirty_size":
+            options.dirty_limit = parse_size(name, value)
         elif name == "debug":
             debug = True
         elif name in FUSE_OPTIONS:
