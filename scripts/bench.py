@@ -74,6 +74,12 @@ def read_through(path: Path) -> float:
     return time.perf_counter() - t0
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def timed(fn) -> float:
     t0 = time.perf_counter()
     fn()
@@ -103,9 +109,11 @@ def bench_layout(layout: str, path: Path, data: np.ndarray, raw: Path, seed: int
     r["page cache read"] = nbytes / read_through(raw)
     r["zarr-python read"] = nbytes / timed(lambda: zarr.open_array(str(path))[...])
     r["tensorstore read"] = nbytes / timed(lambda: open_tensorstore(path).read().result())
-    with mount(path) as (bin_path, _):
+    with mount(path) as (bin_path, process):
         r["zarrfs cold read"] = nbytes / read_through(bin_path)
+        cpu = cpu_seconds(process.pid)
         r["zarrfs warm re-read"] = nbytes / read_through(bin_path)
+        r["daemon cpu ms in warm re-read"] = (cpu_seconds(process.pid) - cpu) * 1000
     offsets = random_offsets(nbytes, samples, seed)
     with mount(path) as (bin_path, _):
         fd = os.open(bin_path, os.O_RDONLY)
@@ -178,6 +186,7 @@ def report(results: dict, memory: dict, listing, args) -> str:
     row("  / tensorstore (target >= 0.7)", lambda r: f"{r['zarrfs cold read'] / r['tensorstore read']:.2f}x")
     row("zarrfs warm re-read GB/s", lambda r: gb(r["zarrfs warm re-read"]))
     row("  / page cache (target >= 0.7)", lambda r: f"{r['zarrfs warm re-read'] / r['page cache read']:.2f}x")
+    row("  daemon CPU during it, ms", lambda r: f"{r['daemon cpu ms in warm re-read']:.0f}")
     row("zarrfs 4 KiB pread p50 ms", lambda r: f"{r['zarrfs 4k p50 ms']:.2f}")
     row("tensorstore 4 KiB window p50 ms", lambda r: f"{r['tensorstore 4k p50 ms']:.2f}")
     row("zarr-python 4 KiB window p50 ms", lambda r: f"{r['zarr-python 4k p50 ms']:.2f}")

@@ -99,8 +99,10 @@ class BytesCodec(Codec):
         self.spec = spec
         self.stored = spec.data_type.numpy.newbyteorder(">" if endian == "big" else "<")
 
-    def encode(self, array: np.ndarray) -> bytes:
-        return np.ascontiguousarray(array, dtype=self.stored).tobytes()
+    def encode(self, array: np.ndarray) -> np.ndarray:
+        """The stored bytes as a uint8 array: a view when no conversion is needed (flushes
+        never change a chunk they are encoding), so a 1 MiB chunk is not copied to compress it."""
+        return np.ascontiguousarray(array, dtype=self.stored).reshape(-1).view("u1")
 
     def decode(self, data) -> np.ndarray:
         if len(data) != self.spec.nbytes:
@@ -376,6 +378,7 @@ class CodecChain:
                 and codec.stored.kind != "b")
 
     def encode(self, array: np.ndarray) -> bytes | None:
+        """The stored value: bytes-like (bytes, or a uint8 array from the bytes codec)."""
         for codec in self.array_array:
             array = codec.encode(array)
         data = self.array_bytes.encode(array)
