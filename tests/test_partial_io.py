@@ -129,3 +129,19 @@ def test_whole_chunk_reads_are_decoded_into_the_reader_and_not_cached(tmp_path):
     assert cache.nbytes == 1024
     raw.read(offset_of(8, 2), 1020)
     assert [k for k, _, _ in store.gets] == ["c/0/0", "c/0/0", "c/1/0"]
+
+
+def test_after_write_back_only_chunks_merged_with_stored_data_stay_cached(tmp_path):
+    """A chunk written whole is in the kernel's page cache already; one that was merged with its
+    stored bytes is kept, so the next small write to it reads nothing."""
+    store, raw = filled(tmp_path, ZSTD, chunk_shape=(8, 64))
+    raw.write(0, bytes(1024))  # chunk row 0, whole
+    raw.write(offset_of(8, 3), b"\x01\x00")  # chunk row 1, in part: decodes it
+    raw.flush()
+    cache = raw.array.shared.cache
+    assert cache.nbytes == 1024
+    store.reset()
+    raw.write(offset_of(9, 0), b"\x02\x00")
+    assert store.gets == []
+    raw.write(offset_of(0, 5), b"\x03\x00")
+    assert [k for k, _, _ in store.gets] == ["c/0/0"]

@@ -85,6 +85,7 @@ class Array:
         self._shards: OrderedDict[tuple, Array] = OrderedDict()
         self._dirty_shards: set[tuple] = set()
         self._flushing_shards: set[tuple] = set()
+        self._written_whole: set[tuple] = set()  # dirty chunks that no stored data went into
 
     @property
     def dtype(self) -> np.dtype:
@@ -219,6 +220,10 @@ class Array:
         else:
             old = None if part.complete else self._chunk(part.coords)
             chunk = np.full(self.spec.shape, self.spec.fill_value) if old is None else old.copy()
+        if part.complete:
+            self._written_whole.add(part.coords)
+        else:
+            self._written_whole.discard(part.coords)
         self.shared.cache.pop(self.cache_key + (part.coords,))
         self._dirty[part.coords] = chunk
         self.shared.dirty_nbytes += chunk.nbytes
@@ -323,11 +328,15 @@ class Array:
             view._forget_shard_indices()
 
     def _end_batch(self, committed: bool) -> None:
-        """Committed chunks become cached; uncommitted ones dirty again, unless rewritten since."""
+        """Committed chunks become cached, but not those written whole: like chunks read whole,
+        the kernel's page cache has their bytes. Uncommitted chunks are dirty again, unless
+        rewritten since."""
         for coords, chunk in self._flushing.items():
             rewritten = coords in self._dirty
             if committed and not rewritten:
-                self.shared.cache.put(self.cache_key + (coords,), chunk)
+                if coords not in self._written_whole:
+                    self.shared.cache.put(self.cache_key + (coords,), chunk)
+                self._written_whole.discard(coords)
             if committed or rewritten:
                 self.shared.dirty_nbytes -= chunk.nbytes
             else:
