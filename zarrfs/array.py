@@ -138,7 +138,7 @@ class Array:
                 newer = self._unflushed(coords)
                 if newer is not None:  # written while we read: that is the truth
                     return newer
-                if chunk is not into:
+                if chunk is None or chunk is not into:  # "not stored" is cheap to remember
                     self.shared.cache.put(key, MISSING if chunk is None else chunk)
                 return chunk
 
