@@ -37,7 +37,7 @@ def build(root: Path, layout: str, size_mib: int) -> tuple[Path, np.ndarray]:
               "sharded": dict(chunks=(chunk,), shards=(64 * chunk,), compressors=[ZstdCodec(level=0)]),
               "blosc": dict(chunks=(chunk,), compressors=[BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")])}
     path = root / f"{layout}.zarr"
-    z = zarr.create_array(str(path), shape=(n,), dtype="float32", fill_value=0.0, **kwargs[layout])
+    z = zarr.create_array(str(path), shape=(n,), dtype="float32", fill_value=0.0, overwrite=True, **kwargs[layout])
     z[...] = data
     return path, data
 
@@ -150,6 +150,7 @@ def build_many(root: Path, count: int) -> Path:
            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}], "attributes": {}}
     group = json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {}})
     path = root / "many.zarr"
+    shutil.rmtree(path, ignore_errors=True)  # a --workdir from an earlier run
     path.mkdir()
     (path / "zarr.json").write_text(group)
     for i in range(count):
