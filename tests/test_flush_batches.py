@@ -9,7 +9,7 @@ import pytest
 from helpers import CountingStore, array_doc, open_raw_file, sharding, write_doc
 from zarrfs.array import Array
 from zarrfs.errors import StoreError
-from zarrfs.store import LocalStore
+from zarrfs.store import TEMP_PREFIX, LocalStore
 
 ZSTD = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 1}}]
 LAYOUTS = {"plain": ZSTD, "sharded": [sharding([4], ZSTD)]}
@@ -128,3 +128,32 @@ def test_an_early_flush_writes_only_wholly_dirty_shards(tmp_path):
     assert [key for key, _ in store.sets] == ["c/0", "c/1"]
     assert np.array_equal(stored(tmp_path), [*range(12), 7, 7, 7, 7])
     assert not raw.array.dirty
+
+
+class FailingStage(LocalStore):
+    """Fails to write one value, as a full disk would."""
+
+    def __init__(self, root, key):
+        super().__init__(root)
+        self.key = key
+
+    def stage(self, key, data):
+        if key == self.key:
+            raise StoreError(f"cannot write {key!r}: no space left on device", 28)
+        return super().stage(key, data)
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_a_value_that_cannot_be_staged_fails_the_flush_and_leaves_no_temporary(tmp_path, layout):
+    write_doc(tmp_path, "", array_doc([16], "int32", [8], LAYOUTS[layout]))
+    store = FailingStage(tmp_path, "c/1")
+    raw = open_raw_file(store)
+    raw.write(0, np.arange(1, 17, dtype="<i4").tobytes())
+    with pytest.raises(StoreError, match="c/1"):
+        raw.flush()
+    assert not [p for p in tmp_path.rglob("*") if p.name.startswith(TEMP_PREFIX)]
+    assert np.array_equal(stored(tmp_path), np.zeros(16))  # nothing published, not even chunk 0
+    assert raw.array.dirty
+    store.key = None
+    raw.flush()
+    assert np.array_equal(stored(tmp_path), np.arange(1, 17))
