@@ -273,10 +273,11 @@ def test_fio_randrw_verifies_also_after_remount(tmp_path):
            "--randseed=1234", "--fallocate=none", "--allow_file_create=0", "--create_on_open=0",
            "--unlink=0", "--end_fsync=1"]
     with mounted(root, tmp_path, name="m1") as m:
-        result = subprocess.run([*fio, f"--filename={m / 'a.zarr.bin'}"], capture_output=True, text=True)
+        result = subprocess.run([*fio, f"--filename={m / 'a.zarr.bin'}"], capture_output=True, text=True,
+                                cwd=tmp_path)
         assert result.returncode == 0, result.stdout + result.stderr
         assert "verify" not in result.stderr.lower()
     with mounted(root, tmp_path, name="m2") as m:
         result = subprocess.run([*fio, "--verify_only", f"--filename={m / 'a.zarr.bin'}"], capture_output=True,
-                                text=True)
+                                text=True, cwd=tmp_path)
         assert result.returncode == 0, result.stdout + result.stderr
