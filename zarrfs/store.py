@@ -2,9 +2,13 @@
 
 import ctypes
 import errno
+import fcntl
 import itertools
 import logging
+import mmap
 import os
+import queue
+from contextlib import contextmanager
 from typing import NamedTuple
 
 from .errors import StoreError
@@ -12,6 +16,9 @@ from .errors import StoreError
 log = logging.getLogger(__name__)
 
 TEMP_PREFIX = ".zarrfs-tmp-"
+DIRECT_MIN = 256 << 10  # values this large are written around the page cache (see _write_direct)
+DIRECT_ALIGN = 4096  # O_DIRECT offsets and lengths: a multiple of any common logical block size
+BOUNCE_SIZE = 1 << 20
 _temporaries = itertools.count()  # unique names without mkstemp's random tries
 
 
@@ -44,6 +51,7 @@ class LocalStore:
     def __init__(self, root: str, read_only: bool = False):
         self.root = os.path.abspath(root)
         self.read_only = read_only
+        self.direct = hasattr(os, "O_DIRECT")  # cleared when the file system refuses O_DIRECT
 
     def path(self, key: str) -> str:
         return os.path.join(self.root, *key.split("/")) if key else self.root
@@ -92,8 +100,7 @@ class LocalStore:
     def stage(self, key: str, data) -> "Staged":
         """Write a new value (None: a deletion) to a temporary file beside the old one. Readers
         still see the old value until publish(); stage() may run on several threads at once."""
-        if self.read_only:
-            raise StoreError(f"cannot write {key!r}: the store is read-only", errno.EROFS)
+        self._check_writable(key)
         if data is None:
             return Staged(key, None)
         try:
@@ -132,15 +139,44 @@ class LocalStore:
         os.makedirs(directory, exist_ok=True)
         fd, tmp = _create_temporary(directory)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            view = memoryview(data).cast("B")
+            done = self._write_direct(fd, view) if self.direct and len(view) >= DIRECT_MIN else 0
+            _write_all(fd, view[done:])
         except OSError:
             os.close(fd)
             _unlink_quietly(tmp)
             raise
         os.close(fd)
         return tmp
+
+    def _write_direct(self, fd: int, view: memoryview) -> int:
+        """Write the aligned bulk of a new value with O_DIRECT; returns the bytes written.
+
+        The decoded bytes live in the mount's own page cache, so a cached encoded copy would be
+        a second one, and filling fresh page-cache pages is the largest cost of a write-back.
+        The tail (under DIRECT_ALIGN bytes) and anything the file system refuses go buffered."""
+        aligned = len(view) - len(view) % DIRECT_ALIGN
+        try:
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_DIRECT)
+        except OSError:
+            self.direct = False
+            return 0
+        done = 0
+        try:
+            with _bounce_buffer() as buffer:
+                while done < aligned:
+                    n = min(len(buffer), aligned - done)
+                    buffer[:n] = view[done:done + n]
+                    written = os.write(fd, buffer[:n])
+                    done += written
+                    if written < n:  # short: the rest cannot stay aligned
+                        break
+        except OSError as e:
+            if e.errno != errno.EINVAL:
+                raise
+            self.direct = False  # alignment refused: this store writes buffered from now on
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_DIRECT)
+        return done
 
     def _sync(self, paths) -> None:
         """Make `paths` (files or directories) durable: syncfs of the store's file system when
@@ -200,6 +236,29 @@ def _create_temporary(directory: str) -> tuple[int, str]:
             return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
         except FileExistsError:  # left by an earlier process with our pid
             continue
+
+
+def _write_all(fd: int, view: memoryview) -> None:
+    while view:
+        view = view[os.write(fd, view):]
+
+
+_bounce_buffers: queue.SimpleQueue = queue.SimpleQueue()
+
+
+@contextmanager
+def _bounce_buffer():
+    """A page-aligned buffer for O_DIRECT writes, reused so that its pages stay touched: on
+    some virtual machines the first touch of memory costs more than the write itself."""
+    try:
+        buffer = _bounce_buffers.get_nowait()
+    except queue.Empty:
+        buffer = mmap.mmap(-1, BOUNCE_SIZE)
+    try:
+        with memoryview(buffer) as view:
+            yield view
+    finally:
+        _bounce_buffers.put(buffer)
 
 
 def _read_all(fd: int) -> bytes:
