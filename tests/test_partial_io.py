@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from helpers import CountingStore, array_doc, open_raw_file, sharding, write_doc
+from zarrfs.rawfile import SPARSE_READ
 from zarrfs.store import Range, Suffix
 
 ZSTD = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 1}}]
@@ -36,8 +37,10 @@ def test_cold_read_in_a_shard_reads_index_and_one_inner_chunk(tmp_path, location
     stored = (tmp_path / "c" / "0" / "0").read_bytes()
     assert isinstance(chunk_range, Range) and chunk_n == chunk_range.length < len(stored) // 8
     store.reset()
-    raw.read(offset_of(9, 12), 8)  # the same inner chunk: cached
-    assert store.gets == []
+    raw.read(offset_of(9, 12), 8)  # the same inner chunk, read again: now it is cached
+    raw.read(offset_of(9, 13), 4)
+    assert [k for k, r, _ in store.gets] == ["c/0/0"] and store.gets[0][1] == chunk_range
+    store.reset()
     raw.read(offset_of(20, 20), 2)  # another inner chunk of the same shard: index cached
     assert len(store.gets) == 1 and isinstance(store.gets[0][1], Range)
 
@@ -118,17 +121,34 @@ def test_a_new_array_never_sees_the_cached_chunks_of_a_dropped_one(tmp_path):
 
 def test_whole_chunk_reads_are_decoded_into_the_reader_and_not_cached(tmp_path):
     """A reader that wants all of a chunk gets it decoded into its buffer; the kernel's page cache
-    keeps it, so the chunk cache does not. A part of a chunk is cached for the next part."""
+    keeps it, so the chunk cache does not."""
     store, raw = filled(tmp_path, ZSTD, chunk_shape=(8, 64))  # a chunk is 8 whole rows: 1 KiB of the file
     cache = raw.array.shared.cache
     assert raw.read(0, 1024) == np.arange(512, dtype="<u2").tobytes()
     assert cache.nbytes == 0
     raw.read(0, 1024)
     assert [k for k, _, _ in store.gets] == ["c/0/0", "c/0/0"]
-    assert raw.read(offset_of(8, 0), 4) == np.arange(512, 514, dtype="<u2").tobytes()
-    assert cache.nbytes == 1024
-    raw.read(offset_of(8, 2), 1020)
-    assert [k for k, _, _ in store.gets] == ["c/0/0", "c/0/0", "c/1/0"]
+
+
+def test_a_small_read_caches_a_chunk_only_when_it_comes_back(tmp_path):
+    """Random small reads would fill the cache with chunks read once: a chunk is cached on its
+    second small read, and not read again after that."""
+    store, raw = filled(tmp_path, ZSTD, chunk_shape=(8, 64))
+    cache = raw.array.shared.cache
+    for reads in (1, 2, 2):
+        assert raw.read(offset_of(8, 2), 4) == np.arange(514, 516, dtype="<u2").tobytes()
+        assert [k for k, _, _ in store.gets] == ["c/1/0"] * reads
+        assert cache.nbytes == (0 if reads == 1 else 1024)
+
+
+def test_a_large_read_caches_the_chunks_it_wants_part_of(tmp_path):
+    """Read-ahead sends large requests that cut chunks: each chunk is still read once."""
+    shape = (256, 256)  # 128 KiB of uint16, in 32 chunks of 4 KiB
+    store, raw = filled(tmp_path, ZSTD, chunk_shape=(8, 256), shape=shape)
+    first = raw.read(6, SPARSE_READ)  # chunks 0..16, the last in part
+    second = raw.read(6 + SPARSE_READ, raw.size)  # chunk 16 again, then the rest
+    assert first + second == np.arange(256 * 256, dtype="<u2").tobytes()[6:]
+    assert sorted(k for k, _, _ in store.gets) == sorted(f"c/{i}/0" for i in range(32))
 
 
 def test_after_write_back_only_chunks_merged_with_stored_data_stay_cached(tmp_path):

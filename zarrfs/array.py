@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .buffers import scratch
 from .cache import MISSING, ChunkCache
 from .codecs import ChunkSpec, CodecChain
 from .errors import CorruptChunkError
@@ -98,22 +99,30 @@ class Array:
         self.read_into(box, out)
         return out
 
-    def read_into(self, box: Box, out: np.ndarray) -> None:
+    def read_into(self, box: Box, out: np.ndarray, sparse: bool = False) -> None:
+        """Fill `out` with `box`. sparse: the read is small and likely random, so a chunk it
+        wants only part of is cached only when read again (see ChunkCache.admit)."""
         for part in chunk_parts(box, self.chunk_shape, self.shape):
             target = out[(*part.out_box, ...)]  # a view, even for 0-d arrays
             if self.sharding:
-                self._shard(part.coords).read_into(part.chunk_box, target)
-                continue
-            whole = part.complete and target.shape == self.spec.shape and target.flags.c_contiguous
-            chunk = self._chunk(part.coords, into=target if whole else None)
-            if chunk is not target:
-                target[...] = self.spec.fill_value if chunk is None else chunk[part.chunk_box]
+                self._shard(part.coords).read_into(part.chunk_box, target, sparse)
+            elif part.complete and target.shape == self.spec.shape and target.flags.c_contiguous:
+                self._copy_part(part, target, self._chunk(part.coords, into=target))
+            elif sparse and not self.shared.cache.admit(self.cache_key + (part.coords,)):
+                with scratch.lend(self.spec.shape, self.dtype) as buffer:
+                    self._copy_part(part, target, self._chunk(part.coords, into=buffer))
+            else:
+                self._copy_part(part, target, self._chunk(part.coords))
+
+    def _copy_part(self, part, target: np.ndarray, chunk: np.ndarray | None) -> None:
+        if chunk is not target:
+            target[...] = self.spec.fill_value if chunk is None else chunk[part.chunk_box]
 
     def _chunk(self, coords, into: np.ndarray | None = None) -> np.ndarray | None:
         """The decoded chunk (dirty, cached or read now), None when it is not stored.
 
         A chunk read now is decoded into `into` if given, and then not cached: the reader wants
-        all of it, and the kernel's page cache keeps what it reads."""
+        all of it, and the kernel's page cache keeps what it reads; or `into` is scratch."""
         chunk = self._unflushed(coords)
         if chunk is not None:
             return chunk

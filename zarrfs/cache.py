@@ -1,4 +1,5 @@
-"""A byte-bounded LRU of decoded chunks, shared by every array of a mount."""
+"""A byte-bounded LRU of decoded chunks, shared by every array of a mount, with admission for
+small random reads."""
 
 import threading
 from collections import OrderedDict
@@ -6,6 +7,7 @@ from collections import OrderedDict
 import numpy as np
 
 MISSING = np.empty(0, dtype="u1")  # cached "this chunk is not stored": reads give the fill value
+GHOSTS = 8192  # chunks read once in part and not cached, remembered by key only
 
 
 class ChunkCache:
@@ -13,6 +15,7 @@ class ChunkCache:
         self.max_bytes = max_bytes
         self.nbytes = 0
         self._entries: OrderedDict = OrderedDict()
+        self._seen: OrderedDict = OrderedDict()  # the ghosts, oldest first
         self._lock = threading.Lock()
 
     def get(self, key) -> np.ndarray | None:
@@ -21,6 +24,18 @@ class ChunkCache:
             if value is not None:
                 self._entries.move_to_end(key)
             return value
+
+    def admit(self, key) -> bool:
+        """Whether a chunk that a small read wants part of should be cached: yes when it is
+        cached already or was read recently. A chunk read once at random is not worth new
+        memory, and would push out chunks that are read again (2Q-style admission)."""
+        with self._lock:
+            if key in self._entries or self._seen.pop(key, False):
+                return True
+            self._seen[key] = True
+            if len(self._seen) > GHOSTS:
+                self._seen.popitem(last=False)
+            return False
 
     def put(self, key, value: np.ndarray) -> None:
         if value.nbytes > self.max_bytes:

@@ -12,6 +12,8 @@ from .array import Array
 from .errors import OutOfBoundsError, ReadOnlyError
 from .geometry import box_shape, c_order_boxes
 
+SPARSE_READ = 64 << 10  # reads smaller than this are random ones: the kernel's read-ahead sends more
+
 
 class RawFile:
     def __init__(self, array: Array, writable: bool = False):
@@ -36,20 +38,21 @@ class RawFile:
         if n <= 0 or offset < 0:
             return 0
         first, last = offset // self.itemsize, -(-(offset + n) // self.itemsize)
+        sparse = n < SPARSE_READ
         if offset % self.itemsize == 0 and n % self.itemsize == 0:  # decode straight into `out`
-            self._read_elements(first, last, out[:n].view(self.array.dtype))
+            self._read_elements(first, last, out[:n].view(self.array.dtype), sparse)
         else:
             elements = np.empty(last - first, self.array.dtype)
-            self._read_elements(first, last, elements)
+            self._read_elements(first, last, elements, sparse)
             skip = offset - first * self.itemsize
             out[:n] = elements.view("u1")[skip:skip + n]
         return n
 
-    def _read_elements(self, first: int, last: int, out: np.ndarray) -> None:
+    def _read_elements(self, first: int, last: int, out: np.ndarray, sparse: bool = False) -> None:
         pos = 0
         for box in c_order_boxes(self.array.shape, first, last):
             n = math.prod(box_shape(box))
-            self.array.read_into(box, out[pos:pos + n].reshape(box_shape(box)))
+            self.array.read_into(box, out[pos:pos + n].reshape(box_shape(box)), sparse)
             pos += n
 
     def write(self, offset: int, data) -> int:
