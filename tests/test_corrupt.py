@@ -85,6 +85,33 @@ def test_zstd_frame_without_a_content_size_is_read_whole(tmp_path):
     assert view.read(0, 32) == values + np.arange(5, 9, dtype="<i4").tobytes()
 
 
+def zstd_chunk_cut_in_half(tmp_path, checksum: bool):
+    """One 512 KiB chunk stored as a zstd frame of four blocks, its second half cut off."""
+    codec = {"name": "zstd", "configuration": {"level": 1, "checksum": checksum}}
+    write_doc(tmp_path, "g/a", array_doc([1 << 17], "int32", [1 << 17], [BYTES, codec]))
+    with zarrfs.open_raw(str(tmp_path), "g/a", mode="r+") as view:
+        view.write(0, np.arange(1 << 17, dtype="<i4").tobytes())
+    stored = tmp_path / "g" / "a" / "c" / "0"
+    stored.write_bytes(stored.read_bytes()[:len(stored.read_bytes()) // 2])
+    return zarrfs.open_raw(str(tmp_path), "g/a")
+
+
+def test_a_small_read_decodes_zstd_only_as_far_as_it_wants(tmp_path):
+    """zstd decodes in order, so a small read stops early: a chunk cut short still serves its
+    first bytes, and every read past the cut fails."""
+    view = zstd_chunk_cut_in_half(tmp_path, checksum=False)
+    assert view.read(400, 4) == np.array([100], "<i4").tobytes()
+    for attempt in range(2):  # a first small read decodes into scratch, a second one for the cache
+        with pytest.raises(CorruptChunkError, match="g/a/c/0: .*zstd stream"):
+            view.read((1 << 19) - 4, 4)
+
+
+def test_a_zstd_frame_with_a_checksum_is_always_decoded_whole(tmp_path):
+    view = zstd_chunk_cut_in_half(tmp_path, checksum=True)
+    with pytest.raises(CorruptChunkError, match="g/a/c/0: undecodable zstd stream"):
+        view.read(400, 4)
+
+
 def test_truncated_shard(tmp_path):
     chunks = make(tmp_path, [sharding([2])], chunk_shape=(8,))
     (chunks / "0").write_bytes((chunks / "0").read_bytes()[:20])

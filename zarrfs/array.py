@@ -110,7 +110,8 @@ class Array:
                 self._copy_part(part, target, self._chunk(part.coords, into=target))
             elif sparse and not self.shared.cache.admit(self.cache_key + (part.coords,)):
                 with scratch.lend(self.spec.shape, self.dtype) as buffer:
-                    self._copy_part(part, target, self._chunk(part.coords, into=buffer))
+                    needed = self._prefix_nbytes(part.chunk_box)
+                    self._copy_part(part, target, self._chunk(part.coords, into=buffer, needed=needed))
             else:
                 self._copy_part(part, target, self._chunk(part.coords))
 
@@ -118,11 +119,18 @@ class Array:
         if chunk is not target:
             target[...] = self.spec.fill_value if chunk is None else chunk[part.chunk_box]
 
-    def _chunk(self, coords, into: np.ndarray | None = None) -> np.ndarray | None:
+    def _prefix_nbytes(self, box: Box) -> int:
+        """Bytes of the decoded chunk up to the last element of `box`, in C order."""
+        last = [s.stop - 1 for s in box]
+        flat = int(np.ravel_multi_index(last, self.spec.shape)) if last else 0
+        return (flat + 1) * self.dtype.itemsize
+
+    def _chunk(self, coords, into: np.ndarray | None = None, needed: int | None = None) -> np.ndarray | None:
         """The decoded chunk (dirty, cached or read now), None when it is not stored.
 
         A chunk read now is decoded into `into` if given, and then not cached: the reader wants
-        all of it, and the kernel's page cache keeps what it reads; or `into` is scratch."""
+        all of it, and the kernel's page cache keeps what it reads; or `into` is scratch, of
+        which only the first `needed` bytes may be decoded."""
         chunk = self._unflushed(coords)
         if chunk is not None:
             return chunk
@@ -136,7 +144,7 @@ class Array:
                 with self.shared.commit_lock:
                     continue
             try:
-                chunk = self._decode(self.source.read(coords), into)
+                chunk = self._decode(self.source.read(coords), into, needed)
             except CorruptChunkError as e:
                 if version != self.shared.version:
                     continue  # read during a commit, perhaps through a stale shard index
@@ -157,12 +165,12 @@ class Array:
         chunk = self._dirty.get(coords)
         return self._flushing.get(coords) if chunk is None else chunk
 
-    def _decode(self, data, into: np.ndarray | None) -> np.ndarray | None:
+    def _decode(self, data, into: np.ndarray | None, needed: int | None = None) -> np.ndarray | None:
         if data is None:
             return None
         if into is None:
             return self.chain.decode(data)
-        self.chain.decode_into(data, into)
+        self.chain.decode_into(data, into, needed)
         return into
 
     def _shard(self, coords) -> "Array":

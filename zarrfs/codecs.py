@@ -13,6 +13,7 @@ import numcodecs
 import numcodecs.blosc
 import numcodecs.zstd
 import numpy as np
+import zstandard
 
 from . import sharding
 from .dtypes import DataType, fill_is_all
@@ -45,9 +46,10 @@ class Codec:
         """Encoded size for a decoded size, or None when it depends on the data."""
         return None
 
-    def decode_into(self, data, out: np.ndarray) -> None:
+    def decode_into(self, data, out: np.ndarray, needed: int | None = None) -> None:
         """bytes->bytes: decode into the uint8 array `out`, which must end up exactly full.
-        Codecs that can decode in place override this to skip the copy."""
+        Codecs that can decode in place override this to skip the copy; those that can stop
+        early may fill only out[:needed], when a read wants no more."""
         decoded = self.decode(data)
         if len(decoded) != len(out):
             raise CorruptChunkError(f"decoded chunk has {len(decoded)} bytes, expected {len(out)}")
@@ -154,13 +156,33 @@ class ZstdCodec(_NumcodecsCodec):
             raise MetadataError(f"{where}: level must be an integer and checksum a boolean")
         self.impl = numcodecs.Zstd(level=level, checksum=checksum)
 
-    def decode_into(self, data, out):
+    def decode_into(self, data, out, needed=None):
         if zstd_content_size(data) != len(out):  # unknown or wrong: numcodecs would not notice a short frame
             return super().decode_into(data, out)
+        if needed is not None and needed < len(out) and not data[4] & ZSTD_CHECKSUM_FLAG:
+            return self._decode_prefix(data, out[:needed])
         try:
             numcodecs.zstd.decompress(data, out)
         except Exception as e:
             raise CorruptChunkError(f"undecodable zstd stream ({e})") from None
+
+    def _decode_prefix(self, data, out: np.ndarray) -> None:
+        """Decode only as far as `out` reaches: zstd decodes in order, so a read of the first
+        bytes of a chunk costs only them. (A frame with a checksum is always decoded whole,
+        to check it.)"""
+        view, filled = memoryview(out), 0
+        try:
+            with zstandard.ZstdDecompressor().stream_reader(data, read_size=len(data)) as reader:
+                while filled < len(view):
+                    n = reader.readinto(view[filled:])
+                    if not n:
+                        raise CorruptChunkError(f"zstd stream ends after {filled} bytes, expected {len(out)}")
+                    filled += n
+        except zstandard.ZstdError as e:
+            raise CorruptChunkError(f"undecodable zstd stream ({e})") from None
+
+
+ZSTD_CHECKSUM_FLAG = 4  # in the frame header descriptor (RFC 8878, 3.1.1.1.1)
 
 
 def zstd_content_size(data) -> int | None:
@@ -196,7 +218,7 @@ class BloscCodec(_NumcodecsCodec):
                                     shuffle=self.SHUFFLES[shuffle], blocksize=config.get("blocksize", 0),
                                     typesize=typesize or 1)
 
-    def decode_into(self, data, out):
+    def decode_into(self, data, out, needed=None):
         # bytes 4..8 of the blosc header: the decoded size; numcodecs only checks that `out` is not smaller
         if len(data) < 16 or int.from_bytes(bytes(data[4:8]), "little") != len(out):
             return super().decode_into(data, out)
@@ -354,9 +376,10 @@ class CodecChain:
             array = codec.decode(array)
         return np.ascontiguousarray(array)
 
-    def decode_into(self, data, out: np.ndarray) -> None:
+    def decode_into(self, data, out: np.ndarray, needed: int | None = None) -> None:
         """Decode into `out`, a C-contiguous array of the chunk's shape and dtype. When the stored
-        bytes are already the decoded layout, the last codec writes straight into `out`."""
+        bytes are already the decoded layout, the last codec writes straight into `out`, and may
+        stop after the first `needed` bytes (a read that wants no more)."""
         if not self._stored_as_decoded:
             out[...] = self.decode(data)
             return
@@ -364,7 +387,7 @@ class CodecChain:
             data = codec.decode(data)
         flat = out.reshape(-1).view("u1")
         if self.bytes_bytes:
-            self.bytes_bytes[0].decode_into(data, flat)
+            self.bytes_bytes[0].decode_into(data, flat, needed)
             return
         if len(data) != len(flat):
             raise CorruptChunkError(f"decoded chunk has {len(data)} bytes, expected {len(flat)}")
