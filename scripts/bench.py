@@ -4,7 +4,9 @@
 
 Builds float32 arrays (1 MiB zstd chunks; 64 MiB shards of 1 MiB zstd inner chunks; 1 MiB
 blosc-lz4 chunks) with zarr-python, then measures side by side: the page-cache read of the same
-bytes (the limit), zarr-python and tensorstore in-process, and zarrfs through a real mount.
+bytes (the limit), the same bytes served from memory by a trivial FUSE file system (the limit
+of any FUSE file: scripts/trivial_fuse.py), zarr-python and tensorstore in-process, and zarrfs
+through a real mount.
 Medians of --runs runs. Needs the bench extra (pip install -e '.[bench]') and root for mounts.
 """
 
@@ -22,8 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
+from zarrfs.cli import raise_read_ahead
+
 MIB = 1 << 20
 ZARRFS = str(Path(sys.executable).parent / "zarrfs")
+TRIVIAL_FUSE = Path(__file__).parent / "trivial_fuse.py"
 
 
 def build(root: Path, layout: str, size_mib: int) -> tuple[Path, np.ndarray]:
@@ -44,16 +49,32 @@ def build(root: Path, layout: str, size_mib: int) -> tuple[Path, np.ndarray]:
 
 @contextmanager
 def mount(source: Path, *options: str):
+    """zarrfs on `source`; yields the array's file and the daemon."""
+    args = [ZARRFS, str(source), "{mnt}", "-f"] + (["-o", ",".join(options)] if options else [])
+    with _mounted(args, f"{source.name}.bin") as mounted:
+        yield mounted
+
+
+@contextmanager
+def mount_limit(raw: Path):
+    """The FUSE limit: `raw`'s bytes served from memory by scripts/trivial_fuse.py."""
+    with _mounted([sys.executable, str(TRIVIAL_FUSE), str(raw), "{mnt}"], "data.bin") as mounted:
+        raise_read_ahead(str(mounted[0].parent))  # as zarrfs does for itself
+        yield mounted
+
+
+@contextmanager
+def _mounted(command: list[str], name: str):
     mnt = Path(tempfile.mkdtemp(prefix="zarrfs-bench-"))
-    args = [ZARRFS, str(source), str(mnt), "-f"] + (["-o", ",".join(options)] if options else [])
+    args = [a.replace("{mnt}", str(mnt)) for a in command]
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 20
         while not os.path.ismount(mnt):
             if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"zarrfs did not mount {source}")
+                raise RuntimeError(f"{' '.join(args)} did not mount")
             time.sleep(0.01)
-        yield mnt / f"{source.name}.bin", process
+        yield mnt / name, process
     finally:
         subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
         try:
@@ -109,6 +130,9 @@ def bench_layout(layout: str, path: Path, data: np.ndarray, raw: Path, seed: int
     r["page cache read"] = nbytes / read_through(raw)
     r["zarr-python read"] = nbytes / timed(lambda: zarr.open_array(str(path))[...])
     r["tensorstore read"] = nbytes / timed(lambda: open_tensorstore(path).read().result())
+    with mount_limit(raw) as (limit_path, _):
+        r["fuse limit cold read"] = nbytes / read_through(limit_path)
+        r["fuse limit warm re-read"] = nbytes / read_through(limit_path)
     with mount(path) as (bin_path, process):
         r["zarrfs cold read"] = nbytes / read_through(bin_path)
         cpu = cpu_seconds(process.pid)
@@ -182,11 +206,14 @@ def report(results: dict, memory: dict, listing, args) -> str:
     row("page cache read GB/s (the limit)", lambda r: gb(r["page cache read"]))
     row("zarr-python read GB/s", lambda r: gb(r["zarr-python read"]))
     row("tensorstore read GB/s", lambda r: gb(r["tensorstore read"]))
+    row("FUSE limit: file in memory, cold GB/s", lambda r: gb(r["fuse limit cold read"]))
+    row("FUSE limit: file in memory, warm GB/s", lambda r: gb(r["fuse limit warm re-read"]))
     row("zarrfs cold read GB/s", lambda r: gb(r["zarrfs cold read"]))
     row("  / zarr-python (target >= 2)", lambda r: f"{r['zarrfs cold read'] / r['zarr-python read']:.2f}x")
     row("  / tensorstore (target >= 0.7)", lambda r: f"{r['zarrfs cold read'] / r['tensorstore read']:.2f}x")
     row("zarrfs warm re-read GB/s", lambda r: gb(r["zarrfs warm re-read"]))
     row("  / page cache (target >= 0.7)", lambda r: f"{r['zarrfs warm re-read'] / r['page cache read']:.2f}x")
+    row("  / FUSE limit warm", lambda r: f"{r['zarrfs warm re-read'] / r['fuse limit warm re-read']:.2f}x")
     row("  daemon CPU during it, ms", lambda r: f"{r['daemon cpu ms in warm re-read']:.0f}")
     row("zarrfs 4 KiB pread p50 ms", lambda r: f"{r['zarrfs 4k p50 ms']:.2f}")
     row("tensorstore 4 KiB window p50 ms", lambda r: f"{r['tensorstore 4k p50 ms']:.2f}")

@@ -12,7 +12,7 @@ def test_bench_smoke_run(tmp_path):
                              "--listing", "50", "--layouts", "zstd,sharded,blosc", "--workdir", str(tmp_path)],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
-    for row in ["page cache read", "zarr-python read", "tensorstore read", "zarrfs cold read", "warm re-read",
+    for row in ["page cache read", "FUSE limit", "zarr-python read", "tensorstore read", "zarrfs cold read", "warm re-read",
                 "4 KiB pread p50", "dd overwrite", "peak RSS", "listing 50 arrays"]:
         assert row in result.stdout, row
     assert not [line for line in Path("/proc/mounts").read_text().splitlines() if "zarrfs-bench" in line]
