@@ -376,12 +376,13 @@ _pool_lock = threading.Lock()
 
 
 def _encoder_pool() -> ThreadPoolExecutor:
-    """Threads that encode a flush's chunks in parallel (the codecs release the GIL). Made on
-    first use, so that a daemon forks before any thread exists."""
+    """Threads that encode a flush's chunks in parallel (the codecs release the GIL) and write
+    them out. Two per core: a thread waiting for its O_DIRECT write leaves its core to another.
+    Made on first use, so that a daemon forks before any thread exists."""
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2, thread_name_prefix="encode")
+            _pool = ThreadPoolExecutor(max_workers=2 * (os.cpu_count() or 1), thread_name_prefix="encode")
         return _pool
 
 
