@@ -111,3 +111,18 @@ def test_an_alignment_refused_midway_finishes_buffered(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert store.get("c/0") == value and not store.direct
     assert calls[:2] == [BOUNCE_SIZE, BOUNCE_SIZE]
+
+
+def test_a_short_direct_write_is_finished_buffered(tmp_path, monkeypatch):
+    real_write = os.write
+
+    def write(fd, data):
+        direct = store_module.fcntl.fcntl(fd, store_module.fcntl.F_GETFL) & os.O_DIRECT
+        return real_write(fd, data[:len(data) // 2] if direct else data)  # short: the rest goes buffered
+
+    monkeypatch.setattr(store_module.os, "write", write)
+    store = LocalStore(tmp_path)
+    value = os.urandom(BOUNCE_SIZE + 12345)
+    store.set("c/0", value)
+    monkeypatch.undo()
+    assert store.get("c/0") == value and store.direct

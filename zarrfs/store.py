@@ -169,7 +169,7 @@ class LocalStore:
                     buffer[:n] = view[done:done + n]
                     written = os.write(fd, buffer[:n])
                     done += written
-                    if written < n:  # short: the rest cannot stay aligned
+                    if written < n:  # short (a full disk, say): the rest goes buffered, or fails
                         break
         except OSError as e:
             if e.errno != errno.EINVAL:
