@@ -6,6 +6,7 @@ less than new memory: a page fault per 4 KiB, and on virtual machines that hand 
 back to the host, a host fault as well (a kept 1 MiB decode costs 3x a recycled one here).
 """
 
+import math
 import threading
 from contextlib import contextmanager
 
@@ -25,7 +26,7 @@ class BufferPool:
     def lend(self, shape: tuple[int, ...], dtype: np.dtype):
         """A C-contiguous array of `shape` and `dtype`, contents undefined, for the `with` block
         only: nothing may keep a reference to it (or to a view of it) afterwards."""
-        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        nbytes = math.prod(shape) * np.dtype(dtype).itemsize
         buffer = self._take(nbytes)
         try:
             yield buffer[:nbytes].view(dtype).reshape(shape)
