@@ -15,7 +15,7 @@ import os
 import threading
 from dataclasses import dataclass
 
-from .errors import MetadataError, ZarrfsError
+from .errors import MetadataError, StoreError, ZarrfsError
 from .metadata import ArrayMetadata, GroupMetadata, parse_document
 from .store import LocalStore
 
@@ -55,6 +55,7 @@ class Hierarchy:
         self._nodes: dict[str, Node] = {}
         self._listings: dict[str, tuple[int, dict[str, Entry]]] = {}
         self._sidecars: dict[tuple[str, str], tuple[Node, bytes]] = {}
+        self._directories: dict[str, Entry] = {}  # file-system path -> DIR entry, while listings hold
         self._lock = threading.Lock()
         root = self.node("")
         if root is None:
@@ -63,17 +64,31 @@ class Hierarchy:
             raise root.error
 
     def node(self, path: str) -> Node | None:
-        """The node at store path `path`, None if there is none; cached while zarr.json is unchanged."""
+        """The node at store path `path`, None if there is none; cached while zarr.json is unchanged.
+        A document that cannot be read (a symlink out of the store, a FIFO, a directory) makes a
+        broken node, listed but failing to open."""
         key = f"{path}/zarr.json" if path else "zarr.json"
-        st = self.store.stat(key)
-        if st is None:
-            return None
-        cached = self._nodes.get(path)
-        if cached is not None and (cached.stat.st_mtime_ns, cached.stat.st_size) == (st.st_mtime_ns, st.st_size):
-            return cached
-        document = self.store.get(key) or b""
+        try:
+            st = self.store.stat(key)
+            if st is None:
+                return None
+            cached = self._nodes.get(path)
+            if cached is not None and (cached.stat.st_mtime_ns, cached.stat.st_size) == (st.st_mtime_ns, st.st_size):
+                return cached
+            document = self.store.get(key) or b""
+        except StoreError as e:
+            return self._unreadable(path, key, e)
         node = _parse_node(path, key, document, st)
         self._nodes[path] = node
+        return node
+
+    def _unreadable(self, path: str, key: str, error: StoreError) -> Node:
+        cached = self._nodes.get(path)
+        if cached is not None and cached.meta is None and str(cached.error) == f"{key}: {error}":
+            return cached  # logged already
+        error = type(error)(f"{key}: {error}", error.errno)
+        log.error("%s", error)
+        node = self._nodes[path] = Node(path, "array", b"", self.store.stat(""), None, error)
         return node
 
     def listing(self, dir_path: str) -> dict[str, Entry]:
@@ -86,6 +101,7 @@ class Hierarchy:
         entries = self._build_listing(dir_path)
         with self._lock:
             self._listings[dir_path] = (version, entries)
+            self._directories.clear()  # some path may now lead elsewhere
         return entries
 
     def _build_listing(self, dir_path: str) -> dict[str, Entry]:
@@ -111,14 +127,28 @@ class Hierarchy:
         return entries
 
     def lookup(self, fs_path: str) -> Entry | None:
-        """The entry at an absolute file-system path ('/', '/raw/frames.bin', ...)."""
-        entry = Entry(DIR, self.node(""))
-        for part in (p for p in fs_path.split("/") if p):
-            if entry.kind != DIR:
+        """The entry at an absolute file-system path ('/', '/raw/frames.bin', ...). The cost is
+        linear in the depth: directories on the way are remembered while no listing changes."""
+        parts = [p for p in fs_path.split("/") if p]
+        if not parts:
+            return Entry(DIR, self.node(""))
+        directory = self._directory(parts[:-1])
+        if directory is None:
+            return None
+        return self.entries_of(directory).get(parts[-1])
+
+    def _directory(self, parts: list[str]) -> Entry | None:
+        """The DIR entry at the file-system path made of `parts`, None if there is none."""
+        depth = len(parts)
+        while depth and "/".join(parts[:depth]) not in self._directories:
+            depth -= 1
+        entry = self._directories.get("/".join(parts[:depth])) if depth else Entry(DIR, self.node(""))
+        for i in range(depth, len(parts)):
+            entry = self.entries_of(entry).get(parts[i])
+            if entry is None or entry.kind != DIR:
                 return None
-            entry = self.entries_of(entry).get(part)
-            if entry is None:
-                return None
+            with self._lock:
+                self._directories["/".join(parts[:i + 1])] = entry
         return entry
 
     def content(self, entry: Entry) -> bytes:
@@ -146,9 +176,11 @@ def _parse_node(path: str, key: str, document: bytes, st: os.stat_result) -> Nod
     try:
         meta = parse_document(document, key)
     except ZarrfsError as e:
-        kind = _guess_kind(document)
         log.error("%s", e)
-        return Node(path, kind, document, st, None, e)
+        return Node(path, _guess_kind(document), document, st, None, e)
+    except Exception as e:  # a bug: the parser should have named the field; the node stays listed
+        log.exception("%s: cannot parse", key)
+        return Node(path, _guess_kind(document), document, st, None, MetadataError(f"{key}: cannot parse ({e!r})"))
     kind = "array" if isinstance(meta, ArrayMetadata) else "group"
     return Node(path, kind, document, st, meta, None)
 
@@ -157,7 +189,7 @@ def _guess_kind(document: bytes) -> str:
     """A broken node is still listed: as a group if it says so, else as an array."""
     try:
         return "group" if json.loads(document).get("node_type") == "group" else "array"
-    except Exception:
+    except (ValueError, RecursionError, AttributeError):
         return "array"
 
 

@@ -189,7 +189,7 @@ class Operations(mfusepy.Operations):
 
     @errno_boundary
     def statfs(self, path):
-        sv = os.statvfs(self.store.root)
+        sv = self.store.statvfs()
         return {"f_bsize": BLKSIZE, "f_frsize": sv.f_frsize, "f_blocks": sv.f_blocks, "f_bfree": sv.f_bfree,
                 "f_bavail": sv.f_bavail, "f_files": sv.f_files, "f_ffree": sv.f_ffree, "f_favail": sv.f_favail,
                 "f_namemax": 255}

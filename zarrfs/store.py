@@ -1,6 +1,5 @@
 """Key-value storage of a Zarr hierarchy: byte-range reads and atomic replacement of values."""
 
-import ctypes
 import errno
 import fcntl
 import itertools
@@ -11,6 +10,7 @@ import queue
 from contextlib import contextmanager
 from typing import NamedTuple
 
+from .beneath import Beneath, key_parts
 from .errors import StoreError
 
 log = logging.getLogger(__name__)
@@ -39,22 +39,29 @@ ByteRange = Range | Suffix | None
 
 
 class Staged(NamedTuple):
-    """A value written beside the current one, waiting for publish(); temporary is None for a deletion."""
+    """A value written beside the current one, waiting for publish(): `temporary` is the name of
+    the file in the key's directory, None for a deletion."""
 
     key: str
     temporary: str | None
 
 
 class LocalStore:
-    """A Zarr store in a local directory. Keys are '/'-separated paths below `root`."""
+    """A Zarr store in a local directory. Keys are '/'-separated paths below `root`, and nothing
+    outside `root` is ever listed, read, written or created (see beneath.py)."""
 
     def __init__(self, root: str, read_only: bool = False):
         self.root = os.path.abspath(root)
         self.read_only = read_only
         self.direct = hasattr(os, "O_DIRECT")  # cleared when the file system refuses O_DIRECT
+        try:
+            self.beneath = Beneath(self.root)
+        except OSError as e:
+            raise StoreError(f"{self.root}: {e.strerror}", e.errno) from None
 
     def path(self, key: str) -> str:
-        return os.path.join(self.root, *key.split("/")) if key else self.root
+        """The key's path, for messages and tests only: every access goes through `beneath`."""
+        return os.path.join(self.root, *key_parts(key))
 
     def get(self, key: str, byte_range: ByteRange = None) -> bytes | None:
         """The value's bytes (or the requested range of them), None if there is no such key.
@@ -62,11 +69,11 @@ class LocalStore:
         A range that reaches past the end is answered short, as POSIX pread does.
         """
         try:
-            fd = os.open(self.path(key), os.O_RDONLY)
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            fd = self.beneath.open_regular(key)
+        except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as e:
-            raise StoreError(f"cannot open {key!r}: {e.strerror}", e.errno) from e
+            raise _store_error("cannot open", key, e) from None
         try:
             if byte_range is None:
                 return _read_all(fd)
@@ -76,7 +83,7 @@ class LocalStore:
                 return os.pread(fd, size - start, start)
             return os.pread(fd, byte_range.length, byte_range.start)
         except OSError as e:
-            raise StoreError(f"cannot read {key!r}: {e.strerror}", e.errno) from e
+            raise _store_error("cannot read", key, e) from None
         finally:
             os.close(fd)
 
@@ -98,56 +105,89 @@ class LocalStore:
         self.publish(staged)
 
     def stage(self, key: str, data) -> "Staged":
-        """Write a new value (None: a deletion) to a temporary file beside the old one. Readers
-        still see the old value until publish(); stage() may run on several threads at once."""
+        """Write a new value (None: a deletion) to a durable temporary file beside the old one.
+        Readers still see the old value until publish(); stage() may run on several threads."""
         self._check_writable(key)
+        key_parts(key)
         if data is None:
             return Staged(key, None)
         try:
             return Staged(key, self._write_temporary(key, data))
         except OSError as e:
-            raise StoreError(f"cannot write {key!r}: {e.strerror}", e.errno) from e
+            raise _store_error("cannot write", key, e) from None
 
     def publish(self, staged: list["Staged"]) -> None:
-        """Make staged values current and durable. Each is atomic: made durable, then renamed over
-        the old value. One file-system sync for the data and one for the renames, not an fsync
-        per value. On failure the temporaries not yet renamed are removed."""
+        """Make staged values current and durable: each is renamed over the old value (atomic),
+        then each directory that changed is synced. Only what was written is synced, never the
+        whole file system. On failure the temporaries not yet renamed are removed."""
         pending = [s for s in staged if s.temporary is not None]
         key = ""
+        directories: dict[str, int] = {}
         try:
-            self._sync([s.temporary for s in pending])
             while pending:
                 key, temporary = pending[-1]
-                os.rename(temporary, self.path(key))
+                parent, name = _split(key)
+                fd = directories.get(parent) or directories.setdefault(parent, self.beneath.open_directory(parent))
+                os.rename(temporary, name, src_dir_fd=fd, dst_dir_fd=fd)
                 pending.pop()
             for key, temporary in staged:
                 if temporary is None:
-                    _unlink_missing_ok(self.path(key))
-            self._sync({os.path.dirname(self.path(s.key)) for s in staged})
+                    self._unlink(key, directories)
+            for key, fd in directories.items():
+                os.fsync(fd)
         except OSError as e:
             self.discard(pending)
-            raise StoreError(f"cannot write {key!r}: {e.strerror}", e.errno) from e
+            raise _store_error("cannot write", key, e) from None
+        finally:
+            for fd in directories.values():
+                os.close(fd)
+
+    def _unlink(self, key: str, directories: dict[str, int]) -> None:
+        parent, name = _split(key)
+        if parent not in directories:
+            try:
+                directories[parent] = self.beneath.open_directory(parent)
+            except (FileNotFoundError, NotADirectoryError):
+                return  # nothing there to delete
+        try:
+            os.unlink(name, dir_fd=directories[parent])
+        except FileNotFoundError:
+            pass
 
     def discard(self, staged: list["Staged"]) -> None:
         """Remove staged values that will not be published."""
-        for s in staged:
-            if s.temporary is not None:
-                _unlink_quietly(s.temporary)
+        for key, temporary in staged:
+            if temporary is None:
+                continue
+            try:
+                fd = self.beneath.open_directory(_split(key)[0])
+            except OSError:
+                continue
+            try:
+                os.unlink(temporary, dir_fd=fd)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
 
     def _write_temporary(self, key: str, data) -> str:
-        directory = os.path.dirname(self.path(key))
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = _create_temporary(directory)
+        """The name of a new, durable temporary file beside `key` holding `data`."""
+        directory = self.beneath.open_directory(_split(key)[0], create=True)
         try:
-            view = memoryview(data).cast("B")
-            done = self._write_direct(fd, view) if self.direct and len(view) >= DIRECT_MIN else 0
-            _write_all(fd, view[done:])
-        except OSError:
+            fd, name = _create_temporary(directory)
+            try:
+                view = memoryview(data).cast("B")
+                done = self._write_direct(fd, view) if self.direct and len(view) >= DIRECT_MIN else 0
+                _write_all(fd, view[done:])
+                os.fdatasync(fd)  # here, on the encoder threads, so that syncs overlap
+            except OSError:
+                os.close(fd)
+                _unlink_quietly(name, directory)
+                raise
             os.close(fd)
-            _unlink_quietly(tmp)
-            raise
-        os.close(fd)
-        return tmp
+            return name
+        finally:
+            os.close(directory)
 
     def _write_direct(self, fd: int, view: memoryview) -> int:
         """Write the aligned bulk of a new value with O_DIRECT; returns the bytes written.
@@ -178,49 +218,55 @@ class LocalStore:
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_DIRECT)
         return done
 
-    def _sync(self, paths) -> None:
-        """Make `paths` (files or directories) durable: syncfs of the store's file system when
-        the C library has it, else an fsync each."""
-        if not paths:
-            return
-        if _syncfs is not None:
-            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                if _syncfs(fd) != 0:
-                    code = ctypes.get_errno()
-                    raise OSError(code, os.strerror(code))
-            finally:
-                os.close(fd)
-            return
-        for path in paths:
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-
     def list_dir(self, prefix: str) -> list[str]:
-        """Names directly below `prefix`, without temporary files."""
+        """Names directly below `prefix`, without temporary files; [] when it is not a directory."""
         try:
-            names = os.listdir(self.path(prefix))
+            fd = self.beneath.open(prefix, os.O_RDONLY | os.O_DIRECTORY)
         except (FileNotFoundError, NotADirectoryError):
             return []
+        except OSError as e:
+            raise _store_error("cannot list", prefix or "/", e) from None
+        try:
+            names = os.listdir(fd)
+        except OSError as e:
+            raise _store_error("cannot list", prefix or "/", e) from None
+        finally:
+            os.close(fd)
         return sorted(n for n in names if not n.startswith(TEMP_PREFIX))
 
     def stat(self, key: str) -> os.stat_result | None:
+        """The key's stat, None if there is no such key; StoreError for one that cannot be
+        looked at (a symlink out of the store, a loop, no permission)."""
         try:
-            return os.stat(self.path(key))
+            return self.beneath.stat(key)
         except (FileNotFoundError, NotADirectoryError):
             return None
+        except OSError as e:
+            raise _store_error("cannot look at", key, e) from None
+
+    def statvfs(self) -> os.statvfs_result:
+        return os.fstatvfs(self.beneath.root_fd)
 
     def remove_temporaries(self) -> int:
-        """Delete temporary files a crashed writer left behind; returns how many."""
+        """Delete temporary files a crashed writer left behind; returns how many. The walk is
+        iterative (a store may be thousands of groups deep) and follows no symlink."""
         removed = 0
-        for directory, _dirs, files in os.walk(self.root):
-            for name in files:
-                if name.startswith(TEMP_PREFIX):
-                    _unlink_quietly(os.path.join(directory, name))
-                    removed += 1
+        stack = [os.dup(self.beneath.root_fd)]
+        while stack:
+            fd = stack.pop()
+            try:
+                with os.scandir(fd) as entries:
+                    for entry in entries:
+                        if entry.name.startswith(TEMP_PREFIX) and entry.is_file(follow_symlinks=False):
+                            removed += _unlink_quietly(entry.name, fd)
+                        elif entry.is_dir(follow_symlinks=False):
+                            child = _open_subdirectory(entry.name, fd)
+                            if child is not None:
+                                stack.append(child)
+            except OSError as e:
+                log.warning("cannot look for leftover temporaries: %s", e.strerror)
+            finally:
+                os.close(fd)
         return removed
 
     def _check_writable(self, key: str) -> None:
@@ -228,12 +274,31 @@ class LocalStore:
             raise StoreError(f"cannot write {key!r}: the store is read-only", errno.EROFS)
 
 
-def _create_temporary(directory: str) -> tuple[int, str]:
-    """A new file for a value being written, named so that remove_temporaries finds it."""
+def _split(key: str) -> tuple[str, str]:
+    """(parent key, name) of a value's key."""
+    parent, _, name = key.rpartition("/")
+    return parent, name
+
+
+def _store_error(what: str, key: str, e: OSError) -> StoreError:
+    return StoreError(f"{what} {key!r}: {e.strerror}", e.errno)
+
+
+def _open_subdirectory(name: str, parent: int) -> int | None:
+    try:
+        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+    except OSError:
+        return None
+
+
+def _create_temporary(directory: int) -> tuple[int, str]:
+    """A new file in `directory` (a descriptor) for a value being written, named so that
+    remove_temporaries finds it."""
     while True:
-        tmp = os.path.join(directory, f"{TEMP_PREFIX}{os.getpid()}-{next(_temporaries)}")
+        name = f"{TEMP_PREFIX}{os.getpid()}-{next(_temporaries)}"
         try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            return os.open(name, flags, 0o666, dir_fd=directory), name
         except FileExistsError:  # left by an earlier process with our pid
             continue
 
@@ -272,25 +337,10 @@ def _read_all(fd: int) -> bytes:
     return data
 
 
-def _load_syncfs():
+def _unlink_quietly(name: str, directory: int) -> int:
+    """Remove `name` from `directory` (a descriptor); 1 if it was removed."""
     try:
-        return ctypes.CDLL(None, use_errno=True).syncfs
-    except (OSError, AttributeError):
-        return None
-
-
-_syncfs = _load_syncfs()
-
-
-def _unlink_missing_ok(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
-def _unlink_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
+        os.unlink(name, dir_fd=directory)
+        return 1
     except OSError:
-        pass
+        return 0

@@ -1,0 +1,148 @@
+"""Store keys resolved strictly beneath a store's root directory, whatever the store holds.
+
+Every open goes through a descriptor of the root: `openat2(RESOLVE_BENEATH)` where the kernel
+has it (Linux 5.6+), so symlinks are followed only while they stay below the root and `..`
+never climbs out; elsewhere each component is opened with O_NOFOLLOW, so no symlink is followed
+at all. A key is '/'-separated names: empty names, `.`, `..`, NUL and absolute keys are refused
+before the file system is asked.
+"""
+
+import ctypes
+import errno
+import os
+import stat
+
+from .errors import StoreError
+
+_SYS_OPENAT2 = {"x86_64": 437, "aarch64": 437, "riscv64": 437, "ppc64le": 437, "s390x": 437}.get(os.uname().machine)
+_RESOLVE_NO_MAGICLINKS = 0x02  # /proc/self/fd/N style links
+_RESOLVE_BENEATH = 0x08
+_ESCAPES = (errno.EXDEV, errno.EAGAIN)  # EAGAIN: openat2 asks for a retry when a rename raced it
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+def _load_syscall():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+    syscall = libc.syscall
+    syscall.restype = ctypes.c_long
+    return syscall
+
+
+_syscall = _load_syscall() if _SYS_OPENAT2 else None
+
+
+def key_parts(key: str) -> list[str]:
+    """The names of a key; [] for the root. Raises StoreError for a key that could leave the store."""
+    if not isinstance(key, str):
+        raise StoreError(f"store key {key!r} is not a string", errno.EINVAL)
+    if key == "":
+        return []
+    parts = key.split("/")
+    if key.startswith("/") or "\0" in key or any(p in ("", ".", "..") for p in parts):
+        raise StoreError(f"store key {key!r} is not a plain relative path (no '..', '.', empty names or "
+                         f"leading '/')", errno.EINVAL)
+    return parts
+
+
+class Beneath:
+    """Opens paths below one root directory and nowhere else."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self.openat2 = _syscall is not None and self._probe_openat2()
+
+    def _probe_openat2(self) -> bool:
+        try:
+            os.close(self._openat2(".", os.O_PATH | os.O_DIRECTORY))
+            return True
+        except OSError:  # ENOSYS (old kernel), EPERM (a seccomp filter)...
+            return False
+
+    def open(self, key: str, flags: int, mode: int = 0o666) -> int:
+        """A descriptor for `key`, opened with `flags`; OSError as the kernel gives it, EACCES for
+        a path that would leave the root."""
+        parts = key_parts(key)
+        flags |= os.O_CLOEXEC
+        if not parts:
+            return os.open(".", flags & ~os.O_CREAT, dir_fd=self.root_fd)
+        try:
+            if self.openat2:
+                return self._openat2("/".join(parts), flags, mode)
+            return self._walk(parts, flags, mode)
+        except OSError as e:
+            if e.errno in _ESCAPES:
+                raise OSError(errno.EACCES, f"{key!r} leads outside the store (a symlink or a race)") from None
+            raise
+
+    def _openat2(self, path: str, flags: int, mode: int = 0) -> int:
+        how = _OpenHow(flags, mode if flags & os.O_CREAT else 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
+        fd = _syscall(_SYS_OPENAT2, self.root_fd, path.encode(), ctypes.byref(how), ctypes.sizeof(how))
+        if fd < 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code), path)
+        return fd
+
+    def _walk(self, parts: list[str], flags: int, mode: int) -> int:
+        """Without openat2: one component at a time, never following a symlink."""
+        directory = self.root_fd
+        try:
+            for name in parts[:-1]:
+                fd = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
+                if directory != self.root_fd:
+                    os.close(directory)
+                directory = fd
+            return os.open(parts[-1], flags | os.O_NOFOLLOW, mode, dir_fd=directory)
+        except OSError as e:
+            if e.errno == errno.ELOOP:  # O_NOFOLLOW met a symlink: treated as leaving the store
+                raise OSError(errno.EXDEV, "symlink") from None
+            raise
+        finally:
+            if directory != self.root_fd:
+                os.close(directory)
+
+    def open_directory(self, key: str, create: bool = False) -> int:
+        """A readable descriptor of the directory `key`, made (with its parents) when asked."""
+        try:
+            return self.open(key, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            if not create:
+                raise
+        parts = key_parts(key)
+        parent = self.open_directory("/".join(parts[:-1]), create=True)
+        try:
+            os.mkdir(parts[-1], 0o777, dir_fd=parent)
+        except FileExistsError:
+            pass
+        finally:
+            os.close(parent)
+        return self.open(key, os.O_RDONLY | os.O_DIRECTORY)
+
+    def open_regular(self, key: str) -> int:
+        """A descriptor for reading the regular file `key`. Never blocks on a FIFO or a device:
+        anything that is not a regular file is refused with EIO (EISDIR for a directory)."""
+        fd = self.open(key, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file (a FIFO, socket or device)"
+                raise OSError(errno.EISDIR if stat.S_ISDIR(mode) else errno.EIO, f"{key!r} is {kind}")
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def stat(self, key: str) -> os.stat_result:
+        """The stat of `key`, following symlinks only while they stay inside; never opens the file."""
+        fd = self.open(key, os.O_PATH)
+        try:
+            return os.fstat(fd)
+        finally:
+            os.close(fd)
