@@ -71,7 +71,8 @@ def test_whole_chunk_read_of_a_stream_with_the_wrong_size(tmp_path, name, nbytes
     chunks = make(tmp_path, [BYTES, {"name": name, "configuration": config}])
     (chunks / "0").write_bytes(CODECS[name].encode(np.arange(nbytes // 4, dtype="<i4").tobytes()))
     view = zarrfs.open_raw(str(tmp_path), "g/a")
-    with pytest.raises(CorruptChunkError, match=f"c/0: .*{nbytes} bytes, expected 16"):
+    too_long = "more than the 16 bytes expected"  # refused before decoding
+    with pytest.raises(CorruptChunkError, match=f"c/0: .*({nbytes} bytes, expected 16|{too_long})"):
         view.read(0, 32)
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import zstandard
 
 from . import sharding
+from .bounded import check_blosc_header, gzip_decode, zstd_decode
 from .dtypes import DataType, fill_is_all
 from .errors import CorruptChunkError, MetadataError, UnsupportedError
 from .metadata import normalise_extension
@@ -32,8 +33,13 @@ class ChunkSpec:
         return math.prod(self.shape) * self.data_type.itemsize
 
 
+MAX_CHUNK_NBYTES = 2 << 30  # a chunk decoded whole: past this it is refused, not allocated
+MAX_INNER_CHUNKS = 1 << 24  # inner chunks per shard: a 256 MiB index
+
+
 class Codec:
     kind: str  # "array->array", "array->bytes" or "bytes->bytes"
+    decoded_limit: int = 0  # bytes->bytes: the most bytes decode() may produce (set by CodecChain)
 
     def __init__(self, config: dict, spec: ChunkSpec, where: str):
         self.where = where
@@ -144,6 +150,9 @@ class GzipCodec(_NumcodecsCodec):
             raise MetadataError(f"{where}: level must be an integer 0..9, not {level!r}")
         self.impl = numcodecs.GZip(level)
 
+    def decode(self, data):
+        return gzip_decode(data, self.decoded_limit)
+
 
 class ZstdCodec(_NumcodecsCodec):
     label = "zstd"
@@ -155,6 +164,14 @@ class ZstdCodec(_NumcodecsCodec):
         if not isinstance(level, int) or not isinstance(checksum, bool):
             raise MetadataError(f"{where}: level must be an integer and checksum a boolean")
         self.impl = numcodecs.Zstd(level=level, checksum=checksum)
+
+    def decode(self, data):
+        """numcodecs decodes a frame that declares its size in one call; any other frame goes
+        through a decoder bounded by the size expected (numcodecs may spin on those)."""
+        declared = zstd_content_size(data)
+        if declared is None or declared > self.decoded_limit:
+            return zstd_decode(data, self.decoded_limit)
+        return super().decode(data)
 
     def decode_into(self, data, out, needed=None):
         if zstd_content_size(data) != len(out):  # unknown or wrong: numcodecs would not notice a short frame
@@ -218,9 +235,14 @@ class BloscCodec(_NumcodecsCodec):
                                     shuffle=self.SHUFFLES[shuffle], blocksize=config.get("blocksize", 0),
                                     typesize=typesize or 1)
 
+    def decode(self, data):
+        check_blosc_header(data, self.decoded_limit)
+        return super().decode(data)
+
     def decode_into(self, data, out, needed=None):
         # bytes 4..8 of the blosc header: the decoded size; numcodecs only checks that `out` is not smaller
-        if len(data) < 16 or int.from_bytes(bytes(data[4:8]), "little") != len(out):
+        check_blosc_header(data, self.decoded_limit)
+        if int.from_bytes(bytes(data[4:8]), "little") != len(out):
             return super().decode_into(data, out)
         try:
             numcodecs.blosc.decompress(data, out)
@@ -266,6 +288,9 @@ class ShardingCodec(Codec):
         self.spec = spec
         self.index_location = location
         self.chunks_per_shard = tuple(s // c for s, c in zip(spec.shape, inner))
+        if math.prod(self.chunks_per_shard) > MAX_INNER_CHUNKS:
+            raise UnsupportedError(f"{where}: chunk_shape {list(inner)} makes {math.prod(self.chunks_per_shard)} inner "
+                                   f"chunks per shard, more than zarrfs's limit of {MAX_INNER_CHUNKS}")
         self.inner_chain = CodecChain(_config(config, "codecs", where),
                                       ChunkSpec(inner, spec.data_type, spec.fill_value), f"{where}.codecs")
         n = math.prod(self.chunks_per_shard)
@@ -338,6 +363,20 @@ class CodecChain:
             self._add(normalise_extension(entry, f"{where}[{i}]"), f"{where}[{i}]")
         if self.array_bytes is None:
             raise MetadataError(f"{where}: needs exactly one array->bytes codec (bytes or sharding_indexed)")
+        if self.sharding is None and spec.nbytes > MAX_CHUNK_NBYTES:
+            raise UnsupportedError(f"{where}: a chunk of {list(spec.shape)} {spec.data_type.name} is {spec.nbytes} "
+                                   f"bytes decoded, more than zarrfs's limit of {MAX_CHUNK_NBYTES}")
+        self._bound_decoders()
+
+    def _bound_decoders(self) -> None:
+        """Tell each bytes->bytes codec the most its decode may produce: the exact encoded size of
+        the codecs before it when that is fixed, else a bound no real compressor output reaches."""
+        exact = self.array_bytes.encoded_size(self.spec.nbytes)
+        bound = 2 * self.spec.nbytes + (1 << 20)
+        for codec in self.bytes_bytes:
+            codec.decoded_limit = exact if exact is not None else bound
+            exact = None if exact is None else codec.encoded_size(exact)
+            bound += bound // 4
 
     def _add(self, entry: dict, where: str) -> None:
         cls = CODECS.get(entry["name"])

@@ -5,6 +5,7 @@ so a read copies bytes without swapping.
 """
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +19,8 @@ _NUMERIC = {
     "float16": "<f2", "float32": "<f4", "float64": "<f8",
     "complex64": "<c8", "complex128": "<c16",
 }
+_RAW = re.compile(r"r([0-9]+)")  # ASCII digits only: "r²" is not a raw type
+MAX_RAW_BITS = 8 << 16  # 64 KiB elements: numpy's void types go no further sensibly
 _FLOAT_SPECIAL = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
@@ -55,10 +58,15 @@ def parse_data_type(value, where: str = "data_type") -> DataType:
         raise MetadataError(f"{where}: must be a string, not {value!r}")
     if value in _NUMERIC:
         return DataType(value, np.dtype(_NUMERIC[value]))
-    if value.startswith("r") and value[1:].isdigit():
-        bits = int(value[1:])
+    raw = _RAW.fullmatch(value)
+    value = value if len(value) < 40 else value[:30] + "..."  # for messages
+    if raw is not None:
+        digits = raw.group(1)
+        bits = int(digits) if len(digits) < 10 else MAX_RAW_BITS + 8
         if bits == 0 or bits % 8:
             raise MetadataError(f"{where}: raw data type {value!r} must be a positive multiple of 8 bits")
+        if bits > MAX_RAW_BITS:
+            raise UnsupportedError(f"{where}: raw data type {value!r} is wider than zarrfs's limit r{MAX_RAW_BITS}")
         return DataType(value, np.dtype(f"V{bits // 8}"))
     raise UnsupportedError(f"{where}: unsupported data type {value!r}")
 

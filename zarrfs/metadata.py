@@ -10,6 +10,7 @@ from .dtypes import DataType, parse_data_type
 from .errors import MetadataError, UnsupportedError
 
 MAX_NBYTES = 2**63 - 1
+MAX_DEPTH = 100  # nesting of JSON values in a document: deeper is refused, not recursed into
 
 _ARRAY_MEMBERS = {"zarr_format", "node_type", "shape", "data_type", "chunk_grid", "chunk_key_encoding",
                   "fill_value", "codecs", "attributes", "dimension_names", "storage_transformers"}
@@ -54,10 +55,13 @@ def parse_document(raw: bytes, where: str) -> GroupMetadata | ArrayMetadata:
     """Parse one zarr.json; `where` names it in every error."""
     try:
         doc = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+    except RecursionError:
+        raise MetadataError(f"{where}: not valid JSON (nested too deeply)") from None
+    except ValueError as e:  # malformed, not UTF-8, or an integer past Python's digit limit
         raise MetadataError(f"{where}: not valid JSON ({e})") from None
     if not isinstance(doc, dict):
         raise MetadataError(f"{where}: must be a JSON object")
+    _check_depth(doc, where)
     if doc.get("zarr_format") != 3:
         raise MetadataError(f"{where}: zarr_format must be 3, not {doc.get('zarr_format')!r}")
     node_type = doc.get("node_type")
@@ -82,7 +86,10 @@ def _parse_array(doc: dict, where: str) -> ArrayMetadata:
     codecs = doc["codecs"]
     if not isinstance(codecs, list) or not codecs:
         raise MetadataError(f"{where}: codecs must be a non-empty list")
-    for st in doc.get("storage_transformers") or []:
+    transformers = doc.get("storage_transformers") or []
+    if not isinstance(transformers, list):
+        raise MetadataError(f"{where}: storage_transformers must be a list, not {transformers!r}")
+    for st in transformers:
         if not (isinstance(st, dict) and st.get("must_understand") is False):
             raise UnsupportedError(f"{where}: storage_transformers: {extension_name(st)!r} is not supported")
     return ArrayMetadata(
@@ -96,6 +103,17 @@ def _parse_array(doc: dict, where: str) -> ArrayMetadata:
         dimension_names=_dimension_names(doc, len(shape), where),
         document=doc,
     )
+
+
+def _check_depth(doc, where: str) -> None:
+    """Refuse documents nested past MAX_DEPTH, without recursion: later code may recurse."""
+    level = [doc]
+    for depth in range(MAX_DEPTH + 1):
+        level = [v for value in level for v in (value.values() if isinstance(value, dict) else value)
+                 if isinstance(v, (dict, list))]
+        if not level:
+            return
+    raise MetadataError(f"{where}: JSON values nested more than {MAX_DEPTH} levels deep")
 
 
 def _check_unknown(doc: dict, known: set, where: str) -> None:
