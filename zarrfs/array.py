@@ -365,6 +365,21 @@ class Array:
             self._dirty_shards |= self._flushing_shards
         self._flushing_shards = set()
 
+    def unstored(self):
+        """(box, values) in this array's element coordinates for every chunk written and not
+        stored: what a failed shutdown saves for recovery."""
+        for coords, chunk in {**self._flushing, **self._dirty}.items():
+            box = self._chunk_box(coords)
+            yield box, chunk[tuple(slice(0, s.stop - s.start) for s in box)]
+        for coords in self._dirty_shards | self._flushing_shards:
+            origin = [s.start for s in self._chunk_box(coords)]
+            for box, values in self._shards[coords].unstored():
+                yield tuple(slice(o + s.start, o + s.stop) for o, s in zip(origin, box)), values
+
+    def _chunk_box(self, coords) -> Box:
+        """The elements of chunk `coords` that lie inside the array."""
+        return tuple(slice(c * s, min((c + 1) * s, n)) for c, s, n in zip(coords, self.chunk_shape, self.shape))
+
     @property
     def dirty(self) -> bool:
         """Some write is not committed yet (or is being committed)."""

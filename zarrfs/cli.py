@@ -59,6 +59,10 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
             options.cache_bytes = parse_size(name, value)
         elif name == "dirty_size":
             options.dirty_limit = parse_size(name, value)
+        elif name == "recovery_dir":
+            if not value:
+                raise UsageError("recovery_dir needs a directory")
+            options.recovery_dir = os.path.abspath(value)
         elif name == "debug":
             debug = True
         elif name in FUSE_OPTIONS:
@@ -181,10 +185,11 @@ class Mount:
         try:
             ZarrFUSE(self.operations, self.mountpoint, foreground=True, **kwargs)
         except RuntimeError as e:
-            if self.was_live:  # libfuse reports the signal that ended its loop: a clean stop
-                log.debug("libfuse loop ended with status %s", e)
-                return None
-            return f"cannot mount {self.mountpoint}: libfuse error {e}"
+            if not self.was_live:
+                return f"cannot mount {self.mountpoint}: libfuse error {e}"
+            log.debug("libfuse loop ended with status %s", e)  # the signal that ended it: a clean stop
+        if self.operations.unstored:
+            return f"written data of {', '.join(self.operations.unstored)} could not be stored (see the log)"
         return None
 
 

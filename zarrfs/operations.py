@@ -9,15 +9,17 @@ import functools
 import logging
 import os
 import stat
+import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 os.environ["FUSE_LIBRARY_NAME"] = "fuse3"  # before the import: mfusepy would pick libfuse 2 on Debian
 import mfusepy  # noqa: E402
 
+from . import recovery  # noqa: E402
 from .array import open_array  # noqa: E402
 from .cache import ChunkCache
 from .errors import CorruptChunkError, ZarrfsError
@@ -28,6 +30,7 @@ from .store import LocalStore
 log = logging.getLogger(__name__)
 
 BLKSIZE = 1 << 20  # st_blksize: tools that honour it issue 1 MiB reads
+SHUTDOWN_TRIES = 4  # write-back attempts at unmount, a second apart, before the data is saved aside
 TIMEOUT = 30.0  # seconds the kernel may keep attributes and entries
 
 
@@ -81,6 +84,7 @@ class Handle:
 @dataclass
 class Options:
     read_only: bool = False
+    recovery_dir: str = field(default_factory=recovery.default_directory)
     cache_bytes: int = 512 << 20
     flush_interval: float = 2.0
     dirty_limit: int = 256 << 20  # dirty decoded bytes per array before a write flushes
@@ -101,6 +105,8 @@ class Operations(mfusepy.Operations):
         self.on_ready = self.on_stop = None  # callbacks: the mount is live / is going away
         self._stop = threading.Event()
         self._wake_flusher = threading.Event()
+        self._flusher_thread: threading.Thread | None = None
+        self.unstored: list[str] = []  # arrays whose written data could not be stored at shutdown
         if not options.read_only:
             removed = self.store.remove_temporaries()
             if removed:
@@ -117,16 +123,46 @@ class Operations(mfusepy.Operations):
             config.kernel_cache = 1  # only this daemon changes the data, and writes go through the cache
             config.attr_timeout = config.entry_timeout = TIMEOUT
             config.negative_timeout = 1.0
-        threading.Thread(target=self._flusher, name="flusher", daemon=True).start()
+        self._flusher_thread = threading.Thread(target=self._flusher, name="flusher", daemon=True)
+        self._flusher_thread.start()
         if self.on_ready:
             self.on_ready()
 
     def destroy(self, path):
         self._stop.set()
         self._wake_flusher.set()
-        self.flush_all()
+        if self._flusher_thread is not None:
+            self._flusher_thread.join()  # it may be mid-flush or mid-log: let it finish
+        self._final_write_back()
         if self.on_stop:
             self.on_stop()
+
+    def _final_write_back(self) -> None:
+        """Store every write, retrying a few times; what still cannot be stored is saved as
+        recovery data (see recovery.py), and the daemon will exit non-zero."""
+        for attempt in range(SHUTDOWN_TRIES):
+            if attempt:
+                time.sleep(1.0)
+            self.flush_all()
+            failed = [a for a in self._arrays.values() if a.raw.array.dirty]
+            if not failed:
+                return
+        for opened in failed:
+            self._save_unstored(opened)
+
+    def _save_unstored(self, opened: "OpenArray") -> None:
+        name = opened.node.path or "/"
+        places = [self.options.recovery_dir, os.path.join(tempfile.gettempdir(), "zarrfs-recovery")]
+        try:
+            saved = recovery.save(places, self.store.root, opened.node.path, opened.node.meta.document,
+                                  opened.raw.array.unstored())
+        except OSError as e:
+            log.critical("written data of %s could not be stored, and is lost: %s", name, e)
+            self.unstored.append(name)
+            return
+        log.error("written data of %s could not be stored (%s); saved in %s: replay it with "
+                  "`zarrfs-recover %s`", name, opened.error, saved, saved)
+        self.unstored.append(name)
 
     def _flusher(self) -> None:
         """Write-back: dirty chunks reach the store within a few seconds, or as soon as a
@@ -147,6 +183,9 @@ class Operations(mfusepy.Operations):
             except ZarrfsError as e:
                 log.error("write-back of %s failed: %s", opened.node.path or "/", e)
                 opened.error = e
+            except Exception as e:  # a bug: keep the data dirty and the flusher alive
+                log.exception("write-back of %s failed", opened.node.path or "/")
+                opened.error = ZarrfsError(f"write-back failed: {e!r}")
 
     # metadata
 

@@ -1,0 +1,140 @@
+"""Written data that could not be stored when the daemon stopped: saved, and replayed later.
+
+When write-back still fails at shutdown (a full disk, a store gone read-only), the daemon saves
+each array's unstored chunks as a recovery directory, exits non-zero, and `zarrfs-recover DIR`
+writes them into the store once it can take them:
+
+    RECOVERY_DIR/20261122T142233-4711-temperature/
+        recovery.json    the store, the array, its zarr.json, and one record per piece
+        0.npy, 1.npy...  the pieces: boxes of the array's elements, as written
+"""
+
+import argparse
+import itertools
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from .array import open_array
+from .cache import ChunkCache
+from .errors import ZarrfsError
+from .metadata import ArrayMetadata, parse_document
+from .store import LocalStore
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "recovery.json"
+_names = itertools.count()
+
+
+def default_directory() -> str:
+    """Root keeps recovery data in /var/lib, like other daemons' state; users in XDG's state home."""
+    if os.geteuid() == 0:
+        return "/var/lib/zarrfs/recovery"
+    state = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return os.path.join(state, "zarrfs", "recovery")
+
+
+def save(directories: list[str], store_root: str, array_path: str, document: dict, pieces) -> str:
+    """Save `pieces` ((box, values) pairs) in the first of `directories` that takes them; returns
+    the recovery directory made. Raises OSError when none does."""
+    pieces = list(pieces)
+    errors = []
+    for directory in directories:
+        try:
+            return _save_in(directory, store_root, array_path, document, pieces)
+        except OSError as e:
+            errors.append(f"{directory}: {e.strerror or e}")
+    raise OSError(f"cannot save recovery data ({'; '.join(errors)})")
+
+
+def _save_in(directory: str, store_root: str, array_path: str, document: dict, pieces) -> str:
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    label = (array_path or os.path.basename(store_root.rstrip("/")) or "array").replace("/", "_")
+    final = os.path.join(directory, f"{stamp}-{os.getpid()}-{next(_names)}-{label}")
+    work = tempfile.mkdtemp(prefix=".partial-", dir=directory)
+    try:
+        records = []
+        for i, (box, values) in enumerate(pieces):
+            np.save(os.path.join(work, f"{i}.npy"), np.ascontiguousarray(values), allow_pickle=False)
+            records.append({"file": f"{i}.npy", "start": [s.start for s in box]})
+        manifest = {"store": store_root, "array": array_path, "zarr.json": document, "pieces": records,
+                    "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        with open(os.path.join(work, MANIFEST), "w") as f:
+            json.dump(manifest, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.rename(work, final)  # whole or absent: a half-written directory is never replayed
+        _fsync_directory(directory)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return final
+
+
+def replay(directory: str, force: bool = False) -> int:
+    """Write a recovery directory's pieces into its store and make them durable; returns how
+    many pieces. Refuses (unless forced) when the array's shape or data type has changed."""
+    with open(os.path.join(directory, MANIFEST)) as f:
+        manifest = json.load(f)
+    store = LocalStore(manifest["store"])
+    path = manifest["array"]
+    key = f"{path}/zarr.json" if path else "zarr.json"
+    raw = store.get(key)
+    if raw is None:
+        raise ZarrfsError(f"{manifest['store']}: no array at {path or '/'!r} any more")
+    meta = parse_document(raw, key)
+    saved = parse_document(json.dumps(manifest["zarr.json"]).encode(), f"{directory}/{MANIFEST}")
+    if not isinstance(meta, ArrayMetadata) or (meta.shape, meta.data_type) != (saved.shape, saved.data_type):
+        if not force:
+            raise ZarrfsError(f"{key}: the array's shape or data type changed since the data was saved "
+                              f"(--force writes it anyway)")
+    array = open_array(store, path, meta, ChunkCache(64 << 20))
+    for record in manifest["pieces"]:
+        values = np.load(os.path.join(directory, record["file"]), allow_pickle=False)
+        box = tuple(slice(a, a + n) for a, n in zip(record["start"], values.shape))
+        array.write(box, values)
+        if array.shared.dirty_nbytes > 256 << 20:
+            array.flush()
+    array.flush()
+    return len(manifest["pieces"])
+
+
+def _fsync_directory(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="zarrfs-recover",
+                                     description="Write data that a zarrfs daemon could not store back into its store.")
+    parser.add_argument("directories", nargs="+", metavar="RECOVERY_DIR")
+    parser.add_argument("--force", action="store_true", help="write even if the array's shape or type changed")
+    parser.add_argument("--keep", action="store_true", help="keep the recovery directory after replaying it")
+    args = parser.parse_args(argv)
+    status = 0
+    for directory in args.directories:
+        try:
+            n = replay(directory, args.force)
+        except (OSError, ValueError, KeyError, ZarrfsError) as e:
+            print(f"zarrfs-recover: {directory}: {e}", file=sys.stderr)
+            status = 1
+            continue
+        print(f"{directory}: {n} pieces written and stored")
+        if not args.keep:
+            shutil.rmtree(directory)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
