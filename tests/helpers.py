@@ -1,5 +1,6 @@
 """Test helpers: zarr.json builders, a counting store, array factories."""
 
+import errno
 import json
 import os
 
@@ -85,3 +86,15 @@ def open_raw_file(store, path="", cache_bytes=64 << 20, writable=True) -> RawFil
     key = f"{path}/zarr.json" if path else "zarr.json"
     meta = parse_document(store.get(key), key)
     return RawFile(open_array(store, path, meta, ChunkCache(cache_bytes)), writable=writable)
+
+
+def fill_disk(path) -> None:
+    """Write zeros to `path` until its file system is full."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError as e:
+        assert e.errno == errno.ENOSPC
+    finally:
+        os.close(fd)

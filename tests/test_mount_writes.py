@@ -12,6 +12,7 @@ import pytest
 import zarr
 
 from mount_data import flat
+from helpers import fill_disk
 from mounting import mounted, reap, unmount, wait_for
 from zarr_layouts import LAYOUTS, NUMERIC, create, random_values
 
@@ -150,28 +151,6 @@ def test_kill_9_keeps_every_fsynced_write_and_leaves_no_torn_shard(tmp_path):
     with mounted(root, tmp_path, name="m2"):
         pass
     assert not list(root.rglob(".zarrfs-tmp-*"))  # leftovers cleaned at mount
-
-
-@pytest.fixture
-def tiny_tmpfs(tmp_path):
-    mnt = tmp_path / "tmpfs"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", str(mnt)], check=True)
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)])
-
-
-def fill_disk(path) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
-    try:
-        while True:
-            os.write(fd, b"\0" * 4096)
-    except OSError as e:
-        assert e.errno == errno.ENOSPC
-    finally:
-        os.close(fd)
 
 
 def test_full_disk_fails_with_enospc_keeps_the_store_and_loses_nothing(tmp_path, tiny_tmpfs):

@@ -126,13 +126,13 @@ class Beneath:
 
     def open_regular(self, key: str) -> int:
         """A descriptor for reading the regular file `key`. Never blocks on a FIFO or a device:
-        anything that is not a regular file is refused with EIO (EISDIR for a directory)."""
+        anything that is not a regular file (a directory too) is refused with EIO."""
         fd = self.open(key, os.O_RDONLY | os.O_NONBLOCK)
         try:
             mode = os.fstat(fd).st_mode
             if not stat.S_ISREG(mode):
-                kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file (a FIFO, socket or device)"
-                raise OSError(errno.EISDIR if stat.S_ISDIR(mode) else errno.EIO, f"{key!r} is {kind}")
+                kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO, socket or device"
+                raise OSError(errno.EIO, f"is {kind}, not a regular file")
             os.set_blocking(fd, True)
         except BaseException:
             os.close(fd)

@@ -101,7 +101,8 @@ class Hierarchy:
         entries = self._build_listing(dir_path)
         with self._lock:
             self._listings[dir_path] = (version, entries)
-            self._directories.clear()  # some path may now lead elsewhere
+            if cached is not None:  # a listing changed: some remembered path may now lead elsewhere
+                self._directories.clear()
         return entries
 
     def _build_listing(self, dir_path: str) -> dict[str, Entry]:
@@ -138,17 +139,19 @@ class Hierarchy:
         return self.entries_of(directory).get(parts[-1])
 
     def _directory(self, parts: list[str]) -> Entry | None:
-        """The DIR entry at the file-system path made of `parts`, None if there is none."""
-        depth = len(parts)
-        while depth and "/".join(parts[:depth]) not in self._directories:
-            depth -= 1
-        entry = self._directories.get("/".join(parts[:depth])) if depth else Entry(DIR, self.node(""))
-        for i in range(depth, len(parts)):
-            entry = self.entries_of(entry).get(parts[i])
+        """The DIR entry at the file-system path made of `parts`, None if there is none. The
+        kernel looks paths up parent first, so the parent is nearly always remembered."""
+        depth, key = len(parts), "/".join(parts)
+        while depth and key not in self._directories:
+            depth, key = depth - 1, key[:key.rfind("/")] if depth > 1 else ""
+        entry = self._directories[key] if depth else Entry(DIR, self.node(""))
+        for name in parts[depth:]:
+            entry = self.entries_of(entry).get(name)
             if entry is None or entry.kind != DIR:
                 return None
+            key = f"{key}/{name}" if key else name
             with self._lock:
-                self._directories["/".join(parts[:i + 1])] = entry
+                self._directories[key] = entry
         return entry
 
     def content(self, entry: Entry) -> bytes:

@@ -70,6 +70,7 @@ class OpenArray:
     handles: int = 0
     mtime: float = 0.0  # of the last write through the mount
     error: ZarrfsError | None = None  # a background flush failure, reported at the next fsync/close
+    failing: str = ""  # the last write-back failure, until one succeeds
 
 
 @dataclass
@@ -178,14 +179,24 @@ class Operations(mfusepy.Operations):
 
     def flush_all(self, whole_only: bool = False) -> None:
         for opened in list(self._arrays.values()):
-            try:
-                opened.raw.flush(whole_only)
-            except ZarrfsError as e:
-                log.error("write-back of %s failed: %s", opened.node.path or "/", e)
-                opened.error = e
-            except Exception as e:  # a bug: keep the data dirty and the flusher alive
-                log.exception("write-back of %s failed", opened.node.path or "/")
-                opened.error = ZarrfsError(f"write-back failed: {e!r}")
+            self._write_back(opened, whole_only)
+
+    def _write_back(self, opened: "OpenArray", whole_only: bool) -> None:
+        """One array's write-back; a failure is kept for the next fsync/close and logged once."""
+        name = opened.node.path or "/"
+        try:
+            opened.raw.flush(whole_only)
+        except ZarrfsError as e:
+            again = opened.failing == str(e)  # the same failure every few seconds
+            log.log(logging.DEBUG if again else logging.ERROR, "write-back of %s failed: %s", name, e)
+            opened.error, opened.failing = e, str(e)
+        except Exception as e:  # a bug: keep the data dirty and the flusher alive
+            log.exception("write-back of %s failed", name)
+            opened.error = ZarrfsError(f"write-back failed: {e!r}")
+        else:
+            if opened.failing and not opened.raw.array.dirty:
+                log.warning("write-back of %s succeeds again", name)
+                opened.failing = ""
 
     # metadata
 
