@@ -58,3 +58,34 @@ def layouts(draw, max_ndim=3, max_dim=7):
     if kind == "sharded+crc32c":  # sharding wrapped by a bytes->bytes codec: whole-shard path
         codecs.append({"name": "crc32c"})
     return shape, data_type, fill, middle, codecs
+
+
+V2_DTYPES = ["|b1", "|i1", "<i2", ">i4", "<u8", ">u2", "<f2", ">f4", "<f8", ">c8", "<c16", "|S3", "<U2", ">U1",
+             "|V5", "<M8[s]", ">m8[us]", [["a", "<i2"], ["b", ">f4"]]]
+V2_COMPRESSORS = [None, {"id": "zlib", "level": 1}, {"id": "gzip", "level": 5}, {"id": "bz2", "level": 1},
+                  {"id": "lzma", "format": 1, "check": -1, "preset": None, "filters": None}, {"id": "lz4", "acceleration": 1},
+                  {"id": "zstd", "level": 1}, {"id": "zstd", "level": 2, "checksum": True},
+                  {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": -1, "blocksize": 0},
+                  {"id": "blosc", "cname": "zstd", "clevel": 1, "shuffle": 2, "blocksize": 0}]
+
+
+@st.composite
+def v2_arrays(draw, max_ndim=3, max_dim=7):
+    """A .zarray document: any shape, chunking, order, separator, compressor, lossless filter
+    chain and fill value form."""
+    ndim = draw(st.integers(0, max_ndim))
+    shape = [draw(st.integers(0, max_dim)) for _ in range(ndim)]
+    chunks = [draw(st.integers(1, 4)) for _ in range(ndim)]
+    dtype = draw(st.sampled_from(V2_DTYPES))
+    filters = draw(st.sampled_from([None, [{"id": "adler32"}],
+                                    [{"id": "zlib", "level": 1}, {"id": "fletcher32"}]]))
+    if dtype in ("<i2", ">i4", "<u8") and draw(st.booleans()):
+        filters = [{"id": "delta", "dtype": dtype, "astype": dtype}] + (filters or [])
+    fills = {"|b1": [None, True, 1], "<f8": [None, "NaN", "-Infinity", -0.0], ">f4": ["Infinity", 1.5],
+             "|S3": [None, "YWI="], "<U2": [None, "é"], "<M8[s]": [None, -(2**63), 12], "|V5": ["AQIDBAU="]}
+    default = {"U": [None, ""], "c": [None], "S": [None], "V": [None]}.get(dtype[1] if isinstance(dtype, str) else "V",
+                                                                         [None, 0])
+    fill = draw(st.sampled_from(fills.get(dtype, default) if isinstance(dtype, str) else [None, "AAAAAAAA"]))
+    return {"zarr_format": 2, "shape": shape, "chunks": chunks, "dtype": dtype, "order": draw(st.sampled_from("CF")),
+            "compressor": draw(st.sampled_from(V2_COMPRESSORS)), "filters": filters, "fill_value": fill,
+            "dimension_separator": draw(st.sampled_from([".", "/"]))}

@@ -36,7 +36,7 @@ def test_fill_values_are_bit_exact(data_type, value, hex_bits):
 
 
 @pytest.mark.parametrize("data_type, value", [
-    ("int8", 200), ("uint8", -1), ("int32", 1.5), ("bool", 0), ("float32", "nan"), ("float32", "0x1ffffffff"),
+    ("int8", 200), ("uint8", -1), ("int32", 1.5), ("bool", 2), ("bool", 1.0), ("float32", "nan"), ("float32", "0x1ffffffff"),
     ("complex64", 1.0), ("r16", [1]), ("r16", [1, 256]),
 ])
 def test_bad_fill_values_name_the_field(data_type, value):

@@ -41,7 +41,7 @@ def test_startup_errors_are_one_line_and_leave_no_mount(tmp_path, case):
         args[0], expect = tmp_path / "nope", "no such directory"
     elif case == "not zarr":
         (tmp_path / "plain").mkdir()
-        args[0], expect = tmp_path / "plain", "not a Zarr v3 hierarchy"
+        args[0], expect = tmp_path / "plain", "not a Zarr hierarchy: neither zarr.json (v3) nor .zgroup or .zarray (v2)"
     elif case == "missing mountpoint":
         args[1], expect = tmp_path / "nomnt", "mount point is not a directory"
     elif case == "unknown option":

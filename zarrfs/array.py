@@ -403,7 +403,7 @@ def _encoder_pool() -> ThreadPoolExecutor:
 
 def open_array(store: LocalStore, path: str, meta: ArrayMetadata, cache: ChunkCache) -> Array:
     """The Array for `meta` stored at `path` (the node's key prefix, '' for a root array)."""
-    where = f"{path + '/' if path else ''}zarr.json"
+    where = f"{path + '/' if path else ''}{'zarr.json' if meta.zarr_format == 3 else '.zarray'}"
     spec = ChunkSpec(meta.chunk_shape, meta.data_type, meta.fill_value)
     chain = CodecChain(list(meta.codecs), spec, f"{where}: codecs")
     shared = Shared(name=path or "/", cache=cache)

@@ -6,8 +6,11 @@ to run out of memory. (numcodecs' Zstd().decode() spins forever on some 27-byte 
 header declares no content size; its GZip decodes a bomb whole.)
 """
 
+import bz2
+import lzma
 import zlib
 
+import numcodecs
 import zstandard
 
 from .errors import CorruptChunkError
@@ -66,3 +69,51 @@ def check_blosc_header(data, limit: int) -> None:
         raise CorruptChunkError(f"undecodable blosc stream (header says {cbytes} bytes, chunk has {len(data)})")
     if nbytes > limit:
         raise CorruptChunkError(f"blosc stream decodes to {nbytes} bytes, more than the {limit} bytes expected")
+
+
+def _stream_decode(make, errors):
+    """A bounded decoder for a decompressor object with decompress(data, max_length)."""
+    def decode(data, limit: int) -> bytes:
+        decoder = make()
+        try:
+            out = decoder.decompress(bytes(data), limit + 1)
+        except errors as e:
+            raise CorruptChunkError(f"undecodable stream ({e})") from None
+        if len(out) > limit:
+            raise CorruptChunkError(f"stream decodes to more than the {limit} bytes expected")
+        if not decoder.eof:
+            raise CorruptChunkError("undecodable stream (truncated)")
+        return out
+    return decode
+
+
+def _lz4_decode(data, limit: int) -> bytes:
+    """numcodecs' LZ4 frames its block with the decoded size (4 bytes, little-endian) first."""
+    if len(data) < 4 or int.from_bytes(bytes(data[:4]), "little") > limit:
+        raise CorruptChunkError(f"lz4 stream is short or decodes to more than the {limit} bytes expected")
+    try:
+        return numcodecs.LZ4().decode(data)
+    except Exception as e:
+        raise CorruptChunkError(f"undecodable lz4 stream ({e})") from None
+
+
+def _blosc_decode(data, limit: int) -> bytes:
+    check_blosc_header(data, limit)
+    try:
+        return numcodecs.Blosc().decode(data)
+    except Exception as e:
+        raise CorruptChunkError(f"undecodable blosc stream ({e})") from None
+
+
+def bounded_decoder(codec_id: str):
+    """A decoder for numcodecs' codec `codec_id` that stops at a limit, None for codecs whose
+    output is never larger than their input (checksums, shuffle)."""
+    return {
+        "zlib": _stream_decode(zlib.decompressobj, zlib.error),
+        "bz2": _stream_decode(bz2.BZ2Decompressor, (OSError, ValueError)),
+        "lzma": _stream_decode(lzma.LZMADecompressor, lzma.LZMAError),
+        "gzip": gzip_decode,
+        "zstd": zstd_decode,
+        "lz4": _lz4_decode,
+        "blosc": _blosc_decode,
+    }.get(codec_id)

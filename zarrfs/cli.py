@@ -134,15 +134,15 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         options, fuse_options, debug = parse_options(args.o)
+        # before anything can log: a refusal found while opening SOURCE is one line, in this format
+        logging.basicConfig(level=logging.DEBUG if debug or args.d else logging.INFO, stream=sys.stderr,
+                            format="zarrfs[%(process)d] %(levelname)s %(name)s: %(message)s")
         source, mountpoint = os.path.abspath(args.source), os.path.abspath(args.mountpoint)
         check_startup(source, mountpoint)
         operations = Operations(source, options)
     except (UsageError, ZarrfsError) as e:
         print(f"zarrfs: {e}", file=sys.stderr)
         return 1
-    debug = debug or args.d
-    logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, stream=sys.stderr,
-                        format="zarrfs[%(process)d] %(levelname)s %(name)s: %(message)s")
     mount = Mount(operations, source, mountpoint, fuse_options)
     if args.f or args.d:
         error = mount.serve()

@@ -6,7 +6,6 @@ byte order or transpose, the chain turns them into that and back.
 
 import functools
 import math
-from dataclasses import dataclass
 
 import crc32c
 import numcodecs
@@ -16,58 +15,13 @@ import numpy as np
 import zstandard
 
 from . import sharding
+from . import numcodecs_codecs
 from .bounded import check_blosc_header, gzip_decode, zstd_decode
+from .codec_base import MAX_CHUNK_NBYTES, MAX_INNER_CHUNKS, ChunkSpec, Codec
+from .codec_base import config_value as _config
 from .dtypes import DataType, fill_is_all
 from .errors import CorruptChunkError, MetadataError, UnsupportedError
 from .metadata import normalise_extension
-
-
-@dataclass(frozen=True)
-class ChunkSpec:
-    shape: tuple[int, ...]
-    data_type: DataType
-    fill_value: np.ndarray
-
-    @property
-    def nbytes(self) -> int:
-        return math.prod(self.shape) * self.data_type.itemsize
-
-
-MAX_CHUNK_NBYTES = 2 << 30  # a chunk decoded whole: past this it is refused, not allocated
-MAX_INNER_CHUNKS = 1 << 24  # inner chunks per shard: a 256 MiB index
-
-
-class Codec:
-    kind: str  # "array->array", "array->bytes" or "bytes->bytes"
-    decoded_limit: int = 0  # bytes->bytes: the most bytes decode() may produce (set by CodecChain)
-
-    def __init__(self, config: dict, spec: ChunkSpec, where: str):
-        self.where = where
-
-    def resolve(self, spec: ChunkSpec) -> ChunkSpec:
-        """The spec of the encoded side (array->array codecs change it)."""
-        return spec
-
-    def encoded_size(self, nbytes: int) -> int | None:
-        """Encoded size for a decoded size, or None when it depends on the data."""
-        return None
-
-    def decode_into(self, data, out: np.ndarray, needed: int | None = None) -> None:
-        """bytes->bytes: decode into the uint8 array `out`, which must end up exactly full.
-        Codecs that can decode in place override this to skip the copy; those that can stop
-        early may fill only out[:needed], when a read wants no more."""
-        decoded = self.decode(data)
-        if len(decoded) != len(out):
-            raise CorruptChunkError(f"decoded chunk has {len(decoded)} bytes, expected {len(out)}")
-        out[...] = np.frombuffer(decoded, "u1")
-
-
-def _config(config: dict, name: str, where: str, default=...):
-    if name not in config:
-        if default is ...:
-            raise MetadataError(f"{where}: missing configuration.{name}")
-        return default
-    return config[name]
 
 
 class TransposeCodec(Codec):
@@ -100,7 +54,7 @@ class BytesCodec(Codec):
     def __init__(self, config, spec, where):
         super().__init__(config, spec, where)
         endian = config.get("endian")
-        if endian is None and spec.data_type.itemsize > 1 and spec.data_type.numpy.kind != "V":
+        if endian is None and spec.data_type.itemsize > 1 and spec.data_type.numpy.kind in "iufcMmU":
             raise MetadataError(f"{where}: missing configuration.endian for {spec.data_type.name}")
         if endian not in (None, "little", "big"):
             raise MetadataError(f"{where}: endian must be 'little' or 'big', not {endian!r}")
@@ -379,7 +333,7 @@ class CodecChain:
             bound += bound // 4
 
     def _add(self, entry: dict, where: str) -> None:
-        cls = CODECS.get(entry["name"])
+        cls = CODECS.get(entry["name"]) or numcodecs_codecs.codec_class(entry["name"], f"{where} ({entry['name']})")
         where = f"{where} ({entry['name']})"
         if cls is None:
             if entry.get("must_understand") is False:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import numpy_types
 from .errors import MetadataError, UnsupportedError
 
 _NUMERIC = {
@@ -50,14 +51,22 @@ class DataType:
 
 
 def parse_data_type(value, where: str = "data_type") -> DataType:
+    config = {}
     if isinstance(value, dict):
         if set(value) - {"name", "configuration", "must_understand"}:
             raise MetadataError(f"{where}: unexpected members {sorted(set(value) - {'name', 'configuration'})}")
+        config = value.get("configuration", {})
         value = value.get("name")
+        if not isinstance(config, dict):
+            raise MetadataError(f"{where}: configuration must be an object")
     if not isinstance(value, str):
         raise MetadataError(f"{where}: must be a string, not {value!r}")
     if value in _NUMERIC:
         return DataType(value, np.dtype(_NUMERIC[value]))
+    if value in numpy_types.PARAMETRIC:
+        return DataType(value, numpy_types.PARAMETRIC[value](config, f"{where}.configuration"))
+    if value in numpy_types.VARIABLE_LENGTH:
+        return DataType(value, np.dtype(object))
     raw = _RAW.fullmatch(value)
     value = value if len(value) < 40 else value[:30] + "..."  # for messages
     if raw is not None:
@@ -74,9 +83,11 @@ def parse_data_type(value, where: str = "data_type") -> DataType:
 def parse_fill_value(dt: DataType, value, where: str):
     kind = dt.numpy.kind
     if kind == "b":
-        if not isinstance(value, bool):
-            raise MetadataError(f"{where}: a bool fill value must be true or false, not {value!r}")
-        return value
+        if value in (0, 1) and not isinstance(value, float):  # zarr-python reads 0 and 1 too
+            return bool(value)
+        raise MetadataError(f"{where}: a bool fill value must be true or false, not {value!r}")
+    if kind in "SUMmO" or dt.numpy.fields is not None or (kind == "V" and isinstance(value, str)):
+        return numpy_types.parse_fill_value(dt.numpy, value, where)
     if kind in "iu":
         if isinstance(value, bool) or not isinstance(value, int):
             raise MetadataError(f"{where}: an integer fill value must be a JSON integer, not {value!r}")
@@ -122,6 +133,8 @@ def _float_bits(dtype: np.dtype, value, where: str):
 
 def fill_value_json(dt: DataType, fill: np.ndarray):
     kind = dt.numpy.kind
+    if kind in "SUMm" or dt.numpy.fields is not None:
+        return numpy_types.fill_value_json(dt.numpy, fill)
     if kind == "b":
         return bool(fill)
     if kind in "iu":
@@ -147,8 +160,8 @@ def _float_json(value: np.ndarray):
 
 
 def fill_is_all(data: np.ndarray, fill: np.ndarray) -> bool:
-    """True when every element of `data` has the fill value's exact bytes (NaN == NaN)."""
-    if data.dtype.kind == "V" or data.dtype.kind in "fc":
+    """True when every element of `data` has the fill value's exact bytes (NaN == NaN, NaT == NaT)."""
+    if data.dtype.kind not in "biu":
         width = {1: "u1", 2: "u2", 4: "u4", 8: "u8"}.get(data.dtype.itemsize)
         if width is None:
             raw = data.reshape(-1).view("u1").reshape(-1, data.dtype.itemsize)

@@ -33,6 +33,12 @@ class OutOfBoundsError(ZarrfsError):
     errno = errno.EFBIG
 
 
+class InvalidValueError(ZarrfsError):
+    """Written bytes that are no value of the array's data type (UTF-32 past U+10FFFF)."""
+
+    errno = errno.EINVAL
+
+
 class ReadOnlyError(ZarrfsError):
     errno = errno.EROFS
 

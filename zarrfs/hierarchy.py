@@ -1,9 +1,10 @@
 """The naming scheme: which file-system path stands for which Zarr node, and sidecars.
 
-    group           -> directory (holding `zarr.json`, the group's document as stored)
+    group           -> directory (holding the group's documents as stored: `zarr.json`, or
+                       `.zgroup` and `.zattrs` for Zarr v2)
     array NAME      -> NAME.bin (flat bytes) + NAME.json (sidecar)
 
-Collision rule: the group's `zarr.json` and child groups keep their names; an array whose
+Collision rule: the group's documents and child groups keep their names; an array whose
 `NAME.bin` or `NAME.json` would collide with one of them (an array called `zarr`, a group
 called `x.bin`) is shown as `NAME.array.bin` + `NAME.array.json` instead, and a warning is
 logged. Nothing is ever hidden.
@@ -15,8 +16,12 @@ import os
 import threading
 from dataclasses import dataclass
 
-from .errors import MetadataError, StoreError, ZarrfsError
-from .metadata import ArrayMetadata, GroupMetadata, parse_document
+import numpy as np
+
+from . import nodes
+from .codecs import ChunkSpec, CodecChain
+from .errors import MetadataError, StoreError, UnsupportedError, ZarrfsError
+from .metadata import ArrayMetadata, GroupMetadata
 from .store import LocalStore
 
 log = logging.getLogger(__name__)
@@ -30,10 +35,12 @@ class Node:
 
     path: str  # store path, '' for the root
     kind: str  # "array" or "group"
-    document: bytes
+    documents: dict[str, bytes]  # the node's documents as stored, by name (zarr.json, .zgroup...)
     stat: os.stat_result
     meta: ArrayMetadata | GroupMetadata | None
     error: ZarrfsError | None
+    version: tuple = ()
+    zarr_format: int = 3
 
     @property
     def name(self) -> str:
@@ -46,7 +53,7 @@ class Entry:
 
     kind: str  # DIR, DATA, SIDECAR or DOCUMENT
     node: Node
-    stem: str = ""  # for DATA and SIDECAR: the name before .bin / .json
+    stem: str = ""  # for DATA and SIDECAR: the name before .bin / .json; for DOCUMENT its name
 
 
 class Hierarchy:
@@ -57,28 +64,42 @@ class Hierarchy:
         self._sidecars: dict[tuple[str, str], tuple[Node, bytes]] = {}
         self._directories: dict[str, Entry] = {}  # file-system path -> DIR entry, while listings hold
         self._lock = threading.Lock()
-        root = self.node("")
-        if root is None:
-            raise MetadataError(f"{store.root}: no zarr.json: not a Zarr v3 hierarchy")
-        if root.error is not None:
-            raise root.error
+        self._check_root()
+        self.node("")  # an unsupported root is served like any unsupported node: listed, not opened
+
+    def _check_root(self) -> None:
+        """Refuse to mount a directory that is no Zarr node, or whose root document is malformed,
+        with one message that says which (and, for v2, that the store is v2)."""
+        docs = nodes.read_documents(self.store, "")
+        if docs is None:
+            raise MetadataError(f"{self.store.root}: not a Zarr hierarchy: neither zarr.json (v3) nor .zgroup or "
+                                f".zarray (v2)")
+        try:
+            nodes.parse("", docs)
+        except UnsupportedError:
+            pass
+        except ZarrfsError as e:
+            if docs.zarr_format == 2:
+                raise type(e)(f"{self.store.root}: a Zarr v2 store that cannot be served: {e}", e.errno) from None
+            raise
 
     def node(self, path: str) -> Node | None:
-        """The node at store path `path`, None if there is none; cached while zarr.json is unchanged.
-        A document that cannot be read (a symlink out of the store, a FIFO, a directory) makes a
-        broken node, listed but failing to open."""
-        key = f"{path}/zarr.json" if path else "zarr.json"
+        """The node at store path `path`, None if there is none; cached while its documents are
+        unchanged. A document that cannot be read (a symlink out of the store, a FIFO, a
+        directory) makes a broken node, listed but failing to open."""
+        key = nodes.key_of(path, nodes.ZARR_JSON)
         try:
-            st = self.store.stat(key)
-            if st is None:
+            found = nodes.locate(self.store, path)
+            if found is None:
                 return None
+            key = nodes.key_of(path, found[0])
             cached = self._nodes.get(path)
-            if cached is not None and (cached.stat.st_mtime_ns, cached.stat.st_size) == (st.st_mtime_ns, st.st_size):
+            if cached is not None and cached.version == nodes.version_of(self.store, path, found):
                 return cached
-            document = self.store.get(key) or b""
+            docs = nodes.read_documents(self.store, path, found)
         except StoreError as e:
             return self._unreadable(path, key, e)
-        node = _parse_node(path, key, document, st)
+        node = _parse_node(path, docs)
         self._nodes[path] = node
         return node
 
@@ -88,7 +109,8 @@ class Hierarchy:
             return cached  # logged already
         error = type(error)(f"{key}: {error}", error.errno)
         log.error("%s", error)
-        node = self._nodes[path] = Node(path, "array", b"", self.store.stat(""), None, error)
+        zarr_format = 3 if key.endswith(nodes.ZARR_JSON) else 2
+        node = self._nodes[path] = Node(path, "array", {}, self.store.stat(""), None, error, (), zarr_format)
         return node
 
     def listing(self, dir_path: str) -> dict[str, Entry]:
@@ -107,7 +129,7 @@ class Hierarchy:
 
     def _build_listing(self, dir_path: str) -> dict[str, Entry]:
         group = self.node(dir_path)
-        entries = {"zarr.json": Entry(DOCUMENT, group)}
+        entries = {name: Entry(DOCUMENT, group, name) for name in group.documents}
         arrays = []
         for name in self.store.list_dir(dir_path):
             child = self.node(f"{dir_path}/{name}" if dir_path else name)
@@ -158,7 +180,7 @@ class Hierarchy:
         """The bytes of a document or sidecar entry; a sidecar is made once per node version,
         since getattr and readdir ask for its size on every listing."""
         if entry.kind == DOCUMENT:
-            return entry.node.document
+            return entry.node.documents.get(entry.stem, b"")
         if entry.node.meta is None:
             return b""
         key = (entry.node.path, entry.stem)
@@ -175,17 +197,28 @@ class Hierarchy:
         return self.listing(directory.node.path)
 
 
-def _parse_node(path: str, key: str, document: bytes, st: os.stat_result) -> Node:
+def _parse_node(path: str, docs: nodes.Documents) -> Node:
+    key = nodes.key_of(path, docs.main)
     try:
-        meta = parse_document(document, key)
+        meta = nodes.parse(path, docs)
+        if isinstance(meta, ArrayMetadata):
+            check_codecs(meta, key)
     except ZarrfsError as e:
-        log.error("%s", e)
-        return Node(path, _guess_kind(document), document, st, None, e)
+        log.log(logging.WARNING if isinstance(e, UnsupportedError) else logging.ERROR, "%s", e)
+        return Node(path, docs.kind or _guess_kind(docs.documents[docs.main]), docs.documents, docs.stat, None, e,
+                    docs.version, docs.zarr_format)
     except Exception as e:  # a bug: the parser should have named the field; the node stays listed
         log.exception("%s: cannot parse", key)
-        return Node(path, _guess_kind(document), document, st, None, MetadataError(f"{key}: cannot parse ({e!r})"))
+        return Node(path, docs.kind or _guess_kind(docs.documents[docs.main]), docs.documents, docs.stat, None,
+                    MetadataError(f"{key}: cannot parse ({e!r})"), docs.version, docs.zarr_format)
     kind = "array" if isinstance(meta, ArrayMetadata) else "group"
-    return Node(path, kind, document, st, meta, None)
+    return Node(path, kind, docs.documents, docs.stat, meta, None, docs.version, docs.zarr_format)
+
+
+def check_codecs(meta: ArrayMetadata, where: str) -> None:
+    """Build the array's codec chain once, so that an unsupported codec is found when the node
+    is listed, as an unsupported data type is, not when it is opened."""
+    CodecChain(list(meta.codecs), ChunkSpec(meta.chunk_shape, meta.data_type, meta.fill_value), f"{where}: codecs")
 
 
 def _guess_kind(document: bytes) -> str:
@@ -199,6 +232,7 @@ def _guess_kind(document: bytes) -> str:
 def sidecar(meta: ArrayMetadata, data_file: str) -> bytes:
     """The JSON sidecar: everything a reader needs to interpret the .bin file."""
     doc = meta.document
+    v2 = meta.zarr_format == 2
     sharding = next((c for c in meta.codecs if c["name"] == "sharding_indexed"), None)
     names = meta.dimension_names
     if names is None and isinstance(meta.attributes.get("_ARRAY_DIMENSIONS"), list):
@@ -206,7 +240,7 @@ def sidecar(meta: ArrayMetadata, data_file: str) -> bytes:
     body = {
         "shape": list(meta.shape),
         "dtype": meta.data_type.array_interface,
-        "data_type": meta.data_type.name,
+        "data_type": doc["dtype"] if v2 else meta.data_type.name,
         "itemsize": meta.data_type.itemsize,
         "nbytes": meta.nbytes,
         "order": "C",
@@ -215,8 +249,12 @@ def sidecar(meta: ArrayMetadata, data_file: str) -> bytes:
         "dimension_names": None if names is None else list(names),
         "chunk_shape": list(meta.chunk_shape),
         "inner_chunk_shape": sharding["configuration"].get("chunk_shape") if sharding else None,
-        "codecs": doc["codecs"],
+        "codecs": list(meta.codecs) if v2 else doc["codecs"],
         "attributes": meta.attributes,
         "data_file": data_file,
+        "zarr_format": meta.zarr_format,
     }
+    if meta.data_type.numpy.kind in "Mm":
+        unit, count = np.datetime_data(meta.data_type.numpy)
+        body["datetime_unit"] = unit if count == 1 else f"{count}{unit}"
     return (json.dumps(body, indent=2) + "\n").encode()

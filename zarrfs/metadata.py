@@ -32,6 +32,7 @@ class ChunkKeyEncoding:
 class GroupMetadata:
     attributes: dict
     document: dict = field(repr=False)
+    zarr_format: int = 3
 
 
 @dataclass(frozen=True)
@@ -45,14 +46,15 @@ class ArrayMetadata:
     attributes: dict
     dimension_names: tuple[str | None, ...] | None
     document: dict = field(repr=False)
+    zarr_format: int = 3
 
     @property
     def nbytes(self) -> int:
         return math.prod(self.shape) * self.data_type.itemsize
 
 
-def parse_document(raw: bytes, where: str) -> GroupMetadata | ArrayMetadata:
-    """Parse one zarr.json; `where` names it in every error."""
+def load_document(raw: bytes, where: str) -> dict:
+    """A metadata document's JSON object; `where` names it in every error."""
     try:
         doc = json.loads(raw)
     except RecursionError:
@@ -62,6 +64,16 @@ def parse_document(raw: bytes, where: str) -> GroupMetadata | ArrayMetadata:
     if not isinstance(doc, dict):
         raise MetadataError(f"{where}: must be a JSON object")
     _check_depth(doc, where)
+    return doc
+
+
+def parse_document(raw: bytes, where: str) -> GroupMetadata | ArrayMetadata:
+    """Parse one zarr.json; `where` names it in every error."""
+    return parse_object(load_document(raw, where), where)
+
+
+def parse_object(doc: dict, where: str) -> GroupMetadata | ArrayMetadata:
+    """Parse one zarr.json's JSON object (from its file or from consolidated metadata)."""
     if doc.get("zarr_format") != 3:
         raise MetadataError(f"{where}: zarr_format must be 3, not {doc.get('zarr_format')!r}")
     node_type = doc.get("node_type")
@@ -78,7 +90,7 @@ def _parse_array(doc: dict, where: str) -> ArrayMetadata:
     for member in ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs"):
         if member not in doc:
             raise MetadataError(f"{where}: missing mandatory member {member!r}")
-    shape = _int_list(doc["shape"], f"{where}: shape", minimum=0)
+    shape = int_list(doc["shape"], f"{where}: shape", minimum=0)
     data_type = parse_data_type(doc["data_type"], f"{where}: data_type")
     chunk_shape = _chunk_grid(doc["chunk_grid"], len(shape), where)
     if math.prod(shape) * data_type.itemsize > MAX_NBYTES:
@@ -141,7 +153,7 @@ def extension_name(value) -> str:
     return value if isinstance(value, str) else value.get("name", "?") if isinstance(value, dict) else repr(value)
 
 
-def _int_list(value, where: str, minimum: int) -> tuple[int, ...]:
+def int_list(value, where: str, minimum: int) -> tuple[int, ...]:
     if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         raise MetadataError(f"{where} must be a list of integers, not {value!r}")
     if any(v < minimum for v in value):
@@ -155,7 +167,7 @@ def _chunk_grid(value, ndim: int, where: str) -> tuple[int, ...]:
         raise UnsupportedError(f"{where}: chunk_grid: unsupported chunk grid {grid['name']!r}")
     if "chunk_shape" not in grid["configuration"]:
         raise MetadataError(f"{where}: chunk_grid: missing configuration.chunk_shape")
-    chunk_shape = _int_list(grid["configuration"]["chunk_shape"], f"{where}: chunk_grid.chunk_shape", minimum=1)
+    chunk_shape = int_list(grid["configuration"]["chunk_shape"], f"{where}: chunk_grid.chunk_shape", minimum=1)
     if len(chunk_shape) != ndim:
         raise MetadataError(f"{where}: chunk_grid.chunk_shape has {len(chunk_shape)} dimensions, shape has {ndim}")
     return chunk_shape

@@ -258,8 +258,8 @@ class Operations(mfusepy.Operations):
             fail(errno.EACCES)  # sidecars and documents are read-only
         if entry.kind != DATA:
             return self._add_handle(Handle(entry, content=self.hierarchy.content(entry)))
-        if entry.node.error is not None:
-            raise entry.node.error
+        if entry.node.error is not None:  # logged once, when the node was read
+            fail(entry.node.error.errno)
         with self._lock:
             opened = self._open_array(entry.node)
             opened.handles += 1

@@ -9,9 +9,10 @@ import math
 import numpy as np
 
 from .array import Array
-from .errors import OutOfBoundsError, ReadOnlyError
+from .errors import InvalidValueError, OutOfBoundsError, ReadOnlyError
 from .geometry import box_shape, c_order_boxes
 
+MAX_CODE_POINT = 0x10FFFF
 SPARSE_READ = 64 << 10  # reads smaller than this are random ones: the kernel's read-ahead sends more
 
 
@@ -75,6 +76,9 @@ class RawFile:
             elements = np.frombuffer(data, self.array.dtype)
         if elements.dtype.kind == "b":  # a bool is one byte, 0 or 1
             elements = elements.view("u1") != 0
+        if elements.dtype.kind == "U" and (elements.view("<u4") > MAX_CODE_POINT).any():  # numpy cannot hold it
+            raise InvalidValueError(f"{self.array.shared.name}: write at {offset}: not UTF-32 (a code point past "
+                                    f"U+10FFFF)")
         pieces, pos = [], 0
         for box in c_order_boxes(self.array.shape, first, last):
             n = math.prod(box_shape(box))

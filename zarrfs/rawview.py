@@ -3,18 +3,12 @@
 from .array import open_array
 from .cache import ChunkCache
 from .errors import MetadataError, ZarrfsError
-from .metadata import ArrayMetadata, parse_document
+from .metadata import ArrayMetadata
+from .nodes import read_metadata
 from .rawfile import RawFile
 from .store import LocalStore
 
 DEFAULT_CACHE_BYTES = 256 << 20
-
-
-def read_metadata(store: LocalStore, path: str):
-    """The parsed zarr.json of the node at `path`, None if there is none."""
-    key = f"{path}/zarr.json" if path else "zarr.json"
-    raw = store.get(key)
-    return None if raw is None else parse_document(raw, key)
 
 
 class RawView:
@@ -53,7 +47,7 @@ def open_raw(root: str, path: str = "", mode: str = "r", cache_bytes: int = DEFA
     store = LocalStore(root, read_only=(mode == "r"))
     meta = read_metadata(store, path)
     if meta is None:
-        raise ZarrfsError(f"{root}: no zarr.json at {path or '/'!r}")
+        raise ZarrfsError(f"{root}: no Zarr node (zarr.json, .zarray or .zgroup) at {path or '/'!r}")
     if not isinstance(meta, ArrayMetadata):
         raise MetadataError(f"{path or '/'}: is a group, not an array")
     array = open_array(store, path, meta, ChunkCache(cache_bytes))

@@ -24,7 +24,8 @@ import numpy as np
 from .array import open_array
 from .cache import ChunkCache
 from .errors import ZarrfsError
-from .metadata import ArrayMetadata, parse_document
+from .metadata import ArrayMetadata, parse_object
+from .nodes import parse_v2, read_metadata
 from .store import LocalStore
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,8 @@ def _save_in(directory: str, store_root: str, array_path: str, document: dict, p
         for i, (box, values) in enumerate(pieces):
             np.save(os.path.join(work, f"{i}.npy"), np.ascontiguousarray(values), allow_pickle=False)
             records.append({"file": f"{i}.npy", "start": [s.start for s in box]})
-        manifest = {"store": store_root, "array": array_path, "zarr.json": document, "pieces": records,
+        manifest = {"store": store_root, "array": array_path, "zarr.json": document,
+                    "zarr_format": document.get("zarr_format", 3), "pieces": records,
                     "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         with open(os.path.join(work, MANIFEST), "w") as f:
             json.dump(manifest, f, indent=1)
@@ -86,12 +88,13 @@ def replay(directory: str, force: bool = False) -> int:
         manifest = json.load(f)
     store = LocalStore(manifest["store"])
     path = manifest["array"]
-    key = f"{path}/zarr.json" if path else "zarr.json"
-    raw = store.get(key)
-    if raw is None:
+    key = path or "/"
+    meta = read_metadata(store, path)
+    if meta is None:
         raise ZarrfsError(f"{manifest['store']}: no array at {path or '/'!r} any more")
-    meta = parse_document(raw, key)
-    saved = parse_document(json.dumps(manifest["zarr.json"]).encode(), f"{directory}/{MANIFEST}")
+    where = f"{directory}/{MANIFEST}"
+    saved = (parse_v2(manifest["zarr.json"], {}, "array", where) if manifest.get("zarr_format") == 2
+             else parse_object(manifest["zarr.json"], where))
     if not isinstance(meta, ArrayMetadata) or (meta.shape, meta.data_type) != (saved.shape, saved.data_type):
         if not force:
             raise ZarrfsError(f"{key}: the array's shape or data type changed since the data was saved "

@@ -1,0 +1,105 @@
+"""Zarr v2 and mixed v2/v3 hierarchies through a real mount; start-up messages that say which
+format a refused store is."""
+
+import errno
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+import zarr
+
+from mounting import ZARRFS, mounted
+from v2_layouts import create
+
+
+def mixed_tree(root):
+    """A v3 root group with a v3 array and a v2 group holding v2 arrays (zarr-python 3 allows it)."""
+    group = zarr.open_group(str(root), mode="w")
+    group.create_array("v3", shape=(6,), chunks=(4,), dtype="int32")[...] = np.arange(6)
+    legacy = zarr.open_group(str(root / "legacy"), mode="w", zarr_format=2)
+    legacy.attrs["title"] = "old data"
+    z = create(root / "legacy" / "temp", ">f4", compressor="blosc-lz4-auto", order="F", separator="/")
+    z[...] = np.arange(35, dtype=">f4").reshape(5, 7)
+    z.attrs["_ARRAY_DIMENSIONS"] = ["y", "x"]
+    t = create(root / "legacy" / "when", "<M8[ms]", shape=(3,), chunks=(2,), fill_value=None)
+    t[:2] = np.array(["2020-01-01", "2021-06-30"], "M8[ms]")
+    return root
+
+
+def test_mixed_tree_lists_reads_and_writes(tmp_path):
+    source = mixed_tree(tmp_path / "data.zarr")
+    with mounted(source, tmp_path) as m:
+        assert sorted(os.listdir(m.path)) == ["legacy", "v3.bin", "v3.json", "zarr.json"]
+        assert sorted(os.listdir(m / "legacy")) == [".zattrs", ".zgroup", "temp.bin", "temp.json", "when.bin", "when.json"]
+        assert json.loads((m / "legacy" / ".zattrs").read_text()) == {"title": "old data"}
+        assert json.loads((m / "legacy" / ".zgroup").read_text())["zarr_format"] == 2
+        assert (m / "v3.bin").read_bytes() == np.arange(6, dtype="<i4").tobytes()
+        assert (m / "legacy" / "temp.bin").read_bytes() == np.arange(35, dtype="<f4").tobytes()
+        sidecar = json.loads((m / "legacy" / "temp.json").read_text())
+        assert sidecar["zarr_format"] == 2 and sidecar["dtype"] == "<f4" and sidecar["data_type"] == ">f4"
+        assert sidecar["dimension_names"] == ["y", "x"] and sidecar["shape"] == [5, 7]
+        assert json.loads((m / "v3.json").read_text())["zarr_format"] == 3
+        when = json.loads((m / "legacy" / "when.json").read_text())
+        assert when["dtype"] == "<M8[ms]" and when["datetime_unit"] == "ms"
+        got = np.frombuffer((m / "legacy" / "when.bin").read_bytes(), "<M8[ms]")
+        assert str(got[1]) == "2021-06-30T00:00:00.000" and np.isnat(got[2])
+        with open(m / "legacy" / "temp.bin", "r+b") as f:
+            f.seek(4 * 8)
+            f.write(np.array([-1.5, -2.5], "<f4").tobytes())
+    expected = np.arange(35, dtype="f4")
+    expected[8:10] = [-1.5, -2.5]
+    got = zarr.open_array(str(source / "legacy" / "temp"), zarr_format=2)[...]
+    assert got.dtype == ">f4" and np.array_equal(got.reshape(-1), expected)
+
+
+def test_whole_v2_store(tmp_path):
+    root = zarr.open_group(str(tmp_path / "v2.zarr"), mode="w", zarr_format=2)
+    z = root.create_array("a", shape=(4, 4), chunks=(3, 3), dtype="<u2", compressors=None)
+    z[...] = np.arange(16).reshape(4, 4)
+    with mounted(tmp_path / "v2.zarr", tmp_path, "ro") as m:
+        assert sorted(os.listdir(m.path)) == [".zattrs", ".zgroup", "a.bin", "a.json"]
+        assert (m / "a.bin").read_bytes() == np.arange(16, dtype="<u2").tobytes()
+
+
+def run_zarrfs(*args):
+    return subprocess.run([ZARRFS, *map(str, args)], capture_output=True, text=True, timeout=30)
+
+
+def test_a_v2_store_that_cannot_be_served_says_so(tmp_path):
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / ".zgroup").write_text('{"zarr_format": 3}')
+    (tmp_path / "mnt").mkdir()
+    result = run_zarrfs(tmp_path / "bad", tmp_path / "mnt")
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "a Zarr v2 store that cannot be served" in lines[0] and ".zgroup: zarr_format" in lines[0]
+    assert not os.path.ismount(tmp_path / "mnt")
+
+
+@pytest.mark.parametrize("fmt", ["v2 dtype", "v3 data_type", "v3 codec"])
+def test_unsupported_root_is_listed_and_fails_to_open_with_one_log_line(tmp_path, fmt):
+    source = tmp_path / "arr"
+    if fmt == "v2 dtype":
+        create(source, "<i4")
+        doc = json.loads((source / ".zarray").read_text())
+        doc["dtype"], field = "|O", ".zarray: dtype"
+        (source / ".zarray").write_text(json.dumps(doc))
+    else:
+        zarr.create_array(str(source), shape=(4,), chunks=(2,), dtype="int8")
+        doc = json.loads((source / "zarr.json").read_text())
+        if fmt == "v3 data_type":
+            doc["data_type"], field = "float128", "zarr.json: data_type"
+        else:
+            doc["codecs"].append({"name": "numcodecs.nosuch"})
+            field = f"zarr.json: codecs[{len(doc['codecs']) - 1}] (numcodecs.nosuch): unsupported codec"
+        (source / "zarr.json").write_text(json.dumps(doc))
+    with mounted(source, tmp_path, "ro") as m:
+        assert sorted(os.listdir(m.path)) == ["arr.bin", "arr.json"]
+        for _ in range(2):
+            with pytest.raises(OSError) as info:
+                open(m / "arr.bin", "rb")
+            assert info.value.errno == errno.EOPNOTSUPP
+        lines = [line for line in m.log().splitlines() if field in line]
+    assert len(lines) == 1 and "WARNING" in lines[0], m.log()

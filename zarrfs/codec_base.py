@@ -1,0 +1,59 @@
+"""What every codec shares: the chunk spec it is bound to and the Codec interface."""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .dtypes import DataType
+from .errors import CorruptChunkError, MetadataError
+
+
+@dataclass(frozen=True)
+class ChunkSpec:
+    shape: tuple[int, ...]
+    data_type: DataType
+    fill_value: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.data_type.itemsize
+
+
+MAX_CHUNK_NBYTES = 2 << 30  # a chunk decoded whole: past this it is refused, not allocated
+MAX_INNER_CHUNKS = 1 << 24  # inner chunks per shard: a 256 MiB index
+
+
+class Codec:
+    kind: str  # "array->array", "array->bytes" or "bytes->bytes"
+    decoded_limit: int = 0  # bytes->bytes: the most bytes decode() may produce (set by CodecChain)
+
+    def __init__(self, config: dict, spec: ChunkSpec, where: str):
+        self.where = where
+
+    def resolve(self, spec: ChunkSpec) -> ChunkSpec:
+        """The spec of the encoded side (array->array codecs change it)."""
+        return spec
+
+    def encoded_size(self, nbytes: int) -> int | None:
+        """Encoded size for a decoded size, or None when it depends on the data."""
+        return None
+
+    def decode_into(self, data, out: np.ndarray, needed: int | None = None) -> None:
+        """bytes->bytes: decode into the uint8 array `out`, which must end up exactly full.
+        Codecs that can decode in place override this to skip the copy; those that can stop
+        early may fill only out[:needed], when a read wants no more."""
+        decoded = self.decode(data)
+        if len(decoded) != len(out):
+            raise CorruptChunkError(f"decoded chunk has {len(decoded)} bytes, expected {len(out)}")
+        out[...] = np.frombuffer(decoded, "u1")
+
+
+def config_value(config: dict, name: str, where: str, default=...):
+    if name not in config:
+        if default is ...:
+            raise MetadataError(f"{where}: missing configuration.{name}")
+        return default
+    return config[name]
+
+

@@ -1,0 +1,137 @@
+"""Zarr v2 documents (.zarray, .zgroup, .zattrs) parsed into the records the v3 parser makes.
+
+A v2 array becomes the codec chain that reads and writes its chunks as v2 stores them:
+`order: "F"` is a transpose, the dtype's byte order is the bytes codec's endian (or, with
+filters or mixed-endian struct fields, the v2 filter codec, which applies the filters exactly
+as v2 does), and the compressor is a bytes->bytes codec.
+"""
+
+import math
+
+import numpy as np
+
+from .dtypes import DataType
+from .errors import MetadataError, UnsupportedError
+from .metadata import MAX_NBYTES, ArrayMetadata, ChunkKeyEncoding, GroupMetadata, int_list, load_document
+from .numcodecs_codecs import PREFIX, V2_FILTERS, get_codec
+from .numpy_types import little_endian, parse_v2_dtype
+
+BLOSC_SHUFFLES = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
+
+
+def parse_group(doc: dict, attributes: dict, where: str) -> GroupMetadata:
+    _check_format(doc, where)
+    return GroupMetadata(attributes, doc, zarr_format=2)
+
+
+def parse_attributes(raw: bytes | None, where: str) -> dict:
+    return {} if raw is None else load_document(raw, where)
+
+
+def parse_array(doc: dict, attributes: dict, where: str) -> ArrayMetadata:
+    """A .zarray's JSON object (and the node's .zattrs object) as ArrayMetadata."""
+    _check_format(doc, where)
+    for member in ("shape", "chunks", "dtype", "compressor", "fill_value", "order", "filters"):
+        if member not in doc:
+            raise MetadataError(f"{where}: missing mandatory member {member!r}")
+    shape = int_list(doc["shape"], f"{where}: shape", minimum=0)
+    chunks = int_list(doc["chunks"], f"{where}: chunks", minimum=1)
+    if len(chunks) != len(shape):
+        raise MetadataError(f"{where}: chunks has {len(chunks)} dimensions, shape has {len(shape)}")
+    stored = parse_v2_dtype(doc["dtype"], f"{where}: dtype")
+    data_type = DataType(stored.str if stored.fields is None else "structured", little_endian(stored))
+    if math.prod(shape) * data_type.itemsize > MAX_NBYTES:
+        raise MetadataError(f"{where}: shape {list(shape)} of {data_type.name} is more than 2^63 bytes")
+    separator = doc.get("dimension_separator", ".")
+    if separator not in (".", "/"):
+        raise MetadataError(f"{where}: dimension_separator must be '.' or '/', not {separator!r}")
+    return ArrayMetadata(
+        shape=shape,
+        data_type=data_type,
+        chunk_shape=chunks,
+        chunk_key_encoding=ChunkKeyEncoding("v2", separator),
+        fill_value=_fill_value(stored, data_type, doc["fill_value"], f"{where}: fill_value"),
+        codecs=tuple(_codecs(doc, stored, len(shape), where)),
+        attributes=attributes,
+        dimension_names=None,
+        document=doc,
+        zarr_format=2,
+    )
+
+
+def _check_format(doc: dict, where: str) -> None:
+    if doc.get("zarr_format") != 2:
+        raise MetadataError(f"{where}: zarr_format must be 2, not {doc.get('zarr_format')!r}")
+
+
+def _fill_value(stored: np.dtype, data_type: DataType, value, where: str) -> np.ndarray:
+    """null means no fill value: missing chunks read as zarr-python reads them, zeros (NaT for
+    datetimes). Bytes, text and structs are given in the stored byte order (base64 for bytes)."""
+    if value is None:
+        zero = np.zeros((), data_type.numpy)
+        return np.full((), -(2**63), "<i8").view(data_type.numpy) if data_type.numpy.kind in "Mm" else zero
+    fill = DataType(data_type.name, stored).fill_value(value, where)
+    return fill.astype(data_type.numpy).reshape(())
+
+
+def _codecs(doc: dict, stored: np.dtype, ndim: int, where: str) -> list[dict]:
+    codecs = []
+    order = doc["order"]
+    if order not in ("C", "F"):
+        raise MetadataError(f"{where}: order must be 'C' or 'F', not {order!r}")
+    if order == "F" and ndim > 1:
+        codecs.append({"name": "transpose", "configuration": {"order": list(range(ndim))[::-1]}})
+    filters = doc["filters"] or []
+    if not isinstance(filters, list):
+        raise MetadataError(f"{where}: filters must be null or a list, not {filters!r}")
+    made = [get_codec(_codec_config(f, f"{where}: filters[{i}]"), f"{where}: filters[{i}]")
+            for i, f in enumerate(filters)]
+    native = little_endian(stored)
+    if not filters and stored in (native, native.newbyteorder(">")):
+        endian = "big" if stored != native else "little"
+        codecs.append({"name": "bytes", "configuration": {"endian": endian}})
+    else:
+        codecs.append({"name": V2_FILTERS, "configuration": {"dtype": doc["dtype"], "filters": filters}})
+    compressor = doc["compressor"]
+    if compressor is not None:
+        config = _codec_config(compressor, f"{where}: compressor")
+        get_codec(config, f"{where}: compressor")  # refuse what numcodecs does not have, now
+        codecs.append(_compressor(config, _encoded_itemsize(stored, made), f"{where}: compressor"))
+    return codecs
+
+
+def _codec_config(value, where: str) -> dict:
+    if not isinstance(value, dict) or not isinstance(value.get("id"), str):
+        raise MetadataError(f"{where}: must be a codec configuration with an 'id', not {value!r}")
+    return value
+
+
+def _compressor(config: dict, typesize: int, where: str) -> dict:
+    """The v3 codec for a v2 compressor: the native one where zarrfs has it, else numcodecs'."""
+    codec_id, rest = config["id"], {k: v for k, v in config.items() if k != "id"}
+    if codec_id == "zstd":
+        return {"name": "zstd", "configuration": {"level": rest.get("level", 0), "checksum": rest.get("checksum", False)}}
+    if codec_id == "gzip":
+        return {"name": "gzip", "configuration": {"level": rest.get("level", 1)}}
+    if codec_id == "blosc":
+        shuffle = rest.get("shuffle", 1)
+        if shuffle == -1:  # numcodecs' AUTOSHUFFLE
+            shuffle = 2 if typesize == 1 else 1
+        if shuffle not in BLOSC_SHUFFLES:
+            raise UnsupportedError(f"{where}: blosc shuffle {shuffle!r} is not one of 0, 1, 2, -1")
+        return {"name": "blosc", "configuration": {
+            "cname": rest.get("cname", "lz4"), "clevel": rest.get("clevel", 5), "shuffle": BLOSC_SHUFFLES[shuffle],
+            "typesize": typesize, "blocksize": rest.get("blocksize", 0)}}
+    return {"name": PREFIX + codec_id, "configuration": rest}
+
+
+def _encoded_itemsize(stored: np.dtype, filters: list) -> int:
+    """The item size of what the compressor is given (blosc shuffles by it): the stored dtype's,
+    or that of the last filter's output."""
+    data = np.zeros(1, stored)
+    try:
+        for codec in filters:
+            data = codec.encode(data)
+        return np.asarray(data).dtype.itemsize
+    except Exception:  # a filter that cannot encode zeros: shuffle by bytes
+        return 1

@@ -1,0 +1,91 @@
+"""Which documents make a node, in either Zarr format, and reading them from any Store.
+
+    v3: PATH/zarr.json                        (array or group)
+    v2: PATH/.zarray or PATH/.zgroup, with PATH/.zattrs for attributes
+
+A directory with both a zarr.json and v2 documents is read as v3, as zarr-python does.
+"""
+
+import os
+from dataclasses import dataclass
+
+from . import metadata_v2
+from .errors import MetadataError
+from .metadata import ArrayMetadata, GroupMetadata, load_document, parse_object
+
+ZARR_JSON, ZARRAY, ZGROUP, ZATTRS = "zarr.json", ".zarray", ".zgroup", ".zattrs"
+MAIN_DOCUMENTS = ((ZARR_JSON, 3, None), (ZARRAY, 2, "array"), (ZGROUP, 2, "group"))
+
+
+def key_of(path: str, name: str) -> str:
+    return f"{path}/{name}" if path else name
+
+
+@dataclass(frozen=True)
+class Documents:
+    """A node's documents as stored: the main one first, then .zattrs if a v2 node has one."""
+
+    zarr_format: int
+    kind: str | None  # "array" or "group" when the document's name says so (v2)
+    documents: dict[str, bytes]
+    version: tuple  # (mtime, size) of each document: the node changed when this does
+    stat: os.stat_result  # of the main document
+
+    @property
+    def main(self) -> str:
+        return next(iter(self.documents))
+
+
+def locate(store, path: str):
+    """(name, zarr_format, kind, stat) of the node's main document, None if there is none."""
+    for name, zarr_format, kind in MAIN_DOCUMENTS:
+        st = store.stat(key_of(path, name))
+        if st is not None:
+            return name, zarr_format, kind, st
+    return None
+
+
+def version_of(store, path: str, found) -> tuple:
+    name, zarr_format, _, st = found
+    version = ((st.st_mtime_ns, st.st_size),)
+    if zarr_format == 2:
+        attrs = store.stat(key_of(path, ZATTRS))
+        version += (None if attrs is None else (attrs.st_mtime_ns, attrs.st_size),)
+    return version
+
+
+def read_documents(store, path: str, found=None) -> Documents | None:
+    found = found or locate(store, path)
+    if found is None:
+        return None
+    name, zarr_format, kind, st = found
+    version = version_of(store, path, found)
+    documents = {name: store.get(key_of(path, name)) or b""}
+    if zarr_format == 2:
+        attributes = store.get(key_of(path, ZATTRS))
+        if attributes is not None:
+            documents[ZATTRS] = attributes
+    return Documents(zarr_format, kind, documents, version, st)
+
+
+def parse(path: str, docs: Documents) -> ArrayMetadata | GroupMetadata:
+    """The node's metadata; errors name the document and the field."""
+    where = key_of(path, docs.main)
+    if docs.zarr_format == 3:
+        return parse_object(load_document(docs.documents[ZARR_JSON], where), where)
+    attributes = metadata_v2.parse_attributes(docs.documents.get(ZATTRS), key_of(path, ZATTRS))
+    return parse_v2(load_document(docs.documents[docs.main], where), attributes, docs.kind, where)
+
+
+def parse_v2(doc: dict, attributes, kind: str, where: str) -> ArrayMetadata | GroupMetadata:
+    if not isinstance(attributes, dict):
+        raise MetadataError(f"{where}: .zattrs must be a JSON object")
+    if kind == "group":
+        return metadata_v2.parse_group(doc, attributes, where)
+    return metadata_v2.parse_array(doc, attributes, where)
+
+
+def read_metadata(store, path: str) -> ArrayMetadata | GroupMetadata | None:
+    """The parsed metadata of the node at `path`, None if there is none."""
+    docs = read_documents(store, path)
+    return None if docs is None else parse(path, docs)

@@ -1,0 +1,178 @@
+"""numcodecs' codecs as Zarr codecs, through one adapter over numcodecs' registry.
+
+v3 names them `numcodecs.<id>` with the numcodecs configuration (as zarr-python writes them);
+KINDS says which role each id plays. Array->array codecs (delta, fixedscaleoffset, quantize,
+bitround, astype) change the element representation; bytes->bytes codecs (zlib, bz2, lzma, lz4,
+the checksums) pass bytes through; pcodec and zfpy turn arrays into bytes.
+
+A Zarr v2 array's `filters` run as v2 runs them, on the stored dtype, in one array->bytes codec
+(V2_FILTERS), so that any filter chain reads and writes as the v2 writer made it.
+"""
+
+import numcodecs
+import numpy as np
+from numcodecs.compat import ensure_contiguous_ndarray, ensure_ndarray
+
+from .bounded import bounded_decoder
+from .codec_base import ChunkSpec, Codec
+from .dtypes import DataType
+from .errors import CorruptChunkError, MetadataError, UnsupportedError
+from .numpy_types import little_endian, parse_v2_dtype
+
+PREFIX = "numcodecs."
+V2_FILTERS = "zarrfs.v2_filters"  # made only by the v2 reader: {"dtype": stored dtype, "filters": [...]}
+KINDS = {
+    **dict.fromkeys(["delta", "fixedscaleoffset", "quantize", "bitround", "astype"], "array->array"),
+    **dict.fromkeys(["pcodec", "zfpy"], "array->bytes"),
+    **dict.fromkeys(["zlib", "gzip", "bz2", "lzma", "lz4", "zstd", "blosc", "shuffle", "adler32", "fletcher32",
+                     "crc32", "crc32c", "jenkins_lookup3"], "bytes->bytes"),
+}
+DTYPE_CHANGES = {"delta": "astype", "fixedscaleoffset": "astype", "astype": "encode_dtype"}  # config member
+OPTIONAL_PACKAGES = {"pcodec": "pcodec", "zfpy": "zfpy"}
+
+
+def get_codec(config: dict, where: str):
+    """numcodecs' codec for a configuration with an `id`; errors name the codec and, for codecs
+    that need an optional package, the package."""
+    codec_id = config.get("id")
+    try:
+        return numcodecs.get_codec(dict(config))
+    except numcodecs.errors.UnknownCodecError:
+        if codec_id in OPTIONAL_PACKAGES:
+            raise UnsupportedError(f"{where}: codec {codec_id!r} needs the Python package "
+                                   f"{OPTIONAL_PACKAGES[codec_id]!r} (pip install {OPTIONAL_PACKAGES[codec_id]})") from None
+        raise UnsupportedError(f"{where}: unsupported codec {codec_id!r}") from None
+    except Exception as e:  # a configuration numcodecs refuses: TypeError, ValueError...
+        raise MetadataError(f"{where}: bad configuration for {codec_id!r} ({e})") from None
+
+
+def codec_class(name: str, where: str) -> type | None:
+    """The adapter class for a codec name, None when the name is not numcodecs'."""
+    if name == V2_FILTERS:
+        return V2FiltersCodec
+    if not name.startswith(PREFIX):
+        return None
+    codec_id = name[len(PREFIX):]
+    kind = KINDS.get(codec_id)
+    if kind is None:
+        raise UnsupportedError(f"{where}: unsupported codec")
+    if codec_id not in _classes:
+        base = {"array->array": NumcodecsArrayCodec, "array->bytes": NumcodecsArrayBytesCodec,
+                "bytes->bytes": NumcodecsBytesCodec}[kind]
+        _classes[codec_id] = type(base.__name__, (base,), {"id": codec_id})
+    return _classes[codec_id]
+
+
+_classes: dict[str, type] = {}  # numcodecs id -> its adapter class
+
+
+class _Adapter(Codec):
+    id: str  # the numcodecs id, set by codec_class
+
+    def __init__(self, config, spec, where):
+        super().__init__(config, spec, where)
+        self.spec = spec
+        self.impl = get_codec({**config, "id": self.id}, where)
+
+    def _call(self, method, data):
+        try:
+            return method(data)
+        except (CorruptChunkError, UnsupportedError):
+            raise
+        except Exception as e:  # numcodecs raises RuntimeError, ValueError, zlib.error...
+            raise CorruptChunkError(f"undecodable {self.id} data ({e})") from None
+
+
+class NumcodecsBytesCodec(_Adapter):
+    kind = "bytes->bytes"
+
+    def __init__(self, config, spec, where):
+        super().__init__(config, spec, where)
+        self.bounded = bounded_decoder(self.id)
+
+    def encode(self, data) -> bytes:
+        return ensure_contiguous_ndarray(self.impl.encode(data)).tobytes()
+
+    def decode(self, data):
+        if self.bounded is not None:  # decoders that could be told to produce a lot
+            return self.bounded(data, self.decoded_limit)
+        return self._call(self.impl.decode, data)
+
+
+class NumcodecsArrayCodec(_Adapter):
+    kind = "array->array"
+
+    def __init__(self, config, spec, where):
+        super().__init__(config, spec, where)
+        member = DTYPE_CHANGES.get(self.id)
+        encoded = np.dtype(config[member]) if member and config.get(member) else spec.data_type.numpy
+        if encoded.kind not in "biufc" or encoded.fields is not None:
+            raise UnsupportedError(f"{where}: encodes to {encoded}, which zarrfs cannot store")
+        self.encoded = DataType(encoded.str, little_endian(encoded))
+
+    def resolve(self, spec):
+        return ChunkSpec(spec.shape, self.encoded, np.zeros((), self.encoded.numpy))
+
+    def encode(self, array: np.ndarray) -> np.ndarray:
+        out = ensure_ndarray(self.impl.encode(np.ascontiguousarray(array)))
+        return out.reshape(array.shape).astype(self.encoded.numpy, copy=False)
+
+    def decode(self, array: np.ndarray) -> np.ndarray:
+        out = ensure_ndarray(self._call(self.impl.decode, np.ascontiguousarray(array)))
+        if out.size != array.size:
+            raise CorruptChunkError(f"{self.id} decoded {out.size} elements, expected {array.size}")
+        return out.reshape(self.spec.shape).astype(self.spec.data_type.numpy, copy=False)
+
+    def encoded_size(self, nbytes):
+        return nbytes // self.spec.data_type.itemsize * self.encoded.itemsize if self.spec.data_type.itemsize else 0
+
+
+class NumcodecsArrayBytesCodec(_Adapter):
+    kind = "array->bytes"
+
+    def encode(self, array: np.ndarray) -> bytes:
+        return ensure_contiguous_ndarray(self.impl.encode(np.ascontiguousarray(array))).tobytes()
+
+    def decode(self, data) -> np.ndarray:
+        out = ensure_ndarray(self._call(self.impl.decode, bytes(data)))
+        if out.size != np.prod(self.spec.shape, dtype=object):
+            raise CorruptChunkError(f"{self.id} decoded {out.size} elements, expected {list(self.spec.shape)}")
+        return out.reshape(self.spec.shape).astype(self.spec.data_type.numpy, copy=False)
+
+
+class V2FiltersCodec(Codec):
+    """A v2 chunk's array side: the stored dtype (byte order kept), then the filters in order,
+    each given the previous one's output, as zarr v2 does."""
+
+    kind = "array->bytes"
+
+    def __init__(self, config, spec, where):
+        super().__init__(config, spec, where)
+        self.spec = spec
+        self.stored = parse_v2_dtype(config.get("dtype"), f"{where}: dtype")
+        self.filters = [get_codec(f, f"{where}: filters[{i}]") for i, f in enumerate(config.get("filters") or [])]
+
+    def encode(self, array: np.ndarray):
+        data = np.ascontiguousarray(array, dtype=self.stored)
+        for codec in self.filters:
+            data = codec.encode(data)
+        return ensure_contiguous_ndarray(data).reshape(-1).view("u1")
+
+    def decode(self, data) -> np.ndarray:
+        try:
+            for codec in reversed(self.filters):
+                data = codec.decode(data)
+            flat = ensure_contiguous_ndarray(data).reshape(-1).view("u1")
+        except CorruptChunkError:
+            raise
+        except Exception as e:
+            raise CorruptChunkError(f"undecodable v2 filter data ({e})") from None
+        if len(flat) != self.spec.nbytes:
+            raise CorruptChunkError(f"decoded chunk has {len(flat)} bytes, expected {self.spec.nbytes}")
+        array = flat.view(self.stored).reshape(self.spec.shape)
+        if self.stored.kind == "b":
+            return array.view("u1") != 0
+        return array.astype(self.spec.data_type.numpy, copy=False)
+
+    def encoded_size(self, nbytes):
+        return None if self.filters else nbytes

@@ -1,0 +1,151 @@
+"""The data types that are NumPy's own rather than the Zarr v3 core's: datetimes and timedeltas,
+fixed-length byte and text strings, structs; their Zarr v3 names (as zarr-python writes them),
+the v2 dtype strings, and their fill values.
+
+Each is shown as flat fixed-size elements: the little-endian form of the NumPy dtype.
+Variable-length strings and bytes have no fixed size and are not shown as a flat file.
+"""
+
+import base64
+import binascii
+import re
+
+import numpy as np
+
+from .errors import MetadataError, UnsupportedError
+
+TIME_UNITS = {"Y", "M", "W", "D", "h", "m", "s", "ms", "us", "μs", "ns", "ps", "fs", "as", "generic"}
+VARIABLE_LENGTH = {"string", "vlen-utf8", "variable_length_bytes", "vlen-bytes", "bytes"}
+MAX_ITEMSIZE = 1 << 16  # bytes per element: wider fixed-length types are refused, not allocated
+_V2_DTYPE = re.compile(r"[<>|=]?([biufcSUVMm])([0-9]+)(\[[0-9]*[A-Za-zμ]+\])?")
+
+
+def little_endian(dtype: np.dtype) -> np.dtype:
+    """The dtype with every multi-byte field little-endian (structs too), as the flat view shows it."""
+    return dtype.newbyteorder("<") if dtype.fields is None else np.dtype(
+        [(name, little_endian(dtype.fields[name][0])) for name in dtype.names])
+
+
+def _length(config: dict, where: str, multiple: int = 1) -> int:
+    n = config.get("length_bytes")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0 or n % multiple:
+        raise MetadataError(f"{where}.length_bytes must be a non-negative multiple of {multiple}, not {n!r}")
+    if n > MAX_ITEMSIZE:
+        raise UnsupportedError(f"{where}.length_bytes: {n} is wider than zarrfs's limit of {MAX_ITEMSIZE} bytes")
+    return n
+
+
+def _time(kind: str):
+    def parse(config: dict, where: str) -> np.dtype:
+        unit, scale = config.get("unit"), config.get("scale_factor", 1)
+        if unit not in TIME_UNITS:
+            raise MetadataError(f"{where}.unit must be one of {sorted(TIME_UNITS)}, not {unit!r}")
+        if isinstance(scale, bool) or not isinstance(scale, int) or not 1 <= scale < 2**31:
+            raise MetadataError(f"{where}.scale_factor must be a positive integer, not {scale!r}")
+        return np.dtype(f"<{kind}8[{scale if scale > 1 else ''}{unit}]")
+    return parse
+
+
+def _structured(config: dict, where: str) -> np.dtype:
+    from .dtypes import parse_data_type  # the field types are Zarr data types themselves
+
+    fields = config.get("fields")
+    if not isinstance(fields, list) or not fields:
+        raise MetadataError(f"{where}.fields must be a non-empty list of [name, data_type] pairs")
+    parsed = []
+    for i, field in enumerate(fields):
+        if not (isinstance(field, list) and len(field) == 2 and isinstance(field[0], str)):
+            raise MetadataError(f"{where}.fields[{i}] must be a [name, data_type] pair, not {field!r}")
+        dt = parse_data_type(field[1], f"{where}.fields[{i}]").numpy
+        if dt.kind == "O":
+            raise UnsupportedError(f"{where}.fields[{i}]: a variable-length field has no fixed size")
+        parsed.append((field[0], dt))
+    try:
+        return np.dtype(parsed)
+    except (ValueError, TypeError) as e:
+        raise MetadataError(f"{where}.fields: {e}") from None
+
+
+PARAMETRIC = {
+    "numpy.datetime64": _time("M"),
+    "numpy.timedelta64": _time("m"),
+    "fixed_length_utf32": lambda c, w: np.dtype(f"<U{_length(c, w, 4) // 4}"),
+    "null_terminated_bytes": lambda c, w: np.dtype(f"S{_length(c, w)}"),
+    "raw_bytes": lambda c, w: np.dtype(f"V{_length(c, w)}"),
+    "structured": _structured,
+}
+
+
+def parse_v2_dtype(value, where: str) -> np.dtype:
+    """A Zarr v2 `dtype` (a NumPy type string, or a list of [name, type(, shape)] fields) as the
+    stored NumPy dtype, byte order kept."""
+    if isinstance(value, str):
+        match = _V2_DTYPE.fullmatch(value)
+        if value in ("|O", "O", "<O", ">O"):
+            raise UnsupportedError(f"{where}: object arrays ({value!r}) have no fixed element size")
+        if match is None:
+            raise UnsupportedError(f"{where}: unsupported data type {value[:40]!r}")
+        if int(match.group(2)) > MAX_ITEMSIZE:
+            raise UnsupportedError(f"{where}: {value!r} is wider than zarrfs's limit of {MAX_ITEMSIZE} bytes")
+        try:
+            dtype = np.dtype(value)
+        except (TypeError, ValueError) as e:
+            raise UnsupportedError(f"{where}: unsupported data type {value!r} ({e})") from None
+        if dtype.kind == "f" and dtype.itemsize not in (2, 4, 8) or dtype.kind == "c" and dtype.itemsize not in (8, 16):
+            raise UnsupportedError(f"{where}: unsupported data type {value!r}")
+        return dtype
+    if isinstance(value, list) and value:
+        fields = []
+        for i, field in enumerate(value):
+            if not (isinstance(field, list) and len(field) in (2, 3) and isinstance(field[0], str)):
+                raise MetadataError(f"{where}[{i}] must be [name, dtype] or [name, dtype, shape], not {field!r}")
+            dt = parse_v2_dtype(field[1], f"{where}[{i}]")
+            fields.append((field[0], dt) if len(field) == 2 else (field[0], dt, tuple(field[2])))
+        try:
+            return np.dtype(fields)
+        except (ValueError, TypeError) as e:
+            raise MetadataError(f"{where}: {e}") from None
+    raise MetadataError(f"{where}: must be a dtype string or a list of fields, not {value!r}")
+
+
+def parse_fill_value(dtype: np.dtype, value, where: str):
+    """A fill value of a NumPy-only type: an integer for datetimes (NaT is -2**63), a string for
+    text, base64 (or a list of byte values) for bytes and structs."""
+    kind = dtype.kind
+    if kind == "O":  # variable-length: the fill value of elements never written
+        return value
+    if kind in "Mm":
+        if value == "NaT":
+            value = -(2**63)
+        if isinstance(value, bool) or not isinstance(value, int) or not -(2**63) <= value < 2**63:
+            raise MetadataError(f"{where}: a {dtype} fill value must be a 64-bit integer, not {value!r}")
+        return np.array(value, "<i8").view(dtype)
+    if kind == "U":
+        if not isinstance(value, str) or len(value) > dtype.itemsize // 4:
+            raise MetadataError(f"{where}: a {dtype} fill value must be a string of at most "
+                                f"{dtype.itemsize // 4} characters, not {value!r}")
+        return np.array(value, dtype)
+    raw = _bytes(value, where)
+    if len(raw) > dtype.itemsize or (dtype.kind != "S" and len(raw) not in (0, dtype.itemsize)):
+        raise MetadataError(f"{where}: a {dtype} fill value must have {dtype.itemsize} bytes, not {len(raw)}")
+    return np.frombuffer(raw.ljust(dtype.itemsize, b"\0"), dtype)[0]
+
+
+def _bytes(value, where: str) -> bytes:
+    if isinstance(value, str):
+        try:
+            return base64.b64decode(value.encode("ascii"), validate=True)
+        except (binascii.Error, UnicodeEncodeError):
+            raise MetadataError(f"{where}: {value[:40]!r} is not base64") from None
+    if isinstance(value, list) and all(isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= 255 for b in value):
+        return bytes(value)
+    raise MetadataError(f"{where}: a byte fill value must be base64 or a list of byte values, not {value!r}")
+
+
+def fill_value_json(dtype: np.dtype, fill: np.ndarray):
+    fill = np.asarray(fill)
+    if dtype.kind in "Mm":
+        return int(fill.view("<i8"))
+    if dtype.kind == "U":
+        return str(fill)
+    return base64.b64encode(fill.tobytes()).decode("ascii")
