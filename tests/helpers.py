@@ -62,11 +62,16 @@ class CountingStore(LocalStore):
         super().__init__(root, read_only)
         self.gets = []
         self.sets = []
+        self.stats = []
 
     def get(self, key, byte_range=None):
         data = super().get(key, byte_range)
         self.gets.append((key, byte_range, 0 if data is None else len(data)))
         return data
+
+    def stat(self, key):
+        self.stats.append(key)
+        return super().stat(key)
 
     def stage(self, key, data):
         if data is not None:
@@ -76,6 +81,7 @@ class CountingStore(LocalStore):
     def reset(self):
         self.gets.clear()
         self.sets.clear()
+        self.stats.clear()
 
     @property
     def bytes_read(self):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import nodes
+from . import consolidated, nodes
 from .codecs import ChunkSpec, CodecChain
 from .errors import MetadataError, StoreError, UnsupportedError, ZarrfsError
 from .metadata import ArrayMetadata, GroupMetadata
@@ -64,12 +64,14 @@ class Hierarchy:
         self._sidecars: dict[tuple[str, str], tuple[Node, bytes]] = {}
         self._directories: dict[str, Entry] = {}  # file-system path -> DIR entry, while listings hold
         self._lock = threading.Lock()
-        self._check_root()
+        self.consolidated = self._check_root()
+        self._verified: set[str] = set()  # nodes from consolidated metadata checked against their own documents
         self.node("")  # an unsupported root is served like any unsupported node: listed, not opened
 
-    def _check_root(self) -> None:
+    def _check_root(self) -> consolidated.Consolidated | None:
         """Refuse to mount a directory that is no Zarr node, or whose root document is malformed,
-        with one message that says which (and, for v2, that the store is v2)."""
+        with one message that says which (and, for v2, that the store is v2). Returns the root's
+        consolidated metadata, if it has any that can be used."""
         docs = nodes.read_documents(self.store, "")
         if docs is None:
             raise MetadataError(f"{self.store.root}: not a Zarr hierarchy: neither zarr.json (v3) nor .zgroup or "
@@ -82,11 +84,22 @@ class Hierarchy:
             if docs.zarr_format == 2:
                 raise type(e)(f"{self.store.root}: a Zarr v2 store that cannot be served: {e}", e.errno) from None
             raise
+        try:
+            return consolidated.load(docs)
+        except ZarrfsError as e:  # a broken cache: every node is read from its own documents
+            log.warning("consolidated metadata not used: %s", e)
+            return None
 
     def node(self, path: str) -> Node | None:
         """The node at store path `path`, None if there is none; cached while its documents are
         unchanged. A document that cannot be read (a symlink out of the store, a FIFO, a
-        directory) makes a broken node, listed but failing to open."""
+        directory) makes a broken node, listed but failing to open. A node that consolidated
+        metadata has is made from it, with no read (see verify)."""
+        if path and self.consolidated is not None and path in self.consolidated.entries:
+            cached = self._nodes.get(path)
+            if cached is None:
+                cached = self._nodes[path] = _parse_node(path, self.consolidated.entries[path])
+            return cached
         key = nodes.key_of(path, nodes.ZARR_JSON)
         try:
             found = nodes.locate(self.store, path)
@@ -113,6 +126,27 @@ class Hierarchy:
         node = self._nodes[path] = Node(path, "array", {}, self.store.stat(""), None, error, (), zarr_format)
         return node
 
+    def verify(self, entry: Entry) -> Entry:
+        """The entry with its node's own documents, where they differ from the consolidated copy
+        it was listed from: a node's own documents win. Read once per node, when it is opened."""
+        node = entry.node
+        if node.version != consolidated.CONSOLIDATED or node.path in self._verified:
+            return entry
+        try:
+            own = nodes.read_documents(self.store, node.path)
+        except StoreError as e:
+            return Entry(entry.kind, self._unreadable(node.path, node.path, e), entry.stem)
+        self._verified.add(node.path)
+        if own is None or consolidated.same_documents(own, self.consolidated.entries[node.path]):
+            return entry
+        log.warning("%s: consolidated metadata (%s) is stale; the node's own %s wins", node.path,
+                    self.consolidated.source, own.main)
+        fresh = self._nodes[node.path] = _parse_node(node.path, own)
+        with self._lock:
+            self._listings.pop(node.path.rpartition("/")[0], None)
+            self._directories.clear()
+        return Entry(entry.kind, fresh, entry.stem) if fresh.kind == node.kind else entry
+
     def listing(self, dir_path: str) -> dict[str, Entry]:
         """Name -> entry for the directory of the group at store path `dir_path`."""
         st = self.store.stat(dir_path)
@@ -131,7 +165,8 @@ class Hierarchy:
         group = self.node(dir_path)
         entries = {name: Entry(DOCUMENT, group, name) for name in group.documents}
         arrays = []
-        for name in self.store.list_dir(dir_path):
+        listed = self.consolidated.children.get(dir_path, []) if self.consolidated else []
+        for name in sorted({*listed, *self.store.list_dir(dir_path)} - nodes.DOCUMENT_NAMES):
             child = self.node(f"{dir_path}/{name}" if dir_path else name)
             if child is None:
                 continue  # a chunk directory or anything else that is not a node

@@ -14,6 +14,8 @@ from .errors import MetadataError
 from .metadata import ArrayMetadata, GroupMetadata, load_document, parse_object
 
 ZARR_JSON, ZARRAY, ZGROUP, ZATTRS = "zarr.json", ".zarray", ".zgroup", ".zattrs"
+ZMETADATA = ".zmetadata"  # v2 consolidated metadata, read at the root
+DOCUMENT_NAMES = {ZARR_JSON, ZARRAY, ZGROUP, ZATTRS, ZMETADATA}  # files of a node, never nodes
 MAIN_DOCUMENTS = ((ZARR_JSON, 3, None), (ZARRAY, 2, "array"), (ZGROUP, 2, "group"))
 
 
@@ -23,7 +25,8 @@ def key_of(path: str, name: str) -> str:
 
 @dataclass(frozen=True)
 class Documents:
-    """A node's documents as stored: the main one first, then .zattrs if a v2 node has one."""
+    """A node's documents as stored: the main one first, then .zattrs if a v2 node has one (and
+    .zmetadata, at a v2 root)."""
 
     zarr_format: int
     kind: str | None  # "array" or "group" when the document's name says so (v2)
@@ -61,10 +64,11 @@ def read_documents(store, path: str, found=None) -> Documents | None:
     name, zarr_format, kind, st = found
     version = version_of(store, path, found)
     documents = {name: store.get(key_of(path, name)) or b""}
-    if zarr_format == 2:
-        attributes = store.get(key_of(path, ZATTRS))
-        if attributes is not None:
-            documents[ZATTRS] = attributes
+    extra = (ZATTRS, ZMETADATA) if zarr_format == 2 and not path else (ZATTRS,) if zarr_format == 2 else ()
+    for name in extra:
+        value = store.get(key_of(path, name))
+        if value is not None:
+            documents[name] = value
     return Documents(zarr_format, kind, documents, version, st)
 
 

@@ -248,7 +248,7 @@ class Operations(mfusepy.Operations):
 
     @errno_boundary
     def open(self, path, flags):
-        entry = self._entry(path)
+        entry = self.hierarchy.verify(self._entry(path))  # a node's own documents win over consolidated ones
         writable = (flags & os.O_ACCMODE) != os.O_RDONLY
         if entry.kind == DIR:
             fail(errno.EISDIR)

@@ -1,0 +1,115 @@
+"""Consolidated metadata (v2 .zmetadata, v3 consolidated_metadata): listing and opening without a
+read per node, a stale copy losing to a node's own documents, and a store that cannot list."""
+
+import json
+import os
+import warnings
+
+import numpy as np
+import pytest
+import zarr
+
+from helpers import CountingStore
+from mounting import mounted
+from zarrfs.hierarchy import DATA, DIR, SIDECAR, Hierarchy
+from zarrfs.store import LocalStore
+
+
+def consolidated_tree(root, zarr_format):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        group = zarr.open_group(str(root), mode="w", zarr_format=zarr_format)
+        group.create_array("a", shape=(4,), chunks=(2,), dtype="<i4", fill_value=0)[...] = np.arange(4)
+        sub = group.create_group("sub")
+        sub.attrs["title"] = "inner"
+        sub.create_array("b", shape=(3,), chunks=(3,), dtype="<f8", fill_value=0.0)[...] = [1.5, 2.5, 3.5]
+        deeper = sub.create_group("deeper")
+        deeper.create_array("c", shape=(2, 2), chunks=(1, 2), dtype="|u1", fill_value=0)[...] = 9
+        zarr.consolidate_metadata(str(root), zarr_format=zarr_format)
+    return root
+
+
+def walk(hierarchy, path=""):
+    """Every entry below `path`, with every sidecar made: what `ls -lR` and `cat *.json` ask."""
+    names = []
+    for name, entry in hierarchy.listing(path).items():
+        names.append(f"{path}/{name}" if path else name)
+        if entry.kind == DIR:
+            names += walk(hierarchy, entry.node.path)
+        elif entry.kind == SIDECAR:
+            assert json.loads(hierarchy.content(entry))["shape"]
+    return names
+
+
+def root_documents(zarr_format):
+    return {"zarr.json"} if zarr_format == 3 else {".zgroup", ".zattrs", ".zmetadata"}
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_listing_reads_no_node_documents(tmp_path, zarr_format):
+    consolidated_tree(tmp_path / "t", zarr_format)
+    store = CountingStore(tmp_path / "t")
+    hierarchy = Hierarchy(store)
+    assert hierarchy.consolidated is not None
+    names = walk(hierarchy)
+    assert {"a.bin", "sub", "sub/b.json", "sub/deeper/c.bin"} <= set(names)
+    node_keys = [k for k in store.stats + [g[0] for g in store.gets] if "/" in k or k in ("a", "sub")]
+    document_reads = [k for k in node_keys if os.path.basename(k) in ("zarr.json", ".zarray", ".zgroup", ".zattrs")]
+    assert document_reads == []  # only the root's documents were read, and directories stat'ed
+    assert {g[0] for g in store.gets} == root_documents(zarr_format)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_a_store_that_cannot_list_shows_the_tree(tmp_path, zarr_format):
+    class Unlistable(LocalStore):  # plain HTTP: keys can be read, not listed
+        def list_dir(self, prefix):
+            return []
+
+    consolidated_tree(tmp_path / "t", zarr_format)
+    hierarchy = Hierarchy(Unlistable(str(tmp_path / "t")))
+    names = walk(hierarchy)
+    assert {"a.bin", "a.json", "sub", "sub/b.bin", "sub/deeper", "sub/deeper/c.bin"} <= set(names)
+    sub = hierarchy.lookup("/sub")
+    assert sub.node.meta.attributes == {"title": "inner"}
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_a_nodes_own_documents_win_when_opened(tmp_path, zarr_format):
+    root = consolidated_tree(tmp_path / "t", zarr_format)
+    key = root / "a" / ("zarr.json" if zarr_format == 3 else ".zarray")
+    doc = json.loads(key.read_text())
+    doc["fill_value"] = 7
+    key.write_text(json.dumps(doc))
+    for chunk in (root / "a").rglob("*"):
+        if chunk.is_file() and not chunk.name.startswith((".z", "zarr")):
+            chunk.unlink()  # every element is the fill value now
+    hierarchy = Hierarchy(LocalStore(str(root)))
+    listed = hierarchy.lookup("/a.bin")
+    assert listed.kind == DATA and int(listed.node.meta.fill_value) == 0  # the consolidated copy
+    opened = hierarchy.verify(listed)
+    assert int(opened.node.meta.fill_value) == 7
+    assert int(hierarchy.lookup("/a.bin").node.meta.fill_value) == 7  # and from now on
+    assert hierarchy.verify(hierarchy.lookup("/sub/b.bin")).node is hierarchy.lookup("/sub/b.bin").node
+
+
+def test_stale_copy_through_a_mount(tmp_path):
+    root = consolidated_tree(tmp_path / "t", 2)
+    doc = json.loads((root / "a" / ".zarray").read_text())
+    doc["fill_value"] = 7
+    (root / "a" / ".zarray").write_text(json.dumps(doc))
+    for chunk in (root / "a").glob("[0-9]*"):
+        chunk.unlink()
+    with mounted(root, tmp_path, "ro") as m:
+        assert sorted(os.listdir(m.path)) == [".zattrs", ".zgroup", ".zmetadata", "a.bin", "a.json", "sub"]
+        assert (m / "a.bin").read_bytes() == np.full(4, 7, "<i4").tobytes()
+        assert json.loads((m / "a.json").read_text())["fill_value"] == 7
+        assert (m / "sub" / "deeper" / "c.bin").read_bytes() == b"\x09" * 4
+        assert "consolidated metadata (.zmetadata) is stale" in m.log()
+
+
+def test_broken_consolidated_metadata_is_not_used(tmp_path):
+    root = consolidated_tree(tmp_path / "t", 2)
+    (root / ".zmetadata").write_text('{"metadata": [1, 2]}')
+    hierarchy = Hierarchy(LocalStore(str(root)))
+    assert hierarchy.consolidated is None
+    assert {"a.bin", "sub/deeper/c.bin"} <= set(walk(hierarchy))

@@ -1,0 +1,107 @@
+"""Consolidated metadata: every node's documents in one place, read once.
+
+    v2: ROOT/.zmetadata   {"metadata": {"a/.zarray": {...}, "a/.zattrs": {...}, ...}}
+    v3: the `consolidated_metadata` member of ROOT/zarr.json, {"metadata": {"a": {...}, ...}}
+
+With it, opening and listing need no read per node, and a store that cannot list (plain HTTP)
+still shows its tree. It is a cache that can be stale: the hierarchy checks a node's own
+documents when the node is opened, and they win where both exist. Only the root's copy
+is used (zarr-python flattens the whole tree into it).
+
+It needs nothing of the store but the root's documents, so any store can serve it.
+"""
+
+import json
+from dataclasses import dataclass
+
+from .errors import MetadataError
+from .metadata import load_document
+from .nodes import ZARR_JSON, ZARRAY, ZATTRS, ZGROUP, ZMETADATA, Documents
+
+CONSOLIDATED = ("consolidated",)  # the version of a node read from consolidated metadata
+
+
+@dataclass(frozen=True)
+class Consolidated:
+    source: str  # the key it came from
+    entries: dict[str, Documents]  # store path -> the node's documents as the copy has them
+    children: dict[str, list[str]]  # store path of a group -> names of the child nodes it lists
+
+
+def load(root: Documents) -> Consolidated | None:
+    """The root's consolidated metadata, None when it has none; MetadataError naming the key and
+    the entry when it is malformed."""
+    if root.zarr_format == 3:
+        raw = root.documents.get(ZARR_JSON)
+        if raw is None:
+            return None
+        member = load_document(raw, ZARR_JSON).get("consolidated_metadata")
+        if not isinstance(member, dict):
+            return None
+        return _build(ZARR_JSON, _v3_entries(member.get("metadata"), root))
+    raw = root.documents.get(ZMETADATA)
+    if raw is None:
+        return None
+    return _build(ZMETADATA, _v2_entries(load_document(raw, ZMETADATA).get("metadata"), root))
+
+
+def _v3_entries(metadata, root: Documents) -> dict[str, Documents]:
+    where = f"{ZARR_JSON}: consolidated_metadata.metadata"
+    if not isinstance(metadata, dict):
+        raise MetadataError(f"{where} must be an object")
+    entries = {}
+    for name, doc in metadata.items():
+        path = _path(name, where)
+        if not isinstance(doc, dict):
+            raise MetadataError(f"{where}[{name!r}] must be an object")
+        entries[path] = Documents(3, None, {ZARR_JSON: _bytes(doc)}, CONSOLIDATED, root.stat)
+    return entries
+
+
+def _v2_entries(metadata, root: Documents) -> dict[str, Documents]:
+    where = f"{ZMETADATA}: metadata"
+    if not isinstance(metadata, dict):
+        raise MetadataError(f"{where} must be an object")
+    documents: dict[str, dict[str, bytes]] = {}
+    for key, doc in metadata.items():
+        path, _, name = key.rpartition("/")
+        if name in (ZARRAY, ZGROUP, ZATTRS):
+            documents.setdefault(_path(path, where) if path else "", {})[name] = _bytes(doc)
+    entries = {}
+    for path, docs in documents.items():
+        main = ZARRAY if ZARRAY in docs else ZGROUP if ZGROUP in docs else None
+        if main is None or not path:  # attributes alone are no node; the root is read from its own files
+            continue
+        ordered = {main: docs[main], **({ZATTRS: docs[ZATTRS]} if ZATTRS in docs else {})}
+        entries[path] = Documents(2, "array" if main == ZARRAY else "group", ordered, CONSOLIDATED, root.stat)
+    return entries
+
+
+def _build(source: str, entries: dict[str, Documents]) -> Consolidated:
+    children: dict[str, list[str]] = {}
+    for path in entries:
+        parent, _, name = path.rpartition("/")
+        children.setdefault(parent, []).append(name)
+    return Consolidated(source, entries, children)
+
+
+def _path(name, where: str) -> str:
+    """A store path from a consolidated key: relative, '/'-separated, no '.' or '..'."""
+    parts = name.strip("/").split("/") if isinstance(name, str) else None
+    if not parts or any(p in ("", ".", "..") for p in parts):
+        raise MetadataError(f"{where}: {name!r} is not a node path below the root")
+    return "/".join(parts)
+
+
+def _bytes(doc: dict) -> bytes:
+    return (json.dumps(doc, indent=2) + "\n").encode()
+
+
+def same_documents(a: Documents, b: Documents) -> bool:
+    """The two hold the same JSON (the consolidated copy is re-serialised, so bytes differ)."""
+    if a.documents.keys() != b.documents.keys():
+        return False
+    try:
+        return all(json.loads(a.documents[k]) == json.loads(b.documents[k]) for k in a.documents)
+    except ValueError:
+        return False
