@@ -14,7 +14,9 @@ import sys
 import threading
 
 from .errors import ZarrfsError
-from .operations import BLKSIZE, Operations, Options, ZarrFUSE
+from .binding import ZarrFUSE
+from .operations import BLKSIZE, Operations, Options
+from .views import VIEWS
 
 log = logging.getLogger("zarrfs")
 
@@ -51,7 +53,7 @@ def parse_size(name: str, text: str) -> int:
 def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
     """-o words -> (Options, options for libfuse, debug)."""
     options, fuse, debug = Options(), {}, False
-    for word in (w for group in words for w in group.split(",") if w):
+    for word in rejoin_views([w for group in words for w in group.split(",") if w]):
         name, _, value = word.partition("=")
         if name == "ro":
             options.read_only = True
@@ -63,6 +65,10 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
             if not value:
                 raise UsageError("recovery_dir needs a directory")
             options.recovery_dir = os.path.abspath(value)
+        elif name == "views":
+            options.views = parse_views(value)
+        elif name == "header_cache_size":
+            options.header_cache_bytes = parse_size(name, value)
         elif name == "debug":
             debug = True
         elif name in FUSE_OPTIONS:
@@ -72,6 +78,27 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
         else:
             raise UsageError(f"unknown option {word!r}")
     return options, fuse, debug
+
+
+def rejoin_views(words: list[str]) -> list[str]:
+    """`-o views=npy,envi,ro` splits into views=npy, envi, ro: give the view names back to views."""
+    out = []
+    for word in words:
+        if out and out[-1].startswith("views=") and out[-1] != "views=none" and word in VIEWS:
+            out[-1] += f",{word}"
+        else:
+            out.append(word)
+    return out
+
+
+def parse_views(value: str) -> tuple[str, ...]:
+    names = [v for v in value.split(",") if v]
+    if names == ["none"]:
+        return ()
+    unknown = [v for v in names if v not in VIEWS]
+    if unknown or not names:
+        raise UsageError(f"views={value!r}: choose from {', '.join(VIEWS)}, or none")
+    return tuple(dict.fromkeys(names))
 
 
 def check_startup(source: str, mountpoint: str) -> None:

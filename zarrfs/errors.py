@@ -49,3 +49,9 @@ class StoreError(ZarrfsError):
     def __init__(self, message: str, os_errno: int | None = None):
         super().__init__(message)
         self.errno = os_errno or errno.EIO
+
+
+class HeaderWriteError(ZarrfsError):
+    """A write that would change the header bytes of a view (NAME.npy): they follow the metadata."""
+
+    errno = errno.EPERM

@@ -2,19 +2,23 @@
 
     group           -> directory (holding the group's documents as stored: `zarr.json`, or
                        `.zgroup` and `.zattrs` for Zarr v2)
-    array NAME      -> NAME.bin (flat bytes) + NAME.json (sidecar)
+    array NAME      -> NAME.bin (flat bytes) + NAME.json (sidecar) + the header views chosen
+                       (NAME.npy, NAME.bin.hdr, NAME.mhd, ...; see zarrfs.views) that can
+                       express the array
 
-Collision rule: the group's documents and child groups keep their names; an array whose
-`NAME.bin` or `NAME.json` would collide with one of them (an array called `zarr`, a group
-called `x.bin`) is shown as `NAME.array.bin` + `NAME.array.json` instead, and a warning is
-logged. Nothing is ever hidden.
+Collision rule: the group's documents and child groups keep their names; an array any of
+whose file names (with every view chosen) would collide with one of them or with a file of an
+array before it in name order (an array called `zarr`, a group called `x.bin`, an array `x.bin`
+whose NIfTI header would be the ENVI header of `x`) is shown with `.array` added to its name
+(`NAME.array.bin`, `NAME.array.json`, ...) instead, and a warning is logged. Nothing is ever
+hidden.
 """
 
 import json
 import logging
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -23,10 +27,12 @@ from .codecs import ChunkSpec, CodecChain
 from .errors import MetadataError, StoreError, UnsupportedError, ZarrfsError
 from .metadata import ArrayMetadata, GroupMetadata
 from .store import LocalStore
+from .views import DEFAULT_VIEWS, VIEWS, info_of
+from .views.cache import HeaderCache
 
 log = logging.getLogger(__name__)
 
-DIR, DATA, SIDECAR, DOCUMENT = "dir", "data", "sidecar", "document"
+DIR, DATA, SIDECAR, DOCUMENT, HEADER = "dir", "data", "sidecar", "document", "header"
 
 
 @dataclass(frozen=True)
@@ -51,14 +57,17 @@ class Node:
 class Entry:
     """One file-system entry: what it is and which node it shows."""
 
-    kind: str  # DIR, DATA, SIDECAR or DOCUMENT
+    kind: str  # DIR, DATA, SIDECAR, DOCUMENT or HEADER
     node: Node
-    stem: str = ""  # for DATA and SIDECAR: the name before .bin / .json; for DOCUMENT its name
+    stem: str = ""  # for an array's files: the name before .bin / .json / a view's suffix; for DOCUMENT its name
+    view: str = ""  # HEADER: its format; DATA: "" for NAME.bin, else the view it belongs to
 
 
 class Hierarchy:
-    def __init__(self, store: LocalStore):
+    def __init__(self, store: LocalStore, views=DEFAULT_VIEWS, header_cache_bytes: int = 32 << 20):
         self.store = store
+        self.views = [VIEWS[name] for name in views]
+        self._headers = HeaderCache(header_cache_bytes)
         self._nodes: dict[str, Node] = {}
         self._listings: dict[str, tuple[int, dict[str, Entry]]] = {}
         self._sidecars: dict[tuple[str, str], tuple[Node, bytes]] = {}
@@ -135,7 +144,7 @@ class Hierarchy:
         try:
             own = nodes.read_documents(self.store, node.path)
         except StoreError as e:
-            return Entry(entry.kind, self._unreadable(node.path, node.path, e), entry.stem)
+            return replace(entry, node=self._unreadable(node.path, node.path, e))
         self._verified.add(node.path)
         if own is None or consolidated.same_documents(own, self.consolidated.entries[node.path]):
             return entry
@@ -145,7 +154,7 @@ class Hierarchy:
         with self._lock:
             self._listings.pop(node.path.rpartition("/")[0], None)
             self._directories.clear()
-        return Entry(entry.kind, fresh, entry.stem) if fresh.kind == node.kind else entry
+        return replace(entry, node=fresh) if fresh.kind == node.kind else entry
 
     def listing(self, dir_path: str) -> dict[str, Entry]:
         """Name -> entry for the directory of the group at store path `dir_path`."""
@@ -176,13 +185,58 @@ class Hierarchy:
                 arrays.append(child)
         for child in arrays:
             stem = child.name
-            if f"{stem}.bin" in entries or f"{stem}.json" in entries:
-                log.warning("%s: array %r collides with another entry; shown as %s.array.bin and %s.array.json",
-                            dir_path or "/", stem, stem, stem)
+            while any(name in entries for name in self._file_names(stem)):
                 stem = f"{stem}.array"
-            entries[f"{stem}.bin"] = Entry(DATA, child, stem)
-            entries[f"{stem}.json"] = Entry(SIDECAR, child, stem)
+            if stem != child.name:
+                log.warning("%s: array %r collides with another entry; shown as %s.bin, %s.json, ...",
+                            dir_path or "/", child.name, stem, stem)
+            entries.update(self._array_entries(child, stem))
         return entries
+
+    def _file_names(self, stem: str) -> list[str]:
+        """Every name an array may take: the collision rule does not depend on its data type."""
+        names = [f"{stem}.bin", f"{stem}.json"]
+        for view in self.views:
+            names += [stem + view.suffix] + ([stem + view.alias] if view.alias else [])
+        return names
+
+    def _array_entries(self, node: Node, stem: str) -> dict[str, Entry]:
+        entries = {f"{stem}.bin": Entry(DATA, node, stem), f"{stem}.json": Entry(SIDECAR, node, stem)}
+        headers = self.headers(node, stem)
+        for view in self.views:
+            if view.name in headers:
+                entries[stem + view.suffix] = Entry(DATA if view.prefixed else HEADER, node, stem, view.name)
+                if view.alias:
+                    entries[stem + view.alias] = Entry(DATA, node, stem, view.name)
+        return entries
+
+    def headers(self, node: Node, stem: str) -> dict[str, bytes]:
+        """View name -> header bytes, for the views that can express the array; made from the
+        metadata alone, once per node version while the bounded cache keeps them."""
+        if node.meta is None:
+            return {}
+
+        def make():
+            info = info_of(node.meta, node.name or stem, f"{stem}.bin")
+            made = {view.name: view.header(info) for view in self.views}
+            return {name: header for name, header in made.items() if header is not None}
+
+        return self._headers.get((node.path, stem), node, make)
+
+    def prefix(self, entry: Entry) -> bytes:
+        """The bytes a data view shows before the array's bytes (the .npy header), else b''."""
+        if not entry.view or not VIEWS[entry.view].prefixed:
+            return b""
+        return self.headers(entry.node, entry.stem).get(entry.view, b"")
+
+    def data_names(self, entry: Entry) -> list[str]:
+        """The names, in the entry's directory, of every file showing the data of its array."""
+        names = [f"{entry.stem}.bin"]
+        headers = self.headers(entry.node, entry.stem)
+        for view in self.views:
+            if view.name in headers and (view.prefixed or view.alias):
+                names.append(entry.stem + (view.alias or view.suffix))
+        return names
 
     def lookup(self, fs_path: str) -> Entry | None:
         """The entry at an absolute file-system path ('/', '/raw/frames.bin', ...). The cost is
@@ -218,17 +272,19 @@ class Hierarchy:
             return entry.node.documents.get(entry.stem, b"")
         if entry.node.meta is None:
             return b""
+        if entry.kind == HEADER:
+            return self.headers(entry.node, entry.stem).get(entry.view, b"")
         key = (entry.node.path, entry.stem)
         cached = self._sidecars.get(key)
         if cached is None or cached[0] is not entry.node:
-            cached = self._sidecars[key] = (entry.node, sidecar(entry.node.meta, f"{entry.stem}.bin"))
+            views = {name: entry.stem + VIEWS[name].suffix for name in self.headers(entry.node, entry.stem)}
+            cached = self._sidecars[key] = (entry.node, sidecar(entry.node.meta, f"{entry.stem}.bin", views))
         return cached[1]
 
     def entries_of(self, directory: Entry) -> dict[str, Entry]:
         if directory.node.kind == "array":  # SOURCE is an array: the root holds just its files
             stem = os.path.basename(self.store.root.rstrip("/")) or "array"
-            return {f"{stem}.bin": Entry(DATA, directory.node, stem),
-                    f"{stem}.json": Entry(SIDECAR, directory.node, stem)}
+            return self._array_entries(directory.node, stem)
         return self.listing(directory.node.path)
 
 
@@ -264,7 +320,7 @@ def _guess_kind(document: bytes) -> str:
         return "array"
 
 
-def sidecar(meta: ArrayMetadata, data_file: str) -> bytes:
+def sidecar(meta: ArrayMetadata, data_file: str, views: dict[str, str] | None = None) -> bytes:
     """The JSON sidecar: everything a reader needs to interpret the .bin file."""
     doc = meta.document
     v2 = meta.zarr_format == 2
@@ -288,6 +344,7 @@ def sidecar(meta: ArrayMetadata, data_file: str) -> bytes:
         "attributes": meta.attributes,
         "data_file": data_file,
         "zarr_format": meta.zarr_format,
+        "views": views or {},  # format -> the header file beside data_file
     }
     if meta.data_type.numpy.kind in "Mm":
         unit, count = np.datetime_data(meta.data_type.numpy)

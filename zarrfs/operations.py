@@ -20,18 +20,22 @@ os.environ["FUSE_LIBRARY_NAME"] = "fuse3"  # before the import: mfusepy would pi
 import mfusepy  # noqa: E402
 
 from . import recovery  # noqa: E402
+from .coherence import Siblings  # noqa: E402
 from .array import open_array  # noqa: E402
 from .cache import ChunkCache
 from .errors import CorruptChunkError, ZarrfsError
 from .hierarchy import DATA, DIR, Entry, Hierarchy, Node
+from .prefixed import PrefixedFile
 from .rawfile import RawFile
 from .store import LocalStore
+from .views import DEFAULT_VIEWS
 
 log = logging.getLogger(__name__)
 
 BLKSIZE = 1 << 20  # st_blksize: tools that honour it issue 1 MiB reads
 SHUTDOWN_TRIES = 4  # write-back attempts at unmount, a second apart, before the data is saved aside
 TIMEOUT = 30.0  # seconds the kernel may keep attributes and entries
+FUSE_CAP_READDIRPLUS_AUTO = 1 << 14
 
 
 def errno_boundary(method):
@@ -76,8 +80,10 @@ class OpenArray:
 @dataclass
 class Handle:
     entry: Entry
-    content: bytes = b""  # sidecars and documents: a snapshot
+    content: bytes = b""  # sidecars, documents and headers: a snapshot
     array: OpenArray | None = None
+    file: RawFile | PrefixedFile | None = None  # the array's bytes as this entry shows them
+    siblings: tuple[str, ...] = ()  # paths of the other files showing the same array's bytes
     writable: bool = False
     wrote: bool = False
 
@@ -89,6 +95,8 @@ class Options:
     cache_bytes: int = 512 << 20
     flush_interval: float = 2.0
     dirty_limit: int = 256 << 20  # dirty decoded bytes per array before a write flushes
+    views: tuple[str, ...] = DEFAULT_VIEWS  # header views beside each NAME.bin
+    header_cache_bytes: int = 32 << 20
 
 
 class Operations(mfusepy.Operations):
@@ -97,9 +105,11 @@ class Operations(mfusepy.Operations):
     def __init__(self, source: str, options: Options):
         self.options = options
         self.store = LocalStore(source, read_only=options.read_only)
-        self.hierarchy = Hierarchy(self.store)
+        self.hierarchy = Hierarchy(self.store, options.views, options.header_cache_bytes)
         self.cache = ChunkCache(options.cache_bytes)
         self._arrays: dict[str, OpenArray] = {}
+        self.siblings = Siblings()
+        self._listed: dict[str, tuple[dict, list]] = {}  # path -> (listing, its entries as a list)
         self._handles: dict[int, Handle] = {}
         self._next_fh = 1
         self._lock = threading.Lock()
@@ -120,12 +130,14 @@ class Operations(mfusepy.Operations):
             conn.max_read = BLKSIZE
             conn.max_readahead = BLKSIZE
             conn.max_write = BLKSIZE
+            conn.want &= ~FUSE_CAP_READDIRPLUS_AUTO  # attributes with every page of a listing, not the first only
         if config is not None:
             config.kernel_cache = 1  # only this daemon changes the data, and writes go through the cache
             config.attr_timeout = config.entry_timeout = TIMEOUT
             config.negative_timeout = 1.0
         self._flusher_thread = threading.Thread(target=self._flusher, name="flusher", daemon=True)
         self._flusher_thread.start()
+        self.siblings.start()
         if self.on_ready:
             self.on_ready()
 
@@ -206,15 +218,15 @@ class Operations(mfusepy.Operations):
 
     @errno_boundary
     def getattr(self, path, fh=None):
-        return self._attributes(self._entry(path))
+        return self.attributes(self._entry(path))
 
-    def _attributes(self, entry: Entry) -> dict:
+    def attributes(self, entry: Entry) -> dict:
         st = entry.node.stat
         write_bits = 0 if self.options.read_only else 0o222
         if entry.kind == DIR:
             mode, size = stat.S_IFDIR | 0o555 | (st.st_mode & write_bits & 0o200), 0
         elif entry.kind == DATA:
-            mode, size = stat.S_IFREG | (st.st_mode & (0o444 | write_bits)), self._data_size(entry.node)
+            mode, size = stat.S_IFREG | (st.st_mode & (0o444 | write_bits)), self._data_size(entry)
         else:
             mode, size = stat.S_IFREG | 0o444, len(self.hierarchy.content(entry))
         mtime = max(st.st_mtime_ns, int(self._last_write(entry.node) * 1e9))
@@ -222,8 +234,8 @@ class Operations(mfusepy.Operations):
                 "st_uid": st.st_uid, "st_gid": st.st_gid, "st_blksize": BLKSIZE, "st_blocks": -(-size // 512),
                 "st_mtime": mtime, "st_ctime": mtime, "st_atime": mtime}
 
-    def _data_size(self, node: Node) -> int:
-        return 0 if node.meta is None else node.meta.nbytes
+    def _data_size(self, entry: Entry) -> int:
+        return 0 if entry.node.meta is None else entry.node.meta.nbytes + len(self.hierarchy.prefix(entry))
 
     def _last_write(self, node: Node) -> float:
         opened = self._arrays.get(node.path)
@@ -231,11 +243,16 @@ class Operations(mfusepy.Operations):
 
     @errno_boundary
     def readdir(self, path, fh):
+        """[(name, entry)] ('..' has None), one list while the listing holds: the binding reads it
+        from an offset, a kernel page of entries at a time, and asks attributes() for each."""
         entry = self._entry(path)
         if entry.kind != DIR:
             fail(errno.ENOTDIR)
         listing = self.hierarchy.entries_of(entry)
-        return [".", "..", *((name, self._attributes(e), 0) for name, e in listing.items())]
+        cached = self._listed.get(path)
+        if cached is None or cached[0] is not listing:
+            cached = self._listed[path] = (listing, [(".", entry), ("..", None), *listing.items()])
+        return cached[1]
 
     @errno_boundary
     def statfs(self, path):
@@ -263,7 +280,11 @@ class Operations(mfusepy.Operations):
         with self._lock:
             opened = self._open_array(entry.node)
             opened.handles += 1
-        return self._add_handle(Handle(entry, array=opened, writable=writable))
+        prefix = self.hierarchy.prefix(entry)
+        file = PrefixedFile(opened.raw, prefix, path) if prefix else opened.raw
+        self.siblings.opened(path)
+        siblings = self.siblings.of(path, self.hierarchy.data_names(entry))
+        return self._add_handle(Handle(entry, array=opened, file=file, writable=writable, siblings=siblings))
 
     def _open_array(self, node: Node) -> OpenArray:
         opened = self._arrays.get(node.path)
@@ -290,7 +311,7 @@ class Operations(mfusepy.Operations):
         read_into instead, and a plain mfusepy.FUSE would call this."""
         handle = self._handle(fh)
         if handle.array is not None:
-            return handle.array.raw.read(offset, size)
+            return handle.file.read(offset, size)
         return handle.content[offset:offset + size]
 
     @errno_boundary
@@ -302,21 +323,22 @@ class Operations(mfusepy.Operations):
             ctypes.memmove(buffer, data, len(data))
             return len(data)
         out = np.ctypeslib.as_array(ctypes.cast(buffer, ctypes.POINTER(ctypes.c_ubyte)), shape=(size,))
-        return handle.array.raw.read_into(offset, out)
+        return handle.file.read_into(offset, out)
 
     @errno_boundary
     def write(self, path, data, offset, fh):
         handle = self._handle(fh)
         if not handle.writable:
             fail(errno.EBADF)
-        raw = handle.array.raw
-        if offset >= raw.size:
+        file = handle.file
+        if offset >= file.size:
             fail(errno.EFBIG)  # the size never changes
-        data = data[:raw.size - offset]  # like RLIMIT_FSIZE: the part that fits, then EFBIG
-        written = raw.write(offset, data)
+        data = data[:file.size - offset]  # like RLIMIT_FSIZE: the part that fits, then EFBIG
+        written = file.write(offset, data)
+        self.siblings.wrote(handle.siblings)
         handle.wrote = True
         handle.array.mtime = time.time()
-        dirty = raw.array.shared.dirty_nbytes
+        dirty = handle.array.raw.array.shared.dirty_nbytes
         if dirty > self.options.dirty_limit:  # the writer waits: memory stays bounded
             self._flush(handle.array)
         elif dirty > self.options.dirty_limit // 4:  # encoding starts while the writer goes on
@@ -330,7 +352,7 @@ class Operations(mfusepy.Operations):
             fail(errno.EACCES)
         if self.options.read_only:
             fail(errno.EROFS)
-        size = self._data_size(entry.node)
+        size = self._data_size(entry)
         if length != size:
             log.warning("%s: refused truncate to %d bytes: an array file keeps its size, %d", path, length, size)
             fail(errno.EFBIG if length > size else errno.EPERM)
@@ -383,15 +405,3 @@ class Operations(mfusepy.Operations):
     def create(self, path, mode, fi=None):
         self._refuse()
 
-
-class ZarrFUSE(mfusepy.FUSE):
-    """mfusepy with the read and write callbacks replaced: no bytes object per request."""
-
-    def read(self, path, buf, size, offset, fip):
-        return self.operations.read_into(fip.contents.fh, buf, size, offset)
-
-    def write(self, path, buf, size, offset, fip):
-        """The request's bytes as a view: valid during this call only, and RawFile copies them."""
-        data = memoryview(ctypes.cast(buf, ctypes.POINTER(ctypes.c_ubyte * size)).contents).cast("B")
-        path = None if path is None else path.decode(self.encoding, self.errors)
-        return self.operations.write(path, data, offset, fip.contents.fh)

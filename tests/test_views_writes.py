@@ -1,0 +1,116 @@
+"""Writing through NAME.npy, and coherence between the views of one array: NAME.bin, NAME.npy and
+NAME.img (NIfTI) are separate files to the kernel, yet each sees the others' writes at once,
+through read and through mmap."""
+
+import errno
+import mmap
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import zarr
+
+from mounting import mounted
+
+SHAPE = (64, 1024)  # 256 KiB of int32 in 16 chunks: pages of both views are cached apart
+
+
+@pytest.fixture
+def store(tmp_path):
+    root = tmp_path / "data.zarr"
+    group = zarr.open_group(str(root), mode="w")
+    z = group.create_array("a", shape=SHAPE, chunks=(16, 256), dtype="int32", dimension_names=["y", "x"])
+    z[...] = np.arange(np.prod(SHAPE), dtype="int32").reshape(SHAPE)
+    return root
+
+
+def oracle(root) -> np.ndarray:
+    return np.asarray(zarr.open_array(str(root / "a"), mode="r")[...])
+
+
+def test_np_load_r_plus_writes_reach_the_bin_and_the_store(store, tmp_path):
+    expected = oracle(store)
+    with mounted(store, tmp_path) as m:
+        values = np.load(m / "a.npy", mmap_mode="r+")
+        values[3, 5:9] = [-1, -2, -3, -4]
+        values[60, :] = 7
+        values.flush()
+        del values
+        expected[3, 5:9] = [-1, -2, -3, -4]
+        expected[60, :] = 7
+        assert (m / "a.bin").read_bytes() == expected.astype("<i4").tobytes()
+    np.testing.assert_array_equal(oracle(store), expected)
+
+
+def test_a_write_that_would_change_the_header_fails_with_eperm(store, tmp_path):
+    with mounted(store, tmp_path) as m:
+        size = os.path.getsize(m / "a.npy")
+        assert size == 128 + os.path.getsize(m / "a.bin")
+        fd = os.open(m / "a.npy", os.O_WRONLY)
+        try:
+            for offset, data in [(0, b"X"), (120, b"\0" * 16), (10, b"{'descr': '<f8'")]:
+                with pytest.raises(OSError) as info:
+                    os.pwrite(fd, data, offset)
+                assert info.value.errno == errno.EPERM
+            assert os.pwrite(fd, np.int32(-9).tobytes(), 128) == 4  # the first element, just past the header
+        finally:
+            os.close(fd)
+        assert "would change its 128-byte header" in m.log()
+        assert np.load(m / "a.npy")[0, 0] == -9
+    assert oracle(store)[0, 0] == -9
+
+
+def test_cp_of_a_same_shape_npy_replaces_the_data(store, tmp_path):
+    """np.save of the same shape and type writes the same header: cp over NAME.npy is a full overwrite."""
+    new = np.full(SHAPE, 5, "<i4")
+    np.save(tmp_path / "new.npy", new)
+    with mounted(store, tmp_path) as m:
+        shutil.copyfile(tmp_path / "new.npy", m / "a.npy")  # O_TRUNC, then writes from offset 0
+        assert np.array_equal(np.fromfile(m / "a.bin", "<i4").reshape(SHAPE), new)
+        np.save(tmp_path / "other.npy", new.astype("<f4"))
+        with pytest.raises(OSError) as info:
+            shutil.copyfile(tmp_path / "other.npy", m / "a.npy")
+        assert info.value.errno == errno.EPERM
+    np.testing.assert_array_equal(oracle(store), new)
+
+
+def test_views_stay_coherent_under_mmap_and_pwrite(store, tmp_path):
+    with mounted(store, tmp_path, "views=npy,nifti") as m:
+        fd = os.open(m / "a.bin", os.O_RDWR)
+        try:
+            mapping = mmap.mmap(fd, 0)
+            bin_map = np.frombuffer(mapping, "<i4").reshape(SHAPE)
+            npy = np.load(m / "a.npy", mmap_mode="r+")
+            img = np.memmap(m / "a.img", "<i4", mode="r", shape=SHAPE)
+            assert bin_map[3, 5] == npy[3, 5] == img[3, 5] == 3 * 1024 + 5  # every view's pages are cached now
+            bin_map[3, 5] = -7  # through the mmap of NAME.bin
+            mapping.flush()
+            assert npy[3, 5] == img[3, 5] == -7
+            npy[10, 10] = -8  # through the mmap of NAME.npy
+            npy.flush()
+            assert bin_map[10, 10] == img[10, 10] == -8
+            os.pwrite(fd, np.int32(-9).tobytes(), 4 * (20 * 1024))  # through write(2) on NAME.bin
+            assert npy[20, 0] == img[20, 0] == -9
+            assert np.load(m / "a.npy")[20, 0] == -9  # and through read(2)
+            del npy, img, bin_map
+            mapping.close()
+        finally:
+            os.close(fd)
+    expected = np.arange(np.prod(SHAPE), dtype="int32").reshape(SHAPE)
+    expected[3, 5], expected[10, 10], expected[20, 0] = -7, -8, -9
+    np.testing.assert_array_equal(oracle(store), expected)
+
+
+def test_a_read_only_mount_refuses_writes_to_npy(store, tmp_path):
+    with mounted(store, tmp_path, "ro") as m:
+        with pytest.raises(OSError) as info:
+            open(m / "a.npy", "r+b")
+        assert info.value.errno == errno.EROFS
+        with pytest.raises(OSError) as info:
+            open(m / "a.mhd", "r+b")
+        assert info.value.errno in (errno.EROFS, errno.EACCES)
+        out = subprocess.run(["stat", "-c", "%A %s", str(m / "a.npy"), str(m / "a.mhd")], capture_output=True,
+                             text=True, check=True).stdout.split("\n")
+        assert out[0].startswith("-r--r--r--") and out[1].startswith("-r--r--r--")

@@ -1,0 +1,68 @@
+"""Coherence between the data views of one array.
+
+NAME.bin, NAME.npy and NAME.img show the same bytes but are separate files to the kernel, each
+with a page cache of its own (kept across opens: only this daemon changes the data). After a
+write through one, the kernel's cached pages of the others that have been opened are dropped
+with libfuse's fuse_invalidate_path, so a read or an mmap of any view sees the write.
+
+The invalidation runs on a thread of its own and the write waits for it, briefly: dropping a
+view's pages writes its dirty mmap pages back first, and that write may come to this daemon
+while the writer we are answering still holds the pages it is writing. Waiting without end
+could then deadlock; after WAIT seconds the write is answered and the invalidation finishes
+behind it.
+"""
+
+import ctypes
+import logging
+import os
+import queue
+import threading
+
+import mfusepy
+
+log = logging.getLogger(__name__)
+
+WAIT = 1.0  # seconds a write waits for the invalidation of its sibling views
+
+_libfuse = mfusepy._libfuse
+_libfuse.fuse_invalidate_path.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+_libfuse.fuse_invalidate_path.restype = ctypes.c_int
+
+
+class Siblings:
+    def __init__(self):
+        self._fuse = None  # libfuse's struct fuse *, known once the mount is live
+        self._opened: set[str] = set()  # data views opened since the mount: only they can have cached pages
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+
+    def start(self) -> None:
+        """Called from libfuse's init: the only context that knows the struct fuse."""
+        self._fuse = _libfuse.fuse_get_context().contents.fuse
+        threading.Thread(target=self._invalidator, name="invalidator", daemon=True).start()
+
+    def opened(self, path: str) -> None:
+        self._opened.add(path)
+
+    def of(self, path: str, names: list[str]) -> tuple[str, ...]:
+        """The other data views of the file at `path`, given the names of all of them."""
+        directory = os.path.dirname(path)
+        return tuple(p for p in (os.path.join(directory, n) for n in names) if p != path)
+
+    def wrote(self, siblings: tuple[str, ...]) -> None:
+        """Drop the kernel's cached pages of the `siblings` that were ever opened."""
+        stale = [p for p in siblings if p in self._opened]
+        if not stale or self._fuse is None:
+            return
+        done = threading.Event()
+        self._queue.put((stale, done))
+        if not done.wait(WAIT):
+            log.debug("invalidation of %s finishes after the write is answered", ", ".join(stale))
+
+    def _invalidator(self) -> None:
+        while True:
+            paths, done = self._queue.get()
+            for path in paths:
+                result = _libfuse.fuse_invalidate_path(self._fuse, path.encode())
+                if result not in (0, -2):  # -ENOENT: the kernel holds nothing of it
+                    log.debug("invalidating %s: error %d", path, -result)
+            done.set()

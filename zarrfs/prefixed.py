@@ -1,0 +1,38 @@
+"""A data view that shows a header before the array's flat bytes (NAME.npy): the same RawFile,
+shifted by the header's length. Writes may repeat the header's bytes (a `cp` of a same-shape
+.npy) but never change them."""
+
+import numpy as np
+
+from .errors import HeaderWriteError
+from .rawfile import RawFile
+
+
+class PrefixedFile:
+    def __init__(self, raw: RawFile, header: bytes, name: str):
+        self.raw, self.header, self.name = raw, header, name
+        self.size = len(header) + raw.size
+
+    def read(self, offset: int, size: int) -> bytes:
+        out = np.empty(max(0, min(size, self.size - offset)), "u1")
+        return out[:self.read_into(offset, out)].tobytes()
+
+    def read_into(self, offset: int, out: np.ndarray) -> int:
+        """Fill the uint8 array `out` from `offset`; returns the bytes filled (short at the end)."""
+        n = 0
+        if 0 <= offset < len(self.header):
+            part = self.header[offset:offset + len(out)]
+            out[:len(part)] = np.frombuffer(part, "u1")
+            n = len(part)
+        if n < len(out):
+            n += self.raw.read_into(offset + n - len(self.header), out[n:])
+        return n
+
+    def write(self, offset: int, data) -> int:
+        data = memoryview(data).cast("B")
+        skip = max(0, min(len(self.header) - offset, len(data)))
+        if skip and bytes(data[:skip]) != self.header[offset:offset + skip]:
+            raise HeaderWriteError(f"{self.name}: a write of {len(data)} bytes at {offset} would change its "
+                                   f"{len(self.header)}-byte header, which follows the array's metadata")
+        rest = data[skip:]
+        return skip + (self.raw.write(offset + skip - len(self.header), rest) if len(rest) else 0)

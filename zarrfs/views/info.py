@@ -1,0 +1,60 @@
+"""What a header says about an array: shape, data type, axis names, attributes, data file."""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..metadata import ArrayMetadata
+
+
+@dataclass(frozen=True)
+class ArrayInfo:
+    name: str  # the array's name, for descriptions
+    shape: tuple[int, ...]
+    dtype: np.dtype  # of the flat file: little-endian (bool one byte, r* as |V n)
+    data_type: str  # the Zarr name
+    dimension_names: tuple[str | None, ...] | None
+    attributes: dict
+    data_file: str  # NAME.bin, relative to the header
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def plane(self) -> tuple[int, int]:
+        """(lines, samples) of a 2-D raster: the last two axes, a 1-D array as one line."""
+        return (self.shape[-2] if len(self.shape) > 1 else 1), self.shape[-1]
+
+    @property
+    def bands(self) -> int:
+        """Leading axes folded into bands, one per 2-D plane."""
+        return math.prod(self.shape[:-2])
+
+
+def dimension_names(meta: ArrayMetadata) -> tuple[str | None, ...] | None:
+    """`dimension_names`, else xarray's `_ARRAY_DIMENSIONS` attribute, else None."""
+    if meta.dimension_names is not None:
+        return tuple(meta.dimension_names)
+    names = meta.attributes.get("_ARRAY_DIMENSIONS")
+    if isinstance(names, list) and len(names) == len(meta.shape) and all(isinstance(n, str) for n in names):
+        return tuple(names)
+    return None
+
+
+def info_of(meta: ArrayMetadata, name: str, data_file: str) -> ArrayInfo:
+    name = "".join(c if c.isprintable() else "?" for c in name)  # it only goes into descriptions
+    return ArrayInfo(name, tuple(meta.shape), meta.data_type.numpy, meta.data_type.name, dimension_names(meta),
+                     meta.attributes, data_file)
+
+
+def plain(text: str) -> bool:
+    """A name a line-based header can hold as a value: no whitespace (which would start a
+    file-name pattern in MetaImage and NRRD) and no control characters."""
+    return text.isprintable() and not any(c.isspace() for c in text)
+
+
+def raster(info: ArrayInfo) -> bool:
+    """Raster formats need at least one element on at least one axis."""
+    return len(info.shape) >= 1 and info.size > 0

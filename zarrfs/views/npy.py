@@ -1,0 +1,19 @@
+"""NAME.npy: NumPy's format, version 1.0 (2.0 past 64 KiB of header): the header, then the same
+bytes as NAME.bin. Every data type fits, float16 and raw `|V n` included."""
+
+import io
+
+import numpy as np
+
+from .info import ArrayInfo
+
+
+def header(info: ArrayInfo) -> bytes:
+    fields = {"descr": np.lib.format.dtype_to_descr(info.dtype), "fortran_order": False, "shape": info.shape}
+    out = io.BytesIO()
+    try:
+        np.lib.format.write_array_header_1_0(out, fields)
+    except ValueError:  # a header of more than 65535 bytes (thousands of dimensions)
+        out = io.BytesIO()
+        np.lib.format.write_array_header_2_0(out, fields)
+    return out.getvalue()

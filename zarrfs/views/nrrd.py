@@ -1,0 +1,41 @@
+"""NAME.nhdr: a detached NRRD header whose data file is NAME.bin. Sizes run fastest axis first;
+complex gets an extra fastest axis of size 2 (kind "complex"); raw types are `block`. No float16.
+Dimension names become the axis labels."""
+
+from .info import ArrayInfo, plain, raster
+
+TYPES = {"bool": "uint8", "int8": "int8", "uint8": "uint8", "int16": "int16", "uint16": "uint16",
+         "int32": "int32", "uint32": "uint32", "int64": "int64", "uint64": "uint64", "float32": "float",
+         "float64": "double", "complex64": "float", "complex128": "double"}
+
+
+def header(info: ArrayInfo) -> bytes | None:
+    kind = TYPES.get(info.data_type) or ("block" if info.data_type.startswith("r") else None)
+    if kind is None or not raster(info) or not plain(info.data_file):
+        return None
+    sizes = list(reversed(info.shape))
+    labels = list(reversed(info.dimension_names)) if info.dimension_names else None
+    kinds = ["domain"] * len(sizes)
+    if info.data_type.startswith("complex"):
+        sizes, kinds = [2, *sizes], ["complex", *kinds]
+        labels = labels and ["complex", *labels]
+    text = [
+        "NRRD0004",
+        f"# zarrfs view of {info.name}",
+        f"type: {kind}",
+    ]
+    if kind == "block":
+        text.append(f"block size: {info.dtype.itemsize}")
+    text += [
+        f"dimension: {len(sizes)}",
+        f"sizes: {' '.join(map(str, sizes))}",
+        f"kinds: {' '.join(kinds)}",
+    ]
+    if labels:
+        text.append("labels: " + " ".join(_quoted(label or "") for label in labels))
+    text += ["endian: little", "encoding: raw", f"data file: {info.data_file}"]
+    return ("\n".join(text) + "\n").encode()
+
+
+def _quoted(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
