@@ -31,8 +31,11 @@ def mixed_tree(root):
 def test_mixed_tree_lists_reads_and_writes(tmp_path):
     source = mixed_tree(tmp_path / "data.zarr")
     with mounted(source, tmp_path) as m:
-        assert sorted(os.listdir(m.path)) == ["legacy", "v3.bin", "v3.json", "zarr.json"]
-        assert sorted(os.listdir(m / "legacy")) == [".zattrs", ".zgroup", "temp.bin", "temp.json", "when.bin", "when.json"]
+        assert sorted(os.listdir(m.path)) == ["legacy", "v3.bin", "v3.bin.hdr", "v3.json", "v3.mhd", "v3.nhdr",
+                                              "v3.npy", "v3.vrt", "zarr.json"]
+        assert sorted(os.listdir(m / "legacy")) == [".zattrs", ".zgroup", "temp.bin", "temp.bin.hdr", "temp.json",
+                                                  "temp.mhd", "temp.nhdr", "temp.npy", "temp.vrt", "when.bin",
+                                                  "when.json", "when.npy"]  # datetimes: .npy only
         assert json.loads((m / "legacy" / ".zattrs").read_text()) == {"title": "old data"}
         assert json.loads((m / "legacy" / ".zgroup").read_text())["zarr_format"] == 2
         assert (m / "v3.bin").read_bytes() == np.arange(6, dtype="<i4").tobytes()
@@ -45,6 +48,7 @@ def test_mixed_tree_lists_reads_and_writes(tmp_path):
         assert when["dtype"] == "<M8[ms]" and when["datetime_unit"] == "ms"
         got = np.frombuffer((m / "legacy" / "when.bin").read_bytes(), "<M8[ms]")
         assert str(got[1]) == "2021-06-30T00:00:00.000" and np.isnat(got[2])
+        assert np.array_equal(np.load(m / "legacy" / "when.npy"), got, equal_nan=True)  # typed, with its unit
         with open(m / "legacy" / "temp.bin", "r+b") as f:
             f.seek(4 * 8)
             f.write(np.array([-1.5, -2.5], "<f4").tobytes())
@@ -59,7 +63,8 @@ def test_whole_v2_store(tmp_path):
     z = root.create_array("a", shape=(4, 4), chunks=(3, 3), dtype="<u2", compressors=None)
     z[...] = np.arange(16).reshape(4, 4)
     with mounted(tmp_path / "v2.zarr", tmp_path, "ro") as m:
-        assert sorted(os.listdir(m.path)) == [".zattrs", ".zgroup", "a.bin", "a.json"]
+        assert sorted(os.listdir(m.path)) == [".zattrs", ".zgroup", "a.bin", "a.bin.hdr", "a.json", "a.mhd",
+                                              "a.nhdr", "a.npy", "a.vrt"]  # views for v2 arrays too
         assert (m / "a.bin").read_bytes() == np.arange(16, dtype="<u2").tobytes()
 
 

@@ -13,7 +13,7 @@ class ArrayInfo:
     name: str  # the array's name, for descriptions
     shape: tuple[int, ...]
     dtype: np.dtype  # of the flat file: little-endian (bool one byte, r* as |V n)
-    data_type: str  # the Zarr name
+    data_type: str  # see type_name
     dimension_names: tuple[str | None, ...] | None
     attributes: dict
     data_file: str  # NAME.bin, relative to the header
@@ -45,8 +45,15 @@ def dimension_names(meta: ArrayMetadata) -> tuple[str | None, ...] | None:
 
 def info_of(meta: ArrayMetadata, name: str, data_file: str) -> ArrayInfo:
     name = "".join(c if c.isprintable() else "?" for c in name)  # it only goes into descriptions
-    return ArrayInfo(name, tuple(meta.shape), meta.data_type.numpy, meta.data_type.name, dimension_names(meta),
-                     meta.attributes, data_file)
+    return ArrayInfo(name, tuple(meta.shape), meta.data_type.numpy, type_name(meta.data_type.numpy),
+                     dimension_names(meta), meta.attributes, data_file)
+
+
+def type_name(dtype: np.dtype) -> str:
+    """The name the formats' tables use, from the flat file's dtype (so v2 arrays, whose stored
+    names differ, get the same views): int8..uint64, float16..complex128, bool, raw, or numpy's
+    own name (datetime64[s], ...) that no table but npy's knows."""
+    return {"b": "bool", "V": "raw"}.get(dtype.kind, dtype.name)
 
 
 def plain(text: str) -> bool:

@@ -10,7 +10,7 @@ TYPES = {"bool": "uint8", "int8": "int8", "uint8": "uint8", "int16": "int16", "u
 
 
 def header(info: ArrayInfo) -> bytes | None:
-    kind = TYPES.get(info.data_type) or ("block" if info.data_type.startswith("r") else None)
+    kind = TYPES.get(info.data_type) or ("block" if info.data_type == "raw" else None)
     if kind is None or not raster(info) or not plain(info.data_file):
         return None
     sizes = list(reversed(info.shape))
