@@ -14,6 +14,14 @@ class ZarrFUSE(mfusepy.FUSE):
     def read(self, path, buf, size, offset, fip):
         return self.operations.read_into(fip.contents.fh, buf, size, offset)
 
+    def open(self, path, fip):
+        """Text files are served with direct I/O: their size is not known before they are made."""
+        fi = fip.contents
+        fi.fh = self.operations.open(path.decode(self.encoding, self.errors), fi.flags)
+        if self.operations.is_text(fi.fh):
+            fi.direct_io = 1
+        return 0
+
     def write(self, path, buf, size, offset, fip):
         """The request's bytes as a view: valid during this call only, and RawFile copies them."""
         data = memoryview(ctypes.cast(buf, ctypes.POINTER(ctypes.c_ubyte * size)).contents).cast("B")

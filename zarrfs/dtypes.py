@@ -37,13 +37,21 @@ class DataType:
         return self.numpy.itemsize
 
     @property
-    def array_interface(self) -> str:
-        """NumPy array-interface string with explicit byte order, e.g. '<f8', '|u1', '|V3'."""
+    def array_interface(self):
+        """NumPy array-interface string with explicit byte order, e.g. '<f8', '|u1', '|V3'; for a
+        struct its fields, [[name, type], ...] (np.dtype([tuple(f) for f in it]) rebuilds it)."""
+        if self.numpy.fields is not None:
+            return [list(field) for field in self.numpy.descr]
         return self.numpy.str
 
     def fill_value(self, value, where: str = "fill_value") -> np.ndarray:
         """The 0-d array a JSON fill value stands for, bit-exact (NaN payloads kept)."""
-        return np.asarray(parse_fill_value(self, value, where), dtype=self.numpy).reshape(())
+        fill = parse_fill_value(self, value, where)
+        if self.numpy.kind == "O":  # np.asarray would make a str an array of characters... or not: be explicit
+            out = np.empty((), object)
+            out[()] = fill
+            return out
+        return np.asarray(fill, dtype=self.numpy).reshape(())
 
     def fill_json(self, fill: np.ndarray):
         """The Zarr JSON form of a fill value, as zarr-python writes it."""
@@ -86,7 +94,9 @@ def parse_fill_value(dt: DataType, value, where: str):
         if value in (0, 1) and not isinstance(value, float):  # zarr-python reads 0 and 1 too
             return bool(value)
         raise MetadataError(f"{where}: a bool fill value must be true or false, not {value!r}")
-    if kind in "SUMmO" or dt.numpy.fields is not None or (kind == "V" and isinstance(value, str)):
+    if kind == "O":
+        return numpy_types.variable_length_fill(dt.name, value, where)
+    if kind in "SUMm" or dt.numpy.fields is not None or (kind == "V" and isinstance(value, str)):
         return numpy_types.parse_fill_value(dt.numpy, value, where)
     if kind in "iu":
         if isinstance(value, bool) or not isinstance(value, int):

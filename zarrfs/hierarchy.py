@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from . import consolidated, nodes
+from . import consolidated, nodes, textview
 from .codecs import ChunkSpec, CodecChain
 from .errors import MetadataError, StoreError, UnsupportedError, ZarrfsError
 from .metadata import ArrayMetadata, GroupMetadata
@@ -32,7 +32,7 @@ from .views.cache import HeaderCache
 
 log = logging.getLogger(__name__)
 
-DIR, DATA, SIDECAR, DOCUMENT, HEADER = "dir", "data", "sidecar", "document", "header"
+DIR, DATA, SIDECAR, DOCUMENT, HEADER, TEXT = "dir", "data", "sidecar", "document", "header", "text"
 
 
 @dataclass(frozen=True)
@@ -57,9 +57,9 @@ class Node:
 class Entry:
     """One file-system entry: what it is and which node it shows."""
 
-    kind: str  # DIR, DATA, SIDECAR, DOCUMENT or HEADER
+    kind: str  # DIR, DATA, TEXT, SIDECAR, DOCUMENT or HEADER
     node: Node
-    stem: str = ""  # for an array's files: the name before .bin / .json / a view's suffix; for DOCUMENT its name
+    stem: str = ""  # for an array's files: the name before .bin / .txt / .json / a view's suffix; for DOCUMENT its name
     view: str = ""  # HEADER: its format; DATA: "" for NAME.bin, else the view it belongs to
 
 
@@ -195,12 +195,14 @@ class Hierarchy:
 
     def _file_names(self, stem: str) -> list[str]:
         """Every name an array may take: the collision rule does not depend on its data type."""
-        names = [f"{stem}.bin", f"{stem}.json"]
+        names = [f"{stem}.bin", f"{stem}.txt", f"{stem}.json"]
         for view in self.views:
             names += [stem + view.suffix] + ([stem + view.alias] if view.alias else [])
         return names
 
     def _array_entries(self, node: Node, stem: str) -> dict[str, Entry]:
+        if is_text(node):  # no flat file, so no header views: text made from the data (textview.py)
+            return {f"{stem}.txt": Entry(TEXT, node, stem), f"{stem}.json": Entry(SIDECAR, node, stem)}
         entries = {f"{stem}.bin": Entry(DATA, node, stem), f"{stem}.json": Entry(SIDECAR, node, stem)}
         headers = self.headers(node, stem)
         for view in self.views:
@@ -213,7 +215,7 @@ class Hierarchy:
     def headers(self, node: Node, stem: str) -> dict[str, bytes]:
         """View name -> header bytes, for the views that can express the array; made from the
         metadata alone, once per node version while the bounded cache keeps them."""
-        if node.meta is None:
+        if node.meta is None or is_text(node):
             return {}
 
         def make():
@@ -320,8 +322,13 @@ def _guess_kind(document: bytes) -> str:
         return "array"
 
 
+def is_text(node: Node) -> bool:
+    """Variable-length elements have no fixed size: the array is shown as text, not flat bytes."""
+    return node.meta is not None and node.meta.data_type.numpy.kind == "O"
+
+
 def sidecar(meta: ArrayMetadata, data_file: str, views: dict[str, str] | None = None) -> bytes:
-    """The JSON sidecar: everything a reader needs to interpret the .bin file."""
+    """The JSON sidecar: everything a reader needs to interpret the .bin (or .txt) file."""
     doc = meta.document
     v2 = meta.zarr_format == 2
     sharding = next((c for c in meta.codecs if c["name"] == "sharding_indexed"), None)
@@ -346,6 +353,9 @@ def sidecar(meta: ArrayMetadata, data_file: str, views: dict[str, str] | None = 
         "zarr_format": meta.zarr_format,
         "views": views or {},  # format -> the header file beside data_file
     }
+    if meta.data_type.numpy.kind == "O":  # shown as text (see textview.py)
+        body.update(dtype=None, itemsize=None, nbytes=None, byte_order=None, data_file=None, text_file=data_file.removesuffix(".bin") + ".txt",
+                    text_format=textview.FORMAT)
     if meta.data_type.numpy.kind in "Mm":
         unit, count = np.datetime_data(meta.data_type.numpy)
         body["datetime_unit"] = unit if count == 1 else f"{count}{unit}"

@@ -13,10 +13,11 @@ import numpy as np
 from .dtypes import DataType
 from .errors import MetadataError, UnsupportedError
 from .metadata import MAX_NBYTES, ArrayMetadata, ChunkKeyEncoding, GroupMetadata, int_list, load_document
-from .numcodecs_codecs import PREFIX, V2_FILTERS, get_codec
+from .numcodecs_codecs import PREFIX, V2_FILTERS, VLEN, get_codec
 from .numpy_types import little_endian, parse_v2_dtype
 
 BLOSC_SHUFFLES = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
+OBJECT = ("|O", "O", "<O", ">O")
 
 
 def parse_group(doc: dict, attributes: dict, where: str) -> GroupMetadata:
@@ -38,8 +39,11 @@ def parse_array(doc: dict, attributes: dict, where: str) -> ArrayMetadata:
     chunks = int_list(doc["chunks"], f"{where}: chunks", minimum=1)
     if len(chunks) != len(shape):
         raise MetadataError(f"{where}: chunks has {len(chunks)} dimensions, shape has {len(shape)}")
-    stored = parse_v2_dtype(doc["dtype"], f"{where}: dtype")
-    data_type = DataType(stored.str if stored.fields is None else "structured", little_endian(stored))
+    if doc["dtype"] in OBJECT:
+        stored, data_type = np.dtype(object), _variable_length(doc, where)
+    else:
+        stored = parse_v2_dtype(doc["dtype"], f"{where}: dtype")
+        data_type = DataType(stored.str if stored.fields is None else "structured", little_endian(stored))
     if math.prod(shape) * data_type.itemsize > MAX_NBYTES:
         raise MetadataError(f"{where}: shape {list(shape)} of {data_type.name} is more than 2^63 bytes")
     separator = doc.get("dimension_separator", ".")
@@ -57,6 +61,17 @@ def parse_array(doc: dict, attributes: dict, where: str) -> ArrayMetadata:
         document=doc,
         zarr_format=2,
     )
+
+
+def _variable_length(doc: dict, where: str) -> DataType:
+    """An object array whose first filter is vlen-utf8 or vlen-bytes: shown as text. Other object
+    codecs (json, msgpack, pickle...) are refused: pickle would run code from the store."""
+    filters = doc["filters"] if isinstance(doc["filters"], list) else []
+    first = filters[0].get("id") if filters and isinstance(filters[0], dict) else None
+    if first not in VLEN:
+        raise UnsupportedError(f"{where}: dtype: object arrays ({doc['dtype']!r}) are supported with a vlen-utf8 or "
+                               f"vlen-bytes filter, not {first!r}")
+    return DataType(first, np.dtype(object))
 
 
 def _check_format(doc: dict, where: str) -> None:

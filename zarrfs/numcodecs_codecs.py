@@ -23,12 +23,13 @@ PREFIX = "numcodecs."
 V2_FILTERS = "zarrfs.v2_filters"  # made only by the v2 reader: {"dtype": stored dtype, "filters": [...]}
 KINDS = {
     **dict.fromkeys(["delta", "fixedscaleoffset", "quantize", "bitround", "astype"], "array->array"),
-    **dict.fromkeys(["pcodec", "zfpy"], "array->bytes"),
+    **dict.fromkeys(["pcodec", "zfpy", "vlen-utf8", "vlen-bytes"], "array->bytes"),
     **dict.fromkeys(["zlib", "gzip", "bz2", "lzma", "lz4", "zstd", "blosc", "shuffle", "adler32", "fletcher32",
                      "crc32", "crc32c", "jenkins_lookup3"], "bytes->bytes"),
 }
 DTYPE_CHANGES = {"delta": "astype", "fixedscaleoffset": "astype", "astype": "encode_dtype"}  # config member
 OPTIONAL_PACKAGES = {"pcodec": "pcodec", "zfpy": "zfpy"}
+VLEN = {"vlen-utf8", "vlen-bytes"}  # v3 names zarr-python gives them, without the prefix
 
 
 def get_codec(config: dict, where: str):
@@ -50,9 +51,9 @@ def codec_class(name: str, where: str) -> type | None:
     """The adapter class for a codec name, None when the name is not numcodecs'."""
     if name == V2_FILTERS:
         return V2FiltersCodec
-    if not name.startswith(PREFIX):
+    if not name.startswith(PREFIX) and name not in VLEN:
         return None
-    codec_id = name[len(PREFIX):]
+    codec_id = name.removeprefix(PREFIX)
     kind = KINDS.get(codec_id)
     if kind is None:
         raise UnsupportedError(f"{where}: unsupported codec")
@@ -134,10 +135,20 @@ class NumcodecsArrayBytesCodec(_Adapter):
         return ensure_contiguous_ndarray(self.impl.encode(np.ascontiguousarray(array))).tobytes()
 
     def decode(self, data) -> np.ndarray:
+        if self.id in VLEN:
+            check_vlen_header(data, self.spec.shape)
         out = ensure_ndarray(self._call(self.impl.decode, bytes(data)))
         if out.size != np.prod(self.spec.shape, dtype=object):
             raise CorruptChunkError(f"{self.id} decoded {out.size} elements, expected {list(self.spec.shape)}")
         return out.reshape(self.spec.shape).astype(self.spec.data_type.numpy, copy=False)
+
+
+def check_vlen_header(data, shape) -> None:
+    """A vlen chunk starts with its element count (4 bytes, little-endian): refuse a chunk that
+    claims another count before numcodecs allocates for it."""
+    count = int(np.prod(shape, dtype=object))
+    if len(data) < 4 or int.from_bytes(bytes(data[:4]), "little") != count:
+        raise CorruptChunkError(f"vlen chunk does not hold the {count} elements expected")
 
 
 class V2FiltersCodec(Codec):
@@ -149,8 +160,10 @@ class V2FiltersCodec(Codec):
     def __init__(self, config, spec, where):
         super().__init__(config, spec, where)
         self.spec = spec
-        self.stored = parse_v2_dtype(config.get("dtype"), f"{where}: dtype")
-        self.filters = [get_codec(f, f"{where}: filters[{i}]") for i, f in enumerate(config.get("filters") or [])]
+        filters = config.get("filters") or []
+        text = config.get("dtype") == "|O" and filters and filters[0].get("id") in VLEN
+        self.stored = np.dtype(object) if text else parse_v2_dtype(config.get("dtype"), f"{where}: dtype")
+        self.filters = [get_codec(f, f"{where}: filters[{i}]") for i, f in enumerate(filters)]
 
     def encode(self, array: np.ndarray):
         data = np.ascontiguousarray(array, dtype=self.stored)
@@ -161,7 +174,11 @@ class V2FiltersCodec(Codec):
     def decode(self, data) -> np.ndarray:
         try:
             for codec in reversed(self.filters):
+                if self.stored.kind == "O" and codec is self.filters[0]:
+                    check_vlen_header(data, self.spec.shape)
                 data = codec.decode(data)
+            if self.stored.kind == "O":  # variable-length: the first filter made the elements
+                return _elements(data, self.spec.shape)
             flat = ensure_contiguous_ndarray(data).reshape(-1).view("u1")
         except CorruptChunkError:
             raise
@@ -176,3 +193,10 @@ class V2FiltersCodec(Codec):
 
     def encoded_size(self, nbytes):
         return None if self.filters else nbytes
+
+
+def _elements(data, shape) -> np.ndarray:
+    out = np.asarray(data, dtype=object)
+    if out.size != int(np.prod(shape, dtype=object)):
+        raise CorruptChunkError(f"decoded chunk has {out.size} elements, expected {list(shape)}")
+    return out.reshape(shape)

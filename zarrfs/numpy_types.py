@@ -15,7 +15,8 @@ import numpy as np
 from .errors import MetadataError, UnsupportedError
 
 TIME_UNITS = {"Y", "M", "W", "D", "h", "m", "s", "ms", "us", "μs", "ns", "ps", "fs", "as", "generic"}
-VARIABLE_LENGTH = {"string", "vlen-utf8", "variable_length_bytes", "vlen-bytes", "bytes"}
+TEXT_TYPES, BYTES_TYPES = {"string", "vlen-utf8", "|O"}, {"variable_length_bytes", "vlen-bytes", "bytes"}
+VARIABLE_LENGTH = TEXT_TYPES | BYTES_TYPES  # no fixed element size: shown as text (see textview.py)
 MAX_ITEMSIZE = 1 << 16  # bytes per element: wider fixed-length types are refused, not allocated
 _V2_DTYPE = re.compile(r"[<>|=]?([biufcSUVMm])([0-9]+)(\[[0-9]*[A-Za-zμ]+\])?")
 
@@ -112,8 +113,6 @@ def parse_fill_value(dtype: np.dtype, value, where: str):
     """A fill value of a NumPy-only type: an integer for datetimes (NaT is -2**63), a string for
     text, base64 (or a list of byte values) for bytes and structs."""
     kind = dtype.kind
-    if kind == "O":  # variable-length: the fill value of elements never written
-        return value
     if kind in "Mm":
         if value == "NaT":
             value = -(2**63)
@@ -129,6 +128,17 @@ def parse_fill_value(dtype: np.dtype, value, where: str):
     if len(raw) > dtype.itemsize or (dtype.kind != "S" and len(raw) not in (0, dtype.itemsize)):
         raise MetadataError(f"{where}: a {dtype} fill value must have {dtype.itemsize} bytes, not {len(raw)}")
     return np.frombuffer(raw.ljust(dtype.itemsize, b"\0"), dtype)[0]
+
+
+def variable_length_fill(name: str, value, where: str):
+    """The fill value of a variable-length type: a string, or base64 bytes."""
+    if value is None:
+        return b"" if name in BYTES_TYPES else ""
+    if name in BYTES_TYPES:
+        return _bytes(value, where)
+    if not isinstance(value, str):
+        raise MetadataError(f"{where}: a {name} fill value must be a string, not {value!r}")
+    return value
 
 
 def _bytes(value, where: str) -> bytes:

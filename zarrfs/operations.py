@@ -24,9 +24,10 @@ from .coherence import Siblings  # noqa: E402
 from .array import open_array  # noqa: E402
 from .cache import ChunkCache
 from .errors import CorruptChunkError, ZarrfsError
-from .hierarchy import DATA, DIR, Entry, Hierarchy, Node
+from .hierarchy import DATA, DIR, TEXT, Entry, Hierarchy, Node
 from .prefixed import PrefixedFile
 from .rawfile import RawFile
+from .textview import Texts
 from .store import LocalStore
 from .views import DEFAULT_VIEWS
 
@@ -107,6 +108,7 @@ class Operations(mfusepy.Operations):
         self.store = LocalStore(source, read_only=options.read_only)
         self.hierarchy = Hierarchy(self.store, options.views, options.header_cache_bytes)
         self.cache = ChunkCache(options.cache_bytes)
+        self.texts = Texts()
         self._arrays: dict[str, OpenArray] = {}
         self.siblings = Siblings()
         self._listed: dict[str, tuple[dict, list]] = {}  # path -> (listing, its entries as a list)
@@ -227,6 +229,8 @@ class Operations(mfusepy.Operations):
             mode, size = stat.S_IFDIR | 0o555 | (st.st_mode & write_bits & 0o200), 0
         elif entry.kind == DATA:
             mode, size = stat.S_IFREG | (st.st_mode & (0o444 | write_bits)), self._data_size(entry)
+        elif entry.kind == TEXT:  # size 0, as /proc files: knowing it would mean decoding the whole array
+            mode, size = stat.S_IFREG | 0o444, 0
         else:
             mode, size = stat.S_IFREG | 0o444, len(self.hierarchy.content(entry))
         mtime = max(st.st_mtime_ns, int(self._last_write(entry.node) * 1e9))
@@ -273,6 +277,8 @@ class Operations(mfusepy.Operations):
             fail(errno.EROFS)
         if writable and entry.kind != DATA:
             fail(errno.EACCES)  # sidecars and documents are read-only
+        if entry.kind == TEXT:
+            return self._add_handle(Handle(entry, content=self.texts.text(self.store, entry.node, self.cache)))
         if entry.kind != DATA:
             return self._add_handle(Handle(entry, content=self.hierarchy.content(entry)))
         if entry.node.error is not None:  # logged once, when the node was read
@@ -300,6 +306,10 @@ class Operations(mfusepy.Operations):
             self._next_fh += 1
             self._handles[fh] = handle
         return fh
+
+    def is_text(self, fh) -> bool:
+        handle = self._handles.get(fh)
+        return handle is not None and handle.entry.kind == TEXT
 
     def _handle(self, fh) -> Handle:
         handle = self._handles.get(fh)

@@ -2,7 +2,7 @@
 
 from .array import open_array
 from .cache import ChunkCache
-from .errors import MetadataError, ZarrfsError
+from .errors import MetadataError, UnsupportedError, ZarrfsError
 from .metadata import ArrayMetadata
 from .nodes import read_metadata
 from .rawfile import RawFile
@@ -50,5 +50,8 @@ def open_raw(root: str, path: str = "", mode: str = "r", cache_bytes: int = DEFA
         raise ZarrfsError(f"{root}: no Zarr node (zarr.json, .zarray or .zgroup) at {path or '/'!r}")
     if not isinstance(meta, ArrayMetadata):
         raise MetadataError(f"{path or '/'}: is a group, not an array")
+    if meta.data_type.numpy.kind == "O":
+        raise UnsupportedError(f"{path or '/'}: {meta.data_type.name} elements are variable-length: there is no flat "
+                               f"view (a mount shows the array as text, NAME.txt)")
     array = open_array(store, path, meta, ChunkCache(cache_bytes))
     return RawView(RawFile(array, writable=(mode == "r+")), meta)

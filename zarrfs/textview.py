@@ -1,0 +1,84 @@
+"""Variable-length strings and bytes as text: NAME.txt, one element per line, C order.
+
+An element is written as its UTF-8 text with three escapes, so that every element is one line
+and the file is valid UTF-8: a backslash is `\\\\`, a newline `\\n`, and a byte that is not part
+of valid UTF-8 (only variable-length bytes can hold one) `\\xNN`. Every line ends with `\\n`.
+
+These arrays have no fixed element size, so the text is made whole when the file is opened
+(TEXT_LIMIT bounds it) and its size is shown as 0, as /proc files show theirs: listing never
+decodes a whole array, and readers read to the end of the file (direct I/O). This module is the seam for a view-file registry: `render(array)` is a
+pure function of the decoded elements.
+"""
+
+import re
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from .array import open_array
+from .errors import UnsupportedError
+
+TEXT_LIMIT = 1 << 30  # bytes of text made for one file: a larger array is refused, not rendered
+FORMAT = ("UTF-8, one element per line in C order; escapes: \\\\ is a backslash, \\n a newline, "
+          "\\xNN a byte that is not UTF-8")
+_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n"})
+_SURROGATE = re.compile("[\udc80-\udcff]")  # bytes that were not UTF-8, from surrogateescape
+
+
+def escape(element) -> str:
+    if isinstance(element, (bytes, bytearray, np.bytes_)):
+        text = bytes(element).decode("utf-8", "surrogateescape").translate(_ESCAPES)
+        return _SURROGATE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}", text)
+    return str(element).translate(_ESCAPES)
+
+
+def render(elements: np.ndarray, name: str) -> bytes:
+    """The text of an object array's elements, in C order."""
+    lines, size = [], 0
+    for element in elements.reshape(-1):
+        line = escape(element)
+        size += len(line) + 1
+        if size > TEXT_LIMIT:
+            raise UnsupportedError(f"{name}: its text is more than zarrfs's limit of {TEXT_LIMIT} bytes")
+        lines.append(line)
+    return ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass") if lines else b""
+
+
+def unescape(line: str) -> bytes:
+    """The element bytes of one line (without its newline): the inverse of escape, for readers."""
+    out, i = bytearray(), 0
+    while i < len(line):
+        c = line[i]
+        if c == "\\" and line[i + 1:i + 2] == "x":
+            out.append(int(line[i + 2:i + 4], 16))
+            i += 4
+        elif c == "\\":
+            out += b"\n" if line[i + 1] == "n" else b"\\"
+            i += 2
+        else:
+            out += c.encode()
+            i += 1
+    return bytes(out)
+
+
+class Texts:
+    """Rendered texts of the arrays opened lately, bounded in bytes."""
+
+    def __init__(self, limit: int = 64 << 20):
+        self.limit = limit
+        self._texts: OrderedDict[str, tuple[object, bytes]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def text(self, store, node, cache) -> bytes:
+        cached = self._texts.get(node.path)
+        if cached is not None and cached[0] is node:
+            return cached[1]
+        array = open_array(store, node.path, node.meta, cache)
+        text = render(array.read(tuple(slice(0, n) for n in node.meta.shape)), node.path or "/")
+        with self._lock:
+            self._texts[node.path] = (node, text)
+            self._texts.move_to_end(node.path)
+            while sum(len(t) for _, t in self._texts.values()) > self.limit and len(self._texts) > 1:
+                self._texts.popitem(last=False)
+        return text
