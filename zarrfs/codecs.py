@@ -325,8 +325,11 @@ class CodecChain:
     def _bound_decoders(self) -> None:
         """Tell each bytes->bytes codec the most its decode may produce: the exact encoded size of
         the codecs before it when that is fixed, else a bound no real compressor output reaches."""
-        exact = self.array_bytes.encoded_size(self.spec.nbytes)
-        bound = 2 * self.spec.nbytes + (1 << 20)
+        nbytes = self.spec.nbytes
+        for codec in self.array_array:  # numcodecs' astype and delta may widen the elements
+            nbytes = codec.encoded_size(nbytes) or nbytes
+        exact = self.array_bytes.encoded_size(nbytes)
+        bound = 2 * nbytes + (1 << 20)
         for codec in self.bytes_bytes:
             codec.decoded_limit = exact if exact is not None else bound
             exact = None if exact is None else codec.encoded_size(exact)

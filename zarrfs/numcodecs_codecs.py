@@ -29,6 +29,7 @@ KINDS = {
 }
 DTYPE_CHANGES = {"delta": "astype", "fixedscaleoffset": "astype", "astype": "encode_dtype"}  # config member
 OPTIONAL_PACKAGES = {"pcodec": "pcodec", "zfpy": "zfpy"}
+NEEDS_DTYPE = {"delta", "quantize", "fixedscaleoffset"}
 VLEN = {"vlen-utf8", "vlen-bytes"}  # v3 names zarr-python gives them, without the prefix
 
 
@@ -104,6 +105,8 @@ class NumcodecsArrayCodec(_Adapter):
     kind = "array->array"
 
     def __init__(self, config, spec, where):
+        if self.id in NEEDS_DTYPE and "dtype" not in config:  # zarr-python fills it in from the array
+            config = {**config, "dtype": spec.data_type.numpy.str}
         super().__init__(config, spec, where)
         member = DTYPE_CHANGES.get(self.id)
         encoded = np.dtype(config[member]) if member and config.get(member) else spec.data_type.numpy
@@ -116,7 +119,10 @@ class NumcodecsArrayCodec(_Adapter):
 
     def encode(self, array: np.ndarray) -> np.ndarray:
         out = ensure_ndarray(self.impl.encode(np.ascontiguousarray(array)))
-        return out.reshape(array.shape).astype(self.encoded.numpy, copy=False)
+        encoded = self.encoded.numpy
+        if out.dtype.kind != encoded.kind and out.dtype.itemsize == encoded.itemsize:  # bits, not values (bitround)
+            out = out.astype(out.dtype.newbyteorder("<"), copy=False).view(encoded)
+        return out.reshape(array.shape).astype(encoded, copy=False)
 
     def decode(self, array: np.ndarray) -> np.ndarray:
         out = ensure_ndarray(self._call(self.impl.decode, np.ascontiguousarray(array)))
