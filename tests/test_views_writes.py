@@ -7,6 +7,7 @@ import mmap
 import os
 import shutil
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -114,3 +115,22 @@ def test_a_read_only_mount_refuses_writes_to_npy(store, tmp_path):
         out = subprocess.run(["stat", "-c", "%A %s", str(m / "a.npy"), str(m / "a.mhd")], capture_output=True,
                              text=True, check=True).stdout.split("\n")
         assert out[0].startswith("-r--r--r--") and out[1].startswith("-r--r--r--")
+
+
+
+def test_a_listing_after_a_write_shows_the_new_mtime_of_every_view(store, tmp_path):
+    """Listings carry attributes (readdirplus), kept packed between listings: a write makes them anew."""
+    os.utime(store / "a" / "zarr.json", (1000, 1000))
+
+    def mtimes(m):
+        out = subprocess.run(["ls", "-l", "--time-style=+%s", str(m.path)], capture_output=True, text=True,
+                             check=True).stdout
+        return {line.split()[-1]: int(line.split()[-2]) for line in out.splitlines()[1:]}
+
+    with mounted(store, tmp_path) as m:
+        assert {mtimes(m)[name] for name in ("a.bin", "a.npy", "a.vrt", "a.json")} == {1000}
+        started = int(time.time())
+        with open(m / "a.bin", "r+b") as f:
+            f.write(b"\1")
+        after = mtimes(m)
+        assert min(after[name] for name in ("a.bin", "a.npy", "a.vrt", "a.mhd")) >= started

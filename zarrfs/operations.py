@@ -112,6 +112,7 @@ class Operations(mfusepy.Operations):
         self._arrays: dict[str, OpenArray] = {}
         self.siblings = Siblings()
         self._listed: dict[str, tuple[dict, list]] = {}  # path -> (listing, its entries as a list)
+        self.writes = 0
         self._handles: dict[int, Handle] = {}
         self._next_fh = 1
         self._lock = threading.Lock()
@@ -348,6 +349,7 @@ class Operations(mfusepy.Operations):
         self.siblings.wrote(handle.siblings)
         handle.wrote = True
         handle.array.mtime = time.time()
+        self.writes += 1  # attributes listed before are stale (see binding.ZarrFUSE)
         dirty = handle.array.raw.array.shared.dirty_nbytes
         if dirty > self.options.dirty_limit:  # the writer waits: memory stays bounded
             self._flush(handle.array)
