@@ -26,6 +26,7 @@ from . import consolidated, nodes, textview
 from .codecs import ChunkSpec, CodecChain
 from .errors import MetadataError, StoreError, UnsupportedError, ZarrfsError
 from .metadata import ArrayMetadata, GroupMetadata
+from .georeference import Georeferencer
 from .store import LocalStore
 from .views import DEFAULT_VIEWS, VIEWS, info_of
 from .views.cache import HeaderCache
@@ -68,6 +69,8 @@ class Hierarchy:
         self.store = store
         self.views = [VIEWS[name] for name in views]
         self._headers = HeaderCache(header_cache_bytes)
+        georeferenced = any(view.name in ("vrt", "envi") for view in self.views)
+        self._georeferencer = Georeferencer(store, self.node) if georeferenced else None
         self._nodes: dict[str, Node] = {}
         self._listings: dict[str, tuple[int, dict[str, Entry]]] = {}
         self._sidecars: dict[tuple[str, str], tuple[Node, bytes]] = {}
@@ -219,7 +222,9 @@ class Hierarchy:
             return {}
 
         def make():
-            info = info_of(node.meta, node.name or stem, f"{stem}.bin")
+            georef = self._georeferencer.of(node) if self._georeferencer and isinstance(node.meta, ArrayMetadata) \
+                else None
+            info = info_of(node.meta, node.name or stem, f"{stem}.bin", georef)
             made = {view.name: view.header(info) for view in self.views}
             return {name: header for name, header in made.items() if header is not None}
 

@@ -17,6 +17,7 @@ class ArrayInfo:
     dimension_names: tuple[str | None, ...] | None
     attributes: dict
     data_file: str  # NAME.bin, relative to the header
+    georef: object = None  # a views.georef.Georef, where the metadata gives one
 
     @property
     def size(self) -> int:
@@ -43,10 +44,10 @@ def dimension_names(meta: ArrayMetadata) -> tuple[str | None, ...] | None:
     return None
 
 
-def info_of(meta: ArrayMetadata, name: str, data_file: str) -> ArrayInfo:
+def info_of(meta: ArrayMetadata, name: str, data_file: str, georef=None) -> ArrayInfo:
     name = "".join(c if c.isprintable() else "?" for c in name)  # it only goes into descriptions
     return ArrayInfo(name, tuple(meta.shape), meta.data_type.numpy, type_name(meta.data_type.numpy),
-                     dimension_names(meta), meta.attributes, data_file)
+                     dimension_names(meta), meta.attributes, data_file, georef)
 
 
 def type_name(dtype: np.dtype) -> str:

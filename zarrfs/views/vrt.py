@@ -4,7 +4,7 @@ MAX_BANDS bands, since GDAL refuses more."""
 
 from xml.sax.saxutils import escape
 
-from .georef import geotransform
+from .georef import geotransform, srs
 from .info import ArrayInfo, raster
 
 GDAL_TYPES = {"bool": "Byte", "uint8": "Byte", "int8": "Int8", "int16": "Int16", "uint16": "UInt16",
@@ -27,6 +27,8 @@ def header(info: ArrayInfo) -> bytes | None:
     transform = geotransform(info)
     if transform:
         parts.append(f"  <GeoTransform>{', '.join(repr(float(v)) for v in transform)}</GeoTransform>\n")
+        if srs(info):
+            parts.append(f"  <SRS>{escape(srs(info))}</SRS>\n")
     for band in range(info.bands):
         description = f"    <Description>{escape(names(band))}</Description>\n" if len(info.shape) > 2 else ""
         parts.append(f'  <VRTRasterBand dataType="{gdal_type}" band="{band + 1}" subClass="VRTRawRasterBand">\n'
