@@ -26,12 +26,16 @@ SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=
 
 scalars = (st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False) | st.text(max_size=12)
            | st.sampled_from(["NaN", "r²", "r8888888888888888888", "0x7fc0", "bytes", "zstd", "sharding_indexed",
-                              "regular", "default", "v2", "little", "big", "end", "start", "lz4", "shuffle"]))
+                              "regular", "default", "v2", "little", "big", "end", "start", "lz4", "shuffle",
+                              "numpy.datetime64", "fixed_length_utf32", "structured", "null_terminated_bytes",
+                              "string", "vlen-utf8", "numcodecs.delta", "numcodecs.zlib", "<i4", ">f8", "|O", "<U3",
+                              "|S2", "<M8[s]", "F", "C", "AAAA", "delta", "zlib", "id"]))
 json_values = st.recursive(
     scalars,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
         st.sampled_from(["name", "configuration", "chunk_shape", "codecs", "index_codecs", "endian", "level",
-                         "order", "separator", "cname", "shuffle", "typesize", "must_understand", "x"]),
+                         "order", "separator", "cname", "shuffle", "typesize", "must_understand", "x", "id",
+                         "dtype", "astype", "unit", "scale_factor", "length_bytes", "fields", "filters"]),
         inner, max_size=4),
     max_leaves=12)
 
@@ -53,6 +57,17 @@ CHAINS = {
     "sharded": [sharding([2, 4], codecs=[{"name": "bytes", "configuration": {"endian": "little"}},
                                          {"name": "zstd", "configuration": {"level": 1}}])],
     "sharded-gzip": [sharding([4, 2]), {"name": "gzip", "configuration": {"level": 1}}],
+    "numcodecs": [{"name": "numcodecs.delta", "configuration": {"dtype": "<i4", "astype": "<i8"}},
+                  {"name": "bytes", "configuration": {"endian": "little"}}, {"name": "numcodecs.zlib"},
+                  {"name": "numcodecs.adler32"}],
+    "numcodecs-bz2": [{"name": "bytes", "configuration": {"endian": "big"}}, {"name": "numcodecs.bz2"}],
+    "numcodecs-lzma-lz4": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "numcodecs.lzma"},
+                           {"name": "numcodecs.lz4"}],
+    "v2-filters": [{"name": "transpose", "configuration": {"order": [1, 0]}},
+                   {"name": "zarrfs.v2_filters", "configuration": {"dtype": ">i4", "filters": [
+                       {"id": "delta", "dtype": ">i4"}, {"id": "zlib", "level": 1}, {"id": "fletcher32"}]}},
+                   {"name": "blosc", "configuration": {"cname": "zstd", "clevel": 1, "shuffle": "bitshuffle",
+                                                       "typesize": 4}}],
 }
 SPEC = ChunkSpec((4, 8), parse_data_type("int32"), np.array(0, "<i4"))
 
@@ -68,6 +83,40 @@ def _mutated_documents():
         optional={"configuration": json_values, "must_understand": st.booleans()}), max_size=4)
     with_codecs = codecs.map(lambda c: {**base, "codecs": c})
     return st.one_of(one, one, one, one, several, drop, with_codecs, with_codecs).map(lambda d: json.dumps(d).encode())
+
+
+V2_MEMBERS = ["shape", "chunks", "dtype", "compressor", "fill_value", "order", "filters", "dimension_separator",
+              "zarr_format"]
+
+
+def _mutated_v2_documents():
+    base = {"zarr_format": 2, "shape": [10, 12], "chunks": [4, 8], "dtype": "<i4", "fill_value": 0, "order": "C",
+            "compressor": {"id": "zlib", "level": 1}, "filters": [{"id": "delta", "dtype": "<i4"}]}
+    one = st.tuples(st.sampled_from(V2_MEMBERS), scalars | json_values).map(lambda kv: {**base, kv[0]: kv[1]})
+    drop = st.sampled_from(V2_MEMBERS).map(lambda k: {m: v for m, v in base.items() if m != k})
+    filters = st.lists(st.fixed_dictionaries({"id": st.sampled_from(
+        ["delta", "zlib", "vlen-utf8", "pickle", "json2", "categorize", "packbits", "astype", "nope"])},
+        optional={"dtype": scalars, "astype": scalars, "level": scalars}), max_size=3)
+    return st.one_of(one, one, one, drop, filters.map(lambda f: {**base, "filters": f})).map(
+        lambda d: json.dumps(d).encode())
+
+
+v2_documents = st.one_of(_mutated_v2_documents(), st.binary(max_size=64), json_values.map(lambda v: json.dumps(v).encode()))
+
+
+@SETTINGS
+@given(raw=v2_documents, attributes=st.sampled_from([None, b"{}", b"[]", b"{bad"]))
+def fuzz_metadata_v2(raw, attributes):
+    """.zarray documents: the v2 reader, the sidecar and the codec chain raise zarrfs errors only."""
+    from zarrfs.nodes import Documents, parse
+
+    docs = {".zarray": raw, **({".zattrs": attributes} if attributes is not None else {})}
+    try:
+        meta = parse("fuzz", Documents(2, "array", docs, (), os.stat(".")))
+        sidecar(meta, "fuzz.bin")
+        open_array(LocalStore(os.getcwd(), read_only=True), "", meta, ChunkCache(1 << 20))
+    except ZarrfsError:
+        pass
 
 
 documents = st.one_of(*[_mutated_documents()] * 8, st.binary(max_size=64), json_values.map(lambda v: json.dumps(v).encode()))
@@ -141,5 +190,5 @@ def _read_shard(chain: CodecChain, data: bytes):
 
 
 if __name__ == "__main__":
-    {"metadata": fuzz_metadata, "decoders": fuzz_decoders}[sys.argv[1]]()
+    {"metadata": fuzz_metadata, "metadata_v2": fuzz_metadata_v2, "decoders": fuzz_decoders}[sys.argv[1]]()
     print("ok")

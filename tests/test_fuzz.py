@@ -12,7 +12,7 @@ HERE = Path(__file__).parent
 LIMIT = 120  # seconds; the targets take a few; a hang is caught by this bound
 
 
-@pytest.mark.parametrize("target", ["metadata", "decoders"])
+@pytest.mark.parametrize("target", ["metadata", "metadata_v2", "decoders"])
 def test_fuzz_target_raises_only_zarrfs_errors_and_finishes(target, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(HERE)}
     try:

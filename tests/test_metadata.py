@@ -94,3 +94,37 @@ def test_zero_sized_and_default_fill():
     assert math.prod(meta.shape) == 0 and meta.nbytes == 0
     assert default_fill("r24") == [0, 0, 0]
     assert np.isnan(parse(array_doc([1], "float64", [1], fill_value="NaN")).fill_value)
+
+
+@pytest.mark.parametrize("data_type, fill, error, pattern", [
+    ({"name": "numpy.datetime64", "configuration": {"unit": "fortnight"}}, 0, MetadataError, r"data_type.configuration.unit"),
+    ({"name": "numpy.timedelta64", "configuration": {"unit": "s", "scale_factor": 0}}, 0, MetadataError, "scale_factor"),
+    ({"name": "numpy.datetime64", "configuration": {"unit": "s"}}, 1.5, MetadataError, "fill_value"),
+    ({"name": "fixed_length_utf32", "configuration": {"length_bytes": 6}}, "", MetadataError, "length_bytes"),
+    ({"name": "fixed_length_utf32", "configuration": {"length_bytes": 8}}, "abc", MetadataError, "fill_value"),
+    ({"name": "null_terminated_bytes", "configuration": {"length_bytes": 1 << 20}}, "", UnsupportedError, "length_bytes"),
+    ({"name": "null_terminated_bytes", "configuration": {"length_bytes": 2}}, "not base64!", MetadataError, "fill_value"),
+    ({"name": "structured", "configuration": {"fields": [["a", "float128"]]}}, "", UnsupportedError, r"fields\[0\]"),
+    ({"name": "structured", "configuration": {"fields": [["a"]]}}, "", MetadataError, r"fields\[0\]"),
+    ({"name": "structured", "configuration": {"fields": [["a", "string"]]}}, "", UnsupportedError, "variable-length"),
+    ("string", 3, MetadataError, "fill_value"),
+])
+def test_numpy_type_refusals_name_the_field(data_type, fill, error, pattern):
+    with pytest.raises(error, match=pattern) as info:
+        parse(array_doc([3], data_type, [2], fill_value=fill))
+    assert "g/a/zarr.json" in str(info.value)
+
+
+@pytest.mark.parametrize("data_type, fill, dtype, fill_hex", [
+    ({"name": "numpy.datetime64", "configuration": {"unit": "ms", "scale_factor": 10}}, -(2**63), "<M8[10ms]",
+     "0000000000000080"),
+    ({"name": "fixed_length_utf32", "configuration": {"length_bytes": 8}}, "é", "<U2", "e900000000000000"),
+    ({"name": "null_terminated_bytes", "configuration": {"length_bytes": 3}}, "YWI=", "|S3", "616200"),
+    ({"name": "structured", "configuration": {"fields": [["a", "int16"], ["b", "bool"]]}}, "AQAB", None, "010001"),
+    ("bool", 1, "|b1", "01"),
+])
+def test_numpy_types_and_their_fill_values(data_type, fill, dtype, fill_hex):
+    meta = parse(array_doc([3], data_type, [2], fill_value=fill))
+    assert dtype is None or meta.data_type.numpy == np.dtype(dtype)
+    assert meta.fill_value.tobytes().hex() == fill_hex
+    assert meta.data_type.fill_value(meta.data_type.fill_json(meta.fill_value)).tobytes().hex() == fill_hex

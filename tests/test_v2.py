@@ -188,3 +188,30 @@ def test_text_past_unicode_is_refused_and_nothing_changes(tmp_path):
         with pytest.raises(InvalidValueError, match="U\\+10FFFF"):
             view.write(8, np.array([0x41, 0x110000], "<u4").tobytes())
     assert read_all(tmp_path / "a") == np.full(z.shape, "ab", "<U2").tobytes()
+
+
+def test_a_compressor_used_as_a_filter_is_bounded_too(tmp_path):
+    import numcodecs
+
+    from zarrfs.errors import CorruptChunkError
+
+    create(tmp_path / "a", "|u1", compressor="none", filters=[numcodecs.Zlib(1)], shape=(16,), chunks=(16,))
+    (tmp_path / "a" / "0").write_bytes(numcodecs.Zlib(1).encode(bytes(64 << 20)))
+    with zarrfs.open_raw(str(tmp_path / "a")) as view:
+        with pytest.raises(CorruptChunkError, match="more than the"):
+            view.read(0, 16)
+
+
+def test_recovery_data_of_a_v2_array_is_replayed(tmp_path):
+    from zarrfs import recovery
+
+    create(tmp_path / "a", ">i4", compressor="zlib", order="F", fill_value=None)
+    meta = read_metadata(LocalStore(str(tmp_path / "a")), "")
+    piece = np.arange(6, dtype="<i4").reshape(2, 3)
+    saved = recovery.save([str(tmp_path / "rec")], str(tmp_path / "a"), "", meta.document,
+                          [((slice(1, 3), slice(2, 5)), piece)])
+    assert json.loads((tmp_path / "rec" / saved.rsplit("/", 1)[-1] / "recovery.json").read_text())["zarr_format"] == 2
+    assert recovery.replay(saved) == 1
+    expected = np.zeros((5, 7), "<i4")
+    expected[1:3, 2:5] = piece
+    assert np.array_equal(zarr.open_array(str(tmp_path / "a"), zarr_format=2)[...], expected)

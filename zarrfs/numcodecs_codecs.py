@@ -178,11 +178,13 @@ class V2FiltersCodec(Codec):
         return ensure_contiguous_ndarray(data).reshape(-1).view("u1")
 
     def decode(self, data) -> np.ndarray:
+        limit = 2 * self.spec.nbytes + (1 << 20)  # a filter may widen the elements (astype): not this much
         try:
             for codec in reversed(self.filters):
                 if self.stored.kind == "O" and codec is self.filters[0]:
                     check_vlen_header(data, self.spec.shape)
-                data = codec.decode(data)
+                bounded = bounded_decoder(codec.codec_id)  # a compressor used as a filter
+                data = bounded(data, limit) if bounded else codec.decode(data)
             if self.stored.kind == "O":  # variable-length: the first filter made the elements
                 return _elements(data, self.spec.shape)
             flat = ensure_contiguous_ndarray(data).reshape(-1).view("u1")
