@@ -1,4 +1,4 @@
-"""zarrfs: a Zarr v3 hierarchy as flat little-endian C-order binary files.
+"""zarrfs: a Zarr (v2 or v3) hierarchy as flat little-endian C-order binary files.
 
     view = zarrfs.open_raw("data.zarr", "group/temperature", mode="r+")
     view.read(offset, size); view.write(offset, data); view.flush(); view.close()

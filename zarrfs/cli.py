@@ -151,7 +151,7 @@ def notify(message: str) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="zarrfs", description="Mount a Zarr v3 hierarchy as raw binary files.")
+    parser = argparse.ArgumentParser(prog="zarrfs", description="Mount a Zarr (v2 or v3) hierarchy as raw binary files.")
     parser.add_argument("source")
     parser.add_argument("mountpoint")
     parser.add_argument("-f", action="store_true", help="stay in the foreground")
