@@ -10,7 +10,7 @@ import pytest
 import zarr
 
 from helpers import CountingStore
-from mounting import mounted
+from mounting import mounted, wait_for
 from zarrfs.hierarchy import DATA, DIR, SIDECAR, Hierarchy
 from zarrfs.store import LocalStore
 
@@ -114,3 +114,17 @@ def test_broken_consolidated_metadata_is_not_used(tmp_path):
     hierarchy = Hierarchy(LocalStore(str(root)))
     assert hierarchy.consolidated is None
     assert {"a.bin", "sub/deeper/c.bin"} <= set(walk(hierarchy))
+
+
+def test_a_stale_size_is_corrected_when_the_array_is_opened(tmp_path):
+    root = consolidated_tree(tmp_path / "t", 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        z = zarr.create_array(str(root / "a"), shape=(10,), chunks=(4,), dtype="<i4", overwrite=True)  # not consolidated
+    z[...] = np.arange(10)
+    with mounted(root, tmp_path, "ro") as m:
+        assert os.stat(m / "a.bin").st_size == 16  # as the consolidated copy says
+        with open(m / "a.bin", "rb") as f:
+            wait_for(lambda: os.fstat(f.fileno()).st_size == 40, what="the size from a's own zarr.json")
+            assert f.read() == np.arange(10, dtype="<i4").tobytes()
+        assert os.stat(m / "a.bin").st_size == 40

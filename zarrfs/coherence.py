@@ -58,6 +58,12 @@ class Siblings:
         if not done.wait(WAIT):
             log.debug("invalidation of %s finishes after the write is answered", ", ".join(stale))
 
+    def refresh(self, path: str) -> None:
+        """Drop what the kernel holds of `path` (its attributes and pages), without waiting: the
+        file was listed from metadata that turned out stale."""
+        if self._fuse is not None:
+            self._queue.put(([path], threading.Event()))
+
     def _invalidator(self) -> None:
         while True:
             paths, done = self._queue.get()

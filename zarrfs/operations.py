@@ -270,7 +270,10 @@ class Operations(mfusepy.Operations):
 
     @errno_boundary
     def open(self, path, flags):
-        entry = self.hierarchy.verify(self._entry(path))  # a node's own documents win over consolidated ones
+        listed = self._entry(path)
+        entry = self.hierarchy.verify(listed)  # a node's own documents win over consolidated ones
+        if entry.node is not listed.node:  # the kernel may hold a size from the stale copy
+            self.siblings.refresh(path)
         writable = (flags & os.O_ACCMODE) != os.O_RDONLY
         if entry.kind == DIR:
             fail(errno.EISDIR)
