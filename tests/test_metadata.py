@@ -101,6 +101,7 @@ def test_zero_sized_and_default_fill():
     ({"name": "numpy.timedelta64", "configuration": {"unit": "s", "scale_factor": 0}}, 0, MetadataError, "scale_factor"),
     ({"name": "numpy.datetime64", "configuration": {"unit": "s"}}, 1.5, MetadataError, "fill_value"),
     ({"name": "fixed_length_utf32", "configuration": {"length_bytes": 6}}, "", MetadataError, "length_bytes"),
+    ({"name": "null_terminated_bytes", "configuration": {"length_bytes": 0}}, "", MetadataError, "length_bytes"),
     ({"name": "fixed_length_utf32", "configuration": {"length_bytes": 8}}, "abc", MetadataError, "fill_value"),
     ({"name": "null_terminated_bytes", "configuration": {"length_bytes": 1 << 20}}, "", UnsupportedError, "length_bytes"),
     ({"name": "null_terminated_bytes", "configuration": {"length_bytes": 2}}, "not base64!", MetadataError, "fill_value"),

@@ -29,8 +29,8 @@ def little_endian(dtype: np.dtype) -> np.dtype:
 
 def _length(config: dict, where: str, multiple: int = 1) -> int:
     n = config.get("length_bytes")
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0 or n % multiple:
-        raise MetadataError(f"{where}.length_bytes must be a non-negative multiple of {multiple}, not {n!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1 or n % multiple:
+        raise MetadataError(f"{where}.length_bytes must be a positive multiple of {multiple}, not {n!r}")
     if n > MAX_ITEMSIZE:
         raise UnsupportedError(f"{where}.length_bytes: {n} is wider than zarrfs's limit of {MAX_ITEMSIZE} bytes")
     return n
@@ -62,9 +62,15 @@ def _structured(config: dict, where: str) -> np.dtype:
             raise UnsupportedError(f"{where}.fields[{i}]: a variable-length field has no fixed size")
         parsed.append((field[0], dt))
     try:
-        return np.dtype(parsed)
+        return _bounded(np.dtype(parsed), f"{where}.fields")
     except (ValueError, TypeError) as e:
         raise MetadataError(f"{where}.fields: {e}") from None
+
+
+def _bounded(dtype: np.dtype, where: str) -> np.dtype:
+    if not 0 < dtype.itemsize <= MAX_ITEMSIZE:
+        raise UnsupportedError(f"{where}: a struct of {dtype.itemsize} bytes (zarrfs takes 1 to {MAX_ITEMSIZE})")
+    return dtype
 
 
 PARAMETRIC = {
@@ -94,6 +100,8 @@ def parse_v2_dtype(value, where: str) -> np.dtype:
             raise UnsupportedError(f"{where}: unsupported data type {value!r} ({e})") from None
         if dtype.kind == "f" and dtype.itemsize not in (2, 4, 8) or dtype.kind == "c" and dtype.itemsize not in (8, 16):
             raise UnsupportedError(f"{where}: unsupported data type {value!r}")
+        if dtype.itemsize == 0:
+            raise UnsupportedError(f"{where}: {value!r} has elements of no bytes")
         return dtype
     if isinstance(value, list) and value:
         fields = []
@@ -103,7 +111,7 @@ def parse_v2_dtype(value, where: str) -> np.dtype:
             dt = parse_v2_dtype(field[1], f"{where}[{i}]")
             fields.append((field[0], dt) if len(field) == 2 else (field[0], dt, tuple(field[2])))
         try:
-            return np.dtype(fields)
+            return _bounded(np.dtype(fields), where)
         except (ValueError, TypeError) as e:
             raise MetadataError(f"{where}: {e}") from None
     raise MetadataError(f"{where}: must be a dtype string or a list of fields, not {value!r}")
