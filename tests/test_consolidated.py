@@ -128,3 +128,11 @@ def test_a_stale_size_is_corrected_when_the_array_is_opened(tmp_path):
             wait_for(lambda: os.fstat(f.fileno()).st_size == 40, what="the size from a's own zarr.json")
             assert f.read() == np.arange(10, dtype="<i4").tobytes()
         assert os.stat(m / "a.bin").st_size == 40
+
+
+def test_a_missing_zattrs_agrees_with_empty_attributes(tmp_path):
+    root = consolidated_tree(tmp_path / "t", 2)
+    (root / "a" / ".zattrs").unlink()  # the consolidated copy has "a/.zattrs": {}
+    hierarchy = Hierarchy(LocalStore(str(root)))
+    listed = hierarchy.lookup("/a.bin")
+    assert hierarchy.verify(listed).node is listed.node  # not stale: same metadata

@@ -218,3 +218,17 @@ def test_recovery_data_of_a_v2_array_is_replayed(tmp_path):
     expected = np.zeros((5, 7), "<i4")
     expected[1:3, 2:5] = piece
     assert np.array_equal(zarr.open_array(str(tmp_path / "a"), zarr_format=2)[...], expected)
+
+
+def test_a_chunk_a_filter_cannot_encode_is_a_typed_error_and_stays_written(tmp_path):
+    from zarrfs.errors import EncodeError
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / ".zarray").write_text(json.dumps(v2_doc(dtype="|u1", shape=[3], chunks=[3], filters=[
+        {"id": "shuffle", "elementsize": 2}])))  # 3 bytes do not shuffle in elements of 2
+    view = zarrfs.open_raw(str(tmp_path / "a"), mode="r+")
+    view.write(0, b"\x01\x02\x03")
+    with pytest.raises(EncodeError, match="shuffle cannot encode"):
+        view.flush()
+    assert view.read(0, 3) == b"\x01\x02\x03"  # still there, still dirty
+    assert list((tmp_path / "a").iterdir()) == [tmp_path / "a" / ".zarray"]

@@ -33,6 +33,12 @@ class OutOfBoundsError(ZarrfsError):
     errno = errno.EFBIG
 
 
+class EncodeError(ZarrfsError):
+    """A codec refused to encode a chunk (numcodecs' codecs can: a shuffle of the wrong size...)."""
+
+    errno = errno.EIO
+
+
 class InvalidValueError(ZarrfsError):
     """Written bytes that are no value of the array's data type (UTF-32 past U+10FFFF)."""
 

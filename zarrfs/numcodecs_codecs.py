@@ -16,7 +16,7 @@ from numcodecs.compat import ensure_contiguous_ndarray, ensure_ndarray
 from .bounded import bounded_decoder
 from .codec_base import ChunkSpec, Codec
 from .dtypes import DataType
-from .errors import CorruptChunkError, MetadataError, UnsupportedError
+from .errors import CorruptChunkError, EncodeError, MetadataError, UnsupportedError
 from .numpy_types import little_endian, parse_v2_dtype
 
 PREFIX = "numcodecs."
@@ -84,6 +84,9 @@ class _Adapter(Codec):
         except Exception as e:  # numcodecs raises RuntimeError, ValueError, zlib.error...
             raise CorruptChunkError(f"undecodable {self.id} data ({e})") from None
 
+    def _encode(self, data):
+        return encode_with(self.impl, data, self.id)
+
 
 class NumcodecsBytesCodec(_Adapter):
     kind = "bytes->bytes"
@@ -93,7 +96,7 @@ class NumcodecsBytesCodec(_Adapter):
         self.bounded = bounded_decoder(self.id)
 
     def encode(self, data) -> bytes:
-        return ensure_contiguous_ndarray(self.impl.encode(data)).tobytes()
+        return ensure_contiguous_ndarray(self._encode(data)).tobytes()
 
     def decode(self, data):
         if self.bounded is not None:  # decoders that could be told to produce a lot
@@ -118,7 +121,7 @@ class NumcodecsArrayCodec(_Adapter):
         return ChunkSpec(spec.shape, self.encoded, np.zeros((), self.encoded.numpy))
 
     def encode(self, array: np.ndarray) -> np.ndarray:
-        out = ensure_ndarray(self.impl.encode(np.ascontiguousarray(array)))
+        out = ensure_ndarray(self._encode(np.ascontiguousarray(array)))
         encoded = self.encoded.numpy
         if out.dtype.kind != encoded.kind and out.dtype.itemsize == encoded.itemsize:  # bits, not values (bitround)
             out = out.astype(out.dtype.newbyteorder("<"), copy=False).view(encoded)
@@ -138,7 +141,7 @@ class NumcodecsArrayBytesCodec(_Adapter):
     kind = "array->bytes"
 
     def encode(self, array: np.ndarray) -> bytes:
-        return ensure_contiguous_ndarray(self.impl.encode(np.ascontiguousarray(array))).tobytes()
+        return ensure_contiguous_ndarray(self._encode(np.ascontiguousarray(array))).tobytes()
 
     def decode(self, data) -> np.ndarray:
         if self.id in VLEN:
@@ -147,6 +150,15 @@ class NumcodecsArrayBytesCodec(_Adapter):
         if out.size != np.prod(self.spec.shape, dtype=object):
             raise CorruptChunkError(f"{self.id} decoded {out.size} elements, expected {list(self.spec.shape)}")
         return out.reshape(self.spec.shape).astype(self.spec.data_type.numpy, copy=False)
+
+
+def encode_with(codec, data, codec_id: str):
+    """numcodecs' encode; a value it cannot encode (a shuffle of the wrong size, text a vlen
+    codec refuses) is a typed error naming the codec, and the written data stays dirty."""
+    try:
+        return codec.encode(data)
+    except Exception as e:
+        raise EncodeError(f"{codec_id} cannot encode this chunk ({e})") from None
 
 
 def check_vlen_header(data, shape) -> None:
@@ -174,7 +186,7 @@ class V2FiltersCodec(Codec):
     def encode(self, array: np.ndarray):
         data = np.ascontiguousarray(array, dtype=self.stored)
         for codec in self.filters:
-            data = codec.encode(data)
+            data = encode_with(codec, data, codec.codec_id)
         return ensure_contiguous_ndarray(data).reshape(-1).view("u1")
 
     def decode(self, data) -> np.ndarray:

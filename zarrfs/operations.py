@@ -108,7 +108,7 @@ class Operations(mfusepy.Operations):
         self.store = LocalStore(source, read_only=options.read_only)
         self.hierarchy = Hierarchy(self.store, options.views, options.header_cache_bytes)
         self.cache = ChunkCache(options.cache_bytes)
-        self.texts = Texts()
+        self.texts = Texts(options.cache_bytes // 4)  # rendered NAME.txt files, within the cache's bound
         self._arrays: dict[str, OpenArray] = {}
         self.siblings = Siblings()
         self._listed: dict[str, tuple[dict, list]] = {}  # path -> (listing, its entries as a list)
