@@ -141,3 +141,17 @@ def test_nifti_pair_through_nibabel(mnt, store, dtype):
         values = np.asanyarray(image.dataobj)
         assert values.dtype == expected.dtype
         np.testing.assert_array_equal(values, expected.T)
+
+
+@pytest.mark.parametrize("dtype", sorted(EXPRESSIBLE["nifti"]))
+def test_nifti_pair_through_simpleitk(mnt, store, dtype):
+    """ITK reads the same pair (2-D to 4-D: it has no 1-D images) with sizes fastest axis first."""
+    for ndim, shape in SHAPES.items():
+        if ndim == 1:
+            continue
+        expected = as_read(store[1][f"{dtype}_{ndim}d"])
+        image = sitk.ReadImage(str(mnt / f"{dtype}_{ndim}d.hdr"))
+        assert image.GetSize() == tuple(reversed(shape))
+        values = sitk.GetArrayFromImage(image)
+        assert values.dtype == expected.dtype
+        np.testing.assert_array_equal(values, expected)
