@@ -134,3 +134,46 @@ def test_a_listing_after_a_write_shows_the_new_mtime_of_every_view(store, tmp_pa
             f.write(b"\1")
         after = mtimes(m)
         assert min(after[name] for name in ("a.bin", "a.npy", "a.vrt", "a.mhd")) >= started
+
+
+def test_mmap_writers_on_two_views_at_once_end_coherent(store, tmp_path):
+    """Writers through an mmap of NAME.bin, an mmap of NAME.npy and pwrite on both, at once: each
+    write drops the other view's pages while the other may be holding them (a write that waited
+    for that would wait for ever); all finish, and the views and the store agree afterwards."""
+    import threading
+    with mounted(store, tmp_path) as m:
+        fd, fdn = os.open(m / "a.bin", os.O_RDWR), os.open(m / "a.npy", os.O_RDWR)
+        mapping = mmap.mmap(fd, 0)
+        bin_map = np.frombuffer(mapping, "<i4").reshape(SHAPE)
+        npy = np.load(m / "a.npy", mmap_mode="r+")
+
+        def through_bin_map():
+            for i in range(60):
+                bin_map[i % 64, :] = i
+                mapping.flush()
+
+        def through_npy_map():
+            for i in range(60):
+                npy[(i * 7) % 64, :] = -i
+                npy.flush()
+
+        def through_pwrite():
+            for i in range(60):
+                os.pwrite(fd, np.full(1024, 1000 + i, "<i4").tobytes(), 4096 * ((i * 13) % 64))
+                os.pwrite(fdn, np.full(1024, 2000 + i, "<i4").tobytes(), 128 + 4096 * ((i * 5) % 64))
+
+        threads = [threading.Thread(target=f) for f in (through_bin_map, through_npy_map, through_pwrite)]
+        try:
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            del bin_map, npy
+            mapping.close()
+            os.close(fd)
+            os.close(fdn)
+    with mounted(store, tmp_path, "ro", name="again") as m:  # fresh pages: what the store holds
+        final = np.fromfile(m / "a.bin", "<i4").reshape(SHAPE)
+        assert np.array_equal(np.load(m / "a.npy"), final)
+    np.testing.assert_array_equal(oracle(store), final)

@@ -5,11 +5,12 @@ with a page cache of its own (kept across opens: only this daemon changes the da
 write through one, the kernel's cached pages of the others that have been opened are dropped
 with libfuse's fuse_invalidate_path, so a read or an mmap of any view sees the write.
 
-The invalidation runs on a thread of its own and the write waits for it, briefly: dropping a
-view's pages writes its dirty mmap pages back first, and that write may come to this daemon
-while the writer we are answering still holds the pages it is writing. Waiting without end
-could then deadlock; after WAIT seconds the write is answered and the invalidation finishes
-behind it.
+The invalidation runs on a thread of its own and the write waits for it: dropping a view's
+pages waits for the writes in flight to it (and writes its dirty mmap pages back), and the
+writer we are answering may hold the pages of its own file until we answer. Two writes to two
+views at once (mmap writers on NAME.bin and NAME.npy) would each wait for the other: so a write
+to a file whose pages are queued to be dropped does not wait (both queue before they look, so
+at least one of them sees the other's), and no write waits more than WAIT seconds.
 """
 
 import ctypes
@@ -34,6 +35,8 @@ class Siblings:
         self._fuse = None  # libfuse's struct fuse *, known once the mount is live
         self._opened: set[str] = set()  # data views opened since the mount: only they can have cached pages
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._pending: dict[str, int] = {}  # path -> invalidations queued or running
+        self._lock = threading.Lock()
 
     def start(self) -> None:
         """Called from libfuse's init: the only context that knows the struct fuse."""
@@ -43,18 +46,26 @@ class Siblings:
     def opened(self, path: str) -> None:
         self._opened.add(path)
 
-    def of(self, path: str, names: list[str]) -> tuple[str, ...]:
-        """The other data views of the file at `path`, given the names of all of them."""
+    def of(self, path: str, names: list[str]) -> tuple[str, tuple[str, ...]]:
+        """(path, the other data views of the file at `path`), given the names of all of them."""
         directory = os.path.dirname(path)
-        return tuple(p for p in (os.path.join(directory, n) for n in names) if p != path)
+        return path, tuple(p for p in (os.path.join(directory, n) for n in names) if p != path)
 
-    def wrote(self, siblings: tuple[str, ...]) -> None:
-        """Drop the kernel's cached pages of the `siblings` that were ever opened."""
-        stale = [p for p in siblings if p in self._opened]
+    def wrote(self, siblings: tuple[str, tuple[str, ...]]) -> None:
+        """After a write to siblings[0]: drop the kernel's cached pages of the others that were
+        ever opened."""
+        path, others = siblings
+        stale = [p for p in others if p in self._opened]
         if not stale or self._fuse is None:
             return
         done = threading.Event()
+        with self._lock:
+            for p in stale:
+                self._pending[p] = self._pending.get(p, 0) + 1
+            mine_pending = self._pending.get(path, 0)
         self._queue.put((stale, done))
+        if mine_pending:  # the invalidator may wait for this very write: never wait for it
+            return
         if not done.wait(WAIT):
             log.debug("invalidation of %s finishes after the write is answered", ", ".join(stale))
 
@@ -69,6 +80,10 @@ class Siblings:
             paths, done = self._queue.get()
             for path in paths:
                 result = _libfuse.fuse_invalidate_path(self._fuse, path.encode())
+                with self._lock:
+                    self._pending[path] -= 1
+                    if not self._pending[path]:
+                        del self._pending[path]
                 if result not in (0, -2):  # -ENOENT: the kernel holds nothing of it
                     log.debug("invalidating %s: error %d", path, -result)
             done.set()

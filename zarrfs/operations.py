@@ -84,7 +84,7 @@ class Handle:
     content: bytes = b""  # sidecars, documents and headers: a snapshot
     array: OpenArray | None = None
     file: RawFile | PrefixedFile | None = None  # the array's bytes as this entry shows them
-    siblings: tuple[str, ...] = ()  # paths of the other files showing the same array's bytes
+    siblings: tuple = ("", ())  # its path, and those of the other files showing the same bytes
     writable: bool = False
     wrote: bool = False
 
