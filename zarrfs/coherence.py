@@ -73,6 +73,8 @@ class Siblings:
         """Drop what the kernel holds of `path` (its attributes and pages), without waiting: the
         file was listed from metadata that turned out stale."""
         if self._fuse is not None:
+            with self._lock:
+                self._pending[path] = self._pending.get(path, 0) + 1
             self._queue.put(([path], threading.Event()))
 
     def _invalidator(self) -> None:
