@@ -108,7 +108,7 @@ def test_zero_sized_and_default_fill():
     ({"name": "structured", "configuration": {"fields": [["a", "float128"]]}}, "", UnsupportedError, r"fields\[0\]"),
     ({"name": "structured", "configuration": {"fields": [["a"]]}}, "", MetadataError, r"fields\[0\]"),
     ({"name": "structured", "configuration": {"fields": [["a", "string"]]}}, "", UnsupportedError, "variable-length"),
-    ("string", 3, MetadataError, "fill_value"),
+    ("string", [3], MetadataError, "fill_value"),
 ])
 def test_numpy_type_refusals_name_the_field(data_type, fill, error, pattern):
     with pytest.raises(error, match=pattern) as info:

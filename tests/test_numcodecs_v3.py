@@ -116,3 +116,15 @@ def test_a_stream_that_decodes_to_more_than_its_chunk_is_corrupt(tmp_path, codec
     with zarrfs.open_raw(str(tmp_path / "a")) as view:
         with pytest.raises(CorruptChunkError, match="more than the"):
             view.read(0, 16)
+
+
+def test_a_v3_document_cannot_smuggle_pickle_through_the_v2_filter_codec(tmp_path):
+    from zarrfs.hierarchy import check_codecs
+
+    z = create(tmp_path / "a", "adler32")
+    doc = json.loads((tmp_path / "a" / "zarr.json").read_text())
+    doc["codecs"] = [{"name": "zarrfs.v2_filters", "configuration": {"dtype": "<u2", "filters": [{"id": "pickle"}]}}]
+    (tmp_path / "a" / "zarr.json").write_text(json.dumps(doc))
+    with pytest.raises(UnsupportedError, match="pickle.*refused"):
+        check_codecs(read_metadata(LocalStore(str(tmp_path)), "a"), "a/zarr.json")
+    assert z is not None

@@ -162,6 +162,10 @@ def v2_doc(**changes):
     ({"compressor": "zlib"}, MetadataError, "compressor"),
     ({"filters": [{"id": "vlen-utf8"}, {"id": "nosuch"}]}, UnsupportedError, r"filters\[1\]"),
     ({"filters": {"id": "delta"}}, MetadataError, "filters"),
+    ({"filters": [{"id": "pickle"}]}, UnsupportedError, r"filters\[0\]: codec 'pickle' is refused"),
+    ({"dtype": "|O", "filters": [{"id": "vlen-utf8"}, {"id": "pickle"}], "fill_value": ""}, UnsupportedError,
+     r"filters\[1\].*pickle"),
+    ({"dtype": "|O", "filters": [{"id": "vlen-utf8"}], "fill_value": [1]}, MetadataError, "fill_value"),
     ({"dimension_separator": "-"}, MetadataError, "dimension_separator"),
     ({"zarr_format": 3}, MetadataError, "zarr_format"),
 ])
@@ -232,3 +236,16 @@ def test_a_chunk_a_filter_cannot_encode_is_a_typed_error_and_stays_written(tmp_p
         view.flush()
     assert view.read(0, 3) == b"\x01\x02\x03"  # still there, still dirty
     assert list((tmp_path / "a").iterdir()) == [tmp_path / "a" / ".zarray"]
+
+
+def test_an_object_array_with_fill_value_zero_reads_as_zarr_python_reads_it(tmp_path):
+    from zarrfs.array import open_array
+    from zarrfs.cache import ChunkCache
+    from zarrfs.textview import render
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / ".zarray").write_text(json.dumps(v2_doc(dtype="|O", filters=[{"id": "vlen-utf8"}])))
+    expected = zarr.open_array(str(tmp_path / "a"), zarr_format=2)[...]
+    store = LocalStore(str(tmp_path))
+    array = open_array(store, "a", read_metadata(store, "a"), ChunkCache(1 << 20))
+    assert render(array.read((slice(0, 4),)), "a") == "".join(f"{v}\n" for v in expected).encode() == b"0\n" * 4

@@ -30,6 +30,7 @@ KINDS = {
 DTYPE_CHANGES = {"delta": "astype", "fixedscaleoffset": "astype", "astype": "encode_dtype"}  # config member
 OPTIONAL_PACKAGES = {"pcodec": "pcodec", "zfpy": "zfpy"}
 NEEDS_DTYPE = {"delta", "quantize", "fixedscaleoffset"}
+UNSAFE = {"pickle"}  # numcodecs' Pickle unpickles the chunk: a store could make it run anything
 VLEN = {"vlen-utf8", "vlen-bytes"}  # v3 names zarr-python gives them, without the prefix
 
 
@@ -37,6 +38,8 @@ def get_codec(config: dict, where: str):
     """numcodecs' codec for a configuration with an `id`; errors name the codec and, for codecs
     that need an optional package, the package."""
     codec_id = config.get("id")
+    if codec_id in UNSAFE:
+        raise UnsupportedError(f"{where}: codec {codec_id!r} is refused: decoding it would run code from the store")
     try:
         return numcodecs.get_codec(dict(config))
     except numcodecs.errors.UnknownCodecError:

@@ -144,6 +144,8 @@ def variable_length_fill(name: str, value, where: str):
         return b"" if name in BYTES_TYPES else ""
     if name in BYTES_TYPES:
         return _bytes(value, where)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):  # zarr v2 wrote 0: read as "0", as zarr-python does
+        return str(value)
     if not isinstance(value, str):
         raise MetadataError(f"{where}: a {name} fill value must be a string, not {value!r}")
     return value
