@@ -108,3 +108,23 @@ def test_unsupported_root_is_listed_and_fails_to_open_with_one_log_line(tmp_path
             assert info.value.errno == errno.EOPNOTSUPP
         lines = [line for line in m.log().splitlines() if field in line]
     assert len(lines) == 1 and "WARNING" in lines[0], m.log()
+
+
+def test_v2_documents_outside_the_store_are_not_followed(tmp_path):
+    root = zarr.open_group(str(tmp_path / "v2.zarr"), mode="w", zarr_format=2)
+    root.create_array("good", shape=(2,), chunks=(2,), dtype="|u1", compressors=None)[...] = [1, 2]
+    outside = tmp_path / "outside"
+    create(outside, "<i4")
+    (tmp_path / "v2.zarr" / "escape").mkdir()
+    os.symlink(outside / ".zarray", tmp_path / "v2.zarr" / "escape" / ".zarray")
+    create(tmp_path / "v2.zarr" / "attrs", "|u1", shape=(2,), chunks=(2,))
+    (tmp_path / "v2.zarr" / "attrs" / ".zattrs").unlink()
+    os.symlink(outside / ".zattrs", tmp_path / "v2.zarr" / "attrs" / ".zattrs")
+    with mounted(tmp_path / "v2.zarr", tmp_path, "ro") as m:
+        assert {"escape.bin", "attrs.bin", "good.bin"} <= set(os.listdir(m.path))
+        for name in ("escape.bin", "attrs.bin"):
+            with pytest.raises(OSError) as info:
+                open(m / name, "rb")
+            assert info.value.errno == errno.EACCES, name
+        assert (m / "good.bin").read_bytes() == b"\x01\x02"
+        assert "escape/.zarray" in m.log() and "attrs/.zattrs" in m.log()
