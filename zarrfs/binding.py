@@ -3,6 +3,7 @@ readdir answers with full attributes (readdirplus) so that `ls -l` and file mana
 lookup per entry."""
 
 import ctypes
+import threading
 from collections import OrderedDict
 
 import mfusepy
@@ -15,6 +16,7 @@ LISTED_STATS = 64  # directories whose entries' packed attributes are kept (abou
 class ZarrFUSE(mfusepy.FUSE):
     def __init__(self, *args, **kwargs):
         self._stats: OrderedDict = OrderedDict()  # id(entries) -> (entries, writes, [packed struct stat])
+        self._stats_lock = threading.Lock()
         super().__init__(*args, **kwargs)
 
     def read(self, path, buf, size, offset, fip):
@@ -60,12 +62,13 @@ class ZarrFUSE(mfusepy.FUSE):
         mount (sizes stay, mtimes move) starts them again. A file manager lists the same large
         directory again and again: this halves the daemon's time per entry."""
         key, writes = id(entries), self.operations.writes
-        cached = self._stats.get(key)
-        if cached is None or cached[0] is not entries or cached[1] != writes:
-            cached = self._stats[key] = (entries, writes, [None] * len(entries))
-            while len(self._stats) > LISTED_STATS:
-                self._stats.popitem(last=False)
-        self._stats.move_to_end(key)
+        with self._stats_lock:  # readdir runs in several libfuse threads at once
+            cached = self._stats.get(key)
+            if cached is None or cached[0] is not entries or cached[1] != writes:
+                cached = self._stats[key] = (entries, writes, [None] * len(entries))
+                while len(self._stats) > LISTED_STATS:
+                    self._stats.popitem(last=False)
+            self._stats.move_to_end(key)
         return cached[2]
 
 
