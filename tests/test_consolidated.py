@@ -56,7 +56,7 @@ def test_listing_reads_no_node_documents(tmp_path, zarr_format):
     node_keys = [k for k in store.stats + [g[0] for g in store.gets] if "/" in k or k in ("a", "sub")]
     document_reads = [k for k in node_keys if os.path.basename(k) in ("zarr.json", ".zarray", ".zgroup", ".zattrs")]
     assert document_reads == []  # only the root's documents were read, and directories stat'ed
-    assert {g[0] for g in store.gets} == root_documents(zarr_format)
+    assert sorted(g[0] for g in store.gets) == sorted(root_documents(zarr_format))  # each read once
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])

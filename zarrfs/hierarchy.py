@@ -76,14 +76,15 @@ class Hierarchy:
         self._sidecars: dict[tuple[str, str], tuple[Node, bytes]] = {}
         self._directories: dict[str, Entry] = {}  # file-system path -> DIR entry, while listings hold
         self._lock = threading.Lock()
-        self.consolidated = self._check_root()
+        root = self._check_root()
+        self.consolidated = _consolidated(root)
         self._verified: set[str] = set()  # nodes from consolidated metadata checked against their own documents
-        self.node("")  # an unsupported root is served like any unsupported node: listed, not opened
+        self._nodes[""] = _parse_node("", root)  # an unsupported root is served like any unsupported node
 
-    def _check_root(self) -> consolidated.Consolidated | None:
-        """Refuse to mount a directory that is no Zarr node, or whose root document is malformed,
-        with one message that says which (and, for v2, that the store is v2). Returns the root's
-        consolidated metadata, if it has any that can be used."""
+    def _check_root(self) -> nodes.Documents:
+        """The root's documents, read once. Refuse to mount a directory that is no Zarr node, or
+        whose root document is malformed, with one message that says which (and, for v2, that
+        the store is v2)."""
         docs = nodes.read_documents(self.store, "")
         if docs is None:
             raise MetadataError(f"{self.store.root}: not a Zarr hierarchy: neither zarr.json (v3) nor .zgroup or "
@@ -96,11 +97,7 @@ class Hierarchy:
             if docs.zarr_format == 2:
                 raise type(e)(f"{self.store.root}: a Zarr v2 store that cannot be served: {e}", e.errno) from None
             raise
-        try:
-            return consolidated.load(docs)
-        except ZarrfsError as e:  # a broken cache: every node is read from its own documents
-            log.warning("consolidated metadata not used: %s", e)
-            return None
+        return docs
 
     def node(self, path: str) -> Node | None:
         """The node at store path `path`, None if there is none; cached while its documents are
@@ -311,6 +308,15 @@ def _parse_node(path: str, docs: nodes.Documents) -> Node:
                     MetadataError(f"{key}: cannot parse ({e!r})"), docs.version, docs.zarr_format)
     kind = "array" if isinstance(meta, ArrayMetadata) else "group"
     return Node(path, kind, docs.documents, docs.stat, meta, None, docs.version, docs.zarr_format)
+
+
+def _consolidated(root: nodes.Documents) -> consolidated.Consolidated | None:
+    """The root's consolidated metadata, if it has any that can be used."""
+    try:
+        return consolidated.load(root)
+    except ZarrfsError as e:  # a broken cache: every node is read from its own documents
+        log.warning("consolidated metadata not used: %s", e)
+        return None
 
 
 def check_codecs(meta: ArrayMetadata, where: str) -> None:
