@@ -10,12 +10,13 @@ import mfusepy
 
 FUSE_READDIR_PLUS = 1  # the kernel asks for attributes with the names
 FUSE_FILL_DIR_PLUS = 2  # this entry carries them
-LISTED_STATS = 64  # directories whose entries' packed attributes are kept (about 200 bytes an entry)
+PACKED_BYTES = 200  # a packed struct stat and its list slot, about
 
 
 class ZarrFUSE(mfusepy.FUSE):
     def __init__(self, *args, **kwargs):
         self._stats: OrderedDict = OrderedDict()  # id(entries) -> (entries, writes, [packed struct stat])
+        self._stats_entries = 0  # bounded by header_cache_size, with the headers
         self._stats_lock = threading.Lock()
         super().__init__(*args, **kwargs)
 
@@ -65,10 +66,14 @@ class ZarrFUSE(mfusepy.FUSE):
         with self._stats_lock:  # readdir runs in several libfuse threads at once
             cached = self._stats.get(key)
             if cached is None or cached[0] is not entries or cached[1] != writes:
+                if cached is not None:
+                    self._stats_entries -= len(cached[2])
                 cached = self._stats[key] = (entries, writes, [None] * len(entries))
-                while len(self._stats) > LISTED_STATS:
-                    self._stats.popitem(last=False)
+                self._stats_entries += len(entries)
             self._stats.move_to_end(key)
+            limit = self.operations.options.header_cache_bytes // PACKED_BYTES
+            while self._stats_entries > limit and len(self._stats) > 1:
+                self._stats_entries -= len(self._stats.popitem(last=False)[1][2])
         return cached[2]
 
 

@@ -1,5 +1,6 @@
 """What a header says about an array: shape, data type, axis names, attributes, data file."""
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -50,6 +51,7 @@ def info_of(meta: ArrayMetadata, name: str, data_file: str, georef=None) -> Arra
                      dimension_names(meta), meta.attributes, data_file, georef)
 
 
+@functools.lru_cache(maxsize=256)  # numpy's dtype.name is slow, and a listing asks per array
 def type_name(dtype: np.dtype) -> str:
     """The name the formats' tables use, from the flat file's dtype (so v2 arrays, whose stored
     names differ, get the same views): int8..uint64, float16..complex128, bool, raw, or numpy's

@@ -1,6 +1,7 @@
 """NAME.npy: NumPy's format, version 1.0 (2.0 past 64 KiB of header): the header, then the same
 bytes as NAME.bin. Every data type fits, float16 and raw `|V n` included."""
 
+import functools
 import io
 
 import numpy as np
@@ -9,7 +10,12 @@ from .info import ArrayInfo
 
 
 def header(info: ArrayInfo) -> bytes:
-    fields = {"descr": np.lib.format.dtype_to_descr(info.dtype), "fortran_order": False, "shape": info.shape}
+    return _header(info.dtype, info.shape)
+
+
+@functools.lru_cache(maxsize=1024)  # arrays of one listing often share type and shape
+def _header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
+    fields = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
     out = io.BytesIO()
     try:
         np.lib.format.write_array_header_1_0(out, fields)
