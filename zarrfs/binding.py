@@ -37,6 +37,11 @@ class ZarrFUSE(mfusepy.FUSE):
         path = None if path is None else path.decode(self.encoding, self.errors)
         return self.operations.write(path, data, offset, fip.contents.fh)
 
+    def lseek(self, path, offset, whence, fip):
+        """SEEK_DATA/SEEK_HOLE: mfusepy lists the callback but has no wrapper for it."""
+        path = None if path is None else path.decode(self.encoding, self.errors)
+        return self.operations.lseek(path, offset, whence, fip.contents.fh)
+
     def readdir_fuse_3(self, path, buf, filler, offset, fip, flags):
         """Entries from `offset` on, each with the offset of the next: libfuse 3.14 hands the
         kernel a readdirplus entry's attributes only in this mode, and a large directory is

@@ -19,7 +19,7 @@ import numpy as np
 os.environ["FUSE_LIBRARY_NAME"] = "fuse3"  # before the import: mfusepy would pick libfuse 2 on Debian
 import mfusepy  # noqa: E402
 
-from . import recovery  # noqa: E402
+from . import holes, recovery  # noqa: E402
 from .coherence import Siblings  # noqa: E402
 from .array import open_array  # noqa: E402
 from .cache import ChunkCache
@@ -29,6 +29,7 @@ from .prefixed import PrefixedFile
 from .rawfile import RawFile
 from .textview import Texts
 from .store import LocalStore
+from .usage import Usage
 from .views import DEFAULT_VIEWS
 
 log = logging.getLogger(__name__)
@@ -108,6 +109,7 @@ class Operations(mfusepy.Operations):
         self.store = LocalStore(source, read_only=options.read_only)
         self.hierarchy = Hierarchy(self.store, options.views, options.header_cache_bytes)
         self.cache = ChunkCache(options.cache_bytes)
+        self.usage = Usage(self.store)  # mtimes and stored sizes of arrays
         self.texts = Texts(options.cache_bytes // 4)  # rendered NAME.txt files, within the cache's bound
         self._arrays: dict[str, OpenArray] = {}
         self.siblings = Siblings()
@@ -202,6 +204,7 @@ class Operations(mfusepy.Operations):
         try:
             opened.raw.flush(whole_only)
         except ZarrfsError as e:
+            self.usage.forget(opened.node.path)
             again = opened.failing == str(e)  # the same failure every few seconds
             log.log(logging.DEBUG if again else logging.ERROR, "write-back of %s failed: %s", name, e)
             opened.error, opened.failing = e, str(e)
@@ -209,6 +212,7 @@ class Operations(mfusepy.Operations):
             log.exception("write-back of %s failed", name)
             opened.error = ZarrfsError(f"write-back failed: {e!r}")
         else:
+            self.usage.forget(opened.node.path)
             if opened.failing and not opened.raw.array.dirty:
                 log.warning("write-back of %s succeeds again", name)
                 opened.failing = ""
@@ -234,10 +238,28 @@ class Operations(mfusepy.Operations):
             mode, size = stat.S_IFREG | 0o444, 0
         else:
             mode, size = stat.S_IFREG | 0o444, len(self.hierarchy.content(entry))
-        mtime = max(st.st_mtime_ns, int(self._last_write(entry.node) * 1e9))
+        mtime, blocks = self._stored(entry, size)
         return {"st_mode": mode, "st_nlink": 2 if entry.kind == DIR else 1, "st_size": size,
-                "st_uid": st.st_uid, "st_gid": st.st_gid, "st_blksize": BLKSIZE, "st_blocks": -(-size // 512),
+                "st_uid": st.st_uid, "st_gid": st.st_gid, "st_blksize": BLKSIZE, "st_blocks": blocks,
                 "st_mtime": mtime, "st_ctime": mtime, "st_atime": mtime}
+
+    def _stored(self, entry: Entry, size: int) -> tuple[int, int]:
+        """(mtime in ns, st_blocks). An array's files change when any of its stored values does,
+        and cost what its chunks take encoded (see usage.py); a fill value that is not zero
+        bytes, or data not yet stored, counts in full, so that no tool takes it for a hole."""
+        node = entry.node
+        mtime = max(node.stat.st_mtime_ns, int(self._last_write(node) * 1e9))
+        if entry.kind not in (DATA, TEXT) or node.meta is None:
+            return mtime, -(-size // 512)
+        stored = self.usage.of(node.path)
+        mtime = max(mtime, stored.mtime_ns)
+        if entry.kind == TEXT or self._unstored(node) or not holes.zero_fill(node.meta):
+            return mtime, -(-size // 512)
+        return mtime, -(-(stored.nbytes + len(self.hierarchy.prefix(entry))) // 512)
+
+    def _unstored(self, node: Node) -> bool:
+        opened = self._arrays.get(node.path)
+        return opened is not None and opened.raw.array.dirty
 
     def _data_size(self, entry: Entry) -> int:
         return 0 if entry.node.meta is None else entry.node.meta.nbytes + len(self.hierarchy.prefix(entry))
@@ -340,6 +362,29 @@ class Operations(mfusepy.Operations):
         return handle.file.read_into(offset, out)
 
     @errno_boundary
+    def lseek(self, path, offset, whence, fh):
+        """SEEK_DATA and SEEK_HOLE (the kernel answers the other whences itself): chunks that
+        are not stored are holes when the fill value is zero bytes (see holes.py)."""
+        handle = self._handle(fh)
+        try:
+            if handle.array is None:
+                return holes.seek(None, 1, len(handle.content), offset, whence)
+            raw, node = handle.array.raw, handle.array.node
+            prefix = len(handle.file.header) if handle.file is not raw else 0
+            presence = None
+            if holes.zero_fill(node.meta) and not raw.array.dirty:
+                presence = self.usage.presence(node.path, node.meta)
+            if offset >= prefix + raw.size or offset < 0:
+                fail(errno.ENXIO)
+            if offset < prefix:
+                if whence == holes.SEEK_DATA or not raw.size:
+                    return offset if whence == holes.SEEK_DATA else prefix + raw.size
+                offset = prefix
+            return prefix + holes.seek(presence, raw.itemsize, raw.size, offset - prefix, whence)
+        except holes.SeekError as e:
+            fail(e.errno)
+
+    @errno_boundary
     def write(self, path, data, offset, fh):
         handle = self._handle(fh)
         if not handle.writable:
@@ -377,7 +422,10 @@ class Operations(mfusepy.Operations):
         error, opened.error = opened.error, None
         if error is not None:
             raise error
-        opened.raw.flush()
+        try:
+            opened.raw.flush()
+        finally:
+            self.usage.forget(opened.node.path)
 
     @errno_boundary
     def flush(self, path, fh):

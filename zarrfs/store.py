@@ -234,6 +234,33 @@ class LocalStore:
             os.close(fd)
         return sorted(n for n in names if not n.startswith(TEMP_PREFIX))
 
+    def files(self, prefix: str):
+        """(key relative to `prefix`, lstat) of every file below `prefix`, found by listing and
+        stat alone: no value is opened. Symlinks are not followed, temporaries are left out."""
+        try:
+            stack = [("", self.beneath.open(prefix, os.O_RDONLY | os.O_DIRECTORY))]
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        except OSError as e:
+            raise _store_error("cannot list", prefix or "/", e) from None
+        while stack:
+            relative, fd = stack.pop()
+            try:
+                with os.scandir(fd) as entries:
+                    for entry in entries:
+                        if entry.name.startswith(TEMP_PREFIX):
+                            continue
+                        if entry.is_dir(follow_symlinks=False):
+                            child = _open_subdirectory(entry.name, fd)
+                            if child is not None:
+                                stack.append((relative + entry.name + "/", child))
+                        else:
+                            yield relative + entry.name, entry.stat(follow_symlinks=False)
+            except OSError as e:
+                log.warning("cannot list %r: %s", prefix + "/" + relative, e.strerror)
+            finally:
+                os.close(fd)
+
     def stat(self, key: str) -> os.stat_result | None:
         """The key's stat, None if there is no such key; StoreError for one that cannot be
         looked at (a symlink out of the store, a loop, no permission)."""

@@ -1,0 +1,140 @@
+"""What backups and copies see: mtimes that follow every stored change (rsync -a), and fill
+regions that are holes (st_blocks, SEEK_DATA/SEEK_HOLE) for cp, tar -S, bsdtar and rsync -S."""
+
+import os
+import subprocess
+import time
+
+import numpy as np
+import pytest
+import zarr
+
+from mounting import mounted
+
+OLD = time.time() - 100_000  # store files are made to look old, so that any change is newer
+
+
+def age_store(root) -> None:
+    for directory, _, files in os.walk(root):
+        for name in files:
+            os.utime(os.path.join(directory, name), (OLD, OLD))
+
+
+def make_arrays(root, names=("a", "b", "c")):
+    group = zarr.open_group(str(root), mode="w", zarr_format=3)
+    for i, name in enumerate(names):
+        array = group.create_array(name, shape=(64, 64), chunks=(16, 16), dtype="int32", fill_value=0)
+        array[...] = np.arange(64 * 64, dtype="int32").reshape(64, 64) + i
+    age_store(root)
+
+
+def rsync(source, destination) -> set[str]:
+    """Names of the files an incremental `rsync -a` transferred."""
+    out = subprocess.run(["rsync", "-a", "--out-format=%n", f"{source}/", f"{destination}/"],
+                         check=True, capture_output=True, text=True).stdout
+    return {line for line in out.splitlines() if line and not line.endswith("/")}
+
+
+def data_files(names: set[str]) -> set[str]:
+    return {n for n in names if n.endswith((".bin", ".npy"))}
+
+
+def test_rsync_copies_exactly_the_arrays_zarr_python_changed(tmp_path):
+    store, copy = tmp_path / "store", tmp_path / "copy"
+    make_arrays(store)
+    with mounted(store, tmp_path, "ro") as m:
+        assert data_files(rsync(m.path, copy)) == {f"{n}.{s}" for n in "abc" for s in ("bin", "npy")}
+    zarr.open_array(str(store / "b"), mode="r+")[0, 0] = -1  # one chunk of b is rewritten
+    with mounted(store, tmp_path, "ro") as m:
+        assert os.stat(m / "b.bin").st_mtime > OLD + 1
+        assert os.stat(m / "a.bin").st_mtime == pytest.approx(OLD, abs=1)
+        assert data_files(rsync(m.path, copy)) == {"b.bin", "b.npy"}
+        assert (copy / "b.bin").read_bytes() == (m / "b.bin").read_bytes()
+        assert rsync(m.path, copy) == set()  # and nothing more the next time
+
+
+def test_rsync_copies_exactly_the_arrays_written_through_the_mount(tmp_path):
+    store, copy = tmp_path / "store", tmp_path / "copy"
+    make_arrays(store)
+    with mounted(store, tmp_path) as m:
+        rsync(m.path, copy)
+        before = os.stat(m / "c.bin").st_mtime_ns
+        with open(m / "c.bin", "r+b") as f:
+            f.seek(4 * 64 * 40)
+            f.write(np.full(10, 7, "int32").tobytes())
+        assert os.stat(m / "c.bin").st_mtime_ns > before  # at once, not after the attribute lifetime
+        assert data_files(rsync(m.path, copy)) == {"c.bin", "c.npy"}
+        assert (copy / "c.bin").read_bytes() == (m / "c.bin").read_bytes()
+        assert rsync(m.path, copy) == set()
+
+
+def make_sparse(root):
+    """A 16 MiB array of which two chunks (1 MiB) are stored, and the same with a NaN fill. A
+    chunk's rows are 4 KiB, so that a copy's holes can be whole pages."""
+    group = zarr.open_group(str(root), mode="w", zarr_format=3)
+    rng = np.random.default_rng(1)
+    for name, fill in (("zeros", 0.0), ("nans", np.nan)):
+        array = group.create_array(name, shape=(2048, 2048), chunks=(128, 1024), dtype="float32",
+                                   fill_value=fill, compressors=None)
+        array[0:128, 0:1024] = rng.random((128, 1024), "float32") + 1
+        array[1024:1152, 1024:2048] = rng.random((128, 1024), "float32") + 1
+    return np.asarray(zarr.open_array(str(root / "zeros"))[...])
+
+
+def allocated(path) -> int:
+    return os.stat(path).st_blocks * 512
+
+
+STORED = 2 * 128 * 1024 * 4
+
+
+def test_fill_chunks_are_holes_for_du_and_lseek(tmp_path):
+    store = tmp_path / "store"
+    make_sparse(store)
+    with mounted(store, tmp_path, "ro") as m:
+        assert os.stat(m / "zeros.bin").st_size == 16 << 20
+        assert allocated(m / "zeros.bin") == STORED
+        du = subprocess.run(["du", "-k", str(m / "zeros.bin")], capture_output=True, text=True, check=True)
+        assert int(du.stdout.split()[0]) == STORED // 1024
+        assert allocated(m / "nans.bin") == 16 << 20  # a NaN fill region is no hole: it must be copied
+        fd = os.open(m / "zeros.bin", os.O_RDONLY)
+        try:
+            row = 2048 * 4
+            assert os.lseek(fd, 0, os.SEEK_HOLE) == 1024 * 4  # the first row leaves chunk (0, 0)
+            assert os.lseek(fd, 1024 * 4, os.SEEK_DATA) == row  # the next row of chunk (0, 0)
+            assert os.lseek(fd, 128 * row, os.SEEK_DATA) == 1024 * row + 1024 * 4
+            with pytest.raises(OSError) as e:
+                os.lseek(fd, 1152 * row, os.SEEK_DATA)
+            assert e.value.errno == 6  # ENXIO: only holes after it
+        finally:
+            os.close(fd)
+        fd = os.open(m / "nans.bin", os.O_RDONLY)
+        try:
+            assert os.lseek(fd, 0, os.SEEK_HOLE) == 16 << 20
+        finally:
+            os.close(fd)
+
+
+@pytest.mark.parametrize("tool", ["cp", "tar", "bsdtar", "rsync"])
+def test_copying_a_mostly_fill_array_writes_about_its_stored_size(tmp_path, tool):
+    store, out = tmp_path / "store", tmp_path / "out"
+    expected = make_sparse(store)
+    out.mkdir()
+    with mounted(store, tmp_path, "ro") as m:
+        for name in ("zeros.bin", "nans.bin"):
+            if tool == "cp":
+                subprocess.run(["cp", str(m / name), str(out / name)], check=True)
+            elif tool == "rsync":
+                subprocess.run(["rsync", "-S", str(m / name), str(out / name)], check=True)
+            else:
+                archive = tmp_path / f"{name}.tar"
+                create = ["tar", "-cSf"] if tool == "tar" else ["bsdtar", "-cf"]
+                subprocess.run([*create, str(archive), "-C", str(m.path), name], check=True)
+                if name == "zeros.bin":
+                    assert os.path.getsize(archive) < 2 * STORED
+                subprocess.run(["tar" if tool == "tar" else "bsdtar", "-xSf" if tool == "tar" else "-xf",
+                                str(archive), "-C", str(out)], check=True)
+        assert np.array_equal(np.fromfile(out / "zeros.bin", "<f4").reshape(2048, 2048), expected)
+        assert (out / "nans.bin").read_bytes() == (m / "nans.bin").read_bytes()
+    assert allocated(out / "zeros.bin") < 2 * STORED  # 1 MiB stored, 16 MiB long
+    assert allocated(out / "nans.bin") >= 16 << 20
