@@ -30,6 +30,7 @@ from .rawfile import RawFile
 from .textview import Texts
 from .store import LocalStore
 from .usage import Usage
+from .xattrs import extended_attributes
 from .views import DEFAULT_VIEWS
 
 log = logging.getLogger(__name__)
@@ -231,7 +232,7 @@ class Operations(mfusepy.Operations):
         st = entry.node.stat
         write_bits = 0 if self.options.read_only else 0o222
         if entry.kind == DIR:
-            mode, size = stat.S_IFDIR | 0o555 | (st.st_mode & write_bits & 0o200), 0
+            mode, size = stat.S_IFDIR | 0o555, 0  # entries are not created, deleted or renamed
         elif entry.kind == DATA:
             mode, size = stat.S_IFREG | (st.st_mode & (0o444 | write_bits)), self._data_size(entry)
         elif entry.kind == TEXT:  # size 0, as /proc files: knowing it would mean decoding the whole array
@@ -283,8 +284,10 @@ class Operations(mfusepy.Operations):
 
     @errno_boundary
     def statfs(self, path):
+        """The store's file system, in its own fragment size: GIO multiplies the block counts
+        by f_bsize, df by f_frsize, so both are the same (files keep st_blksize = 1 MiB)."""
         sv = self.store.statvfs()
-        return {"f_bsize": BLKSIZE, "f_frsize": sv.f_frsize, "f_blocks": sv.f_blocks, "f_bfree": sv.f_bfree,
+        return {"f_bsize": sv.f_frsize, "f_frsize": sv.f_frsize, "f_blocks": sv.f_blocks, "f_bfree": sv.f_bfree,
                 "f_bavail": sv.f_bavail, "f_files": sv.f_files, "f_ffree": sv.f_ffree, "f_favail": sv.f_favail,
                 "f_namemax": 255}
 
@@ -457,6 +460,38 @@ class Operations(mfusepy.Operations):
     def utimens(self, path, times=None):
         self._entry(path)  # accepted and ignored: mtimes come from the store and from writes
         return 0
+
+    @errno_boundary
+    def access(self, path, amode):
+        """access(2) agrees with the modes: only an array's data files are writable, on a
+        writable mount; directories are searchable, files not executable."""
+        entry = self._entry(path)
+        if amode & os.W_OK and (self.options.read_only or entry.kind != DATA):
+            fail(errno.EROFS if self.options.read_only else errno.EACCES)
+        if amode & os.X_OK and entry.kind != DIR:
+            fail(errno.EACCES)
+        return 0
+
+    # extended attributes: read-only, what an array is (see xattrs.py)
+
+    @errno_boundary
+    def listxattr(self, path):
+        return list(extended_attributes(self._entry(path)))
+
+    @errno_boundary
+    def getxattr(self, path, name, position=0):
+        value = extended_attributes(self._entry(path)).get(name)
+        return value if value is not None else fail(errno.ENODATA)
+
+    @errno_boundary
+    def setxattr(self, path, name, value, options, position=0):
+        self._entry(path)
+        self._refuse()
+
+    @errno_boundary
+    def removexattr(self, path, name):
+        self._entry(path)
+        self._refuse()
 
     # the hierarchy's structure is not changed through the mount
 
