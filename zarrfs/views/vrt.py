@@ -1,6 +1,8 @@
 """NAME.vrt: a GDAL VRT of raw bands into NAME.bin, one band per 2-D plane (the last two axes are
-lines and pixels, the leading axes fold into bands in C order). No float16 or raw types; at most
-MAX_BANDS bands, since GDAL refuses more."""
+lines and pixels, the leading axes fold into bands in C order). No float16 or raw types. Each
+band is about 300 bytes of XML, so a stack of more than MAX_BANDS planes gets no VRT (it would
+be megabytes, made again whenever the header cache drops it): its ENVI header holds any number
+of bands in a few lines."""
 
 from xml.sax.saxutils import escape
 
@@ -10,7 +12,7 @@ from .info import ArrayInfo, raster
 GDAL_TYPES = {"bool": "Byte", "uint8": "Byte", "int8": "Int8", "int16": "Int16", "uint16": "UInt16",
               "int32": "Int32", "uint32": "UInt32", "int64": "Int64", "uint64": "UInt64", "float32": "Float32",
               "float64": "Float64", "complex64": "CFloat32", "complex128": "CFloat64"}
-MAX_BANDS = 65536  # GDAL_MAX_BAND_COUNT's default
+MAX_BANDS = 4096
 
 
 def header(info: ArrayInfo) -> bytes | None:
