@@ -99,21 +99,46 @@ class Array:
         self.read_into(box, out)
         return out
 
-    def read_into(self, box: Box, out: np.ndarray, sparse: bool = False) -> None:
+    def read_into(self, box: Box, out: np.ndarray, sparse: bool = False, whole: bool = False) -> None:
         """Fill `out` with `box`. sparse: the read is small and likely random, so a chunk it
-        wants only part of is cached only when read again (see ChunkCache.admit)."""
+        wants only part of is cached only when read again (see _read_small). whole: the same
+        read comes back to its chunks in other boxes, so none is decoded only in part."""
         for part in chunk_parts(box, self.chunk_shape, self.shape):
             target = out[(*part.out_box, ...)]  # a view, even for 0-d arrays
             if self.sharding:
-                self._shard(part.coords).read_into(part.chunk_box, target, sparse)
+                self._shard(part.coords).read_into(part.chunk_box, target, sparse, whole)
             elif part.complete and target.shape == self.spec.shape and target.flags.c_contiguous:
                 self._copy_part(part, target, self._chunk(part.coords, into=target))
-            elif sparse and not self.shared.cache.admit(self.cache_key + (part.coords,)):
-                with scratch.lend(self.spec.shape, self.dtype) as buffer:
-                    needed = self._prefix_nbytes(part.chunk_box)
-                    self._copy_part(part, target, self._chunk(part.coords, into=buffer, needed=needed))
+            elif sparse:
+                self._read_small(part, target, whole)
             else:
                 self._copy_part(part, target, self._chunk(part.coords))
+
+    def _read_small(self, part, target: np.ndarray, whole: bool) -> None:
+        """Part of a chunk for a small read: copied from the chunk's last scratch decode if that
+        reaches far enough (recent.py); else, the first time, decoded into scratch (a zstd chunk
+        only as far as wanted) and kept there; else decoded and cached (ChunkCache.admit)."""
+        key, cache = self.cache_key + (part.coords,), self.shared.cache
+        needed = None if whole else self._prefix_nbytes(part.chunk_box)
+        if self._unflushed(part.coords) is None and cache.get(key) is None \
+                and cache.recent.copy_out(key, part.chunk_box, target, needed):
+            return
+        if cache.admit(key):
+            self._copy_part(part, target, self._chunk(part.coords))
+            return
+        base, buffer = scratch.take(self.spec.shape, self.dtype)
+        version = self.shared.version
+        try:
+            chunk = self._chunk(part.coords, into=buffer, needed=needed)
+            self._copy_part(part, target, chunk)
+        except BaseException:
+            scratch.give(base)
+            raise
+        with self.shared.lock:  # a write since the decode makes it stale: keep nothing then
+            if chunk is buffer and version == self.shared.version and self._unflushed(part.coords) is None:
+                cache.recent.keep(key, base, buffer, needed if self.chain.decodes_prefixes else None)
+            else:
+                scratch.give(base)
 
     def _copy_part(self, part, target: np.ndarray, chunk: np.ndarray | None) -> None:
         if chunk is not target:

@@ -33,6 +33,16 @@ class BufferPool:
         finally:
             self._give(buffer)
 
+    def take(self, shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+        """(the buffer, to give() back later; a C-contiguous array of `shape` and `dtype` over it),
+        for a holder that keeps it longer than a `with` block (see recent.py)."""
+        nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+        buffer = self._take(nbytes)
+        return buffer, buffer[:nbytes].view(dtype).reshape(shape)
+
+    def give(self, buffer: np.ndarray) -> None:
+        self._give(buffer)
+
     def _take(self, nbytes: int) -> np.ndarray:
         with self._lock:
             idle = self._idle.get(nbytes)

@@ -6,6 +6,9 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .buffers import scratch
+from .recent import RecentDecodes
+
 MISSING = np.empty(0, dtype="u1")  # cached "this chunk is not stored": reads give the fill value
 GHOSTS = 8192  # chunks read once in part and not cached, remembered by key only
 
@@ -17,6 +20,7 @@ class ChunkCache:
         self._entries: OrderedDict = OrderedDict()
         self._seen: OrderedDict = OrderedDict()  # the ghosts, oldest first
         self._lock = threading.Lock()
+        self.recent = RecentDecodes(scratch)  # chunks small reads decoded into scratch, not cached
 
     def get(self, key) -> np.ndarray | None:
         with self._lock:
@@ -52,6 +56,7 @@ class ChunkCache:
                 self.nbytes -= evicted.nbytes
 
     def pop(self, key) -> None:
+        self.recent.forget(key)
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:

@@ -390,6 +390,11 @@ class CodecChain:
         flat[...] = np.frombuffer(data, "u1")
 
     @functools.cached_property
+    def decodes_prefixes(self) -> bool:
+        """decode_into may stop after `needed` bytes (zstd), leaving the rest of `out` undefined."""
+        return self._stored_as_decoded and bool(self.bytes_bytes) and isinstance(self.bytes_bytes[0], ZstdCodec)
+
+    @functools.cached_property
     def _stored_as_decoded(self) -> bool:
         """No transpose, and the bytes codec stores the in-memory dtype (little-endian, not bool)."""
         codec = self.array_bytes

@@ -50,10 +50,14 @@ class RawFile:
         return n
 
     def _read_elements(self, first: int, last: int, out: np.ndarray, sparse: bool = False) -> None:
+        """The boxes of a span share chunks (a partial row, whole rows, a partial row): a small
+        read of several boxes decodes a chunk whole, once, for all of them (see Array.read_into)."""
         pos = 0
-        for box in c_order_boxes(self.array.shape, first, last):
+        boxes = c_order_boxes(self.array.shape, first, last)
+        whole = sparse and len(boxes) > 1
+        for box in boxes:
             n = math.prod(box_shape(box))
-            self.array.read_into(box, out[pos:pos + n].reshape(box_shape(box)), sparse)
+            self.array.read_into(box, out[pos:pos + n].reshape(box_shape(box)), sparse, whole)
             pos += n
 
     def write(self, offset: int, data) -> int:

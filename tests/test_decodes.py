@@ -1,0 +1,98 @@
+"""No double decodes: a read that touches a chunk more than once, or small reads of one chunk in
+a row, decode it once; the random-read admission policy stays (a chunk read once is not cached)."""
+
+import numpy as np
+import pytest
+
+from helpers import CountingStore, array_doc, open_raw_file, sharding, write_doc
+from zarrfs.codecs import CodecChain
+
+ZSTD = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 1}}]
+BLOSC = [{"name": "bytes", "configuration": {"endian": "little"}},
+         {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4,
+                                             "blocksize": 0}}]
+
+
+@pytest.fixture
+def decodes(monkeypatch):
+    """Every chunk decode, counted at the codec chain (inner chunks of shards included)."""
+    calls = []
+    decode, decode_into = CodecChain.decode, CodecChain.decode_into
+
+    def counted(self, data, *args, **kwargs):
+        calls.append(len(data))
+        return decode(self, data, *args, **kwargs)
+
+    def counted_into(self, data, *args, **kwargs):
+        calls.append(len(data))
+        return decode_into(self, data, *args, **kwargs)
+
+    monkeypatch.setattr(CodecChain, "decode", counted)
+    monkeypatch.setattr(CodecChain, "decode_into", counted_into)
+    return calls
+
+
+def make(tmp_path, codecs, shape=(256, 256), chunks=(64, 64)):
+    """A float32 array of 1 KiB rows in 64x64 chunks (16 KiB each), every chunk stored."""
+    values = np.random.default_rng(0).random(shape, "float32")
+    write_doc(tmp_path, "a", array_doc(shape, "float32", chunks, codecs=codecs))
+    raw = open_raw_file(CountingStore(tmp_path), "a")
+    raw.write(0, values.tobytes())
+    raw.flush()
+    return values.tobytes(), open_raw_file(CountingStore(tmp_path), "a", writable=False)
+
+
+@pytest.mark.parametrize("codecs", [ZSTD, BLOSC, None, [sharding((32, 32), ZSTD)]],
+                         ids=["zstd", "blosc", "raw", "sharded"])
+def test_a_small_read_touching_chunks_in_two_row_pieces_decodes_each_once(tmp_path, codecs, decodes):
+    expected, raw = make(tmp_path, codecs)
+    offset = 512  # mid-row: a partial row, 15 whole rows, a partial row; all in chunks (0, 0..3)
+    assert raw.read(offset, 16384) == expected[offset:offset + 16384]
+    if codecs and codecs[0]["name"] == "sharding_indexed":  # inner chunks (0, 0..7), and 4 shard indices
+        assert sorted(decodes)[:4] == [4 * 16 + 4] * 4
+        assert len(decodes) == 8 + 4, decodes
+    else:
+        assert len(decodes) == 4
+
+
+@pytest.mark.parametrize("codecs", [ZSTD, BLOSC], ids=["zstd", "blosc"])
+def test_small_reads_of_one_chunk_in_a_row_decode_it_once(tmp_path, codecs, decodes):
+    expected, raw = make(tmp_path, codecs)
+    row = 1024  # of which chunk (0, 0) holds the first 256 bytes
+    for offset, size in ((3 * row, 256), (2 * row + 100, 156), (0, 256), (3 * row + 8, 200)):
+        assert raw.read(offset, size) == expected[offset:offset + size]  # within what the first read decoded
+    assert len(decodes) == 1
+
+
+def test_the_admission_policy_stays(tmp_path, decodes):
+    """A chunk read once in part is not cached; read again past what was decoded, it is decoded
+    whole and cached, and reads of it decode nothing more."""
+    expected, raw = make(tmp_path, ZSTD)
+    cache = raw.array.shared.cache
+    assert raw.read(0, 256) == expected[:256]
+    assert cache.nbytes == 0 and len(decodes) == 1
+    assert raw.read(60 * 1024, 256) == expected[60 * 1024:60 * 1024 + 256]  # past the decoded prefix
+    assert len(decodes) == 2 and cache.nbytes == 64 * 64 * 4
+    for offset in (63 * 1024, 10, 30 * 1024):
+        assert raw.read(offset, 100) == expected[offset:offset + 100]
+    assert len(decodes) == 2
+
+
+def test_many_chunks_read_once_at_random_stay_out_of_the_cache(tmp_path, decodes):
+    expected, raw = make(tmp_path, ZSTD)
+    for row in range(0, 256, 64):
+        for col in range(0, 1024, 256):
+            offset = row * 1024 + col
+            assert raw.read(offset, 64) == expected[offset:offset + 64]
+    assert len(decodes) == 16 and raw.array.shared.cache.nbytes == 0
+
+
+def test_a_chunk_written_whole_is_not_read_back_from_an_old_decode(tmp_path, decodes):
+    """A chunk written whole is not cached after the flush (the page cache has it): the scratch
+    decode of its old bytes must have been dropped."""
+    expected, _ = make(tmp_path, ZSTD)
+    raw = open_raw_file(CountingStore(tmp_path), "a")
+    assert raw.read(0, 256) == expected[:256]
+    raw.array.write((slice(0, 64), slice(0, 64)), np.full((64, 64), 7, "float32"))
+    raw.flush()
+    assert raw.read(0, 256) == np.full(64, 7, "float32").tobytes()

@@ -1,0 +1,38 @@
+"""The `-o` options as `zarrfs --help` lists them, each with its default (read from Options, so
+the two cannot disagree)."""
+
+
+def format_size(nbytes: int) -> str:
+    for unit, shift in (("T", 40), ("G", 30), ("M", 20), ("K", 10)):
+        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
+            return f"{nbytes >> shift}{unit}"
+    return str(nbytes)
+
+
+def option_lines(defaults, views) -> list[tuple[str, str, str]]:
+    """(syntax, default, what it does) for every option parse_options accepts."""
+    return [
+        ("ro", "off", "read-only: writes fail with EROFS, no file shows a write bit"),
+        ("cache_size=SIZE", format_size(defaults.cache_bytes), "decoded chunks kept in memory (e.g. 512M, 2G)"),
+        ("dirty_size=SIZE", format_size(defaults.dirty_limit),
+         "decoded bytes written to one array and not yet stored; write-back starts at a quarter"),
+        ("views=LIST", ",".join(defaults.views) or "none",
+         f"header views beside each NAME.bin, from {','.join(views)}; or none"),
+        ("header_cache_size=SIZE", format_size(defaults.header_cache_bytes), "header views and listing attributes kept"),
+        ("recovery_dir=DIR", defaults.recovery_dir, "where written data that cannot be stored at shutdown is saved"),
+        ("debug", "off", "as -d: one log line per request, chunk decode and store read; implies -f"),
+        ("allow_other, allow_root, default_permissions, auto_unmount, fsname=NAME, subtype=NAME", "libfuse's",
+         "passed to libfuse"),
+        ("rw, dev, suid, exec, auto, noauto, user, _netdev, nofail, defaults, x-*, ...", "",
+         "added by mount(8), fstab or systemd: accepted and ignored"),
+    ]
+
+
+def epilog(defaults, views) -> str:
+    lines = ["options (-o OPTION[,OPTION...]; default in brackets):"]
+    for syntax, default, text in option_lines(defaults, views):
+        lines.append(f"  {syntax}" + (f"  [{default}]" if default else ""))
+        lines.append(f"      {text}")
+    lines += ["", "example: zarrfs /data/experiment.zarr /mnt/experiment -o ro,cache_size=2G",
+              "unmount: fusermount3 -u MOUNTPOINT"]
+    return "\n".join(lines)

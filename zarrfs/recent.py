@@ -1,0 +1,64 @@
+"""The last few chunks that small reads decoded into scratch memory, kept for the next reads.
+
+A small read decodes a chunk it wants part of into a scratch buffer and does not cache it
+(ChunkCache.admit: a chunk read once at random is not worth new memory). The buffer stays here
+until a few later small reads push it out, so that the next read of the same chunk (a tool
+reading 4 KiB at a time, GIO's 16 KiB sniff whose row pieces touch each chunk twice) copies
+from it instead of decoding again. A zstd chunk may be decoded only as far as the first read
+wanted: a later read within that prefix is served, one past it decodes the chunk again.
+
+Bytes are copied out under the lock, so a buffer pushed out is never lent again while a reader
+still copies from it.
+"""
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+SLOTS = 16  # chunks kept: a small read of a 2-D array touches a row of them, in two or three boxes
+MAX_BYTES = 16 << 20  # their buffers, all together
+
+
+class RecentDecodes:
+    def __init__(self, pool, slots: int = SLOTS, max_bytes: int = MAX_BYTES):
+        self._pool, self._slots, self._max_bytes = pool, slots, max_bytes
+        self._entries: OrderedDict = OrderedDict()  # key -> (base buffer, chunk, decoded bytes or None: all)
+        self.nbytes = 0
+        self._lock = threading.Lock()
+
+    def copy_out(self, key, box, target: np.ndarray, needed: int | None) -> bool:
+        """Copy chunk[box] into `target` if the chunk is here, decoded at least `needed` bytes
+        far (None: all of it); False if it is not."""
+        with self._lock:
+            found = self._entries.get(key)
+            if found is None or (found[2] is not None and (needed is None or needed > found[2])):
+                return False
+            target[...] = found[1][box]
+            self._entries.move_to_end(key)
+            return True
+
+    def keep(self, key, base: np.ndarray, chunk: np.ndarray, decoded: int | None) -> None:
+        """Keep a scratch buffer (taken from the pool) that holds `key` decoded `decoded` bytes
+        far; the oldest kept buffer goes back to the pool."""
+        if base.nbytes > self._max_bytes:
+            self._pool.give(base)
+            return
+        with self._lock:
+            old = self._entries.pop(key, None)
+            evicted = [old] if old is not None else []
+            self._entries[key] = (base, chunk, decoded)
+            self.nbytes += base.nbytes
+            while len(self._entries) > self._slots or self.nbytes > self._max_bytes:
+                evicted.append(self._entries.popitem(last=False)[1])
+            for entry in evicted:
+                self.nbytes -= entry[0].nbytes
+                self._pool.give(entry[0])
+
+    def forget(self, key) -> None:
+        """The chunk changed (written through the mount): its decoded bytes are stale."""
+        with self._lock:
+            found = self._entries.pop(key, None)
+            if found is not None:
+                self.nbytes -= found[0].nbytes
+                self._pool.give(found[0])
