@@ -30,26 +30,32 @@ def run_zarrfs(*args):
     return subprocess.run([ZARRFS, *map(str, args)], capture_output=True, text=True, timeout=30)
 
 
-@pytest.mark.parametrize("case", ["missing source", "not zarr", "missing mountpoint", "already mounted",
-                                  "unknown option", "bad cache size"])
+@pytest.mark.parametrize("case", ["missing source", "not zarr", "missing mountpoint", "mountpoint is a file",
+                                  "mountpoint under a missing directory", "already mounted", "unknown option",
+                                  "bad cache size"])
 def test_startup_errors_are_one_line_and_leave_no_mount(tmp_path, case):
     source = small_hierarchy(tmp_path / "data.zarr")
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     args, expect = [source, mnt], None
     if case == "missing source":
-        args[0], expect = tmp_path / "nope", "no such directory"
+        args[0], expect = tmp_path / "nope", "nope: source: no such directory"
     elif case == "not zarr":
         (tmp_path / "plain").mkdir()
         args[0], expect = tmp_path / "plain", "not a Zarr hierarchy: neither zarr.json (v3) nor .zgroup or .zarray (v2)"
     elif case == "missing mountpoint":
-        args[1], expect = tmp_path / "nomnt", "mount point is not a directory"
+        args[1], expect = tmp_path / "nomnt", "nomnt: mount point: no such directory"
+    elif case == "mountpoint is a file":
+        (tmp_path / "file").write_bytes(b"")
+        args[1], expect = tmp_path / "file", "file: mount point is not a directory"
+    elif case == "mountpoint under a missing directory":
+        args[1], expect = tmp_path / "no" / "mnt", "mnt: mount point: its parent directory does not exist"
     elif case == "unknown option":
         args += ["-o", "ro,frobnicate"]
         expect = "unknown option 'frobnicate'"
     elif case == "bad cache size":
         args += ["-o", "cache_size=lots"]
-        expect = "cache_size"
+        expect = "cache_size='lots' is not a size"  # as given, not as parsed
     if case == "already mounted":
         with mounted(source, tmp_path, "ro") as m:
             result = run_zarrfs(source, m.path)

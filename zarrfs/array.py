@@ -14,6 +14,7 @@ import logging
 import math
 import os
 import threading
+import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -46,7 +47,11 @@ class StoreChunks:
         return self.prefix + self.encoding.key(coords)
 
     def read(self, coords: tuple[int, ...], byte_range: ByteRange = None) -> bytes | None:
-        return self.store.get(self.key(coords), byte_range)
+        data = self.store.get(self.key(coords), byte_range)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("store read %s %s -> %s", self.key(coords), tuple(byte_range) if byte_range else "whole",
+                      "not stored" if data is None else f"{len(data)} bytes")
+        return data
 
     def stage(self, coords: tuple[int, ...], data) -> Staged:
         return self.store.stage(self.key(coords), data)
@@ -169,7 +174,13 @@ class Array:
                 with self.shared.commit_lock:
                     continue
             try:
-                chunk = self._decode(self.source.read(coords), into, needed)
+                data = self.source.read(coords)
+                started = time.perf_counter()
+                chunk = self._decode(data, into, needed)
+                if data is not None and log.isEnabledFor(logging.DEBUG):
+                    log.debug("decoded %s chunk %s (%d stored bytes%s) in %.2f ms", self.shared.name,
+                              self.source.key(coords), len(data), "" if needed is None else f", first {needed} wanted",
+                              (time.perf_counter() - started) * 1e3)
             except CorruptChunkError as e:
                 if version != self.shared.version:
                     continue  # read during a commit, perhaps through a stale shard index

@@ -5,17 +5,21 @@ returns only once the mount is live.
 """
 
 import argparse
+import importlib.metadata
 import ctypes
 import gc
 import logging
 import logging.handlers
 import os
 import socket
+import stat
 import sys
 import threading
 
 from .errors import ZarrfsError
 from .binding import ZarrFUSE
+from .cli_help import epilog
+from .tracing import TracingFUSE, quiet_binding
 from .operations import BLKSIZE, Operations, Options
 from .views import VIEWS
 
@@ -44,12 +48,13 @@ class UsageError(Exception):
 
 def parse_size(name: str, text: str) -> int:
     units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    given = text
     text = text.strip().upper().removesuffix("B").removesuffix("I")
     number, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "")
     try:
         value = int(float(number) * units[unit])
-    except ValueError:
-        raise UsageError(f"{name}={text!r} is not a size (e.g. 512M)") from None
+    except (ValueError, OverflowError):
+        raise UsageError(f"{name}={given!r} is not a size (e.g. 512M)") from None
     if value <= 0:
         raise UsageError(f"{name} must be positive")
     return value
@@ -107,14 +112,35 @@ def parse_views(value: str) -> tuple[str, ...]:
 
 
 def check_startup(source: str, mountpoint: str) -> None:
-    if not os.path.isdir(source):
-        raise UsageError(f"{source}: no such directory")
-    if not os.path.isdir(mountpoint):
-        raise UsageError(f"{mountpoint}: mount point is not a directory")
+    """One precise line for each way SOURCE or MOUNTPOINT can be wrong."""
+    check_directory(source, "source")
+    check_directory(mountpoint, "mount point")
     if os.path.ismount(mountpoint):
         raise UsageError(f"{mountpoint}: is already a mount point")
     if not os.path.exists("/dev/fuse"):
         raise UsageError("/dev/fuse is missing: load the fuse kernel module (modprobe fuse)")
+
+
+def package_version() -> str:
+    try:
+        return importlib.metadata.version("zarrfs")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "(not installed)"
+
+
+def check_directory(path: str, what: str) -> None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        parent = os.path.dirname(path)
+        missing = "its parent directory does not exist" if not os.path.isdir(parent) else "no such directory"
+        raise UsageError(f"{path}: {what}: {missing}") from None
+    except OSError as e:
+        raise UsageError(f"{path}: {what}: {e.strerror}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"{path}: {what} is not a directory")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise UsageError(f"{path}: {what}: permission denied")
 
 
 def keep_freed_chunk_memory() -> None:
@@ -156,19 +182,24 @@ def notify(message: str) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="zarrfs", description="Mount a Zarr (v2 or v3) hierarchy as raw binary files.")
-    parser.add_argument("source")
-    parser.add_argument("mountpoint")
+    parser = argparse.ArgumentParser(prog="zarrfs", description="Mount a Zarr (v2 or v3) hierarchy as raw binary "
+                                     "files: NAME.bin (little-endian, C order) and NAME.json for each array.",
+                                     epilog=epilog(Options(), VIEWS), formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"zarrfs {package_version()}")
+    parser.add_argument("source", help="a Zarr hierarchy (directory), or a group or array inside one")
+    parser.add_argument("mountpoint", help="an existing empty directory")
     parser.add_argument("-f", action="store_true", help="stay in the foreground")
-    parser.add_argument("-d", action="store_true", help="debug logging (implies -f)")
+    parser.add_argument("-d", action="store_true",
+                        help="debug: log one line per request, chunk decode and store read (implies -f)")
     parser.add_argument("-s", action="store_true", help="accepted for FUSE compatibility; ignored")
-    parser.add_argument("-o", action="append", default=[], metavar="OPTION[,OPTION...]")
+    parser.add_argument("-o", action="append", default=[], metavar="OPTION[,OPTION...]", help="mount options, listed below")
     args = parser.parse_args(argv)
     try:
         options, fuse_options, debug = parse_options(args.o)
         # before anything can log: a refusal found while opening SOURCE is one line, in this format
         logging.basicConfig(level=logging.DEBUG if debug or args.d else logging.INFO, stream=sys.stderr,
                             format="zarrfs[%(process)d] %(levelname)s %(name)s: %(message)s")
+        quiet_binding()
         source, mountpoint = os.path.abspath(args.source), os.path.abspath(args.mountpoint)
         check_startup(source, mountpoint)
         operations = Operations(source, options)
@@ -176,7 +207,8 @@ def main(argv=None) -> int:
         print(f"zarrfs: {e}", file=sys.stderr)
         return 1
     mount = Mount(operations, source, mountpoint, fuse_options)
-    if args.f or args.d:
+    mount.binding = TracingFUSE if debug or args.d else ZarrFUSE
+    if args.f or args.d or debug:
         error = mount.serve()
         if error:
             print(f"zarrfs: {error}", file=sys.stderr)
@@ -192,6 +224,7 @@ class Mount:
         self.fuse_options = fuse_options
         self.on_ready = None  # extra readiness action (the daemon's pipe)
         self.was_live = False
+        self.binding = ZarrFUSE  # TracingFUSE with -d
         operations.on_ready, operations.on_stop = self._ready, self._stopping
 
     def _ready(self) -> None:
@@ -216,7 +249,7 @@ class Mount:
         keep_freed_chunk_memory()
         gc.set_threshold(GC_THRESHOLD, 20, 20)
         try:
-            ZarrFUSE(self.operations, self.mountpoint, foreground=True, **kwargs)
+            self.binding(self.operations, self.mountpoint, foreground=True, **kwargs)
         except RuntimeError as e:
             if not self.was_live:
                 return f"cannot mount {self.mountpoint}: libfuse error {e}"

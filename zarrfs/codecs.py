@@ -7,7 +7,7 @@ byte order or transpose, the chain turns them into that and back.
 import functools
 import math
 
-import crc32c
+import google_crc32c
 import numcodecs
 import numcodecs.blosc
 import numcodecs.zstd
@@ -204,18 +204,23 @@ class BloscCodec(_NumcodecsCodec):
             raise CorruptChunkError(f"undecodable blosc stream ({e})") from None
 
 
+def _crc32c(data) -> int:
+    """google-crc32c takes bytes and numpy arrays, not memoryviews: a uint8 array over the same memory."""
+    return google_crc32c.value(np.frombuffer(data, "u1"))
+
+
 class Crc32cCodec(Codec):
     kind = "bytes->bytes"
 
     def encode(self, data) -> bytes:
-        return bytes(data) + crc32c.crc32c(data).to_bytes(4, "little")
+        return bytes(data) + _crc32c(data).to_bytes(4, "little")
 
     def decode(self, data):
         if len(data) < 4:
             raise CorruptChunkError("crc32c: fewer than 4 bytes")
         body = memoryview(data)[:-4]
         stored = int.from_bytes(bytes(data[-4:]), "little")
-        actual = crc32c.crc32c(body)
+        actual = _crc32c(body)
         if stored != actual:
             raise CorruptChunkError(f"crc32c mismatch (stored {stored:#010x}, computed {actual:#010x})")
         return body

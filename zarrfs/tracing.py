@@ -19,7 +19,8 @@ LISTED = {"readdir_fuse_3"}  # (path, buffer, filler, offset, fi, flags)
 
 
 def quiet_binding() -> None:
-    logging.getLogger("mfusepy").setLevel(logging.INFO)
+    for name in ("fuse", "mfusepy"):
+        logging.getLogger(name).setLevel(logging.INFO)
 
 
 def describe(name: str, args: tuple) -> str:
