@@ -1,4 +1,5 @@
-"""Build a small sample hierarchy, mount it with zarrfs, show what a user sees, unmount.
+"""A short tour: build a small, real-looking Zarr hierarchy, mount it, look at it the way a
+shell, NumPy and a C or dd reader do, unmount, and remove everything it made.
 
 The arrays' zarr.json documents are written here by hand and their data through zarrfs's own
 open_raw, so the demo needs nothing beyond zarrfs itself.
@@ -6,6 +7,7 @@ open_raw, so the demo needs nothing beyond zarrfs itself.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,7 +25,7 @@ def array(shape, data_type, chunk_shape, codecs, fill_value=0, **extra):
     return {"zarr_format": 3, "node_type": "array", "shape": shape, "data_type": data_type,
             "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunk_shape}},
             "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
-            "fill_value": fill_value, "codecs": codecs, "attributes": {}, **extra}
+            "fill_value": fill_value, "codecs": codecs, **extra}
 
 
 def write_node(root, path, doc):
@@ -32,50 +34,100 @@ def write_node(root, path, doc):
         json.dump(doc, f, indent=2)
 
 
+def sea_surface_temperature() -> np.ndarray:
+    """A plausible 1-degree global field in degrees C: warm tropics, cold poles, a few eddies."""
+    lat, lon = np.meshgrid(np.linspace(89.5, -89.5, 180), np.linspace(0.5, 359.5, 360), indexing="ij")
+    field = 28 * np.cos(np.radians(lat)) ** 2 - 1.5 + 1.5 * np.sin(np.radians(3 * lon)) * np.cos(np.radians(2 * lat))
+    noise = np.random.default_rng(7).normal(0, 0.3, field.shape)
+    return (field + noise).astype("<f4")
+
+
 def build(root):
     write_node(root, "", {"zarr_format": 3, "node_type": "group", "attributes": {"title": "zarrfs demo"}})
-    write_node(root, "temperature", array([180, 360], "float32", [45, 90], [BYTES, ZSTD], "NaN",
-                                          dimension_names=["lat", "lon"]))
-    write_node(root, "raw", {"zarr_format": 3, "node_type": "group", "attributes": {}})
+    write_node(root, "sst", array([180, 360], "float32", [90, 90], [BYTES, ZSTD], "NaN",
+                                  dimension_names=["lat", "lon"],
+                                  attributes={"units": "degC", "long_name": "sea surface temperature"}))
+    write_node(root, "camera", {"zarr_format": 3, "node_type": "group", "attributes": {}})
     sharded = {"name": "sharding_indexed", "configuration": {
         "chunk_shape": [1, 64, 64], "codecs": [BYTES, ZSTD],
         "index_codecs": [BYTES, {"name": "crc32c"}], "index_location": "end"}}
-    write_node(root, "raw/frames", array([8, 128, 128], "uint16", [4, 128, 128], [sharded]))
-    lat, lon = np.meshgrid(np.linspace(-90, 90, 180), np.linspace(0, 360, 360), indexing="ij")
-    with zarrfs.open_raw(root, "temperature", mode="r+") as view:
-        view.write(0, (15 + 20 * np.cos(np.radians(lat)) * np.sin(np.radians(lon))).astype("<f4").tobytes())
-    with zarrfs.open_raw(root, "raw/frames", mode="r+") as view:
-        view.write(0, (np.arange(8 * 128 * 128) % 4096).astype("<u2").tobytes())
+    write_node(root, "camera/frames", array([50, 256, 256], "uint16", [10, 256, 256], [sharded],
+                                            dimension_names=["t", "y", "x"], attributes={}))
+    with zarrfs.open_raw(root, "sst", mode="r+") as view:
+        view.write(0, sea_surface_temperature().tobytes())
+    with zarrfs.open_raw(root, "camera/frames", mode="r+") as view:  # only the first 5 frames recorded
+        y, x = np.mgrid[:256, :256]
+        frames = [(1000 + 800 * np.exp(-((x - 60 - 30 * t) ** 2 + (y - 128) ** 2) / 400)).astype("<u2")
+                  for t in range(5)]
+        view.write(0, np.stack(frames).tobytes())
 
 
-def run(*cmd):
+def show(*cmd, lines=None):
     print("$", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()
+    for line in out[:lines]:
+        print("  " + line)
+    if lines is not None and len(out) > lines:
+        print(f"  ... ({len(out) - lines} more lines)")
+
+
+def tour(mnt):
+    show("ls", "-l", mnt)
+    show("ls", os.path.join(mnt, "camera"))
+    print("\nEach array is NAME.bin (raw little-endian bytes, C order) and NAME.json, which says how to read it:")
+    side = json.load(open(os.path.join(mnt, "sst.json")))
+    for key in ("shape", "dtype", "dimension_names", "chunk_shape", "attributes"):
+        print(f"  {key}: {json.dumps(side[key])}")
+
+    print("\nNumPy maps the file; only the chunks a slice touches are decoded:")
+    sst = np.memmap(os.path.join(mnt, "sst.bin"), dtype=side["dtype"], shape=tuple(side["shape"]), mode="r")
+    print(f"  equator mean {float(sst[90].mean()):.1f} degC, pole mean {float(sst[0].mean()):.1f} degC")
+    row, col = 90, 200
+    print(f"  sst[{row}, {col}] = {float(sst[row, col]):.3f}")
+    del sst
+
+    offset = (row * 360 + col) * 4
+    print("\nAny tool that reads bytes sees the same value at row * 360 + col (here dd, like a C fread):")
+    print(f"$ dd if={os.path.join(mnt, 'sst.bin')} bs=4 skip={offset // 4} count=1 status=none | od -A n -t f4")
+    data = subprocess.run(["dd", f"if={os.path.join(mnt, 'sst.bin')}", "bs=4", f"skip={offset // 4}", "count=1",
+                           "status=none"], check=True, capture_output=True).stdout
+    print("  " + subprocess.run(["od", "-A", "n", "-t", "f4"], input=data, capture_output=True,
+                                check=True).stdout.decode().strip())
+
+    frames = os.path.join(mnt, "camera", "frames.bin")
+    print("\nOnly 5 of 50 frames were recorded: the rest is fill value, stored nowhere, and a hole to du and cp:")
+    show("du", "-h", "--apparent-size", frames)
+    show("du", "-h", frames)
 
 
 def main():
     work = tempfile.mkdtemp(prefix="zarrfs-demo-")
     source, mnt = os.path.join(work, "sample.zarr"), os.path.join(work, "mnt")
-    os.mkdir(mnt)
-    build(source)
     zarrfs_cmd = os.path.join(os.path.dirname(sys.executable), "zarrfs")
-    run(zarrfs_cmd, source, mnt, "-o", "ro")
     try:
-        run("ls", "-lR", mnt)
-        run("cat", os.path.join(mnt, "raw", "frames.json"))
-        run("od", "-A", "d", "-t", "f4", "-N", "32", os.path.join(mnt, "temperature.bin"))
-        side = json.load(open(os.path.join(mnt, "temperature.json")))
-        t = np.memmap(os.path.join(mnt, "temperature.bin"), dtype=side["dtype"], shape=tuple(side["shape"]), mode="r")
-        print(f"np.memmap via the sidecar: shape {t.shape}, dtype {t.dtype}, mean {float(t.mean()):.3f}, "
-              f"t[90, 90] = {float(t[90, 90]):.3f}")
-        del t
+        os.mkdir(mnt)
+        build(source)
+        print(f"Built a sample hierarchy in {source}; mounting it read-only:")
+        show(zarrfs_cmd, source, mnt, "-o", "ro")
+        try:
+            tour(mnt)
+        finally:
+            subprocess.run(["fusermount3", "-u", mnt], check=False)
+            for _ in range(200):  # the daemon exits after the unmount
+                if not os.path.ismount(mnt) and subprocess.run(["pgrep", "-f", f"zarrfs {source} {mnt}"],
+                                                                capture_output=True).returncode:
+                    break
+                time.sleep(0.05)
     finally:
-        run("fusermount3", "-u", mnt)
-    for _ in range(100):  # the daemon flushes and exits after the unmount
-        if subprocess.run(["pgrep", "-f", f"zarrfs {source} {mnt}"], capture_output=True).returncode:
-            break
-        time.sleep(0.05)
-    print(f"unmounted; the sample hierarchy stays in {source}")
+        if os.path.ismount(mnt):  # never remove through a live mount
+            print(f"{mnt} is still mounted: unmount it with fusermount3 -u, then remove {work}")
+        else:
+            shutil.rmtree(work)
+    print(f"\nUnmounted and removed {work}.")
+    print("Next: mount your own data (a Zarr v2 or v3 directory):\n"
+          "  zarrfs /path/to/data.zarr /mnt/data -o ro     # then ls, numpy.memmap, dd, cp, ...\n"
+          "  fusermount3 -u /mnt/data                      # unmount\n"
+          "  zarrfs --help                                 # every option, with its default")
 
 
 if __name__ == "__main__":
