@@ -21,7 +21,7 @@ from .binding import ZarrFUSE
 from .cli_help import epilog
 from .tracing import TracingFUSE, quiet_binding
 from .operations import BLKSIZE, Operations, Options
-from .views import VIEWS
+from .views import VIEWS, preview
 
 log = logging.getLogger("zarrfs")
 
@@ -77,6 +77,10 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
             options.recovery_dir = os.path.abspath(value)
         elif name == "views":
             options.views = parse_views(value)
+        elif name == "previews":
+            if not preview.available():
+                raise UsageError("previews need Pillow: pip install 'zarrfs[previews]'")
+            options.previews = True
         elif name == "header_cache_size":
             options.header_cache_bytes = parse_size(name, value)
         elif name == "debug":

@@ -18,6 +18,8 @@ def option_lines(defaults, views) -> list[tuple[str, str, str]]:
          "decoded bytes written to one array and not yet stored; write-back starts at a quarter"),
         ("views=LIST", ",".join(defaults.views) or "none",
          f"header views beside each NAME.bin, from {','.join(views)}; or none"),
+        ("previews", "off", "NAME.png beside arrays of 2 or more dimensions: the first plane, at most 512 px "
+         "(needs Pillow: the previews extra)"),
         ("header_cache_size=SIZE", format_size(defaults.header_cache_bytes), "header views and listing attributes kept"),
         ("recovery_dir=DIR", defaults.recovery_dir, "where written data that cannot be stored at shutdown is saved"),
         ("debug", "off", "as -d: one log line per request, chunk decode and store read; implies -f"),

@@ -29,11 +29,13 @@ from .metadata import ArrayMetadata, GroupMetadata
 from .georeference import Georeferencer
 from .store import LocalStore
 from .views import DEFAULT_VIEWS, VIEWS, info_of
+from .views import preview
 from .views.cache import HeaderCache
 
 log = logging.getLogger(__name__)
 
 DIR, DATA, SIDECAR, DOCUMENT, HEADER, TEXT = "dir", "data", "sidecar", "document", "header", "text"
+PREVIEW = "preview"  # NAME.png, made from the data when opened (views/preview.py)
 
 
 @dataclass(frozen=True)
@@ -65,8 +67,10 @@ class Entry:
 
 
 class Hierarchy:
-    def __init__(self, store: LocalStore, views=DEFAULT_VIEWS, header_cache_bytes: int = 32 << 20):
+    def __init__(self, store: LocalStore, views=DEFAULT_VIEWS, header_cache_bytes: int = 32 << 20,
+                 previews: bool = False):
         self.store = store
+        self.previews = preview.Plans(self.node) if previews else None
         self.views = [VIEWS[name] for name in views]
         self._headers = HeaderCache(header_cache_bytes)
         georeferenced = any(view.name in ("vrt", "envi") for view in self.views)
@@ -196,6 +200,8 @@ class Hierarchy:
     def _file_names(self, stem: str) -> list[str]:
         """Every name an array may take: the collision rule does not depend on its data type."""
         names = [f"{stem}.bin", f"{stem}.txt", f"{stem}.json"]
+        if self.previews is not None:
+            names.append(stem + preview.SUFFIX)
         for view in self.views:
             names += [stem + view.suffix] + ([stem + view.alias] if view.alias else [])
         return names
@@ -210,6 +216,8 @@ class Hierarchy:
                 entries[stem + view.suffix] = Entry(DATA if view.prefixed else HEADER, node, stem, view.name)
                 if view.alias:
                     entries[stem + view.alias] = Entry(DATA, node, stem, view.name)
+        if self.previews is not None and self.previews.of(node) is not None:
+            entries[stem + preview.SUFFIX] = Entry(PREVIEW, node, stem, "preview")
         return entries
 
     def headers(self, node: Node, stem: str) -> dict[str, bytes]:

@@ -24,14 +24,14 @@ from .coherence import Siblings  # noqa: E402
 from .array import open_array  # noqa: E402
 from .cache import ChunkCache
 from .errors import CorruptChunkError, ZarrfsError
-from .hierarchy import DATA, DIR, TEXT, Entry, Hierarchy, Node
+from .hierarchy import DATA, DIR, PREVIEW, TEXT, Entry, Hierarchy, Node
 from .prefixed import PrefixedFile
 from .rawfile import RawFile
 from .textview import Texts
 from .store import LocalStore
 from .usage import Usage
 from .xattrs import extended_attributes
-from .views import DEFAULT_VIEWS
+from .views import DEFAULT_VIEWS, preview
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,7 @@ class Options:
     dirty_limit: int = 256 << 20  # dirty decoded bytes per array before a write flushes
     views: tuple[str, ...] = DEFAULT_VIEWS  # header views beside each NAME.bin
     header_cache_bytes: int = 32 << 20
+    previews: bool = False  # NAME.png beside arrays of two or more dimensions
 
 
 class Operations(mfusepy.Operations):
@@ -108,7 +109,8 @@ class Operations(mfusepy.Operations):
     def __init__(self, source: str, options: Options):
         self.options = options
         self.store = LocalStore(source, read_only=options.read_only)
-        self.hierarchy = Hierarchy(self.store, options.views, options.header_cache_bytes)
+        self.hierarchy = Hierarchy(self.store, options.views, options.header_cache_bytes, options.previews)
+        self.previews = preview.Previews(options.cache_bytes // 16)
         self.cache = ChunkCache(options.cache_bytes)
         self.usage = Usage(self.store)  # mtimes and stored sizes of arrays
         self.texts = Texts(options.cache_bytes // 4)  # rendered NAME.txt files, within the cache's bound
@@ -235,6 +237,8 @@ class Operations(mfusepy.Operations):
             mode, size = stat.S_IFDIR | 0o555, 0  # entries are not created, deleted or renamed
         elif entry.kind == DATA:
             mode, size = stat.S_IFREG | (st.st_mode & (0o444 | write_bits)), self._data_size(entry)
+        elif entry.kind == PREVIEW:  # uncompressed: its size follows from its width and height
+            mode, size = stat.S_IFREG | 0o444, preview.png_size(*self.hierarchy.previews.of(entry.node)[1].size)
         elif entry.kind == TEXT:  # size 0, as /proc files: knowing it would mean decoding the whole array
             mode, size = stat.S_IFREG | 0o444, 0
         else:
@@ -250,11 +254,11 @@ class Operations(mfusepy.Operations):
         bytes, or data not yet stored, counts in full, so that no tool takes it for a hole."""
         node = entry.node
         mtime = max(node.stat.st_mtime_ns, int(self._last_write(node) * 1e9))
-        if entry.kind not in (DATA, TEXT) or node.meta is None:
+        if entry.kind not in (DATA, TEXT, PREVIEW) or node.meta is None:
             return mtime, -(-size // 512)
         stored = self.usage.of(node.path)
         mtime = max(mtime, stored.mtime_ns)
-        if entry.kind == TEXT or self._unstored(node) or not holes.zero_fill(node.meta):
+        if entry.kind in (TEXT, PREVIEW) or self._unstored(node) or not holes.zero_fill(node.meta):
             return mtime, -(-size // 512)
         return mtime, -(-(stored.nbytes + len(self.hierarchy.prefix(entry))) // 512)
 
@@ -308,6 +312,8 @@ class Operations(mfusepy.Operations):
             fail(errno.EACCES)  # sidecars and documents are read-only
         if entry.kind == TEXT:
             return self._add_handle(Handle(entry, content=self.texts.text(self.store, entry.node, self.cache)))
+        if entry.kind == PREVIEW:
+            return self._add_handle(Handle(entry, content=self._preview(entry)))
         if entry.kind != DATA:
             return self._add_handle(Handle(entry, content=self.hierarchy.content(entry)))
         if entry.node.error is not None:  # logged once, when the node was read
@@ -320,6 +326,16 @@ class Operations(mfusepy.Operations):
         self.siblings.opened(path)
         siblings = self.siblings.of(path, self.hierarchy.data_names(entry))
         return self._add_handle(Handle(entry, array=opened, file=file, writable=writable, siblings=siblings))
+
+    def _preview(self, entry: Entry) -> bytes:
+        """NAME.png, rendered from the array sampled (written data included) once per version."""
+        path, the_plan = self.hierarchy.previews.of(entry.node)
+        source = entry.node if path == entry.node.path else self.hierarchy.node(path)
+        with self._lock:
+            opened = self._open_array(source)
+        version = (source, self.usage.of(path).mtime_ns, opened.mtime)
+        return self.previews.get(path, version, lambda: preview.encode(preview.scale(
+            preview.sample(opened.raw.array, the_plan))))
 
     def _open_array(self, node: Node) -> OpenArray:
         opened = self._arrays.get(node.path)
@@ -337,8 +353,10 @@ class Operations(mfusepy.Operations):
         return fh
 
     def is_text(self, fh) -> bool:
+        """Files made from the data when opened (text, previews): served without the page
+        cache, so a reader never sees pages of an older rendering."""
         handle = self._handles.get(fh)
-        return handle is not None and handle.entry.kind == TEXT
+        return handle is not None and handle.entry.kind in (TEXT, PREVIEW)
 
     def _handle(self, fh) -> Handle:
         handle = self._handles.get(fh)

@@ -10,7 +10,7 @@ Values are made from the parsed metadata alone, as the sidecar is.
 
 import json
 
-from .hierarchy import DATA, DIR, DOCUMENT, HEADER, SIDECAR, TEXT, Entry
+from .hierarchy import DATA, DIR, DOCUMENT, HEADER, PREVIEW, SIDECAR, TEXT, Entry
 from .metadata import ArrayMetadata
 
 OCTETS, JSON, TEXT_PLAIN = "application/octet-stream", "application/json", "text/plain"
@@ -29,6 +29,8 @@ def mime_type(entry: Entry) -> str | None:
         return JSON
     if entry.kind == TEXT:
         return TEXT_PLAIN
+    if entry.kind == PREVIEW:
+        return "image/png"
     if entry.kind == HEADER:
         return HEADER_TYPES.get(entry.view, OCTETS)
     return None  # a directory: file managers know it already

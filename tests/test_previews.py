@@ -1,0 +1,103 @@
+"""-o previews: NAME.png of the first plane, at most 512 px, scaled to the robust range, read
+chunk by chunk within a decode budget, from the coarsest OME-Zarr level, kept per version."""
+
+import io
+import os
+import re
+
+import numpy as np
+import pytest
+import zarr
+from PIL import Image
+
+from mounting import mounted
+
+
+def expected_gray(values: np.ndarray) -> np.ndarray:
+    """The oracle: percentiles 1..99 of the finite values to 0..255, NaN black."""
+    finite = np.isfinite(values)
+    low, high = np.percentile(values[finite], [1, 99])
+    gray = np.clip((values.astype("f8") - low) / (high - low) * 255, 0, 255)
+    return np.where(finite, np.rint(np.nan_to_num(gray)), 0).astype("u1")
+
+
+def png(path) -> np.ndarray:
+    data = path.read_bytes()
+    assert len(data) == os.stat(path).st_size
+    image = Image.open(io.BytesIO(data))
+    assert image.format == "PNG" and image.mode == "L"
+    return np.asarray(image)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("previews") / "store"
+    group = zarr.open_group(str(root), mode="w", zarr_format=3)
+    y, x = np.mgrid[:1000, :700]
+    field = (np.sin(x / 50.0) * np.cos(y / 80.0) * 100 + x / 7.0).astype("float32")
+    field[10:20, 10:20] = np.nan
+    group.create_array("field", shape=field.shape, chunks=(128, 128), dtype="float32")[...] = field
+    stack = group.create_array("stack", shape=(100, 2048, 2048), chunks=(1, 512, 512), dtype="uint8")
+    stack[0] = (np.arange(2048 * 2048) % 251).reshape(2048, 2048).astype("uint8")
+    stack[1] = 7
+    group.create_array("huge", shape=(4096, 4096), chunks=(256, 256), dtype="float32", fill_value=1.0)
+    group.create_array("line", shape=(1000,), chunks=(100,), dtype="float32")
+    image = group.create_group("image", attributes={"multiscales": [{"version": "0.4", "datasets": [
+        {"path": "0"}, {"path": "1"}, {"path": "2"}]}]})
+    levels = [(np.add.outer(np.arange(4096 // 2 ** k), np.arange(4096 // 2 ** k)) % 256).astype("uint8")
+              for k in (0, 1, 2)]
+    for k, level in enumerate(levels):
+        image.create_array(str(k), shape=level.shape, chunks=(256, 256), dtype="uint8")[...] = level
+    return root, field, levels
+
+
+def test_a_preview_is_the_first_plane_strided_and_scaled(store, tmp_path):
+    root, field, _ = store
+    with mounted(root, tmp_path, "ro,previews") as m:
+        gray = png(m / "field.png")
+        assert gray.shape == (500, 350)  # stride 2: at most 512 px
+        assert np.array_equal(gray, expected_gray(field[::2, ::2]))
+        assert os.getxattr(m / "field.png", "user.mime_type") == b"image/png"
+        assert not (m / "line.png").exists()  # one dimension: nothing to show
+        assert oct(os.stat(m / "field.png").st_mode & 0o777) == "0o444"
+
+
+def test_a_preview_decodes_only_the_chunks_of_its_sample(store, tmp_path):
+    root, _, _ = store
+    with mounted(root, tmp_path, "ro,previews,debug") as m:
+        gray = png(m / "stack.png")
+        assert gray.shape == (512, 512)
+        sample = (np.arange(2048 * 2048) % 251).reshape(2048, 2048)[::4, ::4]
+        assert np.array_equal(gray, expected_gray(sample))
+        assert not (m / "huge.png").exists()  # its sample would decode 64 MiB
+    decoded = re.findall(r"decoded stack chunk (\S+)", m.log())
+    assert sorted(decoded) == sorted(f"stack/c/0/{i}/{j}" for i in range(4) for j in range(4))
+
+
+def test_a_multiscale_image_is_previewed_from_its_coarsest_level(store, tmp_path):
+    root, _, levels = store
+    with mounted(root, tmp_path, "ro,previews,debug") as m:
+        full = png(m / "image" / "0.png")
+        assert np.array_equal(full, expected_gray(levels[2][::2, ::2]))
+        assert (m / "image" / "0.png").read_bytes() == (m / "image" / "2.png").read_bytes()
+    assert not re.search(r"decoded image/[01] ", m.log())
+
+
+def test_no_previews_unless_asked(store, tmp_path):
+    root, _, _ = store
+    with mounted(root, tmp_path, "ro") as m:
+        assert not (m / "field.png").exists()
+
+
+def test_a_write_through_the_mount_makes_a_new_preview(tmp_path):
+    root = tmp_path / "store"
+    zarr.create_array(str(root), shape=(64, 64), chunks=(32, 32), dtype="uint8")[...] = \
+        np.arange(4096).reshape(64, 64) % 200
+    with mounted(root, tmp_path, "previews") as m:
+        before = png(m / "store.png")
+        with open(m / "store.bin", "r+b") as f:
+            f.write(bytes(range(200, 0, -1)) * 20)
+        after = png(m / "store.png")
+        values = np.fromfile(m / "store.bin", "u1").reshape(64, 64)
+        assert not np.array_equal(before, after)
+        assert np.array_equal(after, expected_gray(values))
