@@ -3,6 +3,7 @@ readdir answers with full attributes (readdirplus) so that `ls -l` and file mana
 lookup per entry."""
 
 import ctypes
+import errno
 import threading
 from collections import OrderedDict
 
@@ -10,6 +11,7 @@ import mfusepy
 
 FUSE_READDIR_PLUS = 1  # the kernel asks for attributes with the names
 FUSE_FILL_DIR_PLUS = 2  # this entry carries them
+_thread = threading.local()
 PACKED_BYTES = 200  # a packed struct stat and its list slot, about
 
 
@@ -19,6 +21,15 @@ class ZarrFUSE(mfusepy.FUSE):
         self._stats_entries = 0  # bounded by header_cache_size, with the headers
         self._stats_lock = threading.Lock()
         super().__init__(*args, **kwargs)
+
+    def _wrapper(self, func, *args, **kwargs):
+        """Every callback. The first in each libfuse thread keeps that thread's Python thread
+        state: otherwise ctypes makes one and frees it again for every request (with an mmap and
+        munmap of its frame stack), which was most of a small request's cost in the daemon."""
+        if not getattr(_thread, "kept", False):
+            ctypes.pythonapi.PyGILState_Ensure()  # never released: the count stays above zero
+            _thread.kept = True
+        return super()._wrapper(func, *args, **kwargs)
 
     def read(self, path, buf, size, offset, fip):
         return self.operations.read_into(fip.contents.fh, buf, size, offset)
@@ -41,6 +52,13 @@ class ZarrFUSE(mfusepy.FUSE):
         """SEEK_DATA/SEEK_HOLE: mfusepy lists the callback but has no wrapper for it."""
         path = None if path is None else path.decode(self.encoding, self.errors)
         return self.operations.lseek(path, offset, whence, fip.contents.fh)
+
+    def getxattr(self, path, name, value, size, *args):
+        """Only user.* attributes exist (xattrs.py). `ls -l` asks every file for security.selinux
+        and system.posix_acl_access: answered here, before paths and entries are looked up."""
+        if not name.startswith(b"user."):
+            return -errno.ENODATA
+        return super().getxattr(path, name, value, size, *args)
 
     def readdir_fuse_3(self, path, buf, filler, offset, fip, flags):
         """Entries from `offset` on, each with the offset of the next: libfuse 3.14 hands the
