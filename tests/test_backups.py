@@ -138,3 +138,24 @@ def test_copying_a_mostly_fill_array_writes_about_its_stored_size(tmp_path, tool
         assert (out / "nans.bin").read_bytes() == (m / "nans.bin").read_bytes()
     assert allocated(out / "zeros.bin") < 2 * STORED  # 1 MiB stored, 16 MiB long
     assert allocated(out / "nans.bin") >= 16 << 20
+
+
+def test_inner_chunks_missing_from_a_stored_shard_are_holes(tmp_path):
+    store, out = tmp_path / "store", tmp_path / "out"
+    array = zarr.create_array(str(store), shape=(256, 1024), shards=(128, 1024), chunks=(32, 1024),
+                              dtype="float32", fill_value=0.0, compressors=None)
+    array[32:64] = np.random.default_rng(2).random((32, 1024), "float32") + 1  # one inner chunk of shard 0
+    row = 1024 * 4
+    with mounted(store, tmp_path, "ro") as m:
+        fd = os.open(m / "store.bin", os.O_RDONLY)
+        try:
+            assert os.lseek(fd, 0, os.SEEK_DATA) == 32 * row
+            assert os.lseek(fd, 32 * row, os.SEEK_HOLE) == 64 * row
+            with pytest.raises(OSError):
+                os.lseek(fd, 64 * row, os.SEEK_DATA)
+        finally:
+            os.close(fd)
+        out.mkdir()
+        subprocess.run(["cp", str(m / "store.bin"), str(out / "store.bin")], check=True)
+        assert (out / "store.bin").read_bytes() == (m / "store.bin").read_bytes()
+    assert allocated(out / "store.bin") <= 2 * 32 * row

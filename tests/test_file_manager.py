@@ -99,3 +99,20 @@ def test_getfattr_lists_what_an_array_is(store, tmp_path):
         with pytest.raises(OSError) as e:
             os.setxattr(m / "temperature.bin", "user.zarr.shape", b"[1]")
         assert e.value.errno in (errno.EROFS, errno.EPERM)
+
+
+def gio_info(path) -> dict[str, str]:
+    out = subprocess.run(["gio", "info", str(path)], capture_output=True, text=True, check=True).stdout
+    return dict(re.findall(r"^\s+([\w-]+::[\w.-]+): (.*)$", out, re.M))
+
+
+def test_gio_offers_only_what_works(store, tmp_path):
+    with mounted(store, tmp_path) as m:
+        info = gio_info(m / "temperature.bin")
+        assert info["standard::content-type"] == "application/octet-stream"
+        assert (info["access::can-write"], info["access::can-delete"], info["access::can-rename"]) == \
+               ("TRUE", "FALSE", "FALSE")
+        assert info["xattr::zarr.shape"] == "[30, 40]"
+        assert int(info["standard::allocated-size"]) == os.stat(m / "temperature.bin").st_blocks * 512
+        assert gio_info(m / "raw")["access::can-write"] == "FALSE"
+        assert gio_info(m / "temperature.json")["access::can-write"] == "FALSE"

@@ -17,6 +17,9 @@ from collections import Counter
 
 import numpy as np
 
+from .errors import ZarrfsError
+from .sharding import EMPTY, ShardChunks
+
 SEEK_DATA = getattr(os, "SEEK_DATA", 3)
 SEEK_HOLE = getattr(os, "SEEK_HOLE", 4)
 
@@ -52,7 +55,8 @@ class Presence:
     def __init__(self, shape, chunk_shape, present):
         self.shape, self.chunks = tuple(shape), tuple(chunk_shape)
         self.grid = tuple(-(-n // c) for n, c in zip(self.shape, self.chunks))
-        present = set(present)
+        present = {p for p in present if all(c < g for c, g in zip(p, self.grid))}
+        self.stored = present
         self.scalar_present = () in present
         self.counts = Counter(p[:k] for p in present for k in range(1, len(self.shape) + 1))
         self.below = [math.prod(self.grid[k:]) for k in range(len(self.shape) + 1)]  # chunks under a prefix
@@ -62,6 +66,29 @@ class Presence:
         grid = tuple(-(-n // c) for n, c in zip(meta.shape, meta.chunk_shape))
         present = (coords_of(k, meta.chunk_key_encoding, grid) for k in keys)
         return cls(meta.shape, meta.chunk_shape, [c for c in present if c is not None])
+
+    @classmethod
+    def of_array(cls, keys, meta, array) -> "Presence":
+        """Stored chunks from the keys; for a sharded array, stored inner chunks, from the index
+        of each stored shard (read, never a chunk). A shard whose index cannot be read counts
+        as data throughout."""
+        shards = cls.from_keys(keys, meta)
+        sharding = array.chain.sharding
+        if sharding is None:
+            return shards
+        per_shard, inner = tuple(sharding.chunks_per_shard), tuple(sharding.inner_chunk_shape)
+        present = []
+        for coords in shards.stored:
+            try:
+                index = ShardChunks(lambda byte_range, c=coords: array.source.read(c, byte_range), sharding,
+                                    array.source.key(coords)).index()
+            except ZarrfsError:
+                index = None
+            stored = range(math.prod(per_shard)) if index is None else np.flatnonzero(index[:, 0] != EMPTY)
+            for flat in stored:
+                local = np.unravel_index(int(flat), per_shard) if per_shard else ()
+                present.append(tuple(s * n + int(i) for s, n, i in zip(coords, per_shard, local)))
+        return cls(meta.shape, inner, present)
 
     def find(self, element: int, data: bool) -> int | None:
         """The first flat (C-order) element index >= `element` whose chunk is stored (data) or

@@ -394,7 +394,7 @@ class Operations(mfusepy.Operations):
             prefix = len(handle.file.header) if handle.file is not raw else 0
             presence = None
             if holes.zero_fill(node.meta) and not raw.array.dirty:
-                presence = self.usage.presence(node.path, node.meta)
+                presence = self.usage.presence(node.path, node.meta, raw.array)
             if offset >= prefix + raw.size or offset < 0:
                 fail(errno.ENXIO)
             if offset < prefix:

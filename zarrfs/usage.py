@@ -46,14 +46,14 @@ class Usage:
             self._stored[path] = (time.monotonic() + self.lifetime, stored)
         return stored
 
-    def presence(self, path: str, meta) -> Presence:
+    def presence(self, path: str, meta, array) -> Presence:
         """Which chunks of the array are stored: asked for by SEEK_DATA/SEEK_HOLE only, so kept
         apart from the listing's figures."""
         cached = self._presence.get(path)
         if cached is not None and cached[0] > time.monotonic():
             return cached[1]
         keys = (relative for relative, _ in self.store.files(path) if relative not in nodes.DOCUMENT_NAMES)
-        presence = Presence.from_keys(list(keys), meta)
+        presence = Presence.of_array(list(keys), meta, array)
         with self._lock:
             self._presence[path] = (time.monotonic() + self.lifetime, presence)
         return presence
