@@ -1,18 +1,32 @@
-"""The benchmark script keeps working: a tiny run prints every row (no timing is asserted)."""
+"""The benchmark script keeps working: a tiny run of two rounds prints every row, each cell a
+median with its spread over the rounds (no timing is asserted)."""
 
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 BENCH = Path(__file__).parent.parent / "scripts" / "bench.py"
+LAYOUTS = ["zstd", "sharded", "blosc"]
 
 
 def test_bench_smoke_run(tmp_path):
-    result = subprocess.run([sys.executable, str(BENCH), "--size-mib", "2", "--runs", "1", "--samples", "5",
-                             "--listing", "50", "--layouts", "zstd,sharded,blosc", "--workdir", str(tmp_path)],
+    result = subprocess.run([sys.executable, str(BENCH), "--size-mib", "2", "--runs", "2", "--samples", "5",
+                             "--listing", "50", "--layouts", ",".join(LAYOUTS), "--workdir", str(tmp_path),
+                             "--json", str(tmp_path / "rounds.json")],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     for row in ["page cache read", "FUSE limit", "zarr-python read", "tensorstore read", "zarrfs cold read", "warm re-read",
                 "4 KiB pread p50", "dd overwrite", "peak RSS", "listing 50 arrays, views on", "listing 50 arrays, views=none"]:
         assert row in result.stdout, row
+    assert "2 interleaved rounds" in result.stdout
+    ratio = next(line for line in result.stdout.splitlines() if "zarrfs / min(FUSE limit, tensorstore)" in line)
+    cells = [cell.strip() for cell in ratio.strip("| ").split("|")[1:]]
+    assert len(cells) == len(LAYOUTS)
+    for cell in cells:  # a median, then the spread of the two rounds' ratios around it
+        median, low, high = map(float, re.fullmatch(r"([\d.]+)x \(([\d.]+)-([\d.]+)\)", cell).groups())
+        assert low <= median <= high
+    rounds = json.loads((tmp_path / "rounds.json").read_text())
+    assert sorted(rounds) == sorted(LAYOUTS) and all(len(rs) == 2 for rs in rounds.values())
     assert not [line for line in Path("/proc/mounts").read_text().splitlines() if "zarrfs-bench" in line]
