@@ -7,7 +7,7 @@ import errno
 import threading
 from collections import OrderedDict
 
-import mfusepy
+from .libfuse import mfusepy
 
 FUSE_READDIR_PLUS = 1  # the kernel asks for attributes with the names
 FUSE_FILL_DIR_PLUS = 2  # this entry carries them
@@ -54,10 +54,10 @@ class ZarrFUSE(mfusepy.FUSE):
         return self.operations.lseek(path, offset, whence, fip.contents.fh)
 
     def getxattr(self, path, name, value, size, *args):
-        """Only user.* attributes exist (xattrs.py). `ls -l` asks every file for security.selinux
-        and system.posix_acl_access: answered here, before paths and entries are looked up."""
-        if not name.startswith(b"user."):
-            return -errno.ENODATA
+        """Only user.* attributes exist: other names are not supported (see xattrs.py), answered
+        here before paths and entries are looked up."""
+        if not name.startswith(b"user.") and self.operations.options.xattrs:
+            return -errno.ENOTSUP
         return super().getxattr(path, name, value, size, *args)
 
     def readdir_fuse_3(self, path, buf, filler, offset, fip, flags):

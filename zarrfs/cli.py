@@ -81,6 +81,8 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
             if not preview.available():
                 raise UsageError("previews need Pillow: pip install 'zarrfs[previews]'")
             options.previews = True
+        elif name == "noxattr":
+            options.xattrs = False
         elif name == "header_cache_size":
             options.header_cache_bytes = parse_size(name, value)
         elif name == "debug":

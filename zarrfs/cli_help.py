@@ -20,6 +20,8 @@ def option_lines(defaults, views) -> list[tuple[str, str, str]]:
          f"header views beside each NAME.bin, from {','.join(views)}; or none"),
         ("previews", "off", "NAME.png beside arrays of 2 or more dimensions: the first plane, at most 512 px "
          "(needs Pillow: the previews extra)"),
+        ("noxattr", "off", "no extended attributes (user.zarr.*, user.mime_type): a tool that lists every "
+         "file's attributes (ls -l of coreutils 9.6 and later) then sends no request per file"),
         ("header_cache_size=SIZE", format_size(defaults.header_cache_bytes), "header views and listing attributes kept"),
         ("recovery_dir=DIR", defaults.recovery_dir, "where written data that cannot be stored at shutdown is saved"),
         ("debug", "off", "as -d: one log line per request, chunk decode and store read; implies -f"),

@@ -19,7 +19,7 @@ import os
 import queue
 import threading
 
-import mfusepy
+from .libfuse import mfusepy
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,6 @@ Nothing here decodes or encodes: hierarchy maps paths to nodes, rawfile/array do
 
 import ctypes
 import errno
-import functools
 import logging
 import os
 import stat
@@ -16,21 +15,20 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-os.environ["FUSE_LIBRARY_NAME"] = "fuse3"  # before the import: mfusepy would pick libfuse 2 on Debian
-import mfusepy  # noqa: E402
-
-from . import holes, recovery  # noqa: E402
-from .coherence import Siblings  # noqa: E402
-from .array import open_array  # noqa: E402
+from . import holes, recovery
+from .array import open_array
+from .boundary import errno_boundary, fail
 from .cache import ChunkCache
-from .errors import CorruptChunkError, ZarrfsError
+from .coherence import Siblings
+from .errors import ZarrfsError
 from .hierarchy import DATA, DIR, PREVIEW, TEXT, Entry, Hierarchy, Node
 from .prefixed import PrefixedFile
 from .rawfile import RawFile
 from .textview import Texts
 from .store import LocalStore
 from .usage import Usage
-from .xattrs import extended_attributes
+from .xattrs import ExtendedAttributes
+from .libfuse import mfusepy
 from .views import DEFAULT_VIEWS, preview
 
 log = logging.getLogger(__name__)
@@ -39,33 +37,6 @@ BLKSIZE = 1 << 20  # st_blksize: tools that honour it issue 1 MiB reads
 SHUTDOWN_TRIES = 4  # write-back attempts at unmount, a second apart, before the data is saved aside
 TIMEOUT = 30.0  # seconds the kernel may keep attributes and entries
 FUSE_CAP_READDIRPLUS_AUTO = 1 << 14
-
-
-def errno_boundary(method):
-    """Map every exception to an errno: typed errors to theirs, anything else to EIO with a log line."""
-
-    @functools.wraps(method)
-    def wrapper(self, *args):
-        try:
-            return method(self, *args)
-        except mfusepy.FuseOSError:
-            raise
-        except ZarrfsError as e:
-            level = logging.ERROR if isinstance(e, CorruptChunkError) or e.errno == errno.EIO else logging.WARNING
-            log.log(level, "%s: %s", method.__name__, e)
-            raise mfusepy.FuseOSError(e.errno) from None
-        except OSError as e:
-            log.warning("%s: %s", method.__name__, e)
-            raise mfusepy.FuseOSError(e.errno or errno.EIO) from None
-        except Exception:
-            log.exception("%s%r failed", method.__name__, args[:1])
-            raise mfusepy.FuseOSError(errno.EIO) from None
-
-    return wrapper
-
-
-def fail(code: int):
-    raise mfusepy.FuseOSError(code)
 
 
 @dataclass
@@ -101,9 +72,10 @@ class Options:
     views: tuple[str, ...] = DEFAULT_VIEWS  # header views beside each NAME.bin
     header_cache_bytes: int = 32 << 20
     previews: bool = False  # NAME.png beside arrays of two or more dimensions
+    xattrs: bool = True  # user.zarr.* and user.mime_type; off: none, and the kernel stops asking
 
 
-class Operations(mfusepy.Operations):
+class Operations(ExtendedAttributes, mfusepy.Operations):
     use_ns = True
 
     def __init__(self, source: str, options: Options):
@@ -489,27 +461,6 @@ class Operations(mfusepy.Operations):
         if amode & os.X_OK and entry.kind != DIR:
             fail(errno.EACCES)
         return 0
-
-    # extended attributes: read-only, what an array is (see xattrs.py)
-
-    @errno_boundary
-    def listxattr(self, path):
-        return list(extended_attributes(self._entry(path)))
-
-    @errno_boundary
-    def getxattr(self, path, name, position=0):
-        value = extended_attributes(self._entry(path)).get(name)
-        return value if value is not None else fail(errno.ENODATA)
-
-    @errno_boundary
-    def setxattr(self, path, name, value, options, position=0):
-        self._entry(path)
-        self._refuse()
-
-    @errno_boundary
-    def removexattr(self, path, name):
-        self._entry(path)
-        self._refuse()
 
     # the hierarchy's structure is not changed through the mount
 

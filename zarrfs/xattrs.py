@@ -5,11 +5,18 @@
     user.zarr.attributes                      JSON, on a group's directory and documents
     user.mime_type                            on every file (the freedesktop.org attribute)
 
-Values are made from the parsed metadata alone, as the sidecar is.
+Values are made from the parsed metadata alone, as the sidecar is. Names outside user.* (the
+security.selinux and system.posix_acl_access that `ls -l` asks of every file) are answered
+ENOTSUP, "not supported by this file system": coreutils' ls then stops asking for the rest of
+the mount, where ENODATA ("this file has none") made it ask again for each file, two requests
+an entry that the kernel does not cache. With -o noxattr every request is answered ENOSYS,
+which the kernel remembers: it asks no more and answers ENOTSUP itself.
 """
 
+import errno
 import json
 
+from .boundary import errno_boundary, fail
 from .hierarchy import DATA, DIR, DOCUMENT, HEADER, PREVIEW, SIDECAR, TEXT, Entry
 from .metadata import ArrayMetadata
 
@@ -36,11 +43,26 @@ def mime_type(entry: Entry) -> str | None:
     return None  # a directory: file managers know it already
 
 
+ARRAY_NAMES = ("user.zarr.shape", "user.zarr.dtype", "user.zarr.dimension_names", "user.zarr.chunk_shape",
+               "user.zarr.codecs", "user.zarr.attributes")
+
+
+def names(entry: Entry) -> list[str]:
+    """The entry's attribute names, without making their values (listxattr)."""
+    meta = entry.node.meta
+    found = list(ARRAY_NAMES) if _describes_array(entry) else ["user.zarr.attributes"] if meta is not None else []
+    return found + ["user.mime_type"] if mime_type(entry) is not None else found
+
+
+def _describes_array(entry: Entry) -> bool:
+    return isinstance(entry.node.meta, ArrayMetadata) and entry.kind != DIR
+
+
 def extended_attributes(entry: Entry) -> dict[str, bytes]:
     """Name -> value of every attribute of the entry."""
     found = {}
     meta = entry.node.meta
-    if isinstance(meta, ArrayMetadata) and entry.kind != DIR:
+    if _describes_array(entry):
         names = meta.dimension_names
         if names is None and isinstance(meta.attributes.get("_ARRAY_DIMENSIONS"), list):
             names = meta.attributes["_ARRAY_DIMENSIONS"]
@@ -58,3 +80,36 @@ def extended_attributes(entry: Entry) -> dict[str, bytes]:
     if mime is not None:
         found["user.mime_type"] = mime.encode()
     return found
+
+
+class ExtendedAttributes:
+    """The extended-attribute methods of Operations (which gives _entry, _refuse and options)."""
+
+    def _supported(self, name: str | None = None) -> None:
+        if not self.options.xattrs:
+            fail(errno.ENOSYS)
+        if name is not None and not name.startswith("user."):
+            fail(errno.ENOTSUP)
+
+    @errno_boundary
+    def listxattr(self, path):
+        self._supported()
+        return names(self._entry(path))
+
+    @errno_boundary
+    def getxattr(self, path, name, position=0):
+        self._supported(name)
+        value = extended_attributes(self._entry(path)).get(name)
+        return value if value is not None else fail(errno.ENODATA)
+
+    @errno_boundary
+    def setxattr(self, path, name, value, options, position=0):
+        self._supported(name)
+        self._entry(path)
+        self._refuse()
+
+    @errno_boundary
+    def removexattr(self, path, name):
+        self._supported(name)
+        self._entry(path)
+        self._refuse()
