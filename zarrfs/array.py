@@ -24,7 +24,7 @@ import numpy as np
 from .buffers import scratch
 from .cache import MISSING, ChunkCache
 from .codecs import ChunkSpec, CodecChain
-from .errors import CorruptChunkError
+from .errors import ConflictError, CorruptChunkError
 from .geometry import Box, box_shape, chunk_parts, grid_shape
 from .metadata import ArrayMetadata
 from .sharding import ShardChunks
@@ -33,6 +33,7 @@ from .store import ByteRange, LocalStore, Staged
 log = logging.getLogger(__name__)
 
 MAX_SHARD_VIEWS = 4096  # clean shard views kept (each holds its decoded index)
+CONFLICT_RETRIES = 5  # flushes of one batch against writers that keep changing the same values
 
 
 class StoreChunks:
@@ -293,7 +294,20 @@ class Array:
         On failure the batch is dirty again, so a later flush retries it.
 
         whole_only leaves out shards not wholly dirty, which would have to be merged with their
-        stored selves: early write-back while a writer is still filling them."""
+        stored selves: early write-back while a writer is still filling them.
+
+        When another writer changed a value meanwhile (an object store's conditional PUT
+        failed), the flush is done again: a shard is then merged anew with its stored self, so
+        only the inner chunks written here replace theirs."""
+        for attempt in range(CONFLICT_RETRIES):
+            try:
+                return self._flush_once(whole_only)
+            except ConflictError as e:
+                if attempt + 1 == CONFLICT_RETRIES:
+                    raise
+                log.warning("%s: %s; merging and writing again", self.shared.name, e)
+
+    def _flush_once(self, whole_only: bool) -> None:
         with self.shared.flush_lock:
             with self.shared.lock:
                 self._take_batch(whole_only)

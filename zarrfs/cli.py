@@ -21,6 +21,7 @@ from .binding import ZarrFUSE
 from .cli_help import epilog
 from .tracing import TracingFUSE, quiet_binding
 from .operations import BLKSIZE, Operations, Options
+from .sources import is_remote, public_url
 from .views import VIEWS, preview
 
 log = logging.getLogger("zarrfs")
@@ -60,6 +61,26 @@ def parse_size(name: str, text: str) -> int:
     return value
 
 
+REMOTE_OPTIONS = {"endpoint", "region", "anon", "timeout", "metadata_ttl", "credentials_file"}
+
+
+def parse_remote_option(remote, name: str, value: str) -> None:
+    if name == "anon":
+        remote.anon = True
+    elif name in ("timeout", "metadata_ttl"):
+        try:
+            seconds = float(value)
+        except ValueError:
+            raise UsageError(f"{name}={value!r} is not a number of seconds") from None
+        if seconds < 0 or (name == "timeout" and seconds == 0):
+            raise UsageError(f"{name} must be positive")
+        setattr(remote, name, seconds)
+    elif not value:
+        raise UsageError(f"{name} needs a value")
+    else:
+        setattr(remote, name, os.path.abspath(value) if name == "credentials_file" else value)
+
+
 def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
     """-o words -> (Options, options for libfuse, debug)."""
     options, fuse, debug = Options(), {}, False
@@ -71,6 +92,8 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
             options.cache_bytes = parse_size(name, value)
         elif name == "dirty_size":
             options.dirty_limit = parse_size(name, value)
+        elif name in REMOTE_OPTIONS:
+            parse_remote_option(options.remote, name, value)
         elif name == "recovery_dir":
             if not value:
                 raise UsageError("recovery_dir needs a directory")
@@ -119,7 +142,8 @@ def parse_views(value: str) -> tuple[str, ...]:
 
 def check_startup(source: str, mountpoint: str) -> None:
     """One precise line for each way SOURCE or MOUNTPOINT can be wrong."""
-    check_directory(source, "source")
+    if not is_remote(source):
+        check_directory(source, "source")
     check_directory(mountpoint, "mount point")
     if os.path.ismount(mountpoint):
         raise UsageError(f"{mountpoint}: is already a mount point")
@@ -192,7 +216,7 @@ def main(argv=None) -> int:
                                      "files: NAME.bin (little-endian, C order) and NAME.json for each array.",
                                      epilog=epilog(Options(), VIEWS), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"zarrfs {package_version()}")
-    parser.add_argument("source", help="a Zarr hierarchy (directory), or a group or array inside one")
+    parser.add_argument("source", help="a Zarr hierarchy (directory), a group or array inside one, or an object-store URL (s3://BUCKET/PREFIX, gs://, az://, https://)")
     parser.add_argument("mountpoint", help="an existing empty directory")
     parser.add_argument("-f", action="store_true", help="stay in the foreground")
     parser.add_argument("-d", action="store_true",
@@ -206,21 +230,30 @@ def main(argv=None) -> int:
         logging.basicConfig(level=logging.DEBUG if debug or args.d else logging.INFO, stream=sys.stderr,
                             format="zarrfs[%(process)d] %(levelname)s %(name)s: %(message)s")
         quiet_binding()
-        source, mountpoint = os.path.abspath(args.source), os.path.abspath(args.mountpoint)
+        source = args.source if is_remote(args.source) else os.path.abspath(args.source)
+        mountpoint = os.path.abspath(args.mountpoint)
         check_startup(source, mountpoint)
-        operations = Operations(source, options)
     except (UsageError, ZarrfsError) as e:
         print(f"zarrfs: {e}", file=sys.stderr)
         return 1
-    mount = Mount(operations, source, mountpoint, fuse_options)
-    mount.binding = TracingFUSE if debug or args.d else ZarrFUSE
-    if args.f or args.d or debug:
-        error = mount.serve()
-        if error:
-            print(f"zarrfs: {error}", file=sys.stderr)
-        return 1 if error else 0
-    return daemonize(mount)
 
+    def make_mount() -> Mount:
+        mount = Mount(Operations(source, options), public_url(source) if is_remote(source) else source,
+                      mountpoint, fuse_options)
+        mount.binding = TracingFUSE if debug or args.d else ZarrFUSE
+        return mount
+
+    if not (args.f or args.d or debug):
+        return daemonize(make_mount)
+    try:
+        mount = make_mount()
+    except ZarrfsError as e:
+        print(f"zarrfs: {e}", file=sys.stderr)
+        return 1
+    error = mount.serve()
+    if error:
+        print(f"zarrfs: {error}", file=sys.stderr)
+    return 1 if error else 0
 
 class Mount:
     """One mount: serve() runs until unmounted or signalled and flushes everything before returning."""
@@ -265,8 +298,11 @@ class Mount:
         return None
 
 
-def daemonize(mount: Mount) -> int:
-    """Fork; the parent returns 0 once the child's mount is live, or prints the child's error."""
+def daemonize(make_mount) -> int:
+    """Fork; the parent returns 0 once the child's mount is live, or prints the child's error.
+
+    The store is opened in the child: an object store's client (obstore's tokio runtime) does
+    not survive a fork, so nothing may touch it before one."""
     read_end, write_end = os.pipe()
     if os.fork():
         os.close(write_end)
@@ -274,7 +310,7 @@ def daemonize(mount: Mount) -> int:
             message = pipe.read().decode(errors="replace")
         if message == "ready":
             return 0
-        print(f"zarrfs: {message or f'cannot mount {mount.mountpoint}'}", file=sys.stderr)
+        print(f"zarrfs: {message or 'cannot mount'}", file=sys.stderr)
         return 1
     os.close(read_end)
     os.setsid()
@@ -283,6 +319,13 @@ def daemonize(mount: Mount) -> int:
     os.dup2(null, 0)
     os.dup2(null, 1)
     pipe = os.fdopen(write_end, "wb", buffering=0)
+    try:
+        mount = make_mount()
+    except Exception as e:  # a refusal, said in one line by the parent
+        if not isinstance(e, ZarrfsError):
+            log.exception("unexpected error while opening the store")
+        pipe.write(str(e).encode() if isinstance(e, ZarrfsError) else f"{type(e).__name__}: {e}".encode())
+        os._exit(1)
 
     def ready():
         pipe.write(b"ready")

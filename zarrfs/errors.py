@@ -61,3 +61,7 @@ class HeaderWriteError(ZarrfsError):
     """A write that would change the header bytes of a view (NAME.npy): they follow the metadata."""
 
     errno = errno.EPERM
+
+
+class ConflictError(StoreError):
+    """A conditional write found the value changed by another writer since it was read."""

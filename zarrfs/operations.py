@@ -25,7 +25,7 @@ from .hierarchy import DATA, DIR, PREVIEW, TEXT, Entry, Hierarchy, Node
 from .prefixed import PrefixedFile
 from .rawfile import RawFile
 from .textview import Texts
-from .store import LocalStore
+from .sources import RemoteOptions, open_store
 from .usage import Usage
 from .xattrs import ExtendedAttributes
 from .libfuse import mfusepy
@@ -66,6 +66,7 @@ class Handle:
 class Options:
     read_only: bool = False
     recovery_dir: str = field(default_factory=recovery.default_directory)
+    remote: RemoteOptions = field(default_factory=RemoteOptions)
     cache_bytes: int = 512 << 20
     flush_interval: float = 2.0
     dirty_limit: int = 256 << 20  # dirty decoded bytes per array before a write flushes
@@ -80,7 +81,7 @@ class Operations(ExtendedAttributes, mfusepy.Operations):
 
     def __init__(self, source: str, options: Options):
         self.options = options
-        self.store = LocalStore(source, read_only=options.read_only)
+        self.store = open_store(source, options.read_only, options.remote)
         self.hierarchy = Hierarchy(self.store, options.views, options.header_cache_bytes, options.previews)
         self.previews = preview.Previews(options.cache_bytes // 16)
         self.cache = ChunkCache(options.cache_bytes)

@@ -1,0 +1,284 @@
+"""A Zarr store in object storage (S3 and S3-compatible servers, GCS, Azure, HTTP) through obstore.
+
+The same interface as LocalStore, so the engine never asks where bytes live:
+
+- get: one GET, ranged (`Range` or `Suffix`) when a range is asked for. Small metadata
+  documents are fetched whole once and trusted for `metadata_ttl` seconds, like listings.
+- stat and list_dir: answered from one LIST per prefix (`list_with_delimiter`) per
+  `metadata_ttl`; a metadata document's stat comes from its GET. Plain HTTP cannot list.
+- stage/publish: staged values are held in memory, and publish PUTs each one, conditionally:
+  If-Match on the ETag this store last saw for the key, If-None-Match for a key it saw absent.
+  A value someone else changed meanwhile raises ConflictError, and the engine merges and
+  writes again (see Array.flush). A deletion is a DELETE. Each PUT is atomic; a publish of
+  several objects is not.
+
+obstore's synchronous calls release the GIL, so FUSE worker threads run them in parallel.
+"""
+
+import errno
+import logging
+import os
+import stat
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import obstore
+from obstore.exceptions import (AlreadyExistsError, NotFoundError, NotSupportedError, PermissionDeniedError,
+                                PreconditionError, UnauthenticatedError)
+
+NOT_FOUND = (NotFoundError, FileNotFoundError)  # obstore raises the builtin for a missing key
+
+from .beneath import key_parts
+from .errors import ConflictError, StoreError
+from .store import ByteRange, Range, Staged, Suffix
+
+log = logging.getLogger(__name__)
+
+DOCUMENTS = ("zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata")  # small, read whole, cached
+PUBLISHERS = 16  # concurrent PUTs of one publish
+
+
+@dataclass
+class _Listing:
+    fetched: float  # time.monotonic() of the LIST
+    objects: dict  # name -> ObjectMeta
+    prefixes: set
+    changed_ns: int  # when the names last changed: the directory's mtime
+
+
+@dataclass
+class _Document:
+    fetched: float
+    data: bytes | None  # None: no such key
+    stat: os.stat_result | None
+
+
+class ObjectStore:
+    """`store` is an obstore store whose root is the hierarchy's root; `url` names it in messages."""
+
+    def __init__(self, store, url: str, read_only: bool = False, metadata_ttl: float = 60.0,
+                 can_list: bool = True):
+        self.store = store
+        self.root = url
+        self.read_only = read_only
+        self.metadata_ttl = metadata_ttl
+        self.can_list = can_list
+        self._listings: dict[str, _Listing] = {}
+        self._documents: dict[str, _Document] = {}
+        self._etags: dict[str, str | None] = {}  # last seen ETag; None: seen absent
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(PUBLISHERS, thread_name_prefix="publish")
+        self._owner = (os.getuid(), os.getgid())
+        self._started_ns = time.time_ns()
+
+    def path(self, key: str) -> str:
+        return f"{self.root.rstrip('/')}/{key}"
+
+    # reads
+
+    def get(self, key: str, byte_range: ByteRange = None) -> bytes | None:
+        key_parts(key)
+        if _is_document(key) and byte_range is None:
+            return self._document(key).data
+        options = {}
+        if isinstance(byte_range, Suffix):
+            if byte_range.length == 0:
+                return b""
+            options["range"] = {"suffix": byte_range.length}
+        elif isinstance(byte_range, Range):
+            if byte_range.length == 0:
+                return b""
+            options["range"] = (byte_range.start, byte_range.start + byte_range.length)
+        try:
+            result = obstore.get(self.store, key, options=options or None)
+            data = bytes(result.bytes())
+        except NOT_FOUND:
+            self._etags[key] = None
+            return None
+        except Exception as e:
+            if isinstance(byte_range, Range) and "416" in str(e):  # a range past the end: short, as pread
+                return b""
+            raise _store_error("cannot read", key, e) from None
+        self._etags[key] = result.meta.get("e_tag")
+        return data
+
+    def _document(self, key: str) -> _Document:
+        cached = self._documents.get(key)
+        if cached is not None and time.monotonic() - cached.fetched < self.metadata_ttl:
+            return cached
+        fetched = time.monotonic()
+        try:
+            result = obstore.get(self.store, key)
+            data = bytes(result.bytes())
+            meta = result.meta
+        except NOT_FOUND:
+            document = _Document(fetched, None, None)
+        except Exception as e:
+            raise _store_error("cannot read", key, e) from None
+        else:
+            self._etags[key] = meta.get("e_tag")
+            document = _Document(fetched, data, self._file_stat(meta["size"], meta["last_modified"]))
+        self._documents[key] = document
+        return document
+
+    def stat(self, key: str) -> os.stat_result | None:
+        """A key's stat: a document's from its GET, anything else from its parent's LIST."""
+        parts = key_parts(key)
+        if not parts:
+            return self._directory_stat(self._listing("") if self.can_list else None)
+        if _is_document(key):
+            return self._document(key).stat
+        if not self.can_list:
+            return self._directory_stat(None)  # plain HTTP: every non-document key may be a group
+        parent, name = "/".join(parts[:-1]), parts[-1]
+        listing = self._listing(parent)
+        if name in listing.prefixes:
+            return self._directory_stat(self._listing(key))
+        meta = listing.objects.get(name)
+        return None if meta is None else self._file_stat(meta["size"], meta["last_modified"])
+
+    def list_dir(self, prefix: str) -> list[str]:
+        if not self.can_list:
+            return []
+        listing = self._listing(prefix)
+        return sorted({*listing.objects, *listing.prefixes})
+
+    def files(self, prefix: str):
+        """(key relative to `prefix`, stat) of every object below `prefix`, from one recursive
+        LIST (paged by the server): no value is read."""
+        if not self.can_list:
+            return
+        key_parts(prefix)
+        try:
+            for page in obstore.list(self.store, f"{prefix}/" if prefix else None, chunk_size=1000):
+                for meta in page:
+                    relative = meta["path"][len(prefix) + 1:] if prefix else meta["path"]
+                    yield relative, self._file_stat(meta["size"], meta["last_modified"])
+        except NOT_FOUND:
+            return
+        except Exception as e:
+            raise _store_error("cannot list", prefix or "/", e) from None
+
+    def _listing(self, prefix: str) -> _Listing:
+        cached = self._listings.get(prefix)
+        now = time.monotonic()
+        if cached is not None and now - cached.fetched < self.metadata_ttl:
+            return cached
+        objects, prefixes = self._list(prefix)
+        changed = cached.changed_ns if cached and (set(objects), prefixes) == (set(cached.objects), cached.prefixes) \
+            else time.time_ns()
+        listing = self._listings[prefix] = _Listing(now, objects, prefixes, changed)
+        return listing
+
+    def _list(self, prefix: str) -> tuple[dict, set]:
+        key_parts(prefix)
+        start = f"{prefix}/" if prefix else None
+        try:
+            result = obstore.list_with_delimiter(self.store, start)
+        except NotSupportedError:
+            raise StoreError(f"{self.root}: this store cannot list; it needs consolidated metadata",
+                             errno.EOPNOTSUPP) from None
+        except Exception as e:
+            raise _store_error("cannot list", prefix or "/", e) from None
+        objects = {meta["path"].rsplit("/", 1)[-1]: meta for meta in result["objects"]}
+        prefixes = {p.rstrip("/").rsplit("/", 1)[-1] for p in result["common_prefixes"]}
+        for name, meta in objects.items():
+            self._etags.setdefault(f"{prefix}/{name}" if prefix else name, meta.get("e_tag"))
+        return objects, prefixes
+
+    def _file_stat(self, size: int, modified) -> os.stat_result:
+        ns = int(modified.timestamp() * 1e9) if modified is not None else self._started_ns
+        return _stat_result(stat.S_IFREG | 0o644, size, ns, self._owner)
+
+    def _directory_stat(self, listing: _Listing | None) -> os.stat_result:
+        return _stat_result(stat.S_IFDIR | 0o755, 0, listing.changed_ns if listing else self._started_ns, self._owner)
+
+    def statvfs(self) -> os.statvfs_result:
+        """An object store has no size or free space: plenty of both, said in 4 KiB blocks."""
+        blocks = 1 << 40
+        return os.statvfs_result((4096, 4096, blocks, blocks, blocks, 1 << 32, 1 << 32, 1 << 32, 0, 1024))
+
+    # writes
+
+    def stage(self, key: str, data) -> Staged:
+        """Hold a new value (None: a deletion) for publish(); nothing is sent yet."""
+        self._check_writable(key)
+        key_parts(key)
+        return Staged(key, None if data is None else bytes(memoryview(data).cast("B")))
+
+    def publish(self, staged: list[Staged]) -> None:
+        """PUT (or DELETE) each staged value, conditional on what this store last saw of it.
+        Raises ConflictError naming the values another writer changed (the others are stored),
+        StoreError for any other failure."""
+        results = list(self._pool.map(self._publish_one, staged))
+        conflicts = [key for key, error in results if isinstance(error, ConflictError)]
+        failures = [error for _, error in results if error is not None and not isinstance(error, ConflictError)]
+        if failures:
+            raise failures[0]
+        if conflicts:
+            raise ConflictError(f"changed by another writer meanwhile: {', '.join(conflicts[:5])}"
+                                f"{' ...' if len(conflicts) > 5 else ''}", errno.EAGAIN)
+
+    def _publish_one(self, staged: Staged) -> tuple[str, StoreError | None]:
+        key, data = staged
+        try:
+            if data is None:
+                obstore.delete(self.store, key)
+                self._etags[key] = None
+            else:
+                known = self._etags.get(key, ...)
+                mode = "overwrite" if known is ... else "create" if known is None else {"e_tag": known}
+                result = obstore.put(self.store, key, data, mode=mode, use_multipart=False)
+                self._etags[key] = result.get("e_tag")
+        except (PreconditionError, AlreadyExistsError):
+            self._etags.pop(key, None)  # unknown now: the merge reads it again
+            return key, ConflictError(key)
+        except NOT_FOUND:
+            self._etags[key] = None
+        except Exception as e:
+            return key, _store_error("cannot write", key, e)
+        finally:
+            self._forget(key)
+        return key, None
+
+    def _forget(self, key: str) -> None:
+        """What this store remembers of `key` and its parent's listing is stale now."""
+        self._documents.pop(key, None)
+        parent = key.rpartition("/")[0]
+        with self._lock:
+            self._listings.pop(parent, None)
+
+    def discard(self, staged: list[Staged]) -> None:
+        """Nothing was sent: nothing to remove."""
+
+    def set(self, key: str, data: bytes) -> None:
+        self.publish([self.stage(key, data)])
+
+    def delete(self, key: str) -> None:
+        self.publish([self.stage(key, None)])
+
+    def remove_temporaries(self) -> int:
+        return 0  # PUTs are atomic: nothing is ever left half-written
+
+    def _check_writable(self, key: str) -> None:
+        if self.read_only:
+            raise StoreError(f"cannot write {key!r}: the store is read-only", errno.EROFS)
+
+
+def _is_document(key: str) -> bool:
+    return key.rsplit("/", 1)[-1] in DOCUMENTS
+
+
+def _stat_result(mode: int, size: int, mtime_ns: int, owner: tuple[int, int]) -> os.stat_result:
+    seconds = mtime_ns / 1e9
+    return os.stat_result((mode, 0, 0, 1, owner[0], owner[1], size, seconds, seconds, seconds),
+                          {"st_mtime_ns": mtime_ns, "st_ctime_ns": mtime_ns, "st_atime_ns": mtime_ns})
+
+
+def _store_error(what: str, key: str, error: Exception) -> StoreError:
+    """One line naming the key and the server's answer; never the request's credentials."""
+    code = errno.EACCES if isinstance(error, (PermissionDeniedError, UnauthenticatedError)) else errno.EIO
+    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return StoreError(f"{what} {key!r}: {first[:300]}", code)
