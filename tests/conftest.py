@@ -18,3 +18,16 @@ def tiny_tmpfs(tmp_path):
         yield mnt
     finally:
         subprocess.run(["umount", "-l", str(mnt)])
+
+
+@pytest.fixture(scope="session")
+def seaweed(tmp_path_factory):
+    """One real S3-compatible server (SeaweedFS) for the session; tests use unique prefixes."""
+    from seaweed import Seaweed
+
+    server = Seaweed(tmp_path_factory.mktemp("seaweed"))
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()

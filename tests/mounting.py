@@ -48,8 +48,9 @@ def reap(process, timeout=20) -> None:
 
 
 @contextlib.contextmanager
-def mounted(source, tmp_path, *options, name="mnt"):
-    """Mount `source` in the foreground (-f) on tmp_path/name; yields a Mount."""
+def mounted(source, tmp_path, *options, name="mnt", env=None, timeout=15.0):
+    """Mount `source` in the foreground (-f) on tmp_path/name; yields a Mount. `env`: the
+    daemon's environment (object-store credentials)."""
     mountpoint = Path(tmp_path) / name
     mountpoint.mkdir(exist_ok=True)
     log_path = Path(tmp_path) / f"{name}.log"
@@ -57,9 +58,10 @@ def mounted(source, tmp_path, *options, name="mnt"):
     if options:
         args += ["-o", ",".join(options)]
     with open(log_path, "wb") as log:
-        process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   env=env)
     try:
-        wait_for(lambda: os.path.ismount(mountpoint) or process.poll() is not None, what="the mount")
+        wait_for(lambda: os.path.ismount(mountpoint) or process.poll() is not None, timeout, what="the mount")
         if process.poll() is not None:
             raise RuntimeError(f"zarrfs exited with {process.returncode}: {log_path.read_text()}")
         yield Mount(source, mountpoint, log_path, process)

@@ -91,6 +91,7 @@ class ObjectStore:
             if byte_range.length == 0:
                 return b""
             options["range"] = (byte_range.start, byte_range.start + byte_range.length)
+        log.debug("GET %s %s", key, options.get("range", "whole"))
         try:
             result = obstore.get(self.store, key, options=options or None)
             data = bytes(result.bytes())
@@ -109,6 +110,7 @@ class ObjectStore:
         if cached is not None and time.monotonic() - cached.fetched < self.metadata_ttl:
             return cached
         fetched = time.monotonic()
+        log.debug("GET %s whole (document)", key)
         try:
             result = obstore.get(self.store, key)
             data = bytes(result.bytes())
@@ -151,6 +153,7 @@ class ObjectStore:
         if not self.can_list:
             return
         key_parts(prefix)
+        log.debug("LIST %s/ recursive", prefix)
         try:
             for page in obstore.list(self.store, f"{prefix}/" if prefix else None, chunk_size=1000):
                 for meta in page:
@@ -175,6 +178,7 @@ class ObjectStore:
     def _list(self, prefix: str) -> tuple[dict, set]:
         key_parts(prefix)
         start = f"{prefix}/" if prefix else None
+        log.debug("LIST %s/", prefix)
         try:
             result = obstore.list_with_delimiter(self.store, start)
         except NotSupportedError:
@@ -224,6 +228,7 @@ class ObjectStore:
     def _publish_one(self, staged: Staged) -> tuple[str, StoreError | None]:
         key, data = staged
         try:
+            log.debug("%s %s", "DELETE" if data is None else "PUT", key)
             if data is None:
                 obstore.delete(self.store, key)
                 self._etags[key] = None

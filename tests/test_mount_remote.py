@@ -1,0 +1,228 @@
+"""Object stores through real mounts, against a real S3-compatible server (SeaweedFS): zarr-python
+and zarrfs read each other's writes, a read of one inner chunk costs two requests, writers of one
+shard merge, and a server that fails, refuses or hangs gives a bounded, named error."""
+
+import errno
+import os
+import re
+import subprocess
+
+import numcodecs
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, ZstdCodec
+
+from mounting import ZARRFS, mounted, reap, unmount, wait_for
+from seaweed import unique_prefix
+
+
+def mount_s3(seaweed, prefix, tmp_path, *options, user="admin", name="mnt"):
+    return mounted(seaweed.url(prefix), tmp_path, *seaweed.mount_options(*options), name=name, env=seaweed.env(user))
+
+
+def read_file(path, dtype, shape):
+    return np.fromfile(path, dtype=np.dtype(dtype).newbyteorder("<")).reshape(shape)
+
+
+LAYOUTS = {
+    "sharded-zstd-crc32c": dict(chunks=(8, 16), shards=(32, 32),
+                                compressors=[ZstdCodec(level=3), Crc32cCodec()]),
+    "blosc": dict(chunks=(10, 12), compressors=[BloscCodec(cname="lz4", clevel=5)]),
+    "plain": dict(chunks=(25, 30), compressors=None),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_reads_what_zarr_python_wrote(seaweed, tmp_path, layout):
+    prefix = unique_prefix("read")
+    root = zarr.open_group(seaweed.zarr_store(prefix), mode="w")
+    values = np.random.default_rng(1).normal(size=(50, 60)).astype("<f4")
+    root.create_group("nested").create_group("deeper").create_array(
+        "a", shape=values.shape, dtype="f4", **LAYOUTS[layout])[...] = values
+    other = root.create_array("counts", shape=(7,), chunks=(3,), dtype="i8")
+    other[...] = np.arange(7) * 3
+    with mount_s3(seaweed, prefix, tmp_path, "ro") as m:
+        assert np.array_equal(read_file(m / "nested/deeper/a.bin", "f4", values.shape), values)
+        assert np.array_equal(read_file(m / "counts.bin", "i8", (7,)), np.arange(7) * 3)
+        assert sorted(os.listdir(m / "nested")) == ["deeper", "zarr.json"]
+        assert np.load(m / "counts.npy").tolist() == (np.arange(7) * 3).tolist()
+
+
+def test_zarr_python_reads_what_the_mount_wrote(seaweed, tmp_path):
+    prefix = unique_prefix("write")
+    root = zarr.open_group(seaweed.zarr_store(prefix), mode="w")
+    root.create_array("s", shape=(64, 64), chunks=(8, 8), shards=(32, 32), dtype="u2",
+                      compressors=[ZstdCodec(level=1)])
+    root.create_group("g").create_array("p", shape=(100,), chunks=(30,), dtype="f8", fill_value=-1.0)
+    shard_values = np.arange(64 * 64, dtype="<u2").reshape(64, 64)
+    with mount_s3(seaweed, prefix, tmp_path) as m:
+        with open(m / "s.bin", "r+b") as f:
+            f.write(shard_values.tobytes())
+            f.flush()
+            os.fsync(f.fileno())
+        with open(m / "g/p.bin", "r+b") as f:
+            f.seek(8 * 40)
+            f.write(np.array([1.5, 2.5], "<f8").tobytes())  # into the middle of chunk 1
+    again = zarr.open_group(seaweed.zarr_store(prefix), mode="r")
+    assert np.array_equal(again["s"][...], shard_values)
+    expected = np.full(100, -1.0)
+    expected[40:42] = [1.5, 2.5]
+    assert np.array_equal(again["g/p"][...], expected)
+    # only the chunk written was stored: the others stay fill value, not written
+    keys = sorted(_keys(seaweed, prefix + "/g/p"))
+    assert keys == ["c/1", "zarr.json"]
+
+
+def _keys(seaweed, prefix):
+    import obstore
+    return [meta["path"] for page in obstore.list(seaweed.store(prefix)) for meta in page]
+
+
+def test_one_inner_chunk_costs_an_index_read_and_one_ranged_read(seaweed, tmp_path):
+    prefix = unique_prefix("requests")
+    root = zarr.open_group(seaweed.zarr_store(prefix), mode="w")
+    values = np.random.default_rng(2).integers(0, 255, 2 << 20, dtype="u1")
+    root.create_array("big", shape=values.shape, chunks=(64 << 10,), shards=(1 << 20,), dtype="u1",
+                      compressors=[ZstdCodec(level=1)])[...] = values
+    with mount_s3(seaweed, prefix, tmp_path, "ro", "debug") as m:
+        os.listdir(m.path)
+        fd = os.open(m / "big.bin", os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # no read-ahead: the kernel asks for one page
+            before = len(requests(m.log()))
+            assert os.pread(fd, 64, (1 << 20) + 100) == values[(1 << 20) + 100:][:64].tobytes()
+            first = requests(m.log())[before:]
+            assert os.pread(fd, 64, (1 << 20) + (200 << 10)) == values[(1 << 20) + (200 << 10):][:64].tobytes()
+            second = requests(m.log())[before + len(first):]
+        finally:
+            os.close(fd)
+    # shard c/1: its index (a suffix read), then the one inner chunk's byte range; nothing else
+    assert len(first) == 2 and first[0].startswith("GET big/c/1 {'suffix'"), first
+    assert re.fullmatch(r"GET big/c/1 \(\d+, \d+\)", first[1]), first
+    # another inner chunk of the same shard: its range alone, the index is known
+    assert len(second) == 1 and re.fullmatch(r"GET big/c/1 \(\d+, \d+\)", second[0]), second
+
+
+def requests(log: str) -> list[str]:
+    return re.findall(r"zarrfs\.objectstore: ((?:GET|PUT|LIST|DELETE) .*)", log)
+
+
+def test_two_mounts_writing_halves_of_one_shard_both_land(seaweed, tmp_path):
+    prefix = unique_prefix("merge")
+    root = zarr.open_group(seaweed.zarr_store(prefix), mode="w")
+    root.create_array("a", shape=(32, 32), chunks=(16, 32), shards=(32, 32), dtype="i4")[...] = 5
+    half = 16 * 32 * 4
+    with mount_s3(seaweed, prefix, tmp_path, name="m1") as one, mount_s3(seaweed, prefix, tmp_path, name="m2") as two:
+        with open(one / "a.bin", "r+b") as f1, open(two / "a.bin", "r+b") as f2:
+            assert (np.frombuffer(f2.read(), "<i4") == 5).all()  # the second mount now knows the shard
+            f1.write(np.full(16 * 32, 1, "<i4").tobytes())
+            f1.flush()
+            os.fsync(f1.fileno())  # the first mount replaces the shard
+            f2.seek(half)
+            f2.write(np.full(16 * 32, 2, "<i4").tobytes())
+            f2.flush()
+            os.fsync(f2.fileno())  # merges with the shard the first mount stored, not the one it read
+    stored = zarr.open_array(seaweed.zarr_store(prefix + "/a"), mode="r")[...]
+    assert (stored[:16] == 1).all() and (stored[16:] == 2).all()
+
+
+def test_failed_write_back_is_an_error_then_lands_when_the_server_returns(seaweed, tmp_path):
+    prefix = unique_prefix("outage")
+    zarr.open_group(seaweed.zarr_store(prefix), mode="w").create_array("a", shape=(1000,), chunks=(100,), dtype="u1")
+    with mount_s3(seaweed, prefix, tmp_path, "timeout=2") as m:
+        os.listdir(m.path)
+        fd = os.open(m / "a.bin", os.O_RDWR)
+        try:
+            os.pwrite(fd, b"\x07" * 250, 100)
+            seaweed.stop()
+            try:
+                with pytest.raises(OSError) as raised:
+                    os.fsync(fd)
+                assert raised.value.errno == errno.EIO
+            finally:
+                seaweed.start()
+            os.fsync(fd)  # still dirty: stored now
+        finally:
+            os.close(fd)
+        assert "a/c/1" in m.log() or "a/c/2" in m.log()  # the error named a chunk key
+    stored = zarr.open_array(seaweed.zarr_store(prefix + "/a"), mode="r")[...]
+    assert (stored[100:350] == 7).all() and (stored[:100] == 0).all() and (stored[350:] == 0).all()
+
+
+def test_a_read_only_user_gets_eacces_and_the_daemon_keeps_the_data(seaweed, tmp_path):
+    prefix = unique_prefix("denied")
+    zarr.open_group(seaweed.zarr_store(prefix), mode="w").create_array("a", shape=(10,), chunks=(10,), dtype="u1")
+    recovery = tmp_path / "recovery"
+    with mount_s3(seaweed, prefix, tmp_path, f"recovery_dir={recovery}", user="reader") as m:
+        assert list(np.fromfile(m / "a.bin", "u1")) == [0] * 10  # reading is allowed
+        fd = os.open(m / "a.bin", os.O_RDWR)
+        os.pwrite(fd, b"\x01\x02", 0)
+        for step in (os.fsync, os.close):  # fsync, and close again, say the data is not stored
+            with pytest.raises(OSError) as raised:
+                step(fd)
+            assert raised.value.errno == errno.EACCES
+        process = m.process
+    assert process.returncode != 0  # it could not store what was written
+    assert "a/c/0" in m.log()
+    assert any(recovery.rglob("*")), "the written data was saved for recovery"
+
+
+def test_a_hung_server_gives_eio_within_the_timeout(seaweed, tmp_path):
+    prefix = unique_prefix("hung")
+    array = zarr.open_group(seaweed.zarr_store(prefix), mode="w").create_array(
+        "a", shape=(100,), chunks=(10,), dtype="u1")
+    array[...] = 5
+    with mount_s3(seaweed, prefix, tmp_path, "ro", "timeout=2") as m:
+        os.listdir(m.path)
+        with seaweed.paused():
+            # a separate process: if the request were unbounded, the test would still end
+            reader = subprocess.run(["dd", f"if={m / 'a.bin'}", "of=/dev/null", "bs=100", "count=1"],
+                                    capture_output=True, text=True, timeout=60)
+        assert reader.returncode != 0 and "Input/output error" in reader.stderr
+        assert list(np.fromfile(m / "a.bin", "u1")) == [5] * 100  # and all is well once it answers
+
+
+@pytest.mark.parametrize("case", ["no bucket", "wrong keys", "unreachable", "not zarr"])
+def test_startup_errors_are_one_line(seaweed, tmp_path, case):
+    env = seaweed.env()
+    source, options = seaweed.url(unique_prefix("empty")), [f"endpoint={seaweed.endpoint}", "timeout=2"]
+    if case == "no bucket":
+        source = "s3://no-such-bucket/x"
+        expected = "no-such-bucket"
+    elif case == "wrong keys":
+        env["AWS_SECRET_ACCESS_KEY"] = "wrong"
+        expected = "denied|forbidden|signature|credentials|403"
+    elif case == "unreachable":
+        options[0] = "endpoint=http://127.0.0.1:9"  # discard: nothing listens there
+        expected = "connect|unreachable|refused|error sending"
+    else:
+        expected = "not a Zarr hierarchy"
+    (tmp_path / "m").mkdir()
+    result = subprocess.run([ZARRFS, source, str(tmp_path / "m"), "-o", ",".join(options)], env=env,
+                            capture_output=True, text=True, timeout=60)
+    try:
+        assert result.returncode == 1
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("zarrfs: "), result.stderr
+        assert re.search(expected, lines[0], re.I), lines[0]
+        assert "secretadmin" not in result.stderr and "wrong" not in result.stderr.replace(expected, "")
+    finally:
+        unmount(tmp_path / "m")
+
+
+def test_daemon_mode_mounts_and_serves(seaweed, tmp_path):
+    """Without -f the daemon forks before it opens the store (obstore's runtime does not survive a fork)."""
+    prefix = unique_prefix("daemon")
+    zarr.open_group(seaweed.zarr_store(prefix), mode="w").create_array("a", shape=(4,), chunks=(2,), dtype="u1")[...] = 9
+    mountpoint = tmp_path / "m"
+    mountpoint.mkdir()
+    result = subprocess.run([ZARRFS, seaweed.url(prefix), str(mountpoint), "-o", f"endpoint={seaweed.endpoint},ro"],
+                            env=seaweed.env(), capture_output=True, text=True, timeout=60)
+    try:
+        assert result.returncode == 0, result.stderr
+        reader = subprocess.run(["cat", str(mountpoint / "a.bin")], capture_output=True, timeout=30)
+        assert reader.stdout == b"\x09" * 4
+        assert "s3://test/" in open("/proc/mounts").read()
+    finally:
+        unmount(mountpoint)
