@@ -95,6 +95,9 @@ def test_one_inner_chunk_costs_an_index_read_and_one_ranged_read(seaweed, tmp_pa
             first = requests(m.log())[before:]
             assert os.pread(fd, 64, (1 << 20) + (200 << 10)) == values[(1 << 20) + (200 << 10):][:64].tobytes()
             second = requests(m.log())[before + len(first):]
+            # four inner chunks of another shard in one read: its index, then one call for all four
+            assert os.pread(fd, 256 << 10, 0) == values[:256 << 10].tobytes()
+            third = requests(m.log())[before + len(first) + len(second):]
         finally:
             os.close(fd)
     # shard c/1: its index (a suffix read), then the one inner chunk's byte range; nothing else
@@ -102,6 +105,7 @@ def test_one_inner_chunk_costs_an_index_read_and_one_ranged_read(seaweed, tmp_pa
     assert re.fullmatch(r"GET big/c/1 \(\d+, \d+\)", first[1]), first
     # another inner chunk of the same shard: its range alone, the index is known
     assert len(second) == 1 and re.fullmatch(r"GET big/c/1 \(\d+, \d+\)", second[0]), second
+    assert third == [third[0], "GET big/c/0 4 ranges"] and third[0].startswith("GET big/c/0 {'suffix'"), third
 
 
 def requests(log: str) -> list[str]:

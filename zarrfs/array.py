@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import batchread
 from .buffers import scratch
 from .cache import MISSING, ChunkCache
 from .codecs import ChunkSpec, CodecChain
@@ -28,7 +29,7 @@ from .errors import ConflictError, CorruptChunkError
 from .geometry import Box, box_shape, chunk_parts, grid_shape
 from .metadata import ArrayMetadata
 from .sharding import ShardChunks
-from .store import ByteRange, LocalStore, Staged
+from .store import ByteRange, LocalStore, Range, Staged
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,19 @@ class StoreChunks:
             log.debug("store read %s %s -> %s", self.key(coords), tuple(byte_range) if byte_range else "whole",
                       "not stored" if data is None else f"{len(data)} bytes")
         return data
+
+    @property
+    def batched_reads(self) -> bool:
+        return getattr(self.store, "batched_reads", False)
+
+    def read_many(self, coords_list: list[tuple], max_bytes: int) -> dict:
+        """{coords: bytes, or None if not stored} for each chunk, fetched concurrently (see
+        batchread.py). Whole chunks' sizes are not known beforehand: max_bytes is not used."""
+        keys = {self.key(coords): coords for coords in coords_list}
+        return {keys[key]: data for key, data in self.store.get_many(list(keys)).items()}
+
+    def read_ranges(self, coords: tuple[int, ...], ranges: list[Range]) -> list[bytes] | None:
+        return self.store.get_ranges(self.key(coords), ranges)
 
     def stage(self, coords: tuple[int, ...], data) -> Staged:
         return self.store.stage(self.key(coords), data)
@@ -109,6 +123,10 @@ class Array:
         """Fill `out` with `box`. sparse: the read is small and likely random, so a chunk it
         wants only part of is cached only when read again (see _read_small). whole: the same
         read comes back to its chunks in other boxes, so none is decoded only in part."""
+        with batchread.fetched(self, box):
+            self._read_parts(box, out, sparse, whole)
+
+    def _read_parts(self, box: Box, out: np.ndarray, sparse: bool, whole: bool) -> None:
         for part in chunk_parts(box, self.chunk_shape, self.shape):
             target = out[(*part.out_box, ...)]  # a view, even for 0-d arrays
             if self.sharding:
@@ -175,7 +193,9 @@ class Array:
                 with self.shared.commit_lock:
                     continue
             try:
-                data = self.source.read(coords)
+                data = batchread.take(self.source, coords)
+                if data is batchread.NOT_FETCHED:
+                    data = self.source.read(coords)
                 started = time.perf_counter()
                 chunk = self._decode(data, into, needed)
                 if data is not None and log.isEnabledFor(logging.DEBUG):
@@ -227,7 +247,9 @@ class Array:
         origin = [c * s for c, s in zip(coords, self.chunk_shape)]
         shape = [min(s, n - o) for s, n, o in zip(self.chunk_shape, self.shape, origin)]
         key = self.source.key(coords)
-        source = ShardChunks(lambda byte_range: self.source.read(coords, byte_range), self.sharding, key)
+        source = ShardChunks(lambda byte_range: self.source.read(coords, byte_range), self.sharding, key,
+                             read_ranges=lambda ranges: self.source.read_ranges(coords, ranges),
+                             batched_reads=isinstance(self.source, StoreChunks) and self.source.batched_reads)
         return Array(shape, self.sharding.inner_chunk_shape, self.sharding.inner_chain, source,
                      self.shared, self.cache_key + (coords,))
 

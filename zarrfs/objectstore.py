@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 DOCUMENTS = ("zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata")  # small, read whole, cached
 PUBLISHERS = 16  # concurrent PUTs of one publish
+FETCHERS = 16  # concurrent GETs of whole chunks for one read (batchread.py)
 
 
 @dataclass
@@ -58,6 +59,8 @@ class _Document:
 class ObjectStore:
     """`store` is an obstore store whose root is the hierarchy's root; `url` names it in messages."""
 
+    batched_reads = True  # each request is a round trip: fetch a read's chunks together
+
     def __init__(self, store, url: str, read_only: bool = False, metadata_ttl: float = 60.0,
                  can_list: bool = True):
         self.store = store
@@ -70,6 +73,7 @@ class ObjectStore:
         self._etags: dict[str, str | None] = {}  # last seen ETag; None: seen absent
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(PUBLISHERS, thread_name_prefix="publish")
+        self._fetchers = ThreadPoolExecutor(FETCHERS, thread_name_prefix="fetch")
         self._owner = (os.getuid(), os.getgid())
         self._started_ns = time.time_ns()
 
@@ -104,6 +108,24 @@ class ObjectStore:
             raise _store_error("cannot read", key, e) from None
         self._etags[key] = result.meta.get("e_tag")
         return data
+
+    def get_ranges(self, key: str, ranges: list[Range]) -> list[bytes] | None:
+        """Several ranges of one value in one call: obstore coalesces nearby ranges into one
+        request and sends distant ones concurrently. None if there is no such key."""
+        key_parts(key)
+        log.debug("GET %s %d ranges", key, len(ranges))
+        try:
+            values = obstore.get_ranges(self.store, key, starts=[r.start for r in ranges],
+                                        ends=[r.start + r.length for r in ranges])
+        except NOT_FOUND:
+            return None
+        except Exception as e:
+            raise _store_error("cannot read", key, e) from None
+        return [bytes(value) for value in values]
+
+    def get_many(self, keys: list[str]) -> dict[str, bytes | None]:
+        """Whole values of several keys, fetched concurrently."""
+        return dict(zip(keys, self._fetchers.map(self.get, keys)))
 
     def _document(self, key: str) -> _Document:
         cached = self._documents.get(key)

@@ -66,8 +66,11 @@ class ShardChunks:
     of them), None if the shard does not exist. The index is read once and kept.
     """
 
-    def __init__(self, read_value: Callable[[ByteRange], bytes | None], codec, key: str):
+    def __init__(self, read_value: Callable[[ByteRange], bytes | None], codec, key: str,
+                 read_ranges: Callable[[list[Range]], list[bytes] | None] | None = None, batched_reads: bool = False):
         self.read_value = read_value
+        self.read_ranges = read_ranges  # several ranges of the shard in one call (batchread.py)
+        self.batched_reads = batched_reads and read_ranges is not None
         self.codec = codec
         self.shard_key = key
         self._index: np.ndarray | None = None
@@ -114,6 +117,28 @@ class ShardChunks:
             raise CorruptChunkError(f"truncated shard: index entry [{offset}, {offset + nbytes}) points "
                                     f"outside the shard")
         return data
+
+    def read_many(self, coords_list: list[tuple], max_bytes: int) -> dict:
+        """{coords: encoded bytes, or None if empty} for inner chunks, up to max_bytes of them,
+        from one ranged read of several ranges. Entries that do not fit the shard are left out:
+        read one by one, they raise the precise error."""
+        index = self.index()
+        if index is None:
+            return {coords: None for coords in coords_list}
+        found, wanted, total = {}, [], 0
+        for coords in coords_list:
+            offset, nbytes = (int(v) for v in index[self._flat(coords)])
+            if offset == EMPTY:
+                found[coords] = None
+            elif total + nbytes <= max_bytes:
+                total += nbytes
+                wanted.append((coords, offset, nbytes))
+        if wanted:
+            values = self.read_ranges([Range(offset, nbytes) for _, offset, nbytes in wanted])
+            for (coords, _, nbytes), data in zip(wanted, values or ()):
+                if len(data) == nbytes:
+                    found[coords] = data
+        return found
 
     def build(self, updates: dict[tuple[int, ...], bytes | None], live: list[tuple[int, ...]]) -> bytes | None:
         """The new shard with `updates` applied, None if it ends up empty.

@@ -1,0 +1,60 @@
+"""One request's chunks fetched together, for stores where every request is a round trip.
+
+An object store answers each GET after a network round trip, so a 1 MiB read that meets 16
+inner chunks would wait for 16 of them in a row. Before such a read decodes its chunks one by
+one, `fetched(array, box)` asks the array's chunk source for the stored bytes of every chunk
+the box needs that is neither written nor cached, in one call: the inner chunks of one shard
+come from one coalesced ranged read (obstore's get_ranges), whole chunks from concurrent GETs.
+The bytes wait in a per-thread map that Array._chunk takes them from, once each; at most
+MAX_BYTES of them, so the memory a read holds stays bounded.
+
+Only stores that say `batched_reads` are asked: on a local disk a pread costs microseconds,
+and reading ahead of the decode would only hold memory longer.
+"""
+
+import contextlib
+import threading
+
+from .geometry import chunk_parts
+
+NOT_FETCHED = object()
+MAX_CHUNKS = 64  # chunks fetched in one batch; the rest of a read are read one by one
+MAX_BYTES = 64 << 20  # encoded bytes a batch may hold, when sizes are known beforehand (shard indices)
+
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def fetched(array, box):
+    """Within this block, array._chunk finds the stored bytes of the box's chunks fetched."""
+    wanted = _wanted(array, box)
+    if len(wanted) < 2:
+        yield
+        return
+    batch = array.source.read_many(wanted[:MAX_CHUNKS], MAX_BYTES)
+    maps = getattr(_local, "maps", None)
+    if maps is None:
+        maps = _local.maps = {}
+    maps[id(array.source)] = batch
+    try:
+        yield
+    finally:
+        maps.pop(id(array.source), None)
+
+
+def take(source, coords):
+    """The bytes fetched for `coords` (None: not stored), or NOT_FETCHED. Each is taken once: a
+    read that retries (a commit raced it) reads the store again."""
+    maps = getattr(_local, "maps", None)
+    batch = maps.get(id(source)) if maps else None
+    if not batch:
+        return NOT_FETCHED
+    return batch.pop(coords, NOT_FETCHED)
+
+
+def _wanted(array, box) -> list[tuple]:
+    if array.sharding or not getattr(array.source, "batched_reads", False):
+        return []  # a sharded array's views batch their own inner chunks
+    cache = array.shared.cache
+    return [part.coords for part in chunk_parts(box, array.chunk_shape, array.shape)
+            if array._unflushed(part.coords) is None and cache.get(array.cache_key + (part.coords,)) is None]
