@@ -9,12 +9,14 @@ opened), kept for the attribute lifetime and forgotten at once when the mount wr
 
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from . import nodes
 from .holes import Presence
 
 LIFETIME = 30.0  # seconds, as long as the kernel keeps attributes
+WARMERS = 16  # concurrent listings when a directory of arrays is listed from an object store
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,24 @@ class Usage:
         with self._lock:
             self._stored[path] = (time.monotonic() + self.lifetime, stored)
         return stored
+
+    def warm(self, paths: list[str]) -> None:
+        """Find the stored state of many arrays at once, before a listing asks for each in turn:
+        on an object store each is a LIST, a round trip, so they are sent concurrently. A local
+        store lists in microseconds: nothing to gain there."""
+        if not getattr(self.store, "batched_reads", False):
+            return
+        now = time.monotonic()
+        cold = [p for p in paths if (cached := self._stored.get(p)) is None or cached[0] <= now]
+        if len(cold) > 1:
+            with ThreadPoolExecutor(min(WARMERS, len(cold)), thread_name_prefix="usage") as pool:
+                list(pool.map(self._try, cold))
+
+    def _try(self, path: str) -> None:
+        try:
+            self.of(path)
+        except Exception:
+            pass  # the listing asks again, and reports the error for that one entry
 
     def presence(self, path: str, meta, array) -> Presence:
         """Which chunks of the array are stored: asked for by SEEK_DATA/SEEK_HOLE only, so kept
