@@ -14,6 +14,7 @@ whose NIfTI header would be the ENVI header of `x`) is shown with `.array` added
 hidden.
 """
 
+import errno
 import json
 import logging
 import os
@@ -84,6 +85,9 @@ class Hierarchy:
         self.consolidated = _consolidated(root)
         self._verified: set[str] = set()  # nodes from consolidated metadata checked against their own documents
         self._nodes[""] = _parse_node("", root)  # an unsupported root is served like any unsupported node
+        if self._nodes[""].kind == "group" and self.consolidated is None and not getattr(store, "can_list", True):
+            raise StoreError(f"{store.root}: this store cannot list (plain HTTP), so a group needs consolidated "
+                             f"metadata (zarr.consolidate_metadata), and this one has none", errno.EOPNOTSUPP)
 
     def _check_root(self) -> nodes.Documents:
         """The root's documents, read once. Refuse to mount a directory that is no Zarr node, or

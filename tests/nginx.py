@@ -1,0 +1,85 @@
+"""A real HTTP server that honours Range for tests: nginx, run as our own process with its
+configuration, logs and pid file under a temporary directory, on a free loopback port.
+Always stopped, by its own PID."""
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from seaweed import free_ports
+
+CONFIG = """
+{user}daemon off;
+worker_processes 1;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+events {{ worker_connections 64; }}
+http {{
+    access_log {dir}/access.log;
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    types {{ application/json json; }}
+    default_type application/octet-stream;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+    }}
+}}
+"""
+
+
+def nginx_binary() -> str:
+    return shutil.which("nginx") or "/usr/sbin/nginx"
+
+
+class Nginx:
+    def __init__(self, directory: Path, root: Path):
+        self.directory, self.root = Path(directory), Path(root)
+        self.port = free_ports(1)[0]
+        self.process = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        config = self.directory / "nginx.conf"
+        user = "user root;\n" if os.geteuid() == 0 else ""  # workers must read the test's private files
+        config.write_text(CONFIG.format(user=user, dir=self.directory, port=self.port, root=self.root))
+        self.process = subprocess.Popen([nginx_binary(), "-c", str(config), "-p", str(self.directory)],
+                                        stdout=subprocess.DEVNULL, stderr=open(self.directory / "stderr", "wb"),
+                                        start_new_session=True)
+        deadline = time.monotonic() + timeout
+        import socket
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"nginx exited: {(self.directory / 'stderr').read_text()}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError("nginx did not start") from None
+                time.sleep(0.05)
+
+    def requests(self) -> list[str]:
+        """The access log's request lines so far: 'GET /path HTTP/1.1' and its status."""
+        log = self.directory / "access.log"
+        return log.read_text().splitlines() if log.exists() else []
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGQUIT)  # graceful: workers finish and exit
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self.process = None
