@@ -230,3 +230,16 @@ def test_daemon_mode_mounts_and_serves(seaweed, tmp_path):
         assert "s3://test/" in open("/proc/mounts").read()
     finally:
         unmount(mountpoint)
+
+
+def test_another_machines_writes_are_seen_after_metadata_ttl(seaweed, tmp_path):
+    prefix = unique_prefix("ttl")
+    array = zarr.open_group(seaweed.zarr_store(prefix), mode="w").create_array(
+        "a", shape=(64,), chunks=(8,), shards=(32,), dtype="u1", compressors=[ZstdCodec(level=1)])
+    array[...] = 1
+    with mount_s3(seaweed, prefix, tmp_path, "ro", "metadata_ttl=1") as m:
+        assert np.fromfile(m / "a.bin", "u1").tolist() == [1] * 64
+        other = zarr.open_array(seaweed.zarr_store(prefix + "/a"), mode="r+")
+        other[...] = np.arange(64, dtype="u1")  # new shards, with inner chunks at new offsets
+        wait_for(lambda: np.fromfile(m / "a.bin", "u1").tolist() == list(range(64)), timeout=10,
+                 what="the other writer's values")

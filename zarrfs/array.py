@@ -249,7 +249,8 @@ class Array:
         key = self.source.key(coords)
         source = ShardChunks(lambda byte_range: self.source.read(coords, byte_range), self.sharding, key,
                              read_ranges=lambda ranges: self.source.read_ranges(coords, ranges),
-                             batched_reads=isinstance(self.source, StoreChunks) and self.source.batched_reads)
+                             batched_reads=isinstance(self.source, StoreChunks) and self.source.batched_reads,
+                             index_ttl=getattr(getattr(self.source, "store", None), "metadata_ttl", None))
         return Array(shape, self.sharding.inner_chunk_shape, self.sharding.inner_chain, source,
                      self.shared, self.cache_key + (coords,))
 

@@ -60,6 +60,7 @@ class ObjectStore:
     """`store` is an obstore store whose root is the hierarchy's root; `url` names it in messages."""
 
     batched_reads = True  # each request is a round trip: fetch a read's chunks together
+    remote = True  # other machines write it too: stored state is looked at again after metadata_ttl
 
     def __init__(self, store, url: str, read_only: bool = False, metadata_ttl: float = 60.0,
                  can_list: bool = True):
@@ -100,14 +101,21 @@ class ObjectStore:
             result = obstore.get(self.store, key, options=options or None)
             data = bytes(result.bytes())
         except NOT_FOUND:
-            self._etags[key] = None
+            self._remember(key, None, byte_range)
             return None
         except Exception as e:
             if isinstance(byte_range, Range) and "416" in str(e):  # a range past the end: short, as pread
                 return b""
             raise _store_error("cannot read", key, e) from None
-        self._etags[key] = result.meta.get("e_tag")
+        self._remember(key, result.meta.get("e_tag"), byte_range)
         return data
+
+    def _remember(self, key: str, e_tag: str | None, byte_range: ByteRange) -> None:
+        """The version a later PUT of `key` is conditional on: the one last read whole, since a
+        whole read is what a merge builds on. A ranged read (a reader's, perhaps while a flush
+        merges) must not move it on to a version nobody merged with."""
+        if byte_range is None or key not in self._etags:
+            self._etags[key] = e_tag
 
     def get_ranges(self, key: str, ranges: list[Range]) -> list[bytes] | None:
         """Several ranges of one value in one call: obstore coalesces nearby ranges into one

@@ -26,7 +26,7 @@ from .prefixed import PrefixedFile
 from .rawfile import RawFile
 from .textview import Texts
 from .sources import RemoteOptions, open_store
-from .usage import Usage
+from .usage import LIFETIME, Usage
 from .xattrs import ExtendedAttributes
 from .libfuse import mfusepy
 from .views import DEFAULT_VIEWS, preview
@@ -49,6 +49,7 @@ class OpenArray:
     mtime: float = 0.0  # of the last write through the mount
     error: ZarrfsError | None = None  # a background flush failure, reported at the next fsync/close
     failing: str = ""  # the last write-back failure, until one succeeds
+    stored_ns: int = 0  # on a remote store: the newest stored value's mtime when opened
 
 
 @dataclass
@@ -85,7 +86,7 @@ class Operations(ExtendedAttributes, mfusepy.Operations):
         self.hierarchy = Hierarchy(self.store, options.views, options.header_cache_bytes, options.previews)
         self.previews = preview.Previews(options.cache_bytes // 16)
         self.cache = ChunkCache(options.cache_bytes)
-        self.usage = Usage(self.store)  # mtimes and stored sizes of arrays
+        self.usage = Usage(self.store, getattr(self.store, "metadata_ttl", LIFETIME))  # mtimes, stored sizes
         self.texts = Texts(options.cache_bytes // 4)  # rendered NAME.txt files, within the cache's bound
         self._arrays: dict[str, OpenArray] = {}
         self.siblings = Siblings()
@@ -113,9 +114,16 @@ class Operations(ExtendedAttributes, mfusepy.Operations):
             conn.max_write = BLKSIZE
             conn.want &= ~FUSE_CAP_READDIRPLUS_AUTO  # attributes with every page of a listing, not the first only
         if config is not None:
-            config.kernel_cache = 1  # only this daemon changes the data, and writes go through the cache
             config.attr_timeout = config.entry_timeout = TIMEOUT
             config.negative_timeout = 1.0
+            if getattr(self.store, "remote", False):
+                # other machines write it: pages are kept across opens only while the file's
+                # mtime and size are unchanged, looked at again after metadata_ttl
+                ttl = self.store.metadata_ttl
+                config.auto_cache, config.ac_attr_timeout_set, config.ac_attr_timeout = 1, 1, ttl
+                config.attr_timeout = config.entry_timeout = min(TIMEOUT, ttl)
+            else:
+                config.kernel_cache = 1  # only this daemon changes the data, and writes go through the cache
         self._flusher_thread = threading.Thread(target=self._flusher, name="flusher", daemon=True)
         self._flusher_thread.start()
         self.siblings.start()
@@ -312,12 +320,19 @@ class Operations(ExtendedAttributes, mfusepy.Operations):
             preview.sample(opened.raw.array, the_plan))))
 
     def _open_array(self, node: Node) -> OpenArray:
+        """The array's shared view; made anew, with no cached chunk, when its node changed or
+        (on a remote store, which other machines write) a stored value is newer than it."""
         opened = self._arrays.get(node.path)
-        if opened is None or (opened.node is not node and not opened.raw.array.dirty and not opened.handles):
+        if opened is None or ((opened.node is not node or self._written_elsewhere(opened))
+                              and not opened.raw.array.dirty and not opened.handles):
             array = open_array(self.store, node.path, node.meta, self.cache)
-            opened = OpenArray(RawFile(array, writable=not self.options.read_only), node)
+            stored_ns = self.usage.of(node.path).mtime_ns if getattr(self.store, "remote", False) else 0
+            opened = OpenArray(RawFile(array, writable=not self.options.read_only), node, stored_ns=stored_ns)
             self._arrays[node.path] = opened
         return opened
+
+    def _written_elsewhere(self, opened: OpenArray) -> bool:
+        return getattr(self.store, "remote", False) and self.usage.of(opened.node.path).mtime_ns > opened.stored_ns
 
     def _add_handle(self, handle: Handle) -> int:
         with self._lock:

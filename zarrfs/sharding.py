@@ -6,6 +6,7 @@ sharding), and only its index and the inner chunks a read needs are fetched.
 """
 
 import math
+import time
 from typing import Callable
 
 import numpy as np
@@ -67,7 +68,8 @@ class ShardChunks:
     """
 
     def __init__(self, read_value: Callable[[ByteRange], bytes | None], codec, key: str,
-                 read_ranges: Callable[[list[Range]], list[bytes] | None] | None = None, batched_reads: bool = False):
+                 read_ranges: Callable[[list[Range]], list[bytes] | None] | None = None, batched_reads: bool = False,
+                 index_ttl: float | None = None):
         self.read_value = read_value
         self.read_ranges = read_ranges  # several ranges of the shard in one call (batchread.py)
         self.batched_reads = batched_reads and read_ranges is not None
@@ -75,13 +77,18 @@ class ShardChunks:
         self.shard_key = key
         self._index: np.ndarray | None = None
         self._loaded = False
+        # Another machine may rewrite a shard in an object store: its index is read again after
+        # this many seconds (the store's metadata_ttl). None: kept until this mount rewrites it.
+        self.index_ttl = index_ttl
+        self._loaded_at = 0.0
 
     def key(self, coords: tuple[int, ...]) -> str:
         return f"{self.shard_key} inner chunk {list(coords)}"
 
     def index(self) -> np.ndarray | None:
         """The (n, 2) index, None when the shard does not exist."""
-        if not self._loaded:
+        if not self._loaded or (self.index_ttl is not None and time.monotonic() - self._loaded_at > self.index_ttl):
+            self._loaded_at = time.monotonic()
             size = self.codec.index_nbytes
             raw = self.read_value(Range(0, size) if self.codec.index_location == "start" else Suffix(size))
             self._index = None if raw is None else self.codec.decode_index(raw)

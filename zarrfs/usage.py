@@ -52,7 +52,7 @@ class Usage:
         """Find the stored state of many arrays at once, before a listing asks for each in turn:
         on an object store each is a LIST, a round trip, so they are sent concurrently. A local
         store lists in microseconds: nothing to gain there."""
-        if not getattr(self.store, "batched_reads", False):
+        if not getattr(self.store, "remote", False):
             return
         now = time.monotonic()
         cold = [p for p in paths if (cached := self._stored.get(p)) is None or cached[0] <= now]

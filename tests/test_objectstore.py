@@ -1,0 +1,151 @@
+"""ObjectStore against a real S3-compatible server (SeaweedFS): ranged reads, listings, conditional
+writes, and the engine merging with a writer that got there first."""
+
+import errno
+import logging
+import time
+
+import numpy as np
+import obstore
+import pytest
+import zarr
+
+from helpers import open_raw_file
+from seaweed import unique_prefix
+from zarrfs.errors import ConflictError, StoreError
+from zarrfs.objectstore import ObjectStore
+from zarrfs.sources import RemoteOptions, open_store
+from zarrfs.store import Range, Suffix
+
+
+def object_store(seaweed, prefix, user="admin", **kwargs) -> ObjectStore:
+    return ObjectStore(seaweed.store(prefix, user), seaweed.url(prefix), **kwargs)
+
+
+def test_reads_whole_ranged_suffix_and_missing(seaweed):
+    prefix = unique_prefix("get")
+    obstore.put(seaweed.store(prefix), "x/v", bytes(range(100)))
+    store = object_store(seaweed, prefix)
+    assert store.get("x/v") == bytes(range(100))
+    assert store.get("x/v", Range(10, 5)) == bytes(range(10, 15))
+    assert store.get("x/v", Suffix(3)) == bytes([97, 98, 99])
+    assert store.get("x/v", Range(98, 10)) == bytes([98, 99])  # short at the end, as pread
+    assert store.get("x/missing") is None
+    assert store.get_ranges("x/v", [Range(0, 2), Range(50, 3)]) == [b"\x00\x01", bytes([50, 51, 52])]
+    assert store.get_many(["x/v", "x/missing"]) == {"x/v": bytes(range(100)), "x/missing": None}
+
+
+def test_lists_names_stats_and_files(seaweed):
+    prefix = unique_prefix("list")
+    remote = seaweed.store(prefix)
+    for key in ("zarr.json", "a/zarr.json", "a/c/0/0", "a/c/0/1", "b/zarr.json"):
+        obstore.put(remote, key, b"{}" if key.endswith("json") else b"12345")
+    store = object_store(seaweed, prefix)
+    assert store.list_dir("") == ["a", "b", "zarr.json"]
+    assert store.list_dir("a") == ["c", "zarr.json"]
+    assert store.list_dir("nothing") == []
+    assert store.stat("a/c/0/1").st_size == 5
+    assert store.stat("a").st_mode & 0o170000 == 0o040000
+    assert store.stat("a/zarr.json").st_size == 2
+    assert store.stat("a/nope") is None
+    assert sorted((k, st.st_size) for k, st in store.files("a")) == [("c/0/0", 5), ("c/0/1", 5), ("zarr.json", 2)]
+
+
+def test_a_value_changed_by_another_writer_is_a_conflict_not_an_overwrite(seaweed):
+    prefix = unique_prefix("cas")
+    mine, theirs = object_store(seaweed, prefix), object_store(seaweed, prefix)
+    mine.set("k", b"first")
+    assert theirs.get("k") == b"first"
+    assert mine.get("k") == b"first"
+    theirs.set("k", b"theirs")
+    with pytest.raises(ConflictError) as raised:
+        mine.set("k", b"mine")  # If-Match on the ETag it read: refused
+    assert "k" in str(raised.value)
+    assert object_store(seaweed, prefix).get("k") == b"theirs"
+    assert mine.get("k") == b"theirs"  # read again: now it may write
+    mine.set("k", b"mine")
+    assert object_store(seaweed, prefix).get("k") == b"mine"
+
+
+def test_a_key_created_by_another_writer_is_a_conflict(seaweed):
+    prefix = unique_prefix("create")
+    mine, theirs = object_store(seaweed, prefix), object_store(seaweed, prefix)
+    assert mine.get("new") is None  # seen absent: a PUT with If-None-Match
+    theirs.set("new", b"theirs")
+    with pytest.raises(ConflictError):
+        mine.set("new", b"mine")
+    assert object_store(seaweed, prefix).get("new") == b"theirs"
+
+
+def test_metadata_documents_are_trusted_for_metadata_ttl(seaweed):
+    prefix = unique_prefix("ttl")
+    remote = seaweed.store(prefix)
+    obstore.put(remote, "zarr.json", b'{"a": 1}')
+    store = object_store(seaweed, prefix, metadata_ttl=0.5)
+    assert store.get("zarr.json") == b'{"a": 1}'
+    obstore.put(remote, "zarr.json", b'{"a": 2}')
+    assert store.get("zarr.json") == b'{"a": 1}'  # within its lifetime: no request
+    time.sleep(0.6)
+    assert store.get("zarr.json") == b'{"a": 2}'
+
+
+def test_read_only_and_denied_writes(seaweed):
+    prefix = unique_prefix("denied")
+    with pytest.raises(StoreError) as raised:
+        object_store(seaweed, prefix, read_only=True).set("k", b"v")
+    assert raised.value.errno == errno.EROFS
+    with pytest.raises(StoreError) as raised:
+        object_store(seaweed, prefix, user="reader").set("k", b"v")
+    assert raised.value.errno == errno.EACCES and "'k'" in str(raised.value)
+    assert "secretreader" not in str(raised.value)
+
+
+def test_a_flush_that_meets_another_writers_shard_merges_and_writes_again(seaweed, caplog):
+    """The race a second machine makes: between this mount's read of the shard it merges with
+    and its PUT, the other machine stores the shard. The conditional PUT fails; the flush reads
+    the new shard and writes only its own inner chunks on top."""
+    prefix = unique_prefix("race")
+    zarr.create_array(seaweed.zarr_store(prefix), shape=(32,), chunks=(8,), shards=(32,), dtype="i4")[...] = 5
+    store = object_store(seaweed, prefix)
+    raw = open_raw_file(store)
+    raw.write(0, np.full(8, 1, "<i4").tobytes())  # inner chunk 0 here
+
+    class OtherMachineFirst(ObjectStore):
+        raced = False
+
+        def publish(self, staged):
+            if not self.raced:  # the other machine writes inner chunk 3 just before our PUT
+                self.raced = True
+                other = zarr.open_array(seaweed.zarr_store(prefix), mode="r+")
+                other[24:] = 3
+            super().publish(staged)
+
+    store.__class__ = OtherMachineFirst
+    with caplog.at_level(logging.WARNING):
+        raw.array.flush()
+    stored = zarr.open_array(seaweed.zarr_store(prefix), mode="r")[...]
+    assert stored.tolist() == [1] * 8 + [5] * 16 + [3] * 8
+    assert "changed by another writer" in caplog.text
+
+
+def test_credentials_in_the_url_are_refused(seaweed):
+    with pytest.raises(StoreError) as raised:
+        open_store("s3://AKADMIN:secretadmin@test/x", False, RemoteOptions(endpoint=seaweed.endpoint))
+    assert "secretadmin" not in str(raised.value) and "credentials in the URL" in str(raised.value)
+
+
+def test_a_credentials_file_must_be_private(seaweed, tmp_path, monkeypatch):
+    prefix = unique_prefix("creds")
+    zarr.open_group(seaweed.zarr_store(prefix), mode="w")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    credentials = tmp_path / "credentials"
+    credentials.write_text("[default]\naws_access_key_id = AKADMIN\naws_secret_access_key = secretadmin\n")
+    credentials.chmod(0o644)
+    options = RemoteOptions(endpoint=seaweed.endpoint, credentials_file=str(credentials))
+    with pytest.raises(StoreError) as raised:
+        open_store(seaweed.url(prefix), False, options)
+    assert "chmod 600" in str(raised.value)
+    credentials.chmod(0o600)
+    store = open_store(seaweed.url(prefix), False, options)
+    assert store.get("zarr.json") is not None
