@@ -62,9 +62,11 @@ def _obstore(source: str, remote: RemoteOptions):
 
     parts = urlsplit(source)
     url = urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
-    client = {"timeout": timedelta(seconds=remote.timeout), "connect_timeout": timedelta(seconds=min(5, remote.timeout)),
-              "allow_http": True}
-    retry = {"max_retries": 3, "retry_timeout": timedelta(seconds=remote.timeout)}
+    # One attempt may take half the timeout, and no retry starts after the other half: a
+    # request, its retries included, is over within `timeout`.
+    half = timedelta(seconds=remote.timeout / 2)
+    client = {"timeout": half, "connect_timeout": min(half, timedelta(seconds=5)), "allow_http": True}
+    retry = {"max_retries": 3, "retry_timeout": half}
     config = _config(parts.scheme, remote)
     try:
         return from_url(url, config=config or None, client_options=client, retry_config=retry)
