@@ -75,7 +75,8 @@ def tour(mnt):
     show("ls", "-l", mnt)
     show("ls", os.path.join(mnt, "camera"))
     print("\nEach array is NAME.bin (raw little-endian bytes, C order) and NAME.json, which says how to read it:")
-    side = json.load(open(os.path.join(mnt, "sst.json")))
+    with open(os.path.join(mnt, "sst.json")) as f:
+        side = json.load(f)
     for key in ("shape", "dtype", "dimension_names", "chunk_shape", "attributes"):
         print(f"  {key}: {json.dumps(side[key])}")
 
@@ -98,6 +99,9 @@ def tour(mnt):
     print("\nOnly 5 of 50 frames were recorded: the rest is fill value, stored nowhere, and a hole to du and cp:")
     show("du", "-h", "--apparent-size", frames)
     show("du", "-h", frames)
+    copy = os.path.join(os.path.dirname(mnt), "frames-copy.bin")
+    show("cp", frames, copy)
+    show("du", "-h", copy)
 
 
 def main():

@@ -234,11 +234,10 @@ class Operations(ExtendedAttributes, mfusepy.Operations):
         and cost what its chunks take encoded (see usage.py); a fill value that is not zero
         bytes, or data not yet stored, counts in full, so that no tool takes it for a hole."""
         node = entry.node
-        mtime = max(node.stat.st_mtime_ns, int(self._last_write(node) * 1e9))
-        if entry.kind not in (DATA, TEXT, PREVIEW) or node.meta is None:
-            return mtime, -(-size // 512)
+        if entry.kind not in (DATA, TEXT, PREVIEW) or node.meta is None:  # made from the documents
+            return node.stat.st_mtime_ns, -(-size // 512)
         stored = self.usage.of(node.path)
-        mtime = max(mtime, stored.mtime_ns)
+        mtime = max(node.stat.st_mtime_ns, int(self._last_write(node) * 1e9), stored.mtime_ns)
         if entry.kind in (TEXT, PREVIEW) or self._unstored(node) or not holes.zero_fill(node.meta):
             return mtime, -(-size // 512)
         return mtime, -(-(stored.nbytes + len(self.hierarchy.prefix(entry))) // 512)

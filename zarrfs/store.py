@@ -234,9 +234,10 @@ class LocalStore:
             os.close(fd)
         return sorted(n for n in names if not n.startswith(TEMP_PREFIX))
 
-    def files(self, prefix: str):
+    def files(self, prefix: str, directories: bool = False):
         """(key relative to `prefix`, lstat) of every file below `prefix`, found by listing and
-        stat alone: no value is opened. Symlinks are not followed, temporaries are left out."""
+        stat alone: no value is opened. Symlinks are not followed, temporaries are left out.
+        With `directories`, each directory listed too, its key ending in "/" ("/" for `prefix`)."""
         try:
             stack = [("", self.beneath.open(prefix, os.O_RDONLY | os.O_DIRECTORY))]
         except (FileNotFoundError, NotADirectoryError):
@@ -246,6 +247,8 @@ class LocalStore:
         while stack:
             relative, fd = stack.pop()
             try:
+                if directories:
+                    yield relative or "/", os.fstat(fd)
                 with os.scandir(fd) as entries:
                     for entry in entries:
                         if entry.name.startswith(TEMP_PREFIX):
