@@ -177,9 +177,10 @@ class ObjectStore:
         listing = self._listing(prefix)
         return sorted({*listing.objects, *listing.prefixes})
 
-    def files(self, prefix: str):
+    def files(self, prefix: str, directories: bool = False):
         """(key relative to `prefix`, stat) of every object below `prefix`, from one recursive
-        LIST (paged by the server): no value is read."""
+        LIST (paged by the server): no value is read. An object store has no directories to
+        add: an object deleted leaves no trace there."""
         if not self.can_list:
             return
         key_parts(prefix)

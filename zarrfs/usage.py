@@ -1,7 +1,8 @@
 """What an array's stored values cost and when they last changed, found by listing alone.
 
 The mtime of an array's files is that of its newest stored value (a chunk, a shard, or one of
-its documents) or of the newest directory holding them (a deleted chunk changes only that), so `rsync -a`, `find -newer` and file managers see changes made by any
+its documents) or, in a local store, of the newest directory holding them (a deleted chunk
+changes only that), so `rsync -a`, `find -newer` and file managers see changes made by any
 program; st_blocks is the encoded size of its stored chunks, so `du` shows what the data costs.
 Both come from one listing of the array's directory with a stat per file (no value is ever
 opened), kept for the attribute lifetime and forgotten at once when the mount writes the array.
