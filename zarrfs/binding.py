@@ -48,6 +48,11 @@ class ZarrFUSE(mfusepy.FUSE):
         path = None if path is None else path.decode(self.encoding, self.errors)
         return self.operations.write(path, data, offset, fip.contents.fh)
 
+    def rename_fuse_3(self, old, new, flags):
+        """mfusepy drops rename's flags: RENAME_NOREPLACE (mv -n) and RENAME_EXCHANGE matter here."""
+        return self.operations.rename(old.decode(self.encoding, self.errors), new.decode(self.encoding, self.errors),
+                                      flags)
+
     def lseek(self, path, offset, whence, fip):
         """SEEK_DATA/SEEK_HOLE: mfusepy lists the callback but has no wrapper for it."""
         path = None if path is None else path.decode(self.encoding, self.errors)

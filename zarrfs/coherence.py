@@ -77,6 +77,18 @@ class Siblings:
                 self._pending[path] = self._pending.get(path, 0) + 1
             self._queue.put(([path], threading.Event()))
 
+    def drop(self, paths: list[str]) -> None:
+        """Drop what the kernel holds of `paths` (their attributes and pages): the mount deleted,
+        moved or changed the node they show. Waits, as a write does, at most WAIT seconds."""
+        if self._fuse is None or not paths:
+            return
+        done = threading.Event()
+        with self._lock:
+            for p in paths:
+                self._pending[p] = self._pending.get(p, 0) + 1
+        self._queue.put((list(paths), done))
+        done.wait(WAIT)
+
     def _invalidator(self) -> None:
         while True:
             paths, done = self._queue.get()

@@ -65,3 +65,12 @@ class HeaderWriteError(ZarrfsError):
 
 class ConflictError(StoreError):
     """A conditional write found the value changed by another writer since it was read."""
+
+
+class RefusedError(ZarrfsError):
+    """A change of the hierarchy that cannot be made as asked; errno says why (EEXIST, ENOTEMPTY,
+    EPERM, EBUSY...)."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.errno = code

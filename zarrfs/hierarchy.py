@@ -164,6 +164,33 @@ class Hierarchy:
             self._directories.clear()
         return replace(entry, node=fresh) if fresh.kind == node.kind else entry
 
+    def changed(self, *paths: str) -> None:
+        """The mount changed these nodes (each with everything below it): forget what was read
+        of them and of their parents' listings. The root changing means reading it again."""
+        if "" in paths:
+            self.reload_root()
+        with self._lock:
+            for path in paths:
+                def below(p, path=path):
+                    return p == path or p.startswith(path + "/") or not path
+                for p in [p for p in self._nodes if below(p) and p]:
+                    del self._nodes[p]
+                for p in [p for p in self._listings if below(p) or p == path.rpartition("/")[0]]:
+                    del self._listings[p]
+                for key in [key for key in self._sidecars if below(key[0])]:
+                    del self._sidecars[key]
+                self._verified = {p for p in self._verified if not below(p)}
+            self._directories.clear()
+
+    def reload_root(self) -> None:
+        """Read the root's documents (and its consolidated metadata) again."""
+        root = nodes.read_documents(self.store, "")
+        consolidated = _consolidated(root)
+        with self._lock:
+            self.consolidated = consolidated
+            self._nodes[""] = _parse_node("", root)
+            self._listings.clear()
+
     def listing(self, dir_path: str) -> dict[str, Entry]:
         """Name -> entry for the directory of the group at store path `dir_path`."""
         st = self.store.stat(dir_path)

@@ -21,9 +21,10 @@ from .boundary import errno_boundary, fail
 from .cache import ChunkCache
 from .coherence import Siblings
 from .errors import ZarrfsError
-from .hierarchy import DATA, DIR, PREVIEW, TEXT, Entry, Hierarchy, Node
+from .hierarchy import DATA, DIR, DOCUMENT, PREVIEW, SIDECAR, TEXT, Entry, Hierarchy, Node
 from .prefixed import PrefixedFile
 from .rawfile import RawFile
+from .shaping import Shaping
 from .textview import Texts
 from .sources import RemoteOptions, open_store
 from .usage import LIFETIME, Usage
@@ -50,17 +51,19 @@ class OpenArray:
     error: ZarrfsError | None = None  # a background flush failure, reported at the next fsync/close
     failing: str = ""  # the last write-back failure, until one succeeds
     stored_ns: int = 0  # on a remote store: the newest stored value's mtime when opened
+    retired: bool = False  # the array was deleted or moved through the mount: its handles are stale
 
 
 @dataclass
 class Handle:
-    entry: Entry
+    entry: Entry | None  # None for a draft
     content: bytes = b""  # sidecars, documents and headers: a snapshot
     array: OpenArray | None = None
     file: RawFile | PrefixedFile | None = None  # the array's bytes as this entry shows them
     siblings: tuple = ("", ())  # its path, and those of the other files showing the same bytes
     writable: bool = False
     wrote: bool = False
+    draft: object = None  # a file being written that is no array's data yet (drafts.py)
 
 
 @dataclass
@@ -100,6 +103,7 @@ class Operations(ExtendedAttributes, mfusepy.Operations):
         self._wake_flusher = threading.Event()
         self._flusher_thread: threading.Thread | None = None
         self.unstored: list[str] = []  # arrays whose written data could not be stored at shutdown
+        self.shaping = Shaping(self)  # mkdir, create, unlink, rename, attribute edits
         if not options.read_only:
             removed = self.store.remove_temporaries()
             if removed:
@@ -116,6 +120,7 @@ class Operations(ExtendedAttributes, mfusepy.Operations):
         if config is not None:
             config.attr_timeout = config.entry_timeout = TIMEOUT
             config.negative_timeout = 1.0
+            config.hard_remove = 1  # unlink removes at once: never a rename to .fuse_hidden while open
             if getattr(self.store, "remote", False):
                 # other machines write it: pages are kept across opens only while the file's
                 # mtime and size are unchanged, looked at again after metadata_ttl
@@ -209,13 +214,18 @@ class Operations(ExtendedAttributes, mfusepy.Operations):
 
     @errno_boundary
     def getattr(self, path, fh=None):
+        draft = self.shaping.draft_at(path)
+        if draft is not None:
+            return self.shaping.attributes(draft)
         return self.attributes(self._entry(path))
 
     def attributes(self, entry: Entry) -> dict:
         st = entry.node.stat
         write_bits = 0 if self.options.read_only else 0o222
         if entry.kind == DIR:
-            mode, size = stat.S_IFDIR | 0o555, 0  # entries are not created, deleted or renamed
+            mode, size = stat.S_IFDIR | 0o555 | (write_bits & 0o200), 0
+        elif entry.kind == SIDECAR or entry.kind == DOCUMENT and entry.node.kind == "group":
+            mode, size = stat.S_IFREG | 0o444 | (write_bits & 0o200), len(self.hierarchy.content(entry))
         elif entry.kind == DATA:
             mode, size = stat.S_IFREG | (st.st_mode & (0o444 | write_bits)), self._data_size(entry)
         elif entry.kind == PREVIEW:  # uncompressed: its size follows from its width and height
@@ -280,17 +290,23 @@ class Operations(ExtendedAttributes, mfusepy.Operations):
 
     @errno_boundary
     def open(self, path, flags):
+        if self.shaping.draft_at(path) is not None:
+            return self._add_handle(Handle(None, draft=self.shaping.reopen(path, flags), writable=True))
+        writable = (flags & os.O_ACCMODE) != os.O_RDONLY
+        if writable and self.hierarchy.lookup(path) is None:  # a name the kernel still holds from a node
+            return self.create(path, 0o644, flags)  # deleted through the mount: open(O_CREAT) arrives as open
         listed = self._entry(path)
         entry = self.hierarchy.verify(listed)  # a node's own documents win over consolidated ones
         if entry.node is not listed.node:  # the kernel may hold a size from the stale copy
             self.siblings.refresh(path)
-        writable = (flags & os.O_ACCMODE) != os.O_RDONLY
         if entry.kind == DIR:
             fail(errno.EISDIR)
         if writable and self.options.read_only:
             fail(errno.EROFS)
+        if writable and entry.kind in (SIDECAR, DOCUMENT):  # attributes are edited through them
+            return self._add_handle(Handle(None, draft=self.shaping.open_edit(entry, path, flags), writable=True))
         if writable and entry.kind != DATA:
-            fail(errno.EACCES)  # sidecars and documents are read-only
+            fail(errno.EACCES)
         if entry.kind == TEXT:
             return self._add_handle(Handle(entry, content=self.texts.text(self.store, entry.node, self.cache)))
         if entry.kind == PREVIEW:
@@ -344,7 +360,7 @@ class Operations(ExtendedAttributes, mfusepy.Operations):
         """Files made from the data when opened (text, previews): served without the page
         cache, so a reader never sees pages of an older rendering."""
         handle = self._handles.get(fh)
-        return handle is not None and handle.entry.kind in (TEXT, PREVIEW)
+        return handle is not None and handle.entry is not None and handle.entry.kind in (TEXT, PREVIEW)
 
     def _handle(self, fh) -> Handle:
         handle = self._handles.get(fh)
@@ -355,6 +371,8 @@ class Operations(ExtendedAttributes, mfusepy.Operations):
         """mfusepy registers its read callback because this exists; ZarrFUSE serves reads with
         read_into instead, and a plain mfusepy.FUSE would call this."""
         handle = self._handle(fh)
+        if handle.draft is not None:
+            return handle.draft.read(offset, size)
         if handle.array is not None:
             return handle.file.read(offset, size)
         return handle.content[offset:offset + size]
@@ -364,9 +382,11 @@ class Operations(ExtendedAttributes, mfusepy.Operations):
         """The binding's read: decode straight into the kernel's reply buffer."""
         handle = self._handle(fh)
         if handle.array is None:
-            data = handle.content[offset:offset + size]
+            data = handle.content[offset:offset + size] if handle.draft is None else handle.draft.read(offset, size)
             ctypes.memmove(buffer, data, len(data))
             return len(data)
+        if handle.array.retired:
+            fail(errno.ESTALE)
         out = np.ctypeslib.as_array(ctypes.cast(buffer, ctypes.POINTER(ctypes.c_ubyte)), shape=(size,))
         return handle.file.read_into(offset, out)
 
@@ -398,6 +418,10 @@ class Operations(ExtendedAttributes, mfusepy.Operations):
         handle = self._handle(fh)
         if not handle.writable:
             fail(errno.EBADF)
+        if handle.draft is not None:
+            return handle.draft.write(offset, data)
+        if handle.array.retired:
+            fail(errno.ESTALE)
         file = handle.file
         if offset >= file.size:
             fail(errno.EFBIG)  # the size never changes
@@ -416,6 +440,10 @@ class Operations(ExtendedAttributes, mfusepy.Operations):
 
     @errno_boundary
     def truncate(self, path, length, fh=None):
+        handle = self._handles.get(fh) if fh is not None else None
+        draft = handle.draft if handle is not None else self.shaping.draft_at(path)
+        if draft is not None:
+            return draft.truncate(length)
         entry = self._entry(path)
         if entry.kind != DATA:
             fail(errno.EACCES)
@@ -428,6 +456,8 @@ class Operations(ExtendedAttributes, mfusepy.Operations):
         return 0
 
     def _flush(self, opened: OpenArray) -> None:
+        if opened.retired:
+            return
         error, opened.error = opened.error, None
         if error is not None:
             raise error
@@ -440,6 +470,8 @@ class Operations(ExtendedAttributes, mfusepy.Operations):
     def flush(self, path, fh):
         """close(): write-back of what this handle wrote, so close reports write errors."""
         handle = self._handle(fh)
+        if handle.draft is not None:
+            self.shaping.closed(handle.draft)
         if handle.wrote:
             self._flush(handle.array)
             handle.wrote = False
@@ -458,33 +490,74 @@ class Operations(ExtendedAttributes, mfusepy.Operations):
             handle = self._handles.pop(fh, None)
             if handle is not None and handle.array is not None:
                 handle.array.handles -= 1
+        if handle is not None and handle.draft is not None:
+            self.shaping.release(handle.draft)
         if handle is not None and handle.wrote:  # mmap write-back that came after close()
             self._flush(handle.array)
         return 0
 
     @errno_boundary
     def utimens(self, path, times=None):
-        self._entry(path)  # accepted and ignored: mtimes come from the store and from writes
+        if self.shaping.draft_at(path) is None:  # accepted and ignored: mtimes come from the store and from writes
+            self._entry(path)
         return 0
 
     @errno_boundary
     def access(self, path, amode):
         """access(2) agrees with the modes: only an array's data files are writable, on a
         writable mount; directories are searchable, files not executable."""
+        if self.shaping.draft_at(path) is not None:
+            return 0
         entry = self._entry(path)
-        if amode & os.W_OK and (self.options.read_only or entry.kind != DATA):
+        writable = entry.kind in (DATA, DIR, SIDECAR) or entry.kind == DOCUMENT and entry.node.kind == "group"
+        if amode & os.W_OK and (self.options.read_only or not writable):
             fail(errno.EROFS if self.options.read_only else errno.EACCES)
         if amode & os.X_OK and entry.kind != DIR:
             fail(errno.EACCES)
         return 0
 
-    # the hierarchy's structure is not changed through the mount
+    # the hierarchy's shape: shaping.py
+
+    @errno_boundary
+    def mkdir(self, path, mode):
+        self.shaping.mkdir(path)
+        return 0
+
+    @errno_boundary
+    def rmdir(self, path):
+        self._writable()
+        self.shaping.rmdir(path)
+        return 0
+
+    @errno_boundary
+    def unlink(self, path):
+        self._writable()
+        self.shaping.unlink(path)
+        return 0
+
+    @errno_boundary
+    def rename(self, old, new, flags=0):
+        self._writable()
+        self.shaping.rename(old, new, flags)
+        return 0
+
+    @errno_boundary
+    def create(self, path, mode, flags=0):
+        return self._add_handle(Handle(None, draft=self.shaping.create(path, flags), writable=True))
+
+    @errno_boundary
+    def chmod(self, path, mode):  # accepted on files being written (editors copy modes), refused elsewhere
+        return 0 if self.shaping.draft_at(path) is not None else self._refuse()
+
+    @errno_boundary
+    def chown(self, path, uid, gid):
+        return 0 if self.shaping.draft_at(path) is not None else self._refuse()
+
+    def _writable(self):
+        if self.options.read_only:
+            fail(errno.EROFS)
 
     def _refuse(self, *args):
         fail(errno.EROFS if self.options.read_only else errno.EPERM)
 
-    mkdir = rmdir = unlink = rename = symlink = link = chmod = chown = mknod = _refuse
-
-    def create(self, path, mode, fi=None):
-        self._refuse()
-
+    symlink = link = mknod = _refuse

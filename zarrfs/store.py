@@ -10,6 +10,7 @@ import queue
 from contextlib import contextmanager
 from typing import NamedTuple
 
+from . import localtree
 from .beneath import Beneath, key_parts
 from .errors import StoreError
 
@@ -278,7 +279,8 @@ class LocalStore:
         return os.fstatvfs(self.beneath.root_fd)
 
     def remove_temporaries(self) -> int:
-        """Delete temporary files a crashed writer left behind; returns how many. The walk is
+        """Delete temporary files a crashed writer left behind, and the staged and deleted nodes
+        (begin_node, delete_node) of an interrupted creation or deletion; returns how many. The walk is
         iterative (a store may be thousands of groups deep) and follows no symlink."""
         removed = 0
         stack = [os.dup(self.beneath.root_fd)]
@@ -289,6 +291,9 @@ class LocalStore:
                     for entry in entries:
                         if entry.name.startswith(TEMP_PREFIX) and entry.is_file(follow_symlinks=False):
                             removed += _unlink_quietly(entry.name, fd)
+                        elif entry.name.startswith(TEMP_PREFIX) and entry.is_dir(follow_symlinks=False):
+                            localtree.remove_tree(fd, entry.name)  # a staged or a deleted node
+                            removed += 1
                         elif entry.is_dir(follow_symlinks=False):
                             child = _open_subdirectory(entry.name, fd)
                             if child is not None:
@@ -298,6 +303,76 @@ class LocalStore:
             finally:
                 os.close(fd)
         return removed
+
+    # whole nodes: the hierarchy's shape (see localtree.py). Every store implements these five;
+    # `set` is the atomic replacement of one document (a single PUT on an object store).
+
+    def begin_node(self, path: str) -> str:
+        """The store path under which a new node meant for `path` is written (chunks through
+        stage/publish) before it exists: nothing below it is listed, or seen at `path`, until
+        commit_node. Local: a temporary directory beside `path`; an interrupted creation leaves
+        only that, and remove_temporaries removes it at the next mount."""
+        self._check_writable(path)
+        staging = "/".join(filter(None, [_split(path)[0], localtree.temporary_name(TEMP_PREFIX, "node")]))
+        try:
+            localtree.make_directory(self.beneath, staging)
+        except OSError as e:
+            raise _store_error("cannot create", path, e) from None
+        return staging
+
+    def commit_node(self, staging: str, path: str, documents: dict[str, bytes]) -> None:
+        """Write the node's documents (name -> bytes) under `staging`, then make the node appear
+        at `path` whole, in one step. StoreError(EEXIST) when anything exists at `path` (a node,
+        a key, a leftover prefix); the staged node is then the caller's to abort_node.
+        Local: the documents (each atomic and synced), then rename(RENAME_NOREPLACE) of the
+        directory onto `path`: atomic."""
+        self.set_many({f"{staging}/{name}": data for name, data in documents.items()})
+        try:
+            localtree.move(self.beneath, staging, path)
+        except OSError as e:
+            raise _store_error("cannot create", path, e) from None
+
+    def abort_node(self, staging: str) -> None:
+        """Remove a staged node that will not be committed, and everything below it."""
+        self._remove(staging)
+
+    def delete_node(self, path: str) -> None:
+        """Delete the node at `path` with every key below it (a group's children too: callers
+        check that a group is empty). The node vanishes in one step, before its chunks go; a
+        deletion cut short is finished by remove_temporaries at the next mount. Local: the
+        directory is renamed to a temporary beside it (atomic), then removed."""
+        self._check_writable(path)
+        if not path:
+            raise StoreError("the root cannot be deleted", errno.EPERM)
+        doomed = "/".join(filter(None, [_split(path)[0], localtree.temporary_name(TEMP_PREFIX, "deleted")]))
+        try:
+            localtree.move(self.beneath, path, doomed)
+        except OSError as e:
+            raise _store_error("cannot delete", path, e) from None
+        self._remove(doomed)
+
+    def move_node(self, src: str, dst: str) -> None:
+        """Move the node at `src`, with every key below it, to `dst` (in another group too).
+        StoreError(EEXIST) when anything exists at `dst`, ENOENT when `src` does not.
+        Local: one rename(RENAME_NOREPLACE) of the directory: atomic."""
+        self._check_writable(dst)
+        try:
+            localtree.move(self.beneath, src, dst)
+        except OSError as e:
+            raise _store_error(f"cannot move {src!r} to", dst, e) from None
+
+    def _remove(self, key: str) -> None:
+        parent, name = _split(key)
+        try:
+            fd = self.beneath.open_directory(parent)
+        except OSError:
+            return
+        try:
+            localtree.remove_tree(fd, name)
+        except OSError as e:  # left for remove_temporaries at the next mount
+            log.warning("cannot remove %r: %s", key, e.strerror)
+        finally:
+            os.close(fd)
 
     def _check_writable(self, key: str) -> None:
         if self.read_only:

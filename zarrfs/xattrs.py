@@ -1,4 +1,5 @@
-"""Read-only extended attributes: what an array is, for `getfattr`, GIO and scripts.
+"""Extended attributes: what an array is, for `getfattr`, GIO and scripts; user.zarr.attr.KEY
+sets and removes one attribute of the node (shaping.py).
 
     user.zarr.shape, user.zarr.dtype, user.zarr.dimension_names, user.zarr.chunk_shape,
     user.zarr.codecs, user.zarr.attributes   JSON, on every file of an array
@@ -83,7 +84,7 @@ def extended_attributes(entry: Entry) -> dict[str, bytes]:
 
 
 class ExtendedAttributes:
-    """The extended-attribute methods of Operations (which gives _entry, _refuse and options)."""
+    """The extended-attribute methods of Operations (which gives _entry, shaping and options)."""
 
     def _supported(self, name: str | None = None) -> None:
         if not self.options.xattrs:
@@ -94,22 +95,25 @@ class ExtendedAttributes:
     @errno_boundary
     def listxattr(self, path):
         self._supported()
-        return names(self._entry(path))
+        return [] if self.shaping.draft_at(path) else names(self._entry(path))
 
     @errno_boundary
     def getxattr(self, path, name, position=0):
         self._supported(name)
+        if self.shaping.draft_at(path):
+            fail(errno.ENODATA)
         value = extended_attributes(self._entry(path)).get(name)
         return value if value is not None else fail(errno.ENODATA)
 
     @errno_boundary
     def setxattr(self, path, name, value, options, position=0):
+        """user.zarr.attr.KEY sets one of the node's attributes (shaping.py)."""
         self._supported(name)
-        self._entry(path)
-        self._refuse()
+        self.shaping.setxattr(path, name, value, options)
+        return 0
 
     @errno_boundary
     def removexattr(self, path, name):
         self._supported(name)
-        self._entry(path)
-        self._refuse()
+        self.shaping.removexattr(path, name)
+        return 0

@@ -1,0 +1,243 @@
+"""Shaping the hierarchy through a real mount (mkdir, rmdir, cp of an .npy, a written sidecar,
+attribute edits, rm, mv), each read back with zarr-python; consolidated metadata kept true;
+-o ro refusing all of it."""
+
+import errno
+import json
+import os
+import subprocess
+import warnings
+
+import numpy as np
+import pytest
+import zarr
+
+from mounting import mounted
+
+
+def make_store(root, zarr_format=3, consolidated=False):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        group = zarr.open_group(str(root), mode="w", zarr_format=zarr_format)
+        group.create_array("a", shape=(4,), chunks=(2,), dtype="<i4", fill_value=0)[...] = np.arange(4)
+        group.create_group("sub").attrs["title"] = "inner"
+        if consolidated:
+            zarr.consolidate_metadata(str(root), zarr_format=zarr_format)
+    return root
+
+
+def open_group(root, consolidated=False):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if consolidated:
+            return zarr.open_consolidated(str(root))
+        return zarr.open_group(str(root), mode="r")
+
+
+def members(root, consolidated=False):
+    return sorted(name for name, _ in open_group(root, consolidated).members(max_depth=None))
+
+
+def raises(code, action, *args):
+    with pytest.raises(OSError) as raised:
+        action(*args)
+    assert raised.value.errno == code, raised.value
+    return raised.value
+
+
+def write(path, data: bytes):
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("consolidated", [False, True])
+def test_groups_are_made_and_removed(tmp_path, zarr_format, consolidated):
+    root = make_store(tmp_path / "s.zarr", zarr_format, consolidated)
+    with mounted(root, tmp_path) as m:
+        os.mkdir(m / "new")
+        os.mkdir(m / "sub" / "deeper")
+        assert os.path.isdir(m / "new") and "zarr.json" in os.listdir(m / "new") or ".zgroup" in os.listdir(m / "new")
+        for reader_sees in (members(root), members(root, consolidated)):
+            assert {"new", "sub/deeper"} <= set(reader_sees)
+        assert open_group(root)["new"].metadata.zarr_format == zarr_format
+        raises(errno.EEXIST, os.mkdir, m / "sub")
+        raises(errno.EEXIST, os.mkdir, m / "a.bin")  # the collision rule: an array's file names are taken
+        raises(errno.EINVAL, os.mkdir, m / "__reserved")
+        raises(errno.ENOTEMPTY, os.rmdir, m / "sub")
+        os.rmdir(m / "sub" / "deeper")
+        os.rmdir(m / "new")
+        raises(errno.ENOTDIR, os.rmdir, m / "a.bin")
+        assert not os.path.exists(m / "new")
+    assert "new" not in members(root, consolidated) and "sub/deeper" not in members(root, consolidated)
+    assert not (root / "new").exists()
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_cp_of_an_npy_makes_an_array(tmp_path, zarr_format):
+    root = make_store(tmp_path / "s.zarr", zarr_format)
+    frames = (np.arange(40 * 300 * 500, dtype="<u2") % 6007).reshape(40, 300, 500)
+    np.save(tmp_path / "frames.npy", frames)
+    with mounted(root, tmp_path) as m:
+        subprocess.run(["cp", str(tmp_path / "frames.npy"), str(m / "sub")], check=True)
+        assert {"frames.bin", "frames.json", "frames.npy"} <= set(os.listdir(m / "sub"))
+        assert np.array_equal(np.fromfile(m / "sub" / "frames.bin", "<u2").reshape(frames.shape), frames)
+        sidecar = json.loads((m / "sub" / "frames.json").read_text())
+        assert sidecar["shape"] == [40, 300, 500] and sidecar["dtype"] == "<u2"
+        assert subprocess.run(["cmp", str(tmp_path / "frames.npy"), str(m / "sub" / "frames.npy")]).returncode == 0
+    z = open_group(root)["sub/frames"]
+    assert np.array_equal(z[...], frames)
+    assert z.chunks == (3, 300, 500)  # about 1 MiB, along the last axes
+    assert z.metadata.zarr_format == zarr_format
+    compressor = z.compressors[0] if zarr_format == 3 else z.metadata.compressor
+    assert "zstd" in type(compressor).__name__.lower()
+
+
+def test_an_npy_that_is_not_one_or_is_cut_short_makes_nothing(tmp_path):
+    root = make_store(tmp_path / "s.zarr")
+    np.save(tmp_path / "x.npy", np.arange(1000, dtype="<f8"))
+    data = (tmp_path / "x.npy").read_bytes()
+    with mounted(root, tmp_path) as m:
+        with open(m / "half.npy", "wb") as f:
+            f.write(data[:5000])
+        assert not (m / "half.bin").exists()
+        raises(errno.EINVAL, write, m / "text.npy", b"not numpy at all")
+        np.save(tmp_path / "big.npy", np.arange(4, dtype=">f8"))
+        raises(errno.EINVAL, write, m / "big.npy", (tmp_path / "big.npy").read_bytes())
+        raises(errno.EPERM, write, m / "notes.txt", b"hello")
+        assert sorted(n for n in os.listdir(m.path) if not n.startswith("a.")) == ["sub", "zarr.json"]
+        assert "copy incomplete" in m.log()
+    assert members(root) == ["a", "sub"]
+    assert not [n for n in os.listdir(root) if n.startswith(".zarrfs")]
+
+
+@pytest.mark.parametrize("consolidated", [False, True])
+def test_a_written_sidecar_makes_an_empty_array(tmp_path, consolidated):
+    root = make_store(tmp_path / "s.zarr", 3, consolidated)
+    spec = {"shape": [6, 8], "dtype": "<f4", "chunk_shape": [4, 4], "inner_chunk_shape": [2, 2], "fill_value": 1.5,
+            "dimension_names": ["y", "x"], "attributes": {"units": "K"}}
+    with mounted(root, tmp_path) as m:
+        write(m / "sub" / "t.json", json.dumps(spec).encode())
+        assert np.all(np.fromfile(m / "sub" / "t.bin", "<f4") == 1.5)
+        raises(errno.EINVAL, write, m / "u.json", json.dumps({"shape": [3], "dtype": "<q9"}).encode())
+        raises(errno.EINVAL, write, m / "v.json", json.dumps({"shape": [3]}).encode())
+        raises(errno.EINVAL, write, m / "w.json", json.dumps({"shape": [3], "dtype": "<i2",
+                                                               "codecs": [{"name": "nonesuch"}]}).encode())
+        raises(errno.EINVAL, write, m / "x.json", b"{not json")
+        assert "dtype '<q9'" in m.log() and "nonesuch" in m.log()
+        for name in ("u", "v", "w", "x"):
+            assert not (m / f"{name}.bin").exists()
+    t = open_group(root, consolidated)["sub/t"]
+    assert t.shape == (6, 8) and t.dtype == np.float32 and np.all(t[...] == 1.5)
+    assert t.attrs["units"] == "K" and t.metadata.dimension_names == ("y", "x")
+    assert t.chunks == (2, 2) and t.shards == (4, 4)
+    assert members(root) == members(root, consolidated) == ["a", "sub", "sub/t"]
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("consolidated", [False, True])
+def test_attributes_are_edited_in_every_way(tmp_path, zarr_format, consolidated):
+    root = make_store(tmp_path / "s.zarr", zarr_format, consolidated)
+    with mounted(root, tmp_path) as m:
+        sidecar = json.loads((m / "a.json").read_text())
+        sidecar["attributes"] = {"units": "m", "scale": [1, 2]}
+        write(m / "a.json", json.dumps(sidecar, indent=1).encode())
+        subprocess.run(["setfattr", "-n", "user.zarr.attr.offset", "-v", "0.5", str(m / "a.bin")], check=True)
+        subprocess.run(["setfattr", "-n", "user.zarr.attr.name", "-v", "plain text", str(m / "a.npy")], check=True)
+        subprocess.run(["setfattr", "-x", "user.zarr.attr.scale", str(m / "a.bin")], check=True)
+        assert json.loads((m / "a.json").read_text())["attributes"] == {"units": "m", "offset": 0.5, "name": "plain text"}
+        subprocess.run(["setfattr", "-n", "user.zarr.attr.kind", "-v", '"raw"', str(m / "sub")], check=True)
+        changed = dict(sidecar, shape=[5])
+        raises(errno.EINVAL, write, m / "a.json", json.dumps(changed).encode())
+        assert "shape: only attributes can be changed" in m.log()
+        if zarr_format == 3:
+            doc = json.loads((m / "sub" / "zarr.json").read_text())
+            doc["attributes"]["title"] = "renamed"
+            write(m / "sub" / "zarr.json", json.dumps(doc).encode())
+        else:
+            attrs = json.loads((m / "sub" / ".zattrs").read_text())
+            write(m / "sub" / ".zattrs", json.dumps(dict(attrs, title="renamed")).encode())
+        assert json.loads(subprocess.run(["getfattr", "--only-values", "-n", "user.zarr.attributes", str(m / "sub")],
+                                         capture_output=True, check=True).stdout)["title"] == "renamed"
+    for group in (open_group(root), open_group(root, consolidated)):
+        assert dict(group["a"].attrs) == {"units": "m", "offset": 0.5, "name": "plain text"}
+        assert dict(group["sub"].attrs) == {"title": "renamed", "kind": "raw"}
+        assert np.array_equal(group["a"][...], np.arange(4))
+
+
+def test_editors_save_through_a_temporary_and_a_rename(tmp_path):
+    root = make_store(tmp_path / "s.zarr")
+    with mounted(root, tmp_path) as m:
+        text = (m / "a.json").read_text()
+        subprocess.run(["sed", "-i", 's/"attributes": {}/"attributes": {"by": "sed"}/', str(m / "a.json")], check=True)
+        temporary = m / ".goutputstream-ABC123"  # gedit's way
+        write(temporary, text.replace('"attributes": {}', '"attributes": {"by": "gedit"}').encode())
+        os.rename(temporary, m / "a.json")
+        assert json.loads((m / "a.json").read_text())["attributes"] == {"by": "gedit"}
+        write(m / "new.json~", b'{"shape": [2], "dtype": "|u1"}')  # a temporary renamed onto a new sidecar
+        os.rename(m / "new.json~", m / "new.json")
+        assert np.fromfile(m / "new.bin", "u1").tolist() == [0, 0]
+        write(m / "4913", b"")  # vim's probe
+        os.unlink(m / "4913")
+        assert not (m / "4913").exists()
+    assert dict(open_group(root)["a"].attrs) == {"by": "gedit"} and open_group(root)["new"].shape == (2,)
+
+
+@pytest.mark.parametrize("consolidated", [False, True])
+def test_rm_deletes_an_array_and_only_through_its_data_file(tmp_path, consolidated):
+    root = make_store(tmp_path / "s.zarr", 3, consolidated)
+    with mounted(root, tmp_path) as m:
+        for name in ("a.json", "a.npy", "a.bin.hdr", "zarr.json"):
+            raises(errno.EPERM, os.unlink, m / name)
+        assert (m / "a.json").exists()
+        os.unlink(m / "a.bin")
+        assert not [n for n in os.listdir(m.path) if n.startswith("a.")]
+        raises(errno.ENOENT, os.stat, m / "a.json")
+        np.save(tmp_path / "a.npy", np.arange(3, dtype="<i8"))
+        subprocess.run(["cp", str(tmp_path / "a.npy"), str(m.path)], check=True)  # the name is free again
+        assert np.fromfile(m / "a.bin", "<i8").tolist() == [0, 1, 2]
+    assert members(root, consolidated) == ["a", "sub"]
+    assert open_group(root, consolidated)["a"].dtype == np.int64
+    assert sorted(os.listdir(root / "a")) == ["c", "zarr.json"]
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("consolidated", [False, True])
+def test_mv_renames_and_moves_arrays_and_groups(tmp_path, zarr_format, consolidated):
+    root = make_store(tmp_path / "s.zarr", zarr_format, consolidated)
+    with mounted(root, tmp_path) as m:
+        os.rename(m / "a.bin", m / "b.bin")
+        assert np.fromfile(m / "b.bin", "<i4").tolist() == [0, 1, 2, 3]
+        raises(errno.ENOENT, os.stat, m / "a.json")
+        os.rename(m / "b.json", m / "sub" / "c.json")  # through any of its files, into another group
+        raises(errno.EINVAL, os.rename, m / "sub" / "c.bin", m / "sub" / "d.json")  # the suffix stays
+        os.mkdir(m / "other")
+        raises(errno.EEXIST, os.rename, m / "other", m / "sub")
+        subprocess.run(["mv", "-n", "-T", str(m / "other"), str(m / "sub")])
+        assert (m / "other").is_dir()
+        os.rename(m / "sub", m / "other" / "moved")
+        assert np.fromfile(m / "other" / "moved" / "c.bin", "<i4").tolist() == [0, 1, 2, 3]
+        raises(errno.EINVAL, os.rename, m / "other", m / "other" / "moved" / "inside")
+        raises(errno.EPERM, os.rename, m / ("zarr.json" if zarr_format == 3 else ".zgroup"), m / "x.json")
+    for group in (open_group(root), open_group(root, consolidated)):
+        assert sorted(n for n, _ in group.members(max_depth=None)) == ["other", "other/moved", "other/moved/c"]
+        assert dict(group["other/moved"].attrs) == {"title": "inner"}
+        assert np.array_equal(group["other/moved/c"][...], np.arange(4))
+
+
+def test_a_read_only_mount_refuses_every_change(tmp_path):
+    root = make_store(tmp_path / "s.zarr")
+    before = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    np.save(tmp_path / "x.npy", np.arange(3))
+    with mounted(root, tmp_path, "ro") as m:
+        raises(errno.EROFS, os.mkdir, m / "new")
+        raises(errno.EROFS, os.rmdir, m / "sub")
+        raises(errno.EROFS, os.unlink, m / "a.bin")
+        raises(errno.EROFS, os.rename, m / "a.bin", m / "b.bin")
+        raises(errno.EROFS, os.rename, m / "sub", m / "sub2")
+        raises(errno.EROFS, write, m / "x.npy", (tmp_path / "x.npy").read_bytes())
+        raises(errno.EROFS, write, m / "y.json", b'{"shape": [1], "dtype": "|u1"}')
+        raises(errno.EROFS, write, m / "a.json", (m / "a.json").read_bytes())
+        raises(errno.EROFS, os.setxattr, m / "a.bin", "user.zarr.attr.k", b"1")
+        raises(errno.EROFS, os.removexattr, m / "a.bin", "user.zarr.attr.k")
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == before

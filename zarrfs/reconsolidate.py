@@ -1,0 +1,70 @@
+"""Consolidated metadata kept true when the mount changes the hierarchy.
+
+Where the root has consolidated metadata (v3: `consolidated_metadata` in the root's zarr.json;
+v2: `.zmetadata`), every create, delete, move and attribute edit rewrites it in the same step,
+right after the node's own documents: one atomic replacement of one document. Between the two
+a reader sees the node's own documents, which win over the consolidated copy (consolidated.py).
+The copy is edited as JSON, so members zarrfs does not know are kept as they are.
+"""
+
+import json
+
+from .metadata import load_document
+from .nodes import ZARR_JSON, ZMETADATA
+
+
+class Edit:
+    """What changed, in store paths: nodes put (path -> {document name: bytes}), removed and
+    moved (each with every node below it)."""
+
+    def __init__(self, put=None, removed=(), moved=()):
+        self.put: dict[str, dict[str, bytes]] = put or {}
+        self.removed: tuple[str, ...] = tuple(removed)
+        self.moved: tuple[tuple[str, str], ...] = tuple(moved)
+
+
+def _below(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith(prefix + "/")
+
+
+def _apply(entries: dict[str, dict], edit: Edit) -> dict[str, dict]:
+    """entries: store path -> {document name: JSON value}."""
+    for prefix in edit.removed:
+        entries = {p: d for p, d in entries.items() if not _below(p, prefix)}
+    for src, dst in edit.moved:
+        entries = {(dst + p[len(src):] if _below(p, src) else p): d for p, d in entries.items()}
+    for path, documents in edit.put.items():
+        entries[path] = {name: json.loads(raw) for name, raw in documents.items()}
+    return entries
+
+
+def rewritten(zarr_format: int, root_documents: dict[str, bytes], edit: Edit) -> tuple[str, bytes] | None:
+    """(key, new bytes) of the document holding the consolidated metadata after `edit`, None
+    when the root has none. `root_documents` are the root's documents as stored now (v3: its
+    zarr.json, already holding any change to the root's own attributes)."""
+    if zarr_format == 3:
+        raw = root_documents.get(ZARR_JSON)
+        doc = load_document(raw, ZARR_JSON) if raw else {}
+        member = doc.get("consolidated_metadata")
+        if not isinstance(member, dict) or not isinstance(member.get("metadata"), dict):
+            return None
+        entries = {p: {ZARR_JSON: d} for p, d in member["metadata"].items()}
+        member["metadata"] = {p: d[ZARR_JSON] for p, d in sorted(_apply(entries, edit).items()) if p}
+        return ZARR_JSON, _dump(doc)
+    raw = root_documents.get(ZMETADATA)
+    if raw is None:
+        return None
+    doc = load_document(raw, ZMETADATA)
+    if not isinstance(doc.get("metadata"), dict):
+        return None
+    entries: dict[str, dict] = {}
+    for key, value in doc["metadata"].items():
+        path, _, name = key.rpartition("/")
+        entries.setdefault(path, {})[name] = value
+    doc["metadata"] = {(f"{p}/{n}" if p else n): v for p, docs in sorted(_apply(entries, edit).items())
+                       for n, v in docs.items()}
+    return ZMETADATA, _dump(doc)
+
+
+def _dump(doc: dict) -> bytes:
+    return (json.dumps(doc, indent=2) + "\n").encode()

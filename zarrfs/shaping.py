@@ -1,0 +1,352 @@
+"""The FUSE side of hierarchy editing: mkdir, rmdir, create, unlink, rename and attribute edits,
+each checked here (names, collisions, what may be removed alone) and done by editing.py.
+
+    mkdir G / rmdir G          a group; rmdir only of a group with nothing in it (ENOTEMPTY)
+    create NAME.npy            an array from an .npy copied in (drafts.NpyDraft)
+    create NAME.json           an empty array from a written sidecar (drafts.TextDraft)
+    write NAME.json, zarr.json attributes, applied at close (only attributes may change)
+    setfattr user.zarr.attr.K  one attribute, as JSON
+    unlink NAME.bin            the array (sidecars and views alone: EPERM)
+    rename                     an array through any of its files (the suffix stays), a group
+    editors' temporary files   kept in memory, applied when renamed over NAME.json
+
+A target that exists gets EEXIST. After each change the kernel's cached attributes and pages
+of the files that changed are dropped (coherence.Siblings), so nothing stale is seen.
+"""
+
+import errno
+import json
+import logging
+import os
+import posixpath
+import re
+import stat
+import threading
+import time
+
+from . import newnode, nodes
+from .drafts import NpyDraft, TextDraft
+from .editing import Editor
+from .errors import ReadOnlyError, RefusedError
+from .hierarchy import DATA, DIR, DOCUMENT, SIDECAR, TEXT, Entry
+
+log = logging.getLogger(__name__)
+
+# names editors and tools give their temporary files (gedit, sed -i, vim's probe and backups, ...)
+SCRATCH = re.compile(r"^(\..+|.+~|4913|sed[A-Za-z0-9]{6}|.+\.(swp|swx|tmp))$")
+RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
+ATTRIBUTE = "user.zarr.attr."
+XATTR_CREATE, XATTR_REPLACE = 1, 2
+
+
+class Shaping:
+    def __init__(self, ops):
+        self.ops = ops
+        self.hierarchy = ops.hierarchy
+        self.editor = Editor(ops.store, ops.hierarchy)
+        self.drafts: dict[str, NpyDraft | TextDraft] = {}  # file-system path -> file being written
+        self._lock = threading.Lock()
+
+    # what the mount shows of drafts
+
+    def draft_at(self, path: str):
+        """The draft shown at `path`, None once it made its node (its files show it then)."""
+        draft = self.drafts.get(path)
+        return draft if draft is not None and not draft.committed else None
+
+    def attributes(self, draft) -> dict:
+        st = self.hierarchy.node("").stat
+        now = int(time.time() * 1e9)
+        return {"st_mode": stat.S_IFREG | 0o644, "st_nlink": 1, "st_size": draft.size, "st_uid": st.st_uid,
+                "st_gid": st.st_gid, "st_mtime": now, "st_ctime": now, "st_atime": now, "st_blocks": 0}
+
+    # groups
+
+    def mkdir(self, path: str) -> None:
+        parent, name = self._parent(path)
+        newnode.check_name(name)
+        self._free(parent, path, [name])
+        self.editor.make_group(_child(parent, name))
+
+    def rmdir(self, path: str) -> None:
+        entry = self._existing(path)
+        if entry.kind != DIR:
+            raise RefusedError(f"{path}: not a group", errno.ENOTDIR)
+        if not entry.node.path:
+            raise RefusedError("the root group cannot be removed", errno.EBUSY)
+        held = [n for n, e in self.hierarchy.entries_of(entry).items() if e.kind != DOCUMENT]
+        held += sorted(set(self.ops.store.list_dir(entry.node.path)) - nodes.DOCUMENT_NAMES - set(held))
+        held += [p for p in self.drafts if p.startswith(path + "/")]
+        if held:
+            raise RefusedError(f"{path}: the group holds {held[0]!r}", errno.ENOTEMPTY)
+        self.editor.delete(entry.node.path)
+        self._drop([path])
+
+    # arrays
+
+    def create(self, path: str, flags: int):
+        parent, name = self._parent(path)
+        if self.hierarchy.lookup(path) is not None or path in self.drafts:
+            raise RefusedError(f"{path}: exists", errno.EEXIST)
+        stem, suffix = _stem(name)
+        if suffix in (".npy", ".json") and stem:
+            newnode.check_name(stem)
+            self._free(parent, path, self.hierarchy._file_names(stem), stem)
+            if suffix == ".npy":
+                draft = NpyDraft(path, _child(parent, stem), self.editor, self.ops.cache, self.ops.options.dirty_limit)
+            else:
+                draft = TextDraft(path, b"", self._creator(_child(parent, stem), path))
+        elif SCRATCH.match(name):
+            draft = TextDraft(path, b"", None)
+        else:
+            raise RefusedError(f"{path}: only NAME.npy (an array from an .npy file) and NAME.json (an empty array "
+                               f"from a sidecar) can be created here", errno.EPERM)
+        return self._open(draft)
+
+    def open_edit(self, entry: Entry, path: str, flags: int):
+        """A sidecar or a group's document opened for writing: applied at close."""
+        draft = self.draft_at(path)
+        if draft is None:
+            apply = self._editor_of(entry, path)
+            draft = TextDraft(path, self.hierarchy.content(entry), apply)
+        if flags & os.O_TRUNC:
+            draft.truncate(0)
+        return self._open(draft)
+
+    def reopen(self, path: str, flags: int):
+        draft = self.drafts[path]
+        if flags & os.O_TRUNC:
+            draft.truncate(0)
+        return self._open(draft)
+
+    def _open(self, draft) -> int:
+        with self._lock:
+            self.drafts[draft.path] = draft
+            draft.handles += 1
+        return draft
+
+    def release(self, draft) -> None:
+        with self._lock:
+            draft.handles -= 1
+            if draft.handles:
+                return
+            draft.release()
+            if (isinstance(draft, NpyDraft) or draft.apply is not None) and self.drafts.get(draft.path) is draft:
+                del self.drafts[draft.path]  # editors' temporaries stay until renamed or removed
+            else:
+                return
+        if not draft.committed:  # the kernel may still hold the file it was shown as
+            self._drop([draft.path])
+
+    def closed(self, draft) -> None:
+        """close(): a draft that made or changed a node drops what the kernel holds of its files."""
+        draft.close()
+        if draft.committed:
+            self._drop(self._names_near(draft.path))
+
+    def _creator(self, store_path: str, path: str):
+        def create(raw: bytes) -> None:
+            self.editor.make(store_path, newnode.sidecar_documents(raw, self.editor.zarr_format, path))
+        return create
+
+    def _editor_of(self, entry: Entry, path: str):
+        """What a written sidecar or group document changes: the attributes, nothing else."""
+        name = posixpath.basename(path)
+        if entry.kind == DOCUMENT and name not in (nodes.ZARR_JSON, nodes.ZATTRS):
+            raise RefusedError(f"{path}: only a group's zarr.json (v3) or .zattrs (v2) can be written", errno.EACCES)
+        if entry.node.meta is None:
+            raise RefusedError(f"{path}: the node cannot be read, so it cannot be edited", errno.EIO)
+
+        def apply(raw: bytes) -> None:
+            current = self._existing(path)
+            if name == nodes.ZATTRS:
+                attributes = newnode._object(raw, path)
+            else:
+                attributes = newnode.edited_attributes(current.node.meta, self.hierarchy.content(current), raw, path)
+            self.editor.edit_attributes(current.node.path, lambda _: attributes)
+        return apply
+
+    def unlink(self, path: str) -> None:
+        draft = self.drafts.get(path)
+        if draft is not None and not draft.committed and isinstance(draft, TextDraft):
+            self.drafts.pop(path)
+            return
+        entry = self._existing(path)
+        if entry.kind not in (DATA, TEXT) or entry.view or not entry.node.path:
+            raise RefusedError(f"{path}: rm NAME.bin deletes an array; its sidecar, documents and views cannot be "
+                               f"removed alone", errno.EPERM)
+        names = self._names_of(entry, path)
+        self._retire(entry.node.path, keep=False)
+        self.editor.delete(entry.node.path)
+        self._drop(names)
+
+    def rename(self, old: str, new: str, flags: int) -> None:
+        if flags & RENAME_EXCHANGE:
+            raise RefusedError(f"{old}: exchanging entries is not supported", errno.EINVAL)
+        draft = self.draft_at(old)
+        if draft is not None:
+            return self._rename_draft(old, new, draft, flags)
+        entry = self._existing(old)
+        parent, name = self._parent(new)
+        if self.hierarchy.lookup(new) is not None or new in self.drafts:
+            raise RefusedError(f"{new}: exists", errno.EEXIST)
+        if entry.kind == DIR:
+            if not entry.node.path:
+                raise RefusedError("the root group cannot be renamed", errno.EBUSY)
+            newnode.check_name(name)
+            self._free(parent, new, [name], name)
+            self._retire(entry.node.path, keep=True)
+            self.editor.move(entry.node.path, _child(parent, name))
+            return self._drop([old])
+        if entry.kind == DOCUMENT:
+            raise RefusedError(f"{old}: a group's documents cannot be renamed", errno.EPERM)
+        suffix = posixpath.basename(old)[len(entry.stem):]
+        if not name.endswith(suffix) or name == suffix:
+            raise RefusedError(f"{new}: renaming {posixpath.basename(old)} renames array {entry.node.name!r}: the new "
+                               f"name must end with {suffix!r} too", errno.EINVAL)
+        stem = name[:-len(suffix)]
+        newnode.check_name(stem)
+        self._free(parent, new, self.hierarchy._file_names(stem), stem)
+        names = self._names_of(entry, old)
+        self._retire(entry.node.path, keep=True)
+        self.editor.move(entry.node.path, _child(parent, stem))
+        self._drop(names)
+
+    def _rename_draft(self, old: str, new: str, draft, flags: int) -> None:
+        """An editor's save: its temporary file renamed over NAME.json (or to another temporary)."""
+        if isinstance(draft, NpyDraft) or draft.apply is not None:
+            raise RefusedError(f"{old}: still being written", errno.EBUSY)
+        target = self.hierarchy.lookup(new)
+        name = posixpath.basename(new)
+        if target is not None:
+            if flags & RENAME_NOREPLACE or target.kind not in (SIDECAR, DOCUMENT):
+                raise RefusedError(f"{new}: exists", errno.EEXIST)
+            self._editor_of(target, new)(bytes(draft.content))
+        elif new in self.drafts or SCRATCH.match(name):
+            if flags & RENAME_NOREPLACE and new in self.drafts:
+                raise RefusedError(f"{new}: exists", errno.EEXIST)
+            draft.path = new
+            self.drafts[new] = draft
+        elif name.endswith(".json") and len(name) > 5:
+            parent, _ = self._parent(new)
+            stem = name[:-5]
+            newnode.check_name(stem)
+            self._free(parent, new, self.hierarchy._file_names(stem), stem)
+            self._creator(_child(parent, stem), new)(bytes(draft.content))
+        else:
+            raise RefusedError(f"{new}: a temporary file can only become NAME.json", errno.EPERM)
+        self.drafts.pop(old, None)
+        self._drop(self._names_near(new))
+
+    # attributes
+
+    def setxattr(self, path: str, name: str, value: bytes, options: int) -> None:
+        if self.draft_at(path) is not None:
+            return  # editors copy attributes to their temporary files: accepted, not kept
+        key = self._attribute(path, name)
+        try:
+            parsed = json.loads(value)
+        except ValueError:  # setfattr -v m: a value that is no JSON is a string
+            try:
+                parsed = value.decode()
+            except UnicodeDecodeError:
+                raise RefusedError(f"{path}: {name}: the value is neither JSON nor UTF-8 text", errno.EINVAL) from None
+
+        def change(attributes: dict) -> dict:
+            if options & XATTR_CREATE and key in attributes:
+                raise RefusedError(f"{path}: attribute {key!r} exists", errno.EEXIST)
+            if options & XATTR_REPLACE and key not in attributes:
+                raise RefusedError(f"{path}: no attribute {key!r}", errno.ENODATA)
+            return {**attributes, key: parsed}
+        self._edit(path, change)
+
+    def removexattr(self, path: str, name: str) -> None:
+        key = self._attribute(path, name)
+
+        def change(attributes: dict) -> dict:
+            if key not in attributes:
+                raise RefusedError(f"{path}: no attribute {key!r}", errno.ENODATA)
+            return {k: v for k, v in attributes.items() if k != key}
+        self._edit(path, change)
+
+    def _attribute(self, path: str, name: str) -> str:
+        self._existing(path)
+        if self.ops.options.read_only:
+            raise ReadOnlyError(f"{path}: the mount is read-only")
+        if not name.startswith(ATTRIBUTE) or len(name) == len(ATTRIBUTE):
+            raise RefusedError(f"{path}: {name}: only user.zarr.attr.KEY attributes can be set", errno.ENOTSUP)
+        return name[len(ATTRIBUTE):]
+
+    def _edit(self, path: str, change) -> None:
+        entry = self._existing(path)
+        if entry.node.meta is None:
+            raise RefusedError(f"{path}: the node cannot be read, so it cannot be edited", errno.EIO)
+        self.editor.edit_attributes(entry.node.path, change)
+        self._drop(self._names_of(entry, path) if entry.kind != DIR else [path])
+
+    # helpers
+
+    def _existing(self, path: str) -> Entry:
+        entry = self.hierarchy.lookup(path)
+        if entry is None:
+            raise RefusedError(f"{path}: no such file", errno.ENOENT)
+        return entry
+
+    def _parent(self, path: str) -> tuple[Entry, str]:
+        if self.ops.options.read_only:
+            raise ReadOnlyError(f"{path}: the mount is read-only")
+        directory, name = posixpath.split(path)
+        entry = self.hierarchy.lookup(directory)
+        if entry is None:
+            raise RefusedError(f"{directory}: no such group", errno.ENOENT)
+        if entry.kind != DIR or entry.node.kind != "group":
+            raise RefusedError(f"{directory}: not a group", errno.ENOTDIR)
+        return entry, name
+
+    def _free(self, parent: Entry, path: str, names: list[str], stored: str | None = None) -> None:
+        """EEXIST unless every name is free in the directory (listed files, drafts, and the
+        store's own names: a prefix left by another program is never taken over)."""
+        listing = self.hierarchy.entries_of(parent)
+        directory = posixpath.dirname(path)
+        for name in names:
+            if name in listing or posixpath.join(directory, name) in self.drafts:
+                raise RefusedError(f"{path}: {name} exists", errno.EEXIST)
+        if stored and stored in self.ops.store.list_dir(parent.node.path):
+            raise RefusedError(f"{path}: the store holds {_child(parent, stored)!r} already", errno.EEXIST)
+
+    def _names_of(self, entry: Entry, path: str) -> list[str]:
+        """The paths of every file that shows `entry`'s node in its directory."""
+        directory = posixpath.dirname(path)
+        listing = self.hierarchy.entries_of(self._existing(directory))
+        return [posixpath.join(directory, n) for n, e in listing.items() if e.node.path == entry.node.path]
+
+    def _names_near(self, path: str) -> list[str]:
+        stem = _stem(posixpath.basename(path))[0] or posixpath.basename(path)
+        return [posixpath.join(posixpath.dirname(path), n) for n in self.hierarchy._file_names(stem)] + [path]
+
+    def _retire(self, path: str, keep: bool) -> None:
+        """Arrays open at or below store path `path` stop serving (their handles get ESTALE); what
+        was written to them is stored first when the node is moved, not when it is deleted."""
+        ops = self.ops
+        for p, opened in list(ops._arrays.items()):
+            if p == path or p.startswith(path + "/"):
+                if keep:
+                    ops._flush(opened)
+                with ops._lock:
+                    opened.retired = True
+                    ops._arrays.pop(p, None)
+                ops.usage.forget(p)
+
+    def _drop(self, paths: list[str]) -> None:
+        self.ops.siblings.drop(paths)
+
+
+def _child(parent: Entry, name: str) -> str:
+    return nodes.key_of(parent.node.path, name)
+
+
+def _stem(name: str) -> tuple[str, str]:
+    for suffix in (".npy", ".json"):
+        if name.endswith(suffix):
+            return name[:-len(suffix)], suffix
+    return "", ""
