@@ -52,19 +52,20 @@ def write_bits(path) -> int:
 
 def test_modes_and_access_tell_what_works_on_a_writable_mount(store, tmp_path):
     with mounted(store, tmp_path) as m:
-        for directory in (m.path, m / "raw"):
-            assert stat.S_ISDIR(os.stat(directory).st_mode) and not write_bits(directory)
-            assert not os.access(directory, os.W_OK)  # creating, deleting, renaming are refused
-            assert os.access(directory, os.R_OK | os.X_OK)
-        assert write_bits(m / "temperature.bin") and os.access(m / "temperature.bin", os.W_OK)
-        for name in ("temperature.json", "zarr.json", "temperature.mhd"):
+        for directory in (m.path, m / "raw"):  # groups: entries are created, deleted and renamed
+            assert stat.S_ISDIR(os.stat(directory).st_mode) and write_bits(directory)
+            assert os.access(directory, os.R_OK | os.W_OK | os.X_OK)
+        for name in ("temperature.bin", "temperature.json", "zarr.json"):  # data, attributes
+            assert write_bits(m / name) and os.access(m / name, os.W_OK)
+        for name in ("temperature.mhd",):
             assert not write_bits(m / name) and not os.access(m / name, os.W_OK)
             assert os.access(m / name, os.R_OK)
         assert not os.access(m / "temperature.bin", os.X_OK)
         with pytest.raises(PermissionError):
-            (m / "new.bin").write_bytes(b"")
-        with pytest.raises(PermissionError):
-            os.rename(m / "temperature.bin", m / "t.bin")
+            (m / "new.bin").write_bytes(b"")  # arrays are made from .npy files and sidecars
+        with pytest.raises(OSError) as raised:
+            os.rename(m / "temperature.bin", m / "t.json")  # a rename keeps the suffix
+        assert raised.value.errno == errno.EINVAL
 
 
 def test_a_read_only_mount_shows_no_write_bits(store, tmp_path):

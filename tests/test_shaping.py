@@ -127,11 +127,14 @@ def test_a_written_sidecar_makes_an_empty_array(tmp_path, consolidated):
         assert "dtype '<q9'" in m.log() and "nonesuch" in m.log()
         for name in ("u", "v", "w", "x"):
             assert not (m / f"{name}.bin").exists()
+        subprocess.run(["cp", str(m / "sub" / "t.json"), str(m / "like_t.json")], check=True)
     t = open_group(root, consolidated)["sub/t"]
     assert t.shape == (6, 8) and t.dtype == np.float32 and np.all(t[...] == 1.5)
     assert t.attrs["units"] == "K" and t.metadata.dimension_names == ("y", "x")
     assert t.chunks == (2, 2) and t.shards == (4, 4)
-    assert members(root) == members(root, consolidated) == ["a", "sub", "sub/t"]
+    like = open_group(root)["like_t"]
+    assert like.shape == (6, 8) and like.shards == (4, 4) and like.attrs["units"] == "K"
+    assert members(root) == members(root, consolidated) == ["a", "like_t", "sub", "sub/t"]
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
