@@ -112,8 +112,9 @@ def test_gio_offers_only_what_works(store, tmp_path):
         info = gio_info(m / "temperature.bin")
         assert info["standard::content-type"] == "application/octet-stream"
         assert (info["access::can-write"], info["access::can-delete"], info["access::can-rename"]) == \
-               ("TRUE", "FALSE", "FALSE")
+               ("TRUE", "TRUE", "TRUE")  # rm NAME.bin deletes the array, mv renames it
         assert info["xattr::zarr.shape"] == "[30, 40]"
         assert int(info["standard::allocated-size"]) == os.stat(m / "temperature.bin").st_blocks * 512
-        assert gio_info(m / "raw")["access::can-write"] == "FALSE"
-        assert gio_info(m / "temperature.json")["access::can-write"] == "FALSE"
+        assert gio_info(m / "raw")["access::can-write"] == "TRUE"  # new folders, arrays from .npy files
+        assert gio_info(m / "temperature.json")["access::can-write"] == "TRUE"  # its attributes
+        assert gio_info(m / "temperature.mhd")["access::can-write"] == "FALSE"
