@@ -129,7 +129,7 @@ class NpyDraft:
             raise InvalidNodeError(f"{self.path}: not an .npy header: {e}") from None
         self.documents = npy_documents(dtype, shape, fortran, self.editor.zarr_format)
         meta = check(self.documents, f"{self.path}: .npy header")
-        self.staging = self.editor.store.begin_node(self.store_path)
+        self.staging = self.editor.begin(self.store_path)
         raw = RawFile(open_array(self.editor.store, self.staging, meta, self.cache), writable=True)
         self.file = PrefixedFile(raw, bytes(self.head[:header]), self.path)
         head, self.head = bytes(self.head), bytearray()

@@ -12,7 +12,7 @@ import logging
 import threading
 
 from . import newnode, nodes, reconsolidate
-from .errors import StoreError
+from .errors import RefusedError, StoreError
 from .reconsolidate import Edit
 
 log = logging.getLogger(__name__)
@@ -34,8 +34,18 @@ class Editor:
 
     def make(self, path: str, documents: dict[str, bytes]) -> None:
         """A new node with these documents and nothing else (an empty array, a group)."""
-        staging = self.store.begin_node(path)
+        staging = self.begin(path)
         self.commit(staging, path, documents)
+
+    def begin(self, path: str) -> str:
+        """Where a new node's chunks are written before commit (store.begin_node)."""
+        self._supported("begin_node")
+        return self.store.begin_node(path)
+
+    def _supported(self, method: str) -> None:
+        if not hasattr(self.store, method):
+            raise RefusedError(f"this store cannot create, delete or move nodes yet ({type(self.store).__name__})",
+                               errno.EOPNOTSUPP)
 
     def commit(self, staging: str, path: str, documents: dict[str, bytes]) -> None:
         """Publish a node staged with begin_node (its chunks written below `staging`)."""
@@ -50,6 +60,7 @@ class Editor:
         log.info("created %s", path)
 
     def delete(self, path: str) -> None:
+        self._supported("delete_node")
         with self.lock:
             self.store.delete_node(path)
             self._reconsolidate(Edit(removed=[path]))
@@ -57,6 +68,7 @@ class Editor:
         log.info("deleted %s", path)
 
     def move(self, src: str, dst: str) -> None:
+        self._supported("move_node")
         with self.lock:
             self.store.move_node(src, dst)
             self._reconsolidate(Edit(moved=[(src, dst)]))
