@@ -5,11 +5,16 @@ import itertools
 
 import numpy as np
 import pytest
+import zarr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from zarrfs.array import open_array
+from zarrfs.cache import ChunkCache
 from zarrfs.holes import SEEK_DATA, SEEK_HOLE, Presence, SeekError, coords_of, seek
-from zarrfs.metadata import ChunkKeyEncoding
+from zarrfs.metadata import ChunkKeyEncoding, parse_document
+from zarrfs.store import LocalStore
+from zarrfs.usage import Usage
 
 
 @st.composite
@@ -67,3 +72,22 @@ def test_chunk_keys_of_each_encoding():
     assert coords_of("c/3/0", default, (3, 3)) is None  # outside the grid
     assert coords_of("c/1", default, (3, 3)) is None
     assert coords_of("zarr.json", default, (3, 3)) is None
+
+
+def test_the_places_of_stored_chunks_are_kept_within_a_bound(tmp_path):
+    """SEEK_DATA needs where an array's chunks are stored: kept for many arrays, weighed by
+    their stored chunks, the oldest dropped past the bound, and found again when asked."""
+    root = tmp_path / "store"
+    group = zarr.open_group(str(root), mode="w", zarr_format=3)
+    for name in "abc":
+        group.create_array(name, shape=(64,), chunks=(8,), dtype="uint8", fill_value=0)[:32] = 1  # 4 chunks
+    store = LocalStore(str(root))
+    usage = Usage(store, presence_chunks=10)
+    metas = {name: parse_document((root / name / "zarr.json").read_bytes(), name) for name in "abc"}
+    arrays = {name: open_array(store, name, metas[name], ChunkCache(1 << 20)) for name in "abc"}
+    for name in "abc":
+        presence = usage.presence(name, metas[name], arrays[name])
+        assert presence.find(0, data=False) == 32  # the first element of a chunk not stored
+        assert usage.presences.weight <= 10
+    assert usage.presences.get("a") is None and usage.presences.get("c") is not None
+    assert usage.presence("a", metas["a"], arrays["a"]).find(0, data=False) == 32

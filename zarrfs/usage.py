@@ -10,6 +10,7 @@ opened), kept for the attribute lifetime and forgotten at once when the mount wr
 
 import threading
 import time
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -18,6 +19,8 @@ from .holes import Presence
 
 LIFETIME = 30.0  # seconds, as long as the kernel keeps attributes
 WARMERS = 16  # concurrent listings when a directory of arrays is listed from an object store
+STORED_ENTRIES = 1 << 17  # arrays whose figures are kept (a few hundred bytes each)
+PRESENCE_CHUNKS = 1 << 16  # stored chunks whose places are kept for SEEK_DATA (a few hundred bytes each)
 
 
 @dataclass(frozen=True)
@@ -26,27 +29,60 @@ class Stored:
     nbytes: int  # encoded bytes of its stored chunks (documents left out)
 
 
+class Expiring:
+    """key -> value until its deadline, least recently used first: past `limit` in weight the
+    oldest go, but never the newest, which a seek or listing is using."""
+
+    def __init__(self, limit: int):
+        self.limit, self.weight = limit, 0
+        self._items: OrderedDict = OrderedDict()  # key -> (deadline, value, weight)
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        with self._lock:
+            item = self._items.get(key)
+            if item is None or item[0] <= time.monotonic():
+                return None
+            self._items.move_to_end(key)
+            return item[1]
+
+    def put(self, key, value, lifetime: float, weight: int = 1) -> None:
+        with self._lock:
+            self._drop(key)
+            self._items[key] = (time.monotonic() + lifetime, value, weight)
+            self.weight += weight
+            while self.weight > self.limit and len(self._items) > 1:
+                self.weight -= self._items.popitem(last=False)[1][2]
+
+    def pop(self, key) -> None:
+        with self._lock:
+            self._drop(key)
+
+    def _drop(self, key) -> None:
+        item = self._items.pop(key, None)
+        if item is not None:
+            self.weight -= item[2]
+
+
 class Usage:
-    def __init__(self, store, lifetime: float = LIFETIME):
+    def __init__(self, store, lifetime: float = LIFETIME, presence_chunks: int = PRESENCE_CHUNKS):
         self.store = store
         self.lifetime = lifetime
-        self._stored: dict[str, tuple[float, Stored]] = {}
-        self._presence: dict[str, tuple[float, Presence]] = {}
-        self._lock = threading.Lock()
+        self._stored = Expiring(STORED_ENTRIES)
+        self.presences = Expiring(presence_chunks)  # weighed by stored chunks: memory stays bounded
 
     def of(self, path: str) -> Stored:
         """The stored state of the array at store path `path`."""
         cached = self._stored.get(path)
-        if cached is not None and cached[0] > time.monotonic():
-            return cached[1]
+        if cached is not None:
+            return cached
         newest = total = 0
         for relative, st in self.store.files(path, directories=True):  # a deleted chunk changes its directory
             newest = max(newest, st.st_mtime_ns)
             if relative not in nodes.DOCUMENT_NAMES and not relative.endswith("/"):
                 total += st.st_size
         stored = Stored(newest, total)
-        with self._lock:
-            self._stored[path] = (time.monotonic() + self.lifetime, stored)
+        self._stored.put(path, stored, self.lifetime)
         return stored
 
     def warm(self, paths: list[str]) -> None:
@@ -55,8 +91,7 @@ class Usage:
         store lists in microseconds: nothing to gain there."""
         if not getattr(self.store, "remote", False):
             return
-        now = time.monotonic()
-        cold = [p for p in paths if (cached := self._stored.get(p)) is None or cached[0] <= now]
+        cold = [p for p in paths if self._stored.get(p) is None]
         if len(cold) > 1:
             with ThreadPoolExecutor(min(WARMERS, len(cold)), thread_name_prefix="usage") as pool:
                 list(pool.map(self._try, cold))
@@ -70,17 +105,15 @@ class Usage:
     def presence(self, path: str, meta, array) -> Presence:
         """Which chunks of the array are stored: asked for by SEEK_DATA/SEEK_HOLE only, so kept
         apart from the listing's figures."""
-        cached = self._presence.get(path)
-        if cached is not None and cached[0] > time.monotonic():
-            return cached[1]
+        cached = self.presences.get(path)
+        if cached is not None:
+            return cached
         keys = (relative for relative, _ in self.store.files(path) if relative not in nodes.DOCUMENT_NAMES)
         presence = Presence.of_array(list(keys), meta, array)
-        with self._lock:
-            self._presence[path] = (time.monotonic() + self.lifetime, presence)
+        self.presences.put(path, presence, self.lifetime, 1 + len(presence.stored))
         return presence
 
     def forget(self, path: str) -> None:
         """The mount changed the array's stored values: look again next time."""
-        with self._lock:
-            self._stored.pop(path, None)
-            self._presence.pop(path, None)
+        self._stored.pop(path)
+        self.presences.pop(path)
