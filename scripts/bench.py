@@ -65,10 +65,10 @@ def mount_limit(raw: Path):
 
 
 @contextmanager
-def _mounted(command: list[str], name: str):
+def _mounted(command: list[str], name: str, log: Path | None = None):
     mnt = Path(tempfile.mkdtemp(prefix="zarrfs-bench-"))
     args = [a.replace("{mnt}", str(mnt)) for a in command]
-    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(log, "wb") if log else subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 20
         while not os.path.ismount(mnt):
@@ -289,10 +289,19 @@ def main(argv=None):
     parser.add_argument("--runs", type=int, default=5, help="interleaved rounds (every layout in each)")
     parser.add_argument("--layouts", default="zstd,sharded,blosc")
     parser.add_argument("--samples", type=int, default=100, help="random 4 KiB reads per run")
-    parser.add_argument("--listing", type=int, default=10000, help="arrays in the listing hierarchy (0: no listing)")
+    parser.add_argument("--listing", type=int, help="arrays in the listing hierarchy (0: no listing; default 10000, "
+                        "1000 for --store s3/http)")
     parser.add_argument("--workdir", help="where to build the arrays (default: a temporary directory)")
     parser.add_argument("--json", help="also write every round's figures to this file")
+    parser.add_argument("--store", choices=("local", "s3", "http"), default="local",
+                        help="s3: SeaweedFS, http: nginx, each in a network namespace of its own (bench_remote.py)")
+    parser.add_argument("--delay-ms", type=float, default=5.0, help="tc netem delay each way, for --store s3/http")
     args = parser.parse_args(argv)
+    if args.store != "local":
+        import bench_remote
+        args.listing = 1000 if args.listing is None else args.listing
+        return bench_remote.run(args)
+    args.listing = 10000 if args.listing is None else args.listing
     work = Path(args.workdir or tempfile.mkdtemp(prefix="zarrfs-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     try:

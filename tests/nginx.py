@@ -5,7 +5,9 @@ Always stopped, by its own PID."""
 import os
 import shutil
 import signal
+import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -27,7 +29,7 @@ http {{
     types {{ application/json json; }}
     default_type application/octet-stream;
     server {{
-        listen 127.0.0.1:{port};
+        listen {ip}:{port};
         root {root};
     }}
 }}
@@ -39,35 +41,44 @@ def nginx_binary() -> str:
 
 
 class Nginx:
-    def __init__(self, directory: Path, root: Path):
+    """`ip` and `wrapper` as for Seaweed: the bench runs it in a network namespace."""
+
+    def __init__(self, directory: Path, root: Path, ip: str = "127.0.0.1", wrapper: tuple = ()):
         self.directory, self.root = Path(directory), Path(root)
+        self.ip, self.wrapper = ip, tuple(wrapper)
         self.port = free_ports(1)[0]
         self.process = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.ip}:{self.port}"
 
     def start(self, timeout: float = 20.0) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         config = self.directory / "nginx.conf"
         user = "user root;\n" if os.geteuid() == 0 else ""  # workers must read the test's private files
-        config.write_text(CONFIG.format(user=user, dir=self.directory, port=self.port, root=self.root))
-        self.process = subprocess.Popen([nginx_binary(), "-c", str(config), "-p", str(self.directory)],
+        config.write_text(CONFIG.format(user=user, dir=self.directory, ip=self.ip, port=self.port, root=self.root))
+        self.process = subprocess.Popen([*self.wrapper, nginx_binary(), "-c", str(config), "-p", str(self.directory)],
                                         stdout=subprocess.DEVNULL, stderr=open(self.directory / "stderr", "wb"),
                                         start_new_session=True)
         deadline = time.monotonic() + timeout
-        import socket
         while True:
             if self.process.poll() is not None:
                 raise RuntimeError(f"nginx exited: {(self.directory / 'stderr').read_text()}")
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                self._probe()
                 return
-            except OSError:
+            except (OSError, subprocess.CalledProcessError):
                 if time.monotonic() > deadline:
                     raise TimeoutError("nginx did not start") from None
                 time.sleep(0.05)
+
+    def _probe(self) -> None:
+        if self.wrapper:  # its address is inside a namespace: look from there
+            subprocess.run([*self.wrapper, sys.executable, "-c", f"import socket; socket.create_connection("
+                            f"({self.ip!r}, {self.port}), timeout=0.5).close()"], check=True, capture_output=True)
+        else:
+            socket.create_connection((self.ip, self.port), timeout=0.5).close()
 
     def requests(self) -> list[str]:
         """The access log's request lines so far: 'GET /path HTTP/1.1' and its status."""

@@ -35,14 +35,18 @@ def free_ports(count: int) -> list[int]:
 
 
 class Seaweed:
-    def __init__(self, directory: Path):
+    """`ip`: the address it binds (loopback, or a network namespace's); `wrapper`: a command
+    that runs it, e.g. ("ip", "netns", "exec", NAME) for the bench's namespace."""
+
+    def __init__(self, directory: Path, ip: str = "127.0.0.1", wrapper: tuple = ()):
         self.directory = Path(directory)
+        self.ip, self.wrapper = ip, tuple(wrapper)
         self.process = None
         self.ports: dict[str, int] = {}
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.ports['s3']}"
+        return f"http://{self.ip}:{self.ports['s3']}"
 
     def start(self, timeout: float = 60.0) -> None:
         data = self.directory / "data"
@@ -56,7 +60,7 @@ class Seaweed:
             for service in SERVICES:
                 self.ports[service], self.ports[f"{service}.grpc"] = next(numbers), next(numbers)
             self.ports["webdav"] = next(numbers)
-        args = [WEED, "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-admin.ui=false",
+        args = [*self.wrapper, WEED, "mini", f"-dir={data}", f"-ip={self.ip}", f"-ip.bind={self.ip}", "-admin.ui=false",
                 f"-s3.config={config}", f"-bucket={BUCKET}", "-s3.port.iceberg=0", "-s3.port.lance=0"]
         args += [f"-{name}.port={port}" if "." not in name else f"-{name.split('.')[0]}.port.grpc={port}"
                  for name, port in self.ports.items()]

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).parent.parent / "scripts" / "bench.py"
 LAYOUTS = ["zstd", "sharded", "blosc"]
 
@@ -29,4 +31,18 @@ def test_bench_smoke_run(tmp_path):
         assert low <= median <= high
     rounds = json.loads((tmp_path / "rounds.json").read_text())
     assert sorted(rounds) == sorted(LAYOUTS) and all(len(rs) == 2 for rs in rounds.values())
+    assert not [line for line in Path("/proc/mounts").read_text().splitlines() if "zarrfs-bench" in line]
+
+
+@pytest.mark.parametrize("store", ["s3", "http"])
+def test_remote_bench_smoke_run(tmp_path, store):
+    """The object-store bench: its server in a network namespace it makes and removes."""
+    result = subprocess.run([sys.executable, str(BENCH), "--store", store, "--size-mib", "2", "--runs", "1",
+                             "--samples", "5", "--listing", "20", "--layouts", "zstd,sharded", "--workdir", str(tmp_path)],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    for row in ["tensorstore read", "zarr-python read", "zarrfs cold read", "4 KiB pread p50", "peak RSS",
+                "20 arrays with consolidated metadata: requests to open {'GET': 1}"]:
+        assert row in result.stdout, (row, result.stdout)
+    assert "zarrfs-bench" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not [line for line in Path("/proc/mounts").read_text().splitlines() if "zarrfs-bench" in line]
