@@ -32,7 +32,8 @@ NOT_FOUND = (NotFoundError, FileNotFoundError)  # obstore raises the builtin for
 
 from .beneath import key_parts
 from .errors import ConflictError, StoreError
-from .store import ByteRange, Range, Staged, Suffix
+from . import objecttree
+from .store import TEMP_PREFIX, ByteRange, Range, Staged, Suffix
 
 log = logging.getLogger(__name__)
 
@@ -172,10 +173,11 @@ class ObjectStore:
         return None if meta is None else self._file_stat(meta["size"], meta["last_modified"])
 
     def list_dir(self, prefix: str) -> list[str]:
+        """Names directly below `prefix`, without staged nodes (objecttree.py)."""
         if not self.can_list:
             return []
         listing = self._listing(prefix)
-        return sorted({*listing.objects, *listing.prefixes})
+        return sorted(name for name in {*listing.objects, *listing.prefixes} if not name.startswith(TEMP_PREFIX))
 
     def files(self, prefix: str, directories: bool = False):
         """(key relative to `prefix`, stat) of every object below `prefix`, from one recursive
@@ -189,7 +191,8 @@ class ObjectStore:
             for page in obstore.list(self.store, f"{prefix}/" if prefix else None, chunk_size=1000):
                 for meta in page:
                     relative = meta["path"][len(prefix) + 1:] if prefix else meta["path"]
-                    yield relative, self._file_stat(meta["size"], meta["last_modified"])
+                    if not any(part.startswith(TEMP_PREFIX) for part in relative.split("/")):
+                        yield relative, self._file_stat(meta["size"], meta["last_modified"])
         except NOT_FOUND:
             return
         except Exception as e:
@@ -294,6 +297,34 @@ class ObjectStore:
 
     def delete(self, key: str) -> None:
         self.publish([self.stage(key, None)])
+
+    # whole nodes (see objecttree.py for what each step makes visible)
+
+    def begin_node(self, path: str) -> str:
+        return objecttree.begin_node(self, path)
+
+    def commit_node(self, staging: str, path: str, documents: dict[str, bytes]) -> None:
+        objecttree.commit_node(self, staging, path, documents)
+
+    def abort_node(self, staging: str) -> None:
+        objecttree.abort_node(self, staging)
+
+    def delete_node(self, path: str) -> None:
+        objecttree.delete_node(self, path)
+
+    def move_node(self, src: str, dst: str) -> None:
+        objecttree.move_node(self, src, dst)
+
+    def _forget_prefix(self, prefix: str) -> None:
+        """Everything remembered of keys below `prefix`, and of its parent's listing."""
+        below = f"{prefix}/"
+        with self._lock:
+            for cache in (self._documents, self._listings, self._etags):
+                for key in [k for k in cache if k == prefix or k.startswith(below)]:
+                    del cache[key]
+            self._listings.pop(prefix.rpartition("/")[0], None)
+
+    error = staticmethod(lambda what, key, e: _store_error(what, key, e))
 
     def remove_temporaries(self) -> int:
         return 0  # PUTs are atomic: nothing is ever left half-written

@@ -1,0 +1,128 @@
+"""Whole nodes in an object store: create, delete and move a node, which means every key below
+its prefix. An object store has no rename, so each step is ordered so that a node is seen
+whole or not at all, by the rule that a node exists when its document does:
+
+- create: the chunks written under a staging prefix beside the target (`.zarrfs-tmp-node-*`,
+  never listed) are copied into place server-side, then the documents are PUT with
+  If-None-Match: the node appears with its last document, all its chunks already there.
+- delete: the documents go first (the node vanishes at once), then the chunks.
+- move: copy the chunks, then the documents (the new node appears whole), then delete the old
+  documents (the old node vanishes) and its chunks. For a moment both names show the node.
+
+Not atomic: an interruption between the steps leaves chunks with no document (staged, copied or
+left behind). They are never listed as nodes, and never taken over: a name that holds any key
+is refused (EEXIST). They are not removed at the next mount either: finding them would mean
+listing the whole bucket, and a prefix without a document may belong to another program.
+"""
+
+import errno
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import obstore
+
+from .errors import StoreError
+from .nodes import DOCUMENT_NAMES
+from .store import TEMP_PREFIX
+
+WORKERS = 16  # concurrent copies and deletions
+
+
+def begin_node(store, path: str) -> str:
+    store._check_writable(path)
+    parent = path.rpartition("/")[0]
+    return "/".join(filter(None, [parent, f"{TEMP_PREFIX}node-{uuid.uuid4().hex[:12]}"]))
+
+
+def commit_node(store, staging: str, path: str, documents: dict[str, bytes]) -> None:
+    store._check_writable(path)
+    if _keys(store, path):
+        raise StoreError(f"cannot create {path!r}: something is stored there already", errno.EEXIST)
+    _copy(store, {f"{staging}/{key}": f"{path}/{key}" for key in _keys(store, staging)})
+    _put_documents(store, path, documents)
+    _delete(store, [f"{staging}/{key}" for key in _keys(store, staging)])
+    store._forget_prefix(path)
+
+
+def abort_node(store, staging: str) -> None:
+    _delete(store, [f"{staging}/{key}" for key in _keys(store, staging)])
+    store._forget_prefix(staging)
+
+
+def delete_node(store, path: str) -> None:
+    store._check_writable(path)
+    if not path:
+        raise StoreError("the root cannot be deleted", errno.EPERM)
+    keys = _keys(store, path)
+    documents = [key for key in keys if key in DOCUMENT_NAMES]
+    _delete(store, [f"{path}/{key}" for key in documents])  # the node vanishes here
+    _delete(store, [f"{path}/{key}" for key in keys if key not in DOCUMENT_NAMES])
+    store._forget_prefix(path)
+
+
+def move_node(store, src: str, dst: str) -> None:
+    store._check_writable(dst)
+    keys = _keys(store, src)
+    if not keys:
+        raise StoreError(f"cannot move {src!r}: no such node", errno.ENOENT)
+    if _keys(store, dst):
+        raise StoreError(f"cannot move {src!r} to {dst!r}: something is stored there already", errno.EEXIST)
+    own = [key for key in keys if key in DOCUMENT_NAMES]  # the node's own documents, at its top
+    _copy(store, {f"{src}/{key}": f"{dst}/{key}" for key in keys if key not in own})
+    _put_documents(store, dst, {key: store.get(f"{src}/{key}") for key in own})
+    _delete(store, [f"{src}/{key}" for key in own])
+    _delete(store, [f"{src}/{key}" for key in keys if key not in own])
+    store._forget_prefix(src)
+    store._forget_prefix(dst)
+
+
+def _keys(store, prefix: str) -> list[str]:
+    """Every key below `prefix` (relative to it), staged ones included."""
+    try:
+        return [meta["path"][len(prefix) + 1:] for page in obstore.list(store.store, f"{prefix}/", chunk_size=1000)
+                for meta in page]
+    except FileNotFoundError:
+        return []
+    except Exception as e:
+        raise store.error("cannot list", prefix, e) from None
+
+
+def _put_documents(store, path: str, documents: dict[str, bytes]) -> None:
+    """Each document with If-None-Match: a name another writer took meanwhile is EEXIST."""
+    for name, data in documents.items():
+        key = f"{path}/{name}" if path else name
+        try:
+            obstore.put(store.store, key, data, mode="create", use_multipart=False)
+        except Exception as e:
+            if type(e).__name__ in ("AlreadyExistsError", "PreconditionError"):
+                raise StoreError(f"cannot create {path!r}: another writer created it meanwhile", errno.EEXIST) from None
+            raise store.error("cannot write", key, e) from None
+
+
+def _copy(store, pairs: dict[str, str]) -> None:
+    def copy(pair):
+        try:
+            obstore.copy(store.store, pair[0], pair[1], overwrite=True)
+        except Exception as e:
+            raise store.error(f"cannot copy {pair[0]!r} to", pair[1], e) from None
+    _run(copy, list(pairs.items()))
+
+
+def _delete(store, keys: list[str]) -> None:
+    def delete(key):
+        try:
+            obstore.delete(store.store, key)
+        except FileNotFoundError:
+            pass
+        except Exception as e:
+            raise store.error("cannot delete", key, e) from None
+    _run(delete, keys)
+
+
+def _run(fn, items: list) -> None:
+    if len(items) <= 1:
+        for item in items:
+            fn(item)
+        return
+    with ThreadPoolExecutor(min(WORKERS, len(items)), thread_name_prefix="tree") as pool:
+        list(pool.map(fn, items))
