@@ -149,3 +149,31 @@ def test_a_credentials_file_must_be_private(seaweed, tmp_path, monkeypatch):
     credentials.chmod(0o600)
     store = open_store(seaweed.url(prefix), False, options)
     assert store.get("zarr.json") is not None
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["chunk", "inner chunk"])
+def test_two_writers_of_disjoint_elements_of_one_chunk_both_persist(seaweed, caplog, sharded):
+    """Within one chunk (or one inner chunk of a shard): this mount writes the first half, the
+    other machine the second half just before this mount's PUT. The conflict merges elements."""
+    prefix = unique_prefix("elements")
+    shards = {"shards": (16,)} if sharded else {}
+    zarr.create_array(seaweed.zarr_store(prefix), shape=(16,), chunks=(8,), dtype="i4", **shards)[...] = 5
+    store = object_store(seaweed, prefix)
+    raw = open_raw_file(store)
+    raw.write(0, np.full(4, 1, "<i4").tobytes())  # elements 0-3 of chunk 0
+
+    class OtherMachineFirst(ObjectStore):
+        raced = False
+
+        def publish(self, staged):
+            if not self.raced:
+                self.raced = True
+                zarr.open_array(seaweed.zarr_store(prefix), mode="r+")[4:8] = 2  # elements 4-7, same chunk
+            super().publish(staged)
+
+    store.__class__ = OtherMachineFirst
+    with caplog.at_level(logging.WARNING):
+        raw.array.flush()
+    stored = zarr.open_array(seaweed.zarr_store(prefix), mode="r")[...]
+    assert stored.tolist() == [1] * 4 + [2] * 4 + [5] * 8
+    assert "changed by another writer" in caplog.text

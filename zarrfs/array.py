@@ -29,6 +29,7 @@ from .errors import ConflictError, CorruptChunkError
 from .geometry import Box, box_shape, chunk_parts, grid_shape
 from .metadata import ArrayMetadata
 from .sharding import ShardChunks
+from .written import WrittenMasks, overlay
 from .store import ByteRange, LocalStore, Range, Staged
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,10 @@ class StoreChunks:
     @property
     def batched_reads(self) -> bool:
         return getattr(self.store, "batched_reads", False)
+
+    @property
+    def remote(self) -> bool:
+        return getattr(self.store, "remote", False)
 
     def read_many(self, coords_list: list[tuple], max_bytes: int) -> dict:
         """{coords: bytes, or None if not stored} for each chunk, fetched concurrently (see
@@ -107,6 +112,8 @@ class Array:
         self._dirty_shards: set[tuple] = set()
         self._flushing_shards: set[tuple] = set()
         self._written_whole: set[tuple] = set()  # dirty chunks that no stored data went into
+        # remote stores, which other machines write too: the elements written here (written.py)
+        self._written = WrittenMasks(self.spec.shape) if getattr(source, "remote", False) else None
 
     @property
     def dtype(self) -> np.dtype:
@@ -250,7 +257,8 @@ class Array:
         source = ShardChunks(lambda byte_range: self.source.read(coords, byte_range), self.sharding, key,
                              read_ranges=lambda ranges: self.source.read_ranges(coords, ranges),
                              batched_reads=isinstance(self.source, StoreChunks) and self.source.batched_reads,
-                             index_ttl=getattr(getattr(self.source, "store", None), "metadata_ttl", None))
+                             index_ttl=getattr(getattr(self.source, "store", None), "metadata_ttl", None),
+                             remote=getattr(self.source, "remote", False))
         return Array(shape, self.sharding.inner_chunk_shape, self.sharding.inner_chain, source,
                      self.shared, self.cache_key + (coords,))
 
@@ -290,6 +298,8 @@ class Array:
             if chunk is None:
                 chunk = self._make_dirty(part)
             chunk[part.chunk_box] = values[part.out_box]
+            if self._written is not None:
+                self._written.mark(part.coords, part.chunk_box, part.complete)
 
     def _make_dirty(self, part) -> np.ndarray:
         if part.complete and self._inside(part.coords):
@@ -329,6 +339,22 @@ class Array:
                 if attempt + 1 == CONFLICT_RETRIES:
                     raise
                 log.warning("%s: %s; merging and writing again", self.shared.name, e)
+                self._merge_stored(set(e.keys))
+
+    def _merge_stored(self, keys: set[str] | None) -> None:
+        """After a conflict: each chunk written here only in part (of `keys`, or all of them)
+        takes the elements it did not write from the chunk as stored now."""
+        if self._written is not None:
+            for coords, _ in self._written.partial():
+                if keys is None or self.source.key(coords) in keys:
+                    stored = self._decode(self.source.read(coords), None)  # the new version, read whole
+                    with self.shared.lock:
+                        chunk, mask = self._dirty.get(coords), self._written.mask(coords)
+                        if chunk is not None and mask is not None:  # still written only in part
+                            overlay(stored, self.spec.fill_value, chunk, mask)
+        for coords in list(self._dirty_shards):
+            if keys is None or self.source.key(coords) in keys:
+                self._shards[coords]._merge_stored(None)
 
     def _flush_once(self, whole_only: bool) -> None:
         with self.shared.flush_lock:
@@ -424,6 +450,8 @@ class Array:
         for coords, chunk in self._flushing.items():
             rewritten = coords in self._dirty
             if committed and not rewritten:
+                if self._written is not None:
+                    self._written.stored(coords)
                 if coords not in self._written_whole:
                     self.shared.cache.put(self.cache_key + (coords,), chunk)
                 self._written_whole.discard(coords)

@@ -64,7 +64,12 @@ class HeaderWriteError(ZarrfsError):
 
 
 class ConflictError(StoreError):
-    """A conditional write found the value changed by another writer since it was read."""
+    """A conditional write found the value changed by another writer since it was read; `keys`
+    names the values."""
+
+    def __init__(self, message: str, os_errno: int | None = None, keys: tuple = ()):
+        super().__init__(message, os_errno)
+        self.keys = tuple(keys)
 
 
 class RefusedError(ZarrfsError):

@@ -257,7 +257,7 @@ class ObjectStore:
             raise failures[0]
         if conflicts:
             raise ConflictError(f"changed by another writer meanwhile: {', '.join(conflicts[:5])}"
-                                f"{' ...' if len(conflicts) > 5 else ''}", errno.EAGAIN)
+                                f"{' ...' if len(conflicts) > 5 else ''}", errno.EAGAIN, conflicts)
 
     def _publish_one(self, staged: Staged) -> tuple[str, StoreError | None]:
         key, data = staged

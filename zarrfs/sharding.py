@@ -69,7 +69,7 @@ class ShardChunks:
 
     def __init__(self, read_value: Callable[[ByteRange], bytes | None], codec, key: str,
                  read_ranges: Callable[[list[Range]], list[bytes] | None] | None = None, batched_reads: bool = False,
-                 index_ttl: float | None = None):
+                 index_ttl: float | None = None, remote: bool = False):
         self.read_value = read_value
         self.read_ranges = read_ranges  # several ranges of the shard in one call (batchread.py)
         self.batched_reads = batched_reads and read_ranges is not None
@@ -80,6 +80,7 @@ class ShardChunks:
         # Another machine may rewrite a shard in an object store: its index is read again after
         # this many seconds (the store's metadata_ttl). None: kept until this mount rewrites it.
         self.index_ttl = index_ttl
+        self.remote = remote  # written by other machines too: its writers keep written masks
         self._loaded_at = 0.0
 
     def key(self, coords: tuple[int, ...]) -> str:

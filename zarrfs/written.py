@@ -1,0 +1,53 @@
+"""Which elements of each dirty chunk this mount wrote, so that a conflict merges elements.
+
+On an object store shared by several machines, a conditional PUT can find that another machine
+changed the chunk since this mount read it (ConflictError). The flush then reads the chunk as
+now stored and keeps, of its own copy, only the elements written here: two machines writing
+disjoint elements of one chunk (or one inner chunk) both persist; where both wrote the same
+element, the last PUT wins.
+
+Only arrays on remote stores keep masks (a bool per element of a partly written chunk, none for
+a chunk written whole), and only until the chunk is stored.
+"""
+
+import numpy as np
+
+WHOLE = True  # the chunk was written whole: every element is this mount's
+
+
+class WrittenMasks:
+    def __init__(self, chunk_shape: tuple):
+        self.chunk_shape = chunk_shape
+        self._masks: dict[tuple, np.ndarray | bool] = {}
+
+    def mark(self, coords: tuple, chunk_box, complete: bool) -> None:
+        if complete:
+            self._masks[coords] = WHOLE
+            return
+        mask = self._masks.get(coords)
+        if mask is WHOLE:
+            return
+        if mask is None:
+            mask = self._masks[coords] = np.zeros(self.chunk_shape, bool)
+        mask[chunk_box] = True
+
+    def stored(self, coords: tuple) -> None:
+        """The chunk as written here is stored: nothing left to merge."""
+        self._masks.pop(coords, None)
+
+    def mask(self, coords: tuple) -> np.ndarray | None:
+        """The chunk's mask while it is written only in part, else None."""
+        mask = self._masks.get(coords)
+        return None if mask is None or mask is WHOLE else mask
+
+    def partial(self) -> list[tuple[tuple, np.ndarray]]:
+        """(coords, mask) of every chunk written only in part."""
+        return [(coords, mask) for coords, mask in self._masks.items() if mask is not WHOLE]
+
+
+def overlay(stored: np.ndarray | None, fill_value, mine: np.ndarray, mask: np.ndarray) -> None:
+    """`mine` becomes the stored chunk (or fill, where none is stored) with the elements under
+    `mask` kept from `mine`."""
+    base = np.full(mine.shape, fill_value, mine.dtype) if stored is None else stored.copy()
+    base[mask] = mine[mask]
+    mine[...] = base
