@@ -243,3 +243,40 @@ def test_another_machines_writes_are_seen_after_metadata_ttl(seaweed, tmp_path):
         other[...] = np.arange(64, dtype="u1")  # new shards, with inner chunks at new offsets
         wait_for(lambda: np.fromfile(m / "a.bin", "u1").tolist() == list(range(64)), timeout=10,
                  what="the other writer's values")
+
+
+@pytest.mark.parametrize("consolidated", [False, True])
+def test_shaping_the_hierarchy_in_a_bucket(seaweed, tmp_path, consolidated):
+    """The file-manager flow on an object store: new folder, cp of an .npy, rename, attribute
+    edit, delete; zarr-python sees each step, consolidated metadata included."""
+    import warnings
+    prefix = unique_prefix("shape")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zarr.open_group(seaweed.zarr_store(prefix), mode="w").create_array("a", shape=(4,), dtype="u1")
+        if consolidated:
+            zarr.consolidate_metadata(seaweed.zarr_store(prefix))
+
+    def members():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            opened = zarr.open_consolidated(seaweed.zarr_store(prefix)) if consolidated else \
+                zarr.open_group(seaweed.zarr_store(prefix), mode="r", use_consolidated=False)
+            return sorted(name for name, _ in opened.members(max_depth=None))
+
+    frames = np.arange(3 * 50 * 40, dtype="<u2").reshape(3, 50, 40)
+    np.save(tmp_path / "frames.npy", frames)
+    with mount_s3(seaweed, prefix, tmp_path, "metadata_ttl=0") as m:
+        (m / "raw").mkdir()
+        subprocess.run(["cp", str(tmp_path / "frames.npy"), str(m / "raw")], check=True)
+        assert members() == ["a", "raw", "raw/frames"]
+        subprocess.run(["mv", str(m / "raw/frames.bin"), str(m / "raw/stack.bin")], check=True)
+        subprocess.run(["setfattr", "-n", "user.zarr.attr.units", "-v", '"counts"', str(m / "raw/stack.bin")],
+                       check=True)
+        assert members() == ["a", "raw", "raw/stack"]
+        stack = zarr.open_array(seaweed.zarr_store(prefix + "/raw/stack"), mode="r")
+        assert np.array_equal(stack[...], frames) and stack.attrs["units"] == "counts"
+        os.remove(m / "raw/stack.bin")
+        os.rmdir(m / "raw")
+        assert members() == ["a"]
+    assert _keys(seaweed, prefix) == sorted(["a/zarr.json", "zarr.json"])

@@ -7,15 +7,36 @@ import os
 
 import pytest
 
+from seaweed import unique_prefix
 from zarrfs.errors import StoreError
+from zarrfs.objectstore import ObjectStore
 from zarrfs.store import TEMP_PREFIX, LocalStore
 
 
-@pytest.fixture(params=["local"])
+@pytest.fixture(params=["local", "s3"])
 def store(request, tmp_path):
+    if request.param == "s3":  # a real S3-compatible server (SeaweedFS), a fresh prefix per test
+        seaweed = request.getfixturevalue("seaweed")
+        prefix = unique_prefix("nodes")
+        return ObjectStore(seaweed.store(prefix), seaweed.url(prefix))
+    return local(tmp_path)
+
+
+@pytest.fixture
+def local_store(tmp_path):
+    return local(tmp_path)
+
+
+def local(tmp_path) -> LocalStore:
     root = tmp_path / "store"
     root.mkdir()
     return LocalStore(str(root))
+
+
+def read_only_twin(store):
+    if isinstance(store, ObjectStore):
+        return ObjectStore(store.store, store.root, read_only=True)
+    return LocalStore(store.root, read_only=True)
 
 
 def keys(store, prefix=""):
@@ -87,7 +108,7 @@ def test_move_carries_every_key_and_refuses_an_existing_target(store):
 
 def test_read_only_stores_refuse_every_change(tmp_path, store):
     make(store, "a", {"zarr.json": b"a"})
-    read_only = LocalStore(store.root, read_only=True)
+    read_only = read_only_twin(store)
     for change in (lambda: read_only.begin_node("b"), lambda: read_only.delete_node("a"),
                    lambda: read_only.move_node("a", "b")):
         with pytest.raises(StoreError) as raised:
@@ -96,9 +117,10 @@ def test_read_only_stores_refuse_every_change(tmp_path, store):
     assert keys(store) == ["a/zarr.json"]
 
 
-def test_interrupted_creations_and_deletions_are_cleaned_at_the_next_mount(store):
+def test_interrupted_creations_and_deletions_are_cleaned_at_the_next_mount(local_store):
     """What a kill -9 leaves: a staged node never committed, a deleted node renamed aside but
     not removed. Neither is listed; remove_temporaries removes both."""
+    store = local_store
     make(store, "g", {"zarr.json": b"g"})
     staging = store.begin_node("g/new")
     store.set(f"{staging}/c/0", b"x")
@@ -110,7 +132,8 @@ def test_interrupted_creations_and_deletions_are_cleaned_at_the_next_mount(store
     assert sorted(os.listdir(os.path.join(root, "g"))) == ["zarr.json"]
 
 
-def test_node_removal_follows_no_symlink(store, tmp_path):
+def test_node_removal_follows_no_symlink(local_store, tmp_path):
+    store = local_store
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "precious").write_bytes(b"keep")
@@ -118,3 +141,24 @@ def test_node_removal_follows_no_symlink(store, tmp_path):
     os.symlink(outside, os.path.join(store.root, "a", "link"))
     store.delete_node("a")
     assert (outside / "precious").read_bytes() == b"keep" and keys(store) == []
+
+
+def test_an_object_stores_interrupted_creations_and_deletions_are_finished_later(seaweed):
+    """What a killed mount leaves in an object store: a staged node never committed, and a
+    deletion cut short after its node vanished (its tombstone and a chunk left). Neither is
+    listed; clean_leftovers (run in the background at mount) removes both once they are stale,
+    and never a node whose deletion failed before it vanished."""
+    from zarrfs import objecttree
+    prefix = unique_prefix("leftovers")
+    store = ObjectStore(seaweed.store(prefix), seaweed.url(prefix))
+    make(store, "g", {"zarr.json": b"g"})
+    staging = store.begin_node("g/new")
+    store.set(f"{staging}/c/0", b"x")
+    store.set(f"g/old/{objecttree.TOMBSTONE}", b"")
+    store.set("g/old/c/0", b"left behind")
+    make(store, "g/alive", {"zarr.json": b"a"})
+    store.set(f"g/alive/{objecttree.TOMBSTONE}", b"")  # its deletion failed before the document went
+    assert store.list_dir("g") == ["alive", "old", "zarr.json"]  # a prefix with chunks only: not a node
+    assert objecttree.clean_leftovers(store, stale=3600) == 0  # another machine may be at it
+    assert objecttree.clean_leftovers(store, stale=0) == 3
+    assert keys(store) == ["g/alive/zarr.json", "g/zarr.json"]

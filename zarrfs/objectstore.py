@@ -327,7 +327,20 @@ class ObjectStore:
     error = staticmethod(lambda what, key, e: _store_error(what, key, e))
 
     def remove_temporaries(self) -> int:
-        return 0  # PUTs are atomic: nothing is ever left half-written
+        """Leftovers of interrupted node operations are cleaned in the background (it takes a
+        LIST of the whole store, which must not hold up the mount); PUTs themselves are atomic
+        and leave nothing half-written. Returns 0: the cleaner logs what it removes."""
+        threading.Thread(target=self._clean_leftovers, name="leftovers", daemon=True).start()
+        return 0
+
+    def _clean_leftovers(self) -> None:
+        try:
+            removed = objecttree.clean_leftovers(self)
+        except Exception as e:
+            log.warning("%s: cannot look for leftovers of interrupted operations: %s", self.root, e)
+        else:
+            if removed:
+                log.warning("%s: removed %d leftovers of interrupted creations and deletions", self.root, removed)
 
     def _check_writable(self, key: str) -> None:
         if self.read_only:

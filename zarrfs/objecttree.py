@@ -11,11 +11,15 @@ whole or not at all, by the rule that a node exists when its document does:
 
 Not atomic: an interruption between the steps leaves chunks with no document (staged, copied or
 left behind). They are never listed as nodes, and never taken over: a name that holds any key
-is refused (EEXIST). They are not removed at the next mount either: finding them would mean
-listing the whole bucket, and a prefix without a document may belong to another program.
+is refused (EEXIST). A deletion first PUTs a tombstone (`NODE/.zarrfs-tmp-deleted`) and removes
+it last, so what an interrupted one leaves is known to be ours: at the next mount,
+clean_leftovers finishes it, and removes staged prefixes, once they have been untouched for an
+hour (another machine may be in the middle of one). Copies left by an interrupted move have no
+mark and stay.
 """
 
 import errno
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
@@ -26,6 +30,8 @@ from .nodes import DOCUMENT_NAMES
 from .store import TEMP_PREFIX
 
 WORKERS = 16  # concurrent copies and deletions
+TOMBSTONE = f"{TEMP_PREFIX}deleted"
+STALE = 3600.0  # seconds untouched before a leftover is taken for an interrupted mount's
 
 
 def begin_node(store, path: str) -> str:
@@ -54,10 +60,46 @@ def delete_node(store, path: str) -> None:
     if not path:
         raise StoreError("the root cannot be deleted", errno.EPERM)
     keys = _keys(store, path)
+    if not keys:
+        raise StoreError(f"cannot delete {path!r}: no such node", errno.ENOENT)
+    try:
+        obstore.put(store.store, f"{path}/{TOMBSTONE}", b"", use_multipart=False)
+    except Exception as e:
+        raise store.error("cannot delete", path, e) from None
     documents = [key for key in keys if key in DOCUMENT_NAMES]
     _delete(store, [f"{path}/{key}" for key in documents])  # the node vanishes here
-    _delete(store, [f"{path}/{key}" for key in keys if key not in DOCUMENT_NAMES])
+    _delete(store, [f"{path}/{key}" for key in keys if key not in DOCUMENT_NAMES and key != TOMBSTONE])
+    _delete(store, [f"{path}/{TOMBSTONE}"])
     store._forget_prefix(path)
+
+
+def clean_leftovers(store, stale: float = STALE) -> int:
+    """Finish what interrupted mounts left (see the module's docstring); returns how many
+    leftovers were removed. One recursive LIST of the store, keeping only the marked prefixes."""
+    staged: dict[str, float] = {}  # staging prefix -> newest modification time below it
+    tombstones: dict[str, float] = {}  # deleted node -> when its tombstone was put
+    for page in obstore.list(store.store, None, chunk_size=1000):
+        for meta in page:
+            parts, when = meta["path"].split("/"), meta["last_modified"].timestamp()
+            for i, part in enumerate(parts):
+                if part == TOMBSTONE and i == len(parts) - 1:
+                    tombstones["/".join(parts[:i])] = when
+                elif part.startswith(TEMP_PREFIX):
+                    root = "/".join(parts[:i + 1])
+                    staged[root] = max(staged.get(root, 0.0), when)
+                    break
+    now, removed = time.time(), 0
+    for root in [r for r, when in staged.items() if now - when > stale]:
+        abort_node(store, root)
+        removed += 1
+    for root in [r for r, when in tombstones.items() if now - when > stale]:
+        keys = _keys(store, root)
+        if not any(key in DOCUMENT_NAMES for key in keys):  # the node had vanished: finish the deletion
+            _delete(store, [f"{root}/{key}" for key in keys if key != TOMBSTONE])
+        _delete(store, [f"{root}/{TOMBSTONE}"])
+        store._forget_prefix(root)
+        removed += 1
+    return removed
 
 
 def move_node(store, src: str, dst: str) -> None:

@@ -75,7 +75,10 @@ class Shaping:
         if not entry.node.path:
             raise RefusedError("the root group cannot be removed", errno.EBUSY)
         held = [n for n, e in self.hierarchy.entries_of(entry).items() if e.kind != DOCUMENT]
-        held += sorted(set(self.ops.store.list_dir(entry.node.path)) - nodes.DOCUMENT_NAMES - set(held))
+        # anything stored below, a node's or not (keys, not names: a filer-backed object store such
+        # as SeaweedFS lists a directory its objects have left)
+        stored = {key.split("/")[0] for key, _ in self.ops.store.files(entry.node.path)}
+        held += sorted(stored - nodes.DOCUMENT_NAMES - set(held))
         held += [p for p in self.drafts if p.startswith(path + "/")]
         if held:
             raise RefusedError(f"{path}: the group holds {held[0]!r}", errno.ENOTEMPTY)
