@@ -278,5 +278,5 @@ def test_shaping_the_hierarchy_in_a_bucket(seaweed, tmp_path, consolidated):
         assert np.array_equal(stack[...], frames) and stack.attrs["units"] == "counts"
         os.remove(m / "raw/stack.bin")
         os.rmdir(m / "raw")
-        assert members() == ["a"]
+        assert members() == ["a"] and "raw" not in os.listdir(m.path)
     assert _keys(seaweed, prefix) == sorted(["a/zarr.json", "zarr.json"])
