@@ -121,3 +121,29 @@ def test_exec_start_notifies_ready_when_live_and_stopping_on_sigterm(store, tmp_
         sock.close()
     values = np.asarray(zarr.open_array(str(store))[...])
     assert values[10] == -7 and values[99] == 5
+
+
+def test_mount_t_fuse_zarrfs_of_a_bucket_with_a_credentials_file(seaweed, tmp_path):
+    """A remote source through mount(8) and mount.fuse3, as an fstab line with _netdev would give
+    it; the credentials from a private file, since mount(8) is no place for secrets."""
+    from seaweed import USERS, unique_prefix
+    prefix = unique_prefix("mount8")
+    zarr.create_array(seaweed.zarr_store(prefix), shape=(10,), chunks=(4,), dtype="u1")[...] = np.arange(10)
+    key, secret, _ = USERS["reader"]
+    credentials = tmp_path / "credentials"
+    credentials.write_text(f"[default]\naws_access_key_id = {key}\naws_secret_access_key = {secret}\n")
+    credentials.chmod(0o600)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    source = seaweed.url(prefix)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    try:
+        subprocess.run(["mount", "-t", "fuse.zarrfs", source, str(mnt), "-o",
+                        f"ro,_netdev,nofail,endpoint={seaweed.endpoint},credentials_file={credentials}"],
+                       check=True, capture_output=True, timeout=60, env=env)
+        assert (mnt / f"{prefix}.bin").read_bytes() == bytes(range(10))
+        assert f"{source} {mnt} fuse.zarrfs" in Path("/proc/mounts").read_text()
+        assert secret not in Path("/proc/mounts").read_text()
+        subprocess.run(["umount", str(mnt)], check=True, timeout=30)
+    finally:
+        unmount(mnt)
