@@ -22,6 +22,19 @@ def object_store(seaweed, prefix, user="admin", **kwargs) -> ObjectStore:
     return ObjectStore(seaweed.store(prefix, user), seaweed.url(prefix), **kwargs)
 
 
+def other_machine_first(store: ObjectStore, write) -> None:
+    """`store`'s next publish is preceded by `write`: another machine storing the same values
+    between this mount's read of them and its PUT (the real server sees both)."""
+    publish = store.publish
+
+    def raced(staged):
+        store.publish = publish
+        write()
+        publish(staged)
+
+    store.publish = raced
+
+
 def test_reads_whole_ranged_suffix_and_missing(seaweed):
     prefix = unique_prefix("get")
     obstore.put(seaweed.store(prefix), "x/v", bytes(range(100)))
@@ -110,17 +123,8 @@ def test_a_flush_that_meets_another_writers_shard_merges_and_writes_again(seawee
     raw = open_raw_file(store)
     raw.write(0, np.full(8, 1, "<i4").tobytes())  # inner chunk 0 here
 
-    class OtherMachineFirst(ObjectStore):
-        raced = False
-
-        def publish(self, staged):
-            if not self.raced:  # the other machine writes inner chunk 3 just before our PUT
-                self.raced = True
-                other = zarr.open_array(seaweed.zarr_store(prefix), mode="r+")
-                other[24:] = 3
-            super().publish(staged)
-
-    store.__class__ = OtherMachineFirst
+    other_machine_first(store, lambda: zarr.open_array(seaweed.zarr_store(prefix), mode="r+").__setitem__(
+        slice(24, None), 3))  # inner chunk 3, just before our PUT
     with caplog.at_level(logging.WARNING):
         raw.array.flush()
     stored = zarr.open_array(seaweed.zarr_store(prefix), mode="r")[...]
@@ -162,16 +166,8 @@ def test_two_writers_of_disjoint_elements_of_one_chunk_both_persist(seaweed, cap
     raw = open_raw_file(store)
     raw.write(0, np.full(4, 1, "<i4").tobytes())  # elements 0-3 of chunk 0
 
-    class OtherMachineFirst(ObjectStore):
-        raced = False
-
-        def publish(self, staged):
-            if not self.raced:
-                self.raced = True
-                zarr.open_array(seaweed.zarr_store(prefix), mode="r+")[4:8] = 2  # elements 4-7, same chunk
-            super().publish(staged)
-
-    store.__class__ = OtherMachineFirst
+    other_machine_first(store, lambda: zarr.open_array(seaweed.zarr_store(prefix), mode="r+").__setitem__(
+        slice(4, 8), 2))  # elements 4-7, same chunk
     with caplog.at_level(logging.WARNING):
         raw.array.flush()
     stored = zarr.open_array(seaweed.zarr_store(prefix), mode="r")[...]
