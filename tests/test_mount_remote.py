@@ -280,3 +280,33 @@ def test_shaping_the_hierarchy_in_a_bucket(seaweed, tmp_path, consolidated):
         os.rmdir(m / "raw")
         assert members() == ["a"] and "raw" not in os.listdir(m.path)
     assert _keys(seaweed, prefix) == sorted(["a/zarr.json", "zarr.json"])
+
+
+def test_a_consolidated_hierarchy_opens_with_one_get_and_lists_with_a_list_per_group(seaweed, tmp_path):
+    import warnings
+    prefix = unique_prefix("listing")
+    root = zarr.open_group(seaweed.zarr_store(prefix), mode="w")
+    for g in range(3):
+        group = root.create_group(f"g{g}")
+        for a in range(10):
+            group.create_array(f"a{a}", shape=(20,), chunks=(7,), dtype="u2")[...] = np.arange(20) + a
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zarr.consolidate_metadata(seaweed.zarr_store(prefix))
+    with mount_s3(seaweed, prefix, tmp_path, "ro", "debug") as m:
+        opened = requests(m.log())
+        listed = subprocess.run(["ls", "-lsR", str(m.path)], capture_output=True, text=True, check=True).stdout
+        blocks = os.stat(m / "g1/a4.bin").st_blocks
+        after = requests(m.log())[len(opened):]
+    assert opened == ["GET zarr.json whole (document)"], opened
+    assert len([line for line in listed.splitlines() if line.endswith(".bin")]) == 30
+    assert not [r for r in after if r.startswith("GET")], after  # no document read: consolidated
+    assert len([r for r in after if r.startswith("LIST")]) <= 2 * 4, after  # per group, not per array
+    stored = sum(meta["size"] for page in obstore_list(seaweed, prefix + "/g1/a4") for meta in page
+                 if not meta["path"].endswith("zarr.json"))
+    assert blocks == -(-stored // 512)  # du: what the chunks cost, found by the group's one LIST
+
+
+def obstore_list(seaweed, prefix):
+    import obstore
+    return obstore.list(seaweed.store(prefix))

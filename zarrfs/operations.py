@@ -274,7 +274,7 @@ class Operations(ExtendedAttributes, mfusepy.Operations):
         cached = self._listed.get(path)
         if cached is None or cached[0] is not listing:
             cached = self._listed[path] = (listing, [(".", entry), ("..", None), *listing.items()])
-            self.usage.warm(list({e.node.path for e in listing.values() if e.kind == DATA and e.node.meta}))
+            self.usage.warm(entry.node.path, list({e.node.path for e in listing.values() if e.kind == DATA and e.node.meta}))
         return cached[1]
 
     @errno_boundary

@@ -19,6 +19,7 @@ from .holes import Presence
 
 LIFETIME = 30.0  # seconds, as long as the kernel keeps attributes
 WARMERS = 16  # concurrent listings when a directory of arrays is listed from an object store
+WARM_KEYS = 5000  # keys one recursive LIST of a group may take to serve all its arrays (5 pages)
 STORED_ENTRIES = 1 << 17  # arrays whose figures are kept (a few hundred bytes each)
 PRESENCE_CHUNKS = 1 << 16  # stored chunks whose places are kept for SEEK_DATA (a few hundred bytes each)
 
@@ -85,16 +86,40 @@ class Usage:
         self._stored.put(path, stored, self.lifetime)
         return stored
 
-    def warm(self, paths: list[str]) -> None:
-        """Find the stored state of many arrays at once, before a listing asks for each in turn:
-        on an object store each is a LIST, a round trip, so they are sent concurrently. A local
-        store lists in microseconds: nothing to gain there."""
+    def warm(self, directory: str, paths: list[str]) -> None:
+        """Find the stored state of many arrays at once, before a listing asks for each in turn.
+        On an object store each array's would be a LIST, a round trip: one recursive LIST of the
+        group they are in serves them all when it ends within WARM_KEYS keys (a group of small
+        arrays); else each array's is sent, concurrently. A local store lists in microseconds:
+        nothing to gain there."""
         if not getattr(self.store, "remote", False):
             return
+        below = f"{directory}/" if directory else ""
         cold = [p for p in paths if self._stored.get(p) is None]
+        children = [p for p in cold if p.startswith(below) and "/" not in p[len(below):]]
+        if len(children) > 1 and self._from_one_listing(directory, children):
+            cold = [p for p in cold if p not in set(children)]
         if len(cold) > 1:
             with ThreadPoolExecutor(min(WARMERS, len(cold)), thread_name_prefix="usage") as pool:
                 list(pool.map(self._try, cold))
+
+    def _from_one_listing(self, directory: str, paths: list[str]) -> bool:
+        below = f"{directory}/" if directory else ""
+        found = {path[len(below):]: [0, 0] for path in paths}  # array name -> [newest, nbytes]
+        try:
+            for count, (relative, st) in enumerate(self.store.files(directory)):
+                if count == WARM_KEYS:
+                    return False
+                name, _, key = relative.partition("/")
+                figures = found.get(name)
+                if figures is not None:
+                    figures[0] = max(figures[0], st.st_mtime_ns)
+                    figures[1] += 0 if key in nodes.DOCUMENT_NAMES else st.st_size
+        except Exception:
+            return False  # each array's own listing reports the error for its entry
+        for name, (newest, nbytes) in found.items():
+            self._stored.put(below + name, Stored(newest, nbytes), self.lifetime)
+        return True
 
     def _try(self, path: str) -> None:
         try:
