@@ -129,3 +129,12 @@ def test_numpy_types_and_their_fill_values(data_type, fill, dtype, fill_hex):
     assert dtype is None or meta.data_type.numpy == np.dtype(dtype)
     assert meta.fill_value.tobytes().hex() == fill_hex
     assert meta.data_type.fill_value(meta.data_type.fill_json(meta.fill_value)).tobytes().hex() == fill_hex
+
+
+@pytest.mark.parametrize("order", [[None, None], [True, False], [0, 0], [1], "10", [0.0, 1.0]])
+def test_a_transpose_order_that_is_no_permutation_is_refused_by_name(order):
+    from zarrfs.codecs import ChunkSpec, CodecChain
+    spec = ChunkSpec((4, 8), parse_data_type("int32", "data_type"), 0)
+    with pytest.raises(MetadataError, match=r"a/zarr.json: codecs\[0\] \(transpose\): order must be a permutation"):
+        CodecChain([{"name": "transpose", "configuration": {"order": order}},
+                    {"name": "bytes", "configuration": {"endian": "little"}}], spec, "a/zarr.json: codecs")

@@ -30,7 +30,8 @@ class TransposeCodec(Codec):
     def __init__(self, config, spec, where):
         super().__init__(config, spec, where)
         order = _config(config, "order", where)
-        if not isinstance(order, list) or sorted(order) != list(range(len(spec.shape))):
+        if (not isinstance(order, list) or not all(type(i) is int for i in order)  # not bool, not null
+                or sorted(order) != list(range(len(spec.shape)))):
             raise MetadataError(f"{where}: order must be a permutation of 0..{len(spec.shape) - 1}, not {order!r}")
         self.order = tuple(order)
         self.inverse = tuple(int(i) for i in np.argsort(order))
