@@ -174,3 +174,21 @@ def test_rsync_copies_an_array_whose_chunk_zarr_python_deleted(tmp_path):
     with mounted(store, tmp_path, "ro") as m:
         assert rsync(m.path, copy) == {"a.bin", "a.npy"}
         assert (copy / "a.bin").read_bytes() == (m / "a.bin").read_bytes()
+
+
+def test_tar_incremental_archives_exactly_the_arrays_zarr_python_changed(tmp_path):
+    store, snapshot = tmp_path / "store", tmp_path / "snapshot"
+    make_arrays(store)
+
+    def archive(level: int) -> set[str]:
+        path = tmp_path / f"level{level}.tar"
+        with mounted(store, tmp_path, "ro") as m:  # a new mount, so a new device number: tar is told
+            subprocess.run(["tar", "--no-check-device", "-g", str(snapshot), "-cf", str(path), "-C", str(m.path), "."],
+                           check=True, capture_output=True)
+        names = subprocess.run(["tar", "-tf", str(path)], check=True, capture_output=True, text=True).stdout
+        return {n.removeprefix("./") for n in names.split() if not n.endswith("/")}
+
+    assert {"a.bin", "b.bin", "c.bin", "b.json"} <= archive(0)
+    time.sleep(1.1)  # tar compares whole seconds with the time of the last archive
+    zarr.open_array(str(store / "b"), mode="r+")[0, 0] = -1
+    assert archive(1) == {"b.bin", "b.npy"}
