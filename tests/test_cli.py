@@ -24,7 +24,7 @@ def test_version():
 def test_help_lists_every_option_with_its_default():
     out = run("--help").stdout
     defaults = parse_options([])[0]
-    for option, default in [("ro", "off"), ("cache_size=SIZE", "512M"), ("dirty_size=SIZE", "256M"),
+    for option, default in [("ro", "off"), ("cache_size=SIZE", "512M"), ("dirty_size=SIZE", "256M"), ("decode_ahead=SIZE", "16M"),
                             ("views=LIST", ",".join(defaults.views)), ("header_cache_size=SIZE", "32M"),
                             ("recovery_dir=DIR", defaults.recovery_dir), ("debug", "off"), ("previews", "off"),
                             ("noxattr", "off"), ("timeout=SECONDS", "30"), ("metadata_ttl=SECONDS", "60"),
@@ -33,7 +33,7 @@ def test_help_lists_every_option_with_its_default():
     for word in ("allow_other", "auto_unmount", "fsname=NAME", "nofail", "x-*"):
         assert word in out
     # every option the help names is one parse_options accepts
-    for word in ("ro", "cache_size=1G", "dirty_size=1M", "views=none", "header_cache_size=1M",
+    for word in ("ro", "cache_size=1G", "dirty_size=1M", "decode_ahead=0", "decode_ahead=4M", "views=none", "header_cache_size=1M",
                  "recovery_dir=/tmp/r", "debug", "previews", "noxattr", "endpoint=http://h:1", "region=eu-west-1",
                  "anon", "timeout=5", "metadata_ttl=0", "credentials_file=/c", "allow_other", "auto_unmount",
                  "fsname=x", "nofail", "x-a=b"):

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import batchread
-from .buffers import scratch
+from .buffers import free, scratch
 from .cache import MISSING, ChunkCache
 from .codecs import ChunkSpec, CodecChain
 from .errors import ConflictError, CorruptChunkError
@@ -116,6 +116,14 @@ class Array:
         self._written = WrittenMasks(self.spec.shape) if getattr(source, "remote", False) else None
 
     @property
+    def leaf_nbytes(self) -> int:
+        """Decoded bytes of one chunk, or of one inner chunk when sharded: what a decode makes."""
+        chain = self.chain
+        while chain.sharding:
+            chain = chain.sharding.inner_chain
+        return chain.spec.nbytes
+
+    @property
     def dtype(self) -> np.dtype:
         return self.spec.data_type.numpy
 
@@ -194,6 +202,9 @@ class Array:
         chunk = self.shared.cache.get(key)
         if chunk is not None:
             return None if chunk is MISSING else chunk
+        chunk = self._chunk_ahead(coords, key, into)
+        if chunk is not MISSING:
+            return chunk
         while True:
             version = self.shared.version
             if version % 2:  # a commit is replacing stored values: wait for it
@@ -222,6 +233,76 @@ class Array:
                 if chunk is None or chunk is not into:  # "not stored" is cheap to remember
                     self.shared.cache.put(key, MISSING if chunk is None else chunk)
                 return chunk
+
+    def _chunk_ahead(self, coords, key, into: np.ndarray | None) -> np.ndarray:
+        """The chunk decoded ahead (ahead.py), copied into `into` if given, else cached as a
+        read would cache it; MISSING when there is none, or it is older than a commit or write."""
+        found = self.take_ahead(coords, key)
+        if found is None:
+            return MISSING
+        address, chunk = found
+        try:
+            if into is None:
+                into = chunk.copy()
+                self.shared.cache.put(key, into)
+            else:
+                into[...] = chunk
+        finally:
+            del chunk
+            free(address)
+        return into
+
+    def take_ahead(self, coords, key=None) -> tuple[int, np.ndarray] | None:
+        """(address, chunk) decoded ahead and still current; the caller frees the address."""
+        key = key or self.cache_key + (coords,)
+        found = self.shared.cache.ahead.take(key)
+        if found is None:
+            return None
+        address, chunk, version = found
+        if version != self.shared.version or self._unflushed(coords) is not None:
+            del chunk
+            free(address)
+            return None
+        return address, chunk
+
+    def whole_chunk(self, box: Box) -> tuple["Array", tuple] | None:
+        """(the array or shard view, chunk coords) when `box` is exactly one whole chunk (an
+        inner chunk when sharded) whose C-order bytes are the box's; else None."""
+        parts = chunk_parts(box, self.chunk_shape, self.shape)
+        part = next(parts, None)
+        if part is None or next(parts, None) is not None or not part.complete:
+            return None
+        if self.sharding:
+            return self._shard(part.coords).whole_chunk(part.chunk_box)
+        return (self, part.coords) if box_shape(box) == self.spec.shape else None
+
+    def decode_ahead(self, box: Box) -> bool:
+        """Start decoding the stored chunks `box` touches that no one holds decoded yet, nearest
+        first, while the decode-ahead budget has room (False once it has none)."""
+        ahead, cache = self.shared.cache.ahead, self.shared.cache
+        for part in chunk_parts(box, self.chunk_shape, self.shape):
+            if self.sharding:
+                if not self._shard(part.coords).decode_ahead(part.chunk_box):
+                    return False
+                continue
+            key = self.cache_key + (part.coords,)
+            if key in ahead or key in cache or self._unflushed(part.coords) is not None:
+                continue
+            if not ahead.submit(key, self.spec.shape, self.dtype, lambda out, c=part.coords: self._decode_ahead(c, out)):
+                return False
+        return True
+
+    def _decode_ahead(self, coords, out: np.ndarray) -> int | None:
+        """Decode stored chunk `coords` into `out`; the version it is valid for, None when
+        there is nothing to keep (not stored, written, or a commit under way)."""
+        version = self.shared.version
+        if version % 2 or self._unflushed(coords) is not None:
+            return None
+        data = self.source.read(coords)
+        if data is None:
+            return None
+        self.chain.decode_into(data, out)
+        return version
 
     def _unflushed(self, coords) -> np.ndarray | None:
         """The chunk as written but not yet committed. _dirty is looked at first: a flush moves

@@ -34,6 +34,10 @@ class ZarrFUSE(mfusepy.FUSE):
     def read(self, path, buf, size, offset, fip):
         return self.operations.read_into(fip.contents.fh, buf, size, offset)
 
+    def read_buf(self, path, bufpp, size, offset, fip):
+        """libfuse calls this rather than read: the reply is memory of ours (replies.py)."""
+        return self.operations.read_buf(fip.contents.fh, bufpp, size, offset)
+
     def open(self, path, fip):
         """Text files are served with direct I/O: their size is not known before they are made."""
         fi = fip.contents

@@ -6,6 +6,7 @@ less than new memory: a page fault per 4 KiB, and on virtual machines that hand 
 back to the host, a host fault as well (a kept 1 MiB decode costs 3x a recycled one here).
 """
 
+import ctypes
 import math
 import threading
 from contextlib import contextmanager
@@ -59,3 +60,34 @@ class BufferPool:
 
 
 scratch = BufferPool()
+
+
+_libc = ctypes.CDLL(None)
+_libc.malloc.restype = ctypes.c_void_p
+_libc.malloc.argtypes = [ctypes.c_size_t]
+_libc.calloc.restype = ctypes.c_void_p
+_libc.calloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
+_libc.free.argtypes = [ctypes.c_void_p]
+
+
+def malloc_array(shape: tuple[int, ...], dtype: np.dtype) -> tuple[int, np.ndarray]:
+    """(address, a C-contiguous array over it) in memory from C's malloc, which libfuse frees
+    after sending a reply made of it (see replies.py). Whoever ends up owning it calls free(),
+    once, after the last use of the array."""
+    nbytes = max(1, math.prod(shape) * np.dtype(dtype).itemsize)
+    address = _libc.malloc(nbytes)
+    if not address:
+        raise MemoryError(f"cannot allocate {nbytes} bytes")
+    array = np.ctypeslib.as_array((ctypes.c_ubyte * nbytes).from_address(address))
+    return address, array[:math.prod(shape) * np.dtype(dtype).itemsize].view(dtype).reshape(shape)
+
+
+def calloc(nbytes: int) -> int:
+    address = _libc.calloc(1, nbytes)
+    if not address:
+        raise MemoryError(f"cannot allocate {nbytes} bytes")
+    return address
+
+
+def free(address: int) -> None:
+    _libc.free(address)

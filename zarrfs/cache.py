@@ -6,6 +6,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .ahead import DecodeAhead
 from .buffers import scratch
 from .recent import RecentDecodes
 
@@ -14,8 +15,12 @@ GHOSTS = 8192  # chunks read once in part and not cached, remembered by key only
 
 
 class ChunkCache:
-    def __init__(self, max_bytes: int):
-        self.max_bytes = max_bytes
+    def __init__(self, max_bytes: int, ahead_bytes: int = 0):
+        """max_bytes bounds everything decoded: the cached chunks, and at most ahead_bytes (and
+        at most a quarter of max_bytes) of chunks decoded ahead of sequential readers."""
+        ahead_bytes = min(ahead_bytes, max_bytes // 4)
+        self.ahead = DecodeAhead(ahead_bytes)
+        self.max_bytes = max_bytes - ahead_bytes
         self.nbytes = 0
         self._entries: OrderedDict = OrderedDict()
         self._seen: OrderedDict = OrderedDict()  # the ghosts, oldest first
@@ -28,6 +33,9 @@ class ChunkCache:
             if value is not None:
                 self._entries.move_to_end(key)
             return value
+
+    def __contains__(self, key) -> bool:
+        return key in self._entries
 
     def admit(self, key) -> bool:
         """Whether a chunk that a small read wants part of should be cached: yes when it is
@@ -57,6 +65,7 @@ class ChunkCache:
 
     def pop(self, key) -> None:
         self.recent.forget(key)
+        self.ahead.forget(key)
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:

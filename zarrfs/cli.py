@@ -90,6 +90,8 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
             options.read_only = True
         elif name == "cache_size":
             options.cache_bytes = parse_size(name, value)
+        elif name == "decode_ahead":
+            options.ahead_bytes = 0 if value.strip() == "0" else parse_size(name, value)
         elif name == "dirty_size":
             options.dirty_limit = parse_size(name, value)
         elif name in REMOTE_OPTIONS:

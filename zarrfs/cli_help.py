@@ -14,6 +14,8 @@ def option_lines(defaults, views) -> list[tuple[str, str, str]]:
     return [
         ("ro", "off", "read-only: writes fail with EROFS, no file shows a write bit"),
         ("cache_size=SIZE", format_size(defaults.cache_bytes), "decoded chunks kept in memory (e.g. 512M, 2G)"),
+        ("decode_ahead=SIZE", format_size(defaults.ahead_bytes),
+         "of cache_size (at most a quarter): chunks decoded ahead of sequential readers on all cores; 0: off"),
         ("dirty_size=SIZE", format_size(defaults.dirty_limit),
          "decoded bytes written to one array and not yet stored; write-back starts at a quarter"),
         ("views=LIST", ",".join(defaults.views) or "none",

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import holes, recovery
+from . import holes, recovery, replies
 from .array import open_array
 from .boundary import errno_boundary, fail
 from .cache import ChunkCache
@@ -72,6 +72,7 @@ class Options:
     recovery_dir: str = field(default_factory=recovery.default_directory)
     remote: RemoteOptions = field(default_factory=RemoteOptions)
     cache_bytes: int = 512 << 20
+    ahead_bytes: int = 16 << 20  # of cache_bytes: chunks decoded ahead of sequential readers
     flush_interval: float = 2.0
     dirty_limit: int = 256 << 20  # dirty decoded bytes per array before a write flushes
     views: tuple[str, ...] = DEFAULT_VIEWS  # header views beside each NAME.bin
@@ -88,7 +89,7 @@ class Operations(ExtendedAttributes, mfusepy.Operations):
         self.store = open_store(source, options.read_only, options.remote)
         self.hierarchy = Hierarchy(self.store, options.views, options.header_cache_bytes, options.previews)
         self.previews = preview.Previews(options.cache_bytes // 16)
-        self.cache = ChunkCache(options.cache_bytes)
+        self.cache = ChunkCache(options.cache_bytes, options.ahead_bytes)
         self.usage = Usage(self.store, getattr(self.store, "metadata_ttl", LIFETIME))  # mtimes, stored sizes
         self.texts = Texts(options.cache_bytes // 4)  # rendered NAME.txt files, within the cache's bound
         self._arrays: dict[str, OpenArray] = {}
@@ -389,6 +390,12 @@ class Operations(ExtendedAttributes, mfusepy.Operations):
             fail(errno.ESTALE)
         out = np.ctypeslib.as_array(ctypes.cast(buffer, ctypes.POINTER(ctypes.c_ubyte)), shape=(size,))
         return handle.file.read_into(offset, out)
+
+    @errno_boundary
+    def read_buf(self, fh, bufpp, size, offset) -> int:
+        """The binding's read: a reply of memory libfuse frees, a chunk decoded ahead as it is."""
+        handle = self._handle(fh)
+        return replies.read_buf(handle.content if handle.array is None else handle.file, bufpp, size, offset)
 
     @errno_boundary
     def lseek(self, path, offset, whence, fh):

@@ -8,7 +8,9 @@ import math
 
 import numpy as np
 
+from .ahead import Streams
 from .array import Array
+from .buffers import free, malloc_array
 from .errors import InvalidValueError, OutOfBoundsError, ReadOnlyError
 from .geometry import box_shape, c_order_boxes
 
@@ -22,6 +24,7 @@ class RawFile:
         self.writable = writable
         self.itemsize = array.dtype.itemsize
         self.size = math.prod(array.shape) * self.itemsize
+        self.streams = Streams()  # sequential readers, whose next chunks are decoded ahead
 
     def read(self, offset: int, size: int) -> bytes:
         """Bytes [offset, offset+size), short at the end of the file, b'' past it."""
@@ -38,16 +41,63 @@ class RawFile:
         n = min(len(out), self.size - offset)
         if n <= 0 or offset < 0:
             return 0
+        if n >= SPARSE_READ:
+            self._decode_ahead(offset, offset + n)
+        return self._fill(offset, out[:n])
+
+    def read_malloced(self, offset: int, size: int) -> tuple[int, int]:
+        """(address, count) of the bytes from `offset` in memory from malloc, the caller's to
+        free (replies.py): a whole chunk decoded ahead as it is, else decoded into new memory."""
+        n = max(0, min(size, self.size - offset))
+        if n >= SPARSE_READ and offset >= 0:
+            self._decode_ahead(offset, offset + n)
+            found = self._whole_chunk_ahead(offset, n)
+            if found is not None:
+                return found, n
+        address, out = malloc_array((n,), "u1")
+        try:
+            return address, self._fill(offset, out) if n and offset >= 0 else 0
+        except BaseException:
+            del out
+            free(address)
+            raise
+
+    def _whole_chunk_ahead(self, offset: int, n: int) -> int | None:
+        """The address of the chunk decoded ahead whose bytes are exactly [offset, offset+n)."""
+        if offset % self.itemsize or n % self.itemsize:
+            return None
+        boxes = c_order_boxes(self.array.shape, offset // self.itemsize, (offset + n) // self.itemsize)
+        found = self.array.whole_chunk(boxes[0]) if len(boxes) == 1 else None
+        if found is None:
+            return None
+        view, coords = found
+        taken = view.take_ahead(coords)
+        return None if taken is None else taken[0]
+
+    def _fill(self, offset: int, out: np.ndarray) -> int:
+        n = len(out)
         first, last = offset // self.itemsize, -(-(offset + n) // self.itemsize)
         sparse = n < SPARSE_READ
         if offset % self.itemsize == 0 and n % self.itemsize == 0:  # decode straight into `out`
-            self._read_elements(first, last, out[:n].view(self.array.dtype), sparse)
+            self._read_elements(first, last, out.view(self.array.dtype), sparse)
         else:
             elements = np.empty(last - first, self.array.dtype)
             self._read_elements(first, last, elements, sparse)
             skip = offset - first * self.itemsize
             out[:n] = elements.view("u1")[skip:skip + n]
         return n
+
+    def _decode_ahead(self, offset: int, end: int) -> None:
+        """A read that continues a stream starts the decoding of the chunks after it (ahead.py)."""
+        ahead = self.array.shared.cache.ahead
+        reached = self.streams.follow(offset, end)
+        if reached is None or reached >= self.size or not ahead.room(self.array.leaf_nbytes):
+            return
+        first = reached // self.itemsize
+        last = min(self.size, reached + ahead.max_bytes) // self.itemsize
+        for box in c_order_boxes(self.array.shape, first, last):
+            if not self.array.decode_ahead(box):
+                return
 
     def _read_elements(self, first: int, last: int, out: np.ndarray, sparse: bool = False) -> None:
         """The boxes of a span share chunks (a partial row, whole rows, a partial row): a small

@@ -6,6 +6,7 @@ sharding), and only its index and the inner chunks a read needs are fetched.
 """
 
 import math
+import threading
 import time
 from typing import Callable
 
@@ -82,19 +83,25 @@ class ShardChunks:
         self.index_ttl = index_ttl
         self.remote = remote  # written by other machines too: its writers keep written masks
         self._loaded_at = 0.0
+        self._lock = threading.Lock()  # decode-ahead threads start on a shard's inner chunks together
 
     def key(self, coords: tuple[int, ...]) -> str:
         return f"{self.shard_key} inner chunk {list(coords)}"
 
     def index(self) -> np.ndarray | None:
         """The (n, 2) index, None when the shard does not exist."""
-        if not self._loaded or (self.index_ttl is not None and time.monotonic() - self._loaded_at > self.index_ttl):
-            self._loaded_at = time.monotonic()
-            size = self.codec.index_nbytes
-            raw = self.read_value(Range(0, size) if self.codec.index_location == "start" else Suffix(size))
-            self._index = None if raw is None else self.codec.decode_index(raw)
-            self._loaded = True
+        if not self._fresh():
+            with self._lock:
+                if not self._fresh():  # read once, whichever thread comes first
+                    size = self.codec.index_nbytes
+                    raw = self.read_value(Range(0, size) if self.codec.index_location == "start" else Suffix(size))
+                    self._index = None if raw is None else self.codec.decode_index(raw)
+                    self._loaded_at = time.monotonic()
+                    self._loaded = True
         return self._index
+
+    def _fresh(self) -> bool:
+        return self._loaded and (self.index_ttl is None or time.monotonic() - self._loaded_at <= self.index_ttl)
 
     def forget_index(self) -> None:
         """The shard was rewritten: read its index again next time."""

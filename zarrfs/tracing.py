@@ -6,14 +6,16 @@ Chunk decodes and store reads are logged by the modules that do them (array, sto
 binding's own set-up chatter is silenced: it says nothing a user can act on.
 """
 
+import ctypes
 import logging
 import time
 
 from .binding import ZarrFUSE
+from .replies import FuseBufvec
 
 log = logging.getLogger(__name__)
 
-SIZED = {"read", "write"}  # (path, buffer, size, offset, fi)
+SIZED = {"read", "read_buf", "write"}  # (path, buffer, size, offset, fi)
 SEEK = {"lseek"}  # (path, offset, whence, fi)
 LISTED = {"readdir_fuse_3"}  # (path, buffer, filler, offset, fi, flags)
 
@@ -26,7 +28,7 @@ def quiet_binding() -> None:
 def describe(name: str, args: tuple) -> str:
     path = args[0].decode(errors="replace") if args and isinstance(args[0], bytes) else "-"
     if name in SIZED:
-        return f"{name} {path} offset={args[3]} size={args[2]}"
+        return f"{name.removesuffix('_buf')} {path} offset={args[3]} size={args[2]}"
     if name in SEEK:
         return f"{name} {path} offset={args[1]} whence={args[2]}"
     if name in LISTED:
@@ -40,5 +42,7 @@ class TracingFUSE(ZarrFUSE):
     def _wrapper(self, func, *args, **kwargs):
         started = time.perf_counter()
         result = super()._wrapper(func, *args, **kwargs)
+        if func.__name__ == "read_buf" and result == 0:  # the reply's size, as a read returns it
+            result = ctypes.cast(args[1], ctypes.POINTER(ctypes.POINTER(FuseBufvec)))[0][0].buf[0].size
         log.debug("%s -> %s (%.2f ms)", describe(func.__name__, args), result, (time.perf_counter() - started) * 1e3)
         return result

@@ -1,0 +1,185 @@
+"""Decode-ahead (ahead.py): a sequential reader's next chunks are decoded in the background,
+once each, within their budget, and never served once a write or a commit has made them stale."""
+
+import os
+import threading
+
+import numpy as np
+import zarr
+
+from helpers import CountingStore, array_doc, write_doc
+from mounting import mounted
+from zarrfs.ahead import DecodeAhead
+from zarrfs.array import open_array
+from zarrfs.cache import ChunkCache
+from zarrfs.metadata import parse_document
+from zarrfs.rawfile import RawFile
+from zarrfs.replies import FuseBufvec, read_buf
+from zarrfs.buffers import free
+
+import ctypes
+
+CHUNK = 1 << 16  # elements of uint8: 64 KiB, as large as a read that is not a small random one
+ZSTD = [{"name": "bytes"}, {"name": "zstd", "configuration": {"level": 1, "checksum": False}}]
+N = 12
+
+
+def make(tmp_path, store_class=CountingStore, ahead_chunks=4, sharded=False):
+    codecs = ZSTD if not sharded else [{"name": "sharding_indexed", "configuration": {
+        "chunk_shape": [CHUNK], "codecs": ZSTD, "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}], "index_location": "end"}}]
+    write_doc(tmp_path, "", array_doc([N * CHUNK], "uint8", [4 * CHUNK if sharded else CHUNK], codecs))
+    values = np.random.default_rng(0).integers(0, 255, N * CHUNK, dtype="u1")
+    writer = RawFile(open_array(CountingStore(tmp_path), "", parse_document(
+        (tmp_path / "zarr.json").read_bytes(), "zarr.json"), ChunkCache(64 << 20)), writable=True)
+    writer.write(0, values.tobytes())
+    writer.flush()
+    store = store_class(tmp_path)
+    meta = parse_document(store.get("zarr.json"), "zarr.json")
+    cache = ChunkCache(64 << 20, ahead_chunks * CHUNK)
+    return store, RawFile(open_array(store, "", meta, cache), writable=True), values
+
+
+def chunk_reads(store) -> list[str]:
+    return [key for key, _, _ in store.gets if key.startswith("c/")]
+
+
+def test_a_sequential_reader_finds_its_next_chunks_decoded_once_each(tmp_path):
+    store, raw, values = make(tmp_path)
+    ahead = raw.array.shared.cache.ahead
+    out = np.empty(CHUNK, "u1")
+    for i in range(2):
+        raw.read_into(i * CHUNK, out)
+        np.testing.assert_array_equal(out, values[i * CHUNK:(i + 1) * CHUNK])
+    ahead.settle(10)
+    assert sorted(chunk_reads(store)) == [f"c/{i}" for i in range(6)]  # the two read, the budget's four after them
+    assert ahead.nbytes == 4 * CHUNK
+    for i in range(2, N):
+        raw.read_into(i * CHUNK, out)
+        np.testing.assert_array_equal(out, values[i * CHUNK:(i + 1) * CHUNK])
+        ahead.settle(10)
+        assert ahead.nbytes <= ahead.max_bytes
+    assert sorted(chunk_reads(store), key=lambda k: int(k[2:])) == [f"c/{i}" for i in range(N)]  # each once
+    assert ahead.nbytes == 0 and raw.array.shared.cache.nbytes == 0  # nothing kept: the page cache has them
+
+
+def test_random_and_small_reads_decode_nothing_ahead(tmp_path):
+    store, raw, values = make(tmp_path)
+    out = np.empty(CHUNK, "u1")
+    for i in (7, 2, 10, 5):
+        raw.read_into(i * CHUNK, out)
+    for offset in range(0, 4 * 4096, 4096):
+        raw.read_into(offset, out[:4096])
+    raw.array.shared.cache.ahead.settle(10)
+    assert set(chunk_reads(store)) == {"c/7", "c/2", "c/10", "c/5", "c/0"}  # only what was read
+
+
+def test_a_whole_chunk_decoded_ahead_is_the_reply_itself(tmp_path):
+    """read_buf answers a request for exactly one chunk decoded ahead with that chunk's memory."""
+    store, raw, values = make(tmp_path)
+    vector = ctypes.c_void_p()
+    replies = []
+    for i in range(4):
+        raw.array.shared.cache.ahead.settle(10)
+        assert read_buf(raw, ctypes.pointer(vector), CHUNK, i * CHUNK) == 0
+        reply = FuseBufvec.from_address(vector.value)
+        data = ctypes.string_at(reply.buf[0].mem, reply.buf[0].size)
+        assert data == values[i * CHUNK:(i + 1) * CHUNK].tobytes()
+        replies.append(reply.buf[0].mem)
+        free(reply.buf[0].mem)
+        free(vector.value)
+    assert len(chunk_reads(store)) == len(set(chunk_reads(store)))
+
+
+class GatedStore(CountingStore):
+    """Reads a chunk's stored bytes, then waits at the gate before handing them over: a decode
+    of the old bytes that ends after a write and its commit."""
+    gated = "c/5"
+
+    def __init__(self, root, read_only=False):
+        super().__init__(root, read_only)
+        self.reached, self.gate = threading.Event(), threading.Event()
+
+    def get(self, key, byte_range=None):
+        data = super().get(key, byte_range)
+        if key == self.gated:
+            self.reached.set()
+            self.gate.wait(10)
+        return data
+
+
+def test_a_chunk_decoded_ahead_is_never_served_after_a_write(tmp_path):
+    store, raw, values = make(tmp_path, GatedStore)
+    ahead = raw.array.shared.cache.ahead
+    out = np.empty(CHUNK, "u1")
+    raw.read_into(0, out)
+    raw.read_into(CHUNK, out)  # chunks 2..5 decode ahead; 5 waits at the gate with its old bytes
+    assert store.reached.wait(10)
+    ahead.settle(0.2)
+    new = np.full(CHUNK, 7, "u1")
+    for i in (3, 5):  # 3 is decoded ahead already; 5 is being decoded
+        raw.write(i * CHUNK, new.tobytes())
+    raw.flush()  # whole chunks written are not cached: reads go back to the store, or to what was decoded ahead
+    store.gate.set()
+    ahead.settle(10)
+    for i in range(2, 7):
+        raw.read_into(i * CHUNK, out)
+        np.testing.assert_array_equal(out, new if i in (3, 5) else values[i * CHUNK:(i + 1) * CHUNK], err_msg=str(i))
+
+
+def test_a_sharded_array_decodes_inner_chunks_ahead(tmp_path):
+    store, raw, values = make(tmp_path, sharded=True)
+    out = np.empty(CHUNK, "u1")
+    raw.read_into(0, out)
+    raw.read_into(CHUNK, out)
+    raw.array.shared.cache.ahead.settle(10)
+    assert len([r for _, r, _ in store.gets if type(r).__name__ == "Range"]) == 6  # inner chunks 0-5, in 2 shards
+    for i in range(2, N):  # read across shard boundaries (4 inner chunks a shard)
+        raw.read_into(i * CHUNK, out)
+        np.testing.assert_array_equal(out, values[i * CHUNK:(i + 1) * CHUNK])
+    ranges = [(key, tuple(r)) for key, r, _ in store.gets if r is not None]
+    assert len(ranges) == len(set(ranges)) == N + N // 4  # each inner chunk once, each shard's index once
+
+
+def test_the_budget_bounds_what_is_decoded_ahead():
+    ahead = DecodeAhead(max_bytes=3 << 20, workers=2)
+    gate = threading.Event()
+    started = [ahead.submit(i, (1 << 20,), np.dtype("u1"), lambda out: gate.wait(10) and 0) for i in range(5)]
+    assert started == [True, True, True, False, False]
+    assert ahead.nbytes == 3 << 20
+    gate.set()
+    ahead.settle(10)
+    taken = ahead.take(0)
+    assert taken is not None and taken[2] == 0
+    free(taken[0])
+    assert ahead.nbytes == 2 << 20
+    ahead.forget(1)
+    ahead.forget(2)
+    assert ahead.nbytes == 0 and ahead.take(1) is None
+
+
+def test_decode_ahead_through_a_mount_sees_writes_through_another_view(tmp_path):
+    """A stream through NAME.bin decodes ahead; a write through NAME.npy to a chunk ahead of it
+    is what the stream then reads, and what the store keeps."""
+    root = tmp_path / "data.zarr"
+    z = zarr.create_array(str(root), shape=(16, 1 << 18), chunks=(1, 1 << 18), dtype="float32")  # 1 MiB chunks
+    values = np.random.default_rng(1).random((16, 1 << 18), dtype="float32")
+    z[...] = values
+    mib = 1 << 20
+    with mounted(root, tmp_path, "decode_ahead=4M") as m:
+        fd = os.open(m / "data.zarr.bin", os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+            for i in range(3):
+                assert os.pread(fd, mib, i * mib) == values[i].tobytes()
+            new = np.full(1 << 18, -1.5, "float32")
+            with open(m / "data.zarr.npy", "r+b") as npy:
+                header = len(npy.read(256).split(b"\n")[0]) + 1
+                npy.seek(header + 5 * mib)
+                npy.write(new.tobytes())
+            values[5] = new
+            for i in range(3, 8):
+                assert os.pread(fd, mib, i * mib) == values[i].tobytes(), i
+        finally:
+            os.close(fd)
+        assert (m / "data.zarr.bin").read_bytes() == values.tobytes()
+    np.testing.assert_array_equal(zarr.open_array(str(root), mode="r")[...], values)

@@ -1,0 +1,177 @@
+"""Decode-ahead: the chunks a sequential reader wants next, decoded in the background.
+
+A stream through NAME.bin reaches the daemon as 1 MiB requests, at most two at a time (the
+kernel's read-ahead window), each decoding its chunk and then copying it to the kernel: half
+the time one core waits for the other. Decoders release the GIL (zstd, blosc, zlib), so a
+small pool decodes the chunks that follow a stream while requests copy the current ones out,
+and a request then finds its chunk decoded, or being decoded.
+
+Bounded: at most `max_bytes` of chunks being decoded or waiting (taken out of cache_size), at
+most MAX_IN_FLIGHT decodes queued or running. A reader takes a chunk out (it is kept nowhere
+else: the page cache has its bytes once read, or the chunk cache takes it); chunks nobody took
+make room for newer ones after STALE seconds. Never stale after a write: a chunk written
+through the mount is forgotten (ChunkCache.pop), and Array checks the version a decode saw
+(see Array._chunk_ahead).
+"""
+
+import os
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+import numpy as np
+
+from .buffers import free, malloc_array
+
+DEFAULT_BYTES = 16 << 20  # 16 chunks of 1 MiB: a stream's next 16 MiB
+STALE = 1.0  # seconds after which a decoded chunk no read took may be dropped for a newer one
+STREAMS = 8  # sequential readers followed per file
+
+
+class Pending:
+    """A chunk being decoded, then decoded: `result` is (address, chunk, version) or None."""
+
+    __slots__ = ("nbytes", "done", "result", "orphan", "since")
+
+    def __init__(self, nbytes: int):
+        self.nbytes = nbytes
+        self.done = threading.Event()
+        self.result = None
+        self.orphan = False  # forgotten before its decode ended: the decode returns the buffer
+        self.since = time.monotonic()
+
+
+class DecodeAhead:
+    def __init__(self, max_bytes: int = DEFAULT_BYTES, workers: int | None = None):
+        self.max_bytes = max_bytes
+        self.workers = workers or os.cpu_count() or 1
+        self.max_in_flight = 2 * self.workers
+        self.nbytes = 0  # reserved by the entries
+        self._entries: OrderedDict = OrderedDict()  # key -> Pending, oldest first
+        self._running = 0
+        self._lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None  # made on first use: a daemon forks first
+
+    def room(self, nbytes: int) -> bool:
+        """Whether a chunk of `nbytes` could be decoded ahead now (cheap: asked per request)."""
+        return self.max_bytes >= nbytes and self._running < self.max_in_flight and (
+            self.nbytes + nbytes <= self.max_bytes or self._stale())
+
+    def __contains__(self, key) -> bool:
+        return key in self._entries
+
+    def submit(self, key, shape: tuple, dtype: np.dtype, decode: Callable[[np.ndarray], int | None]) -> bool:
+        """Decode `key` ahead: decode(chunk buffer) fills the buffer and returns the array
+        version it is valid for, or None (nothing worth keeping). False when there is no room."""
+        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        with self._lock:
+            if key in self._entries or self._running >= self.max_in_flight:
+                return False
+            while self.nbytes + nbytes > self.max_bytes and self._drop_stale():
+                pass
+            if self.nbytes + nbytes > self.max_bytes:
+                return False
+            entry = self._entries[key] = Pending(nbytes)
+            self.nbytes += nbytes
+            self._running += 1
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="decode-ahead")
+        self._executor.submit(self._run, entry, shape, dtype, decode)
+        return True
+
+    def _run(self, entry: Pending, shape, dtype, decode) -> None:
+        address, chunk = malloc_array(shape, dtype)  # malloc: a reply may hand it to libfuse whole
+        result = None
+        try:
+            version = decode(chunk)
+            if version is not None:
+                result = (address, chunk, version)
+        except Exception:  # the reader's own decode reports it, naming the chunk
+            pass
+        with self._lock:
+            self._running -= 1
+            entry.since = time.monotonic()
+            if result is None or entry.orphan:
+                del chunk
+                free(address)
+                result = None
+            entry.result = result
+        entry.done.set()
+
+    def take(self, key):
+        """(address, chunk, version) decoded ahead for `key`, waiting for a decode under way;
+        None when there is none. The caller owns the memory: it frees it (buffers.free) after
+        its last use of `chunk`, or hands it to libfuse, which does."""
+        if key not in self._entries:  # the common miss, without the lock
+            return None
+        with self._lock:
+            entry = self._entries.pop(key, None)
+            if entry is None:
+                return None
+            self.nbytes -= entry.nbytes
+        entry.done.wait()
+        return entry.result
+
+    def forget(self, key) -> None:
+        """The chunk changed: drop what was decoded of it."""
+        if key in self._entries:
+            with self._lock:
+                self._release(self._entries.pop(key, None))
+
+    def settle(self, timeout: float | None = None) -> None:
+        """Wait for the decodes under way to end (tests, and anyone who needs a quiet moment)."""
+        with self._lock:
+            entries = list(self._entries.values())
+        for entry in entries:
+            entry.done.wait(timeout)
+
+    def _stale(self) -> bool:
+        first = next(iter(self._entries.values()), None)
+        return first is not None and first.done.is_set() and time.monotonic() - first.since > STALE
+
+    def _drop_stale(self) -> bool:
+        """Drop the oldest entry if no read took it for STALE seconds (its reader went away)."""
+        if not self._stale():
+            return False
+        self._release(self._entries.popitem(last=False)[1])
+        return True
+
+    def _release(self, entry: Pending | None) -> None:
+        """Under the lock: an entry leaves without a reader."""
+        if entry is None:
+            return
+        self.nbytes -= entry.nbytes
+        if entry.done.is_set():
+            if entry.result is not None:
+                free(entry.result[0])
+                entry.result = None
+        else:
+            entry.orphan = True
+
+
+class Streams:
+    """Where the sequential readers of one file are. A read continues a stream when it starts
+    where the stream has reached, or up to two reads' lengths before (the kernel sends its
+    read-ahead requests together, and they may overtake each other) or one after."""
+
+    def __init__(self):
+        self._ends: OrderedDict = OrderedDict()  # the offset each stream has reached, most recent last
+        self._lock = threading.Lock()
+
+    def follow(self, offset: int, end: int) -> int | None:
+        """Record a read of [offset, end); where its stream has reached when it continues one,
+        else None (it may start one)."""
+        n = end - offset
+        with self._lock:
+            for reached in reversed(self._ends):
+                if reached - 2 * n <= offset <= reached + n:
+                    del self._ends[reached]
+                    reached = max(reached, end)
+                    self._ends[reached] = True
+                    return reached
+            self._ends[end] = True
+            if len(self._ends) > STREAMS:
+                self._ends.popitem(last=False)
+            return None
