@@ -164,7 +164,7 @@ def fuzz_decoders(name, choice, needed):
     chain = CodecChain(CHAINS[name], SPEC, name)
     data = _stream(chain, choice)
     for attempt in (lambda: chain.decode(data),
-                    lambda: chain.decode_into(data, np.empty(SPEC.shape, "<i4"), needed),
+                    lambda: chain.decode_into(data, np.empty(SPEC.shape, "<i4"), [needed // 2, needed]),
                     lambda: _read_shard(chain, data)):
         try:
             attempt()

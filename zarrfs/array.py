@@ -158,9 +158,9 @@ class Array:
         reaches far enough (recent.py); else, the first time, decoded into scratch (a zstd chunk
         only as far as wanted) and kept there; else decoded and cached (ChunkCache.admit)."""
         key, cache = self.cache_key + (part.coords,), self.shared.cache
-        needed = None if whole else self._prefix_nbytes(part.chunk_box)
+        wanted = None if whole else self._span_nbytes(part.chunk_box)  # a decode may widen it
         if self._unflushed(part.coords) is None and cache.get(key) is None \
-                and cache.recent.copy_out(key, part.chunk_box, target, needed):
+                and cache.recent.copy_out(key, part.chunk_box, target, wanted):
             return
         if cache.admit(key):
             self._copy_part(part, target, self._chunk(part.coords))
@@ -168,14 +168,14 @@ class Array:
         base, buffer = scratch.take(self.spec.shape, self.dtype)
         version = self.shared.version
         try:
-            chunk = self._chunk(part.coords, into=buffer, needed=needed)
+            chunk = self._chunk(part.coords, into=buffer, wanted=wanted)
             self._copy_part(part, target, chunk)
         except BaseException:
             scratch.give(base)
             raise
         with self.shared.lock:  # a write since the decode makes it stale: keep nothing then
             if chunk is buffer and version == self.shared.version and self._unflushed(part.coords) is None:
-                cache.recent.keep(key, base, buffer, needed if self.chain.decodes_prefixes else None)
+                cache.recent.keep(key, base, buffer, tuple(wanted) if wanted and self.chain.decodes_parts else None)
             else:
                 scratch.give(base)
 
@@ -183,18 +183,20 @@ class Array:
         if chunk is not target:
             target[...] = self.spec.fill_value if chunk is None else chunk[part.chunk_box]
 
-    def _prefix_nbytes(self, box: Box) -> int:
-        """Bytes of the decoded chunk up to the last element of `box`, in C order."""
-        last = [s.stop - 1 for s in box]
-        flat = int(np.ravel_multi_index(last, self.spec.shape)) if last else 0
-        return (flat + 1) * self.dtype.itemsize
+    def _span_nbytes(self, box: Box) -> list[int]:
+        """The bytes of the decoded chunk from the first to the last element of `box`, in C order."""
+        if not box:
+            return [0, self.dtype.itemsize]
+        first = int(np.ravel_multi_index([s.start for s in box], self.spec.shape))
+        last = int(np.ravel_multi_index([s.stop - 1 for s in box], self.spec.shape))
+        return [first * self.dtype.itemsize, (last + 1) * self.dtype.itemsize]
 
-    def _chunk(self, coords, into: np.ndarray | None = None, needed: int | None = None) -> np.ndarray | None:
+    def _chunk(self, coords, into: np.ndarray | None = None, wanted: list[int] | None = None) -> np.ndarray | None:
         """The decoded chunk (dirty, cached or read now), None when it is not stored.
 
         A chunk read now is decoded into `into` if given, and then not cached: the reader wants
         all of it, and the kernel's page cache keeps what it reads; or `into` is scratch, of
-        which only the first `needed` bytes may be decoded."""
+        which only the bytes `wanted` may be decoded."""
         chunk = self._unflushed(coords)
         if chunk is not None:
             return chunk
@@ -215,10 +217,10 @@ class Array:
                 if data is batchread.NOT_FETCHED:
                     data = self.source.read(coords)
                 started = time.perf_counter()
-                chunk = self._decode(data, into, needed)
+                chunk = self._decode(data, into, wanted)
                 if data is not None and log.isEnabledFor(logging.DEBUG):
                     log.debug("decoded %s chunk %s (%d stored bytes%s) in %.2f ms", self.shared.name,
-                              self.source.key(coords), len(data), "" if needed is None else f", first {needed} wanted",
+                              self.source.key(coords), len(data), "" if wanted is None else ", bytes %d-%d wanted" % tuple(wanted),
                               (time.perf_counter() - started) * 1e3)
             except CorruptChunkError as e:
                 if version != self.shared.version:
@@ -310,12 +312,12 @@ class Array:
         chunk = self._dirty.get(coords)
         return self._flushing.get(coords) if chunk is None else chunk
 
-    def _decode(self, data, into: np.ndarray | None, needed: int | None = None) -> np.ndarray | None:
+    def _decode(self, data, into: np.ndarray | None, wanted: list[int] | None = None) -> np.ndarray | None:
         if data is None:
             return None
         if into is None:
             return self.chain.decode(data)
-        self.chain.decode_into(data, into, needed)
+        self.chain.decode_into(data, into, wanted)
         return into
 
     def _shard(self, coords) -> "Array":

@@ -39,10 +39,11 @@ class Codec:
         """Encoded size for a decoded size, or None when it depends on the data."""
         return None
 
-    def decode_into(self, data, out: np.ndarray, needed: int | None = None) -> None:
+    def decode_into(self, data, out: np.ndarray, wanted: list[int] | None = None) -> None:
         """bytes->bytes: decode into the uint8 array `out`, which must end up exactly full.
-        Codecs that can decode in place override this to skip the copy; those that can stop
-        early may fill only out[:needed], when a read wants no more."""
+        Codecs that can decode in place override this to skip the copy; those that can decode
+        part of a chunk may fill only out[wanted[0]:wanted[1]], when a read wants no more, and
+        widen `wanted` (a [start, stop] list) in place to what they decoded."""
         decoded = self.decode(data)
         if len(decoded) != len(out):
             raise CorruptChunkError(f"decoded chunk has {len(decoded)} bytes, expected {len(out)}")

@@ -16,6 +16,7 @@ import zstandard
 
 from . import sharding
 from . import numcodecs_codecs
+from .blosc_parts import blosc_blocks
 from .bounded import check_blosc_header, gzip_decode, zstd_decode
 from .codec_base import MAX_CHUNK_NBYTES, MAX_INNER_CHUNKS, ChunkSpec, Codec
 from .codec_base import config_value as _config
@@ -128,11 +129,13 @@ class ZstdCodec(_NumcodecsCodec):
             return zstd_decode(data, self.decoded_limit)
         return super().decode(data)
 
-    def decode_into(self, data, out, needed=None):
+    def decode_into(self, data, out, wanted=None):
+        """zstd decodes in order: a part of a chunk costs the bytes up to its end."""
         if zstd_content_size(data) != len(out):  # unknown or wrong: numcodecs would not notice a short frame
             return super().decode_into(data, out)
-        if needed is not None and needed < len(out) and not data[4] & ZSTD_CHECKSUM_FLAG:
-            return self._decode_prefix(data, out[:needed])
+        if wanted is not None and wanted[1] < len(out) and not data[4] & ZSTD_CHECKSUM_FLAG:
+            wanted[0] = 0
+            return self._decode_prefix(data, out[:wanted[1]])
         try:
             numcodecs.zstd.decompress(data, out)
         except Exception as e:
@@ -194,11 +197,13 @@ class BloscCodec(_NumcodecsCodec):
         check_blosc_header(data, self.decoded_limit)
         return super().decode(data)
 
-    def decode_into(self, data, out, needed=None):
+    def decode_into(self, data, out, wanted=None):
         # bytes 4..8 of the blosc header: the decoded size; numcodecs only checks that `out` is not smaller
         check_blosc_header(data, self.decoded_limit)
         if int.from_bytes(bytes(data[4:8]), "little") != len(out):
             return super().decode_into(data, out)
+        if wanted is not None and wanted[1] - wanted[0] <= len(out) // 4 and blosc_blocks(data, out, wanted):
+            return
         try:
             numcodecs.blosc.decompress(data, out)
         except Exception as e:
@@ -378,10 +383,10 @@ class CodecChain:
             array = codec.decode(array)
         return np.ascontiguousarray(array)
 
-    def decode_into(self, data, out: np.ndarray, needed: int | None = None) -> None:
+    def decode_into(self, data, out: np.ndarray, wanted: list[int] | None = None) -> None:
         """Decode into `out`, a C-contiguous array of the chunk's shape and dtype. When the stored
         bytes are already the decoded layout, the last codec writes straight into `out`, and may
-        stop after the first `needed` bytes (a read that wants no more)."""
+        decode only the bytes `wanted` [start, stop) (a read that wants no more)."""
         if not self._stored_as_decoded:
             out[...] = self.decode(data)
             return
@@ -389,16 +394,17 @@ class CodecChain:
             data = codec.decode(data)
         flat = out.reshape(-1).view("u1")
         if self.bytes_bytes:
-            self.bytes_bytes[0].decode_into(data, flat, needed)
+            self.bytes_bytes[0].decode_into(data, flat, wanted)
             return
         if len(data) != len(flat):
             raise CorruptChunkError(f"decoded chunk has {len(data)} bytes, expected {len(flat)}")
         flat[...] = np.frombuffer(data, "u1")
 
     @functools.cached_property
-    def decodes_prefixes(self) -> bool:
-        """decode_into may stop after `needed` bytes (zstd), leaving the rest of `out` undefined."""
-        return self._stored_as_decoded and bool(self.bytes_bytes) and isinstance(self.bytes_bytes[0], ZstdCodec)
+    def decodes_parts(self) -> bool:
+        """decode_into may decode only the bytes `wanted` (zstd up to their end, blosc the blocks
+        that hold them), leaving the rest of `out` undefined."""
+        return self._stored_as_decoded and bool(self.bytes_bytes) and isinstance(self.bytes_bytes[0], (ZstdCodec, BloscCodec))
 
     @functools.cached_property
     def _stored_as_decoded(self) -> bool:

@@ -4,8 +4,9 @@ A small read decodes a chunk it wants part of into a scratch buffer and does not
 (ChunkCache.admit: a chunk read once at random is not worth new memory). The buffer stays here
 until a few later small reads push it out, so that the next read of the same chunk (a tool
 reading 4 KiB at a time, GIO's 16 KiB sniff whose row pieces touch each chunk twice) copies
-from it instead of decoding again. A zstd chunk may be decoded only as far as the first read
-wanted: a later read within that prefix is served, one past it decodes the chunk again.
+from it instead of decoding again. A chunk may be decoded only in part (a zstd chunk as far as
+the first read wanted, a blosc chunk the blocks that hold it): a later read within that part is
+served, one past it decodes the chunk again.
 
 Bytes are copied out under the lock, so a buffer pushed out is never lent again while a reader
 still copies from it.
@@ -23,24 +24,25 @@ MAX_BYTES = 16 << 20  # their buffers, all together
 class RecentDecodes:
     def __init__(self, pool, slots: int = SLOTS, max_bytes: int = MAX_BYTES):
         self._pool, self._slots, self._max_bytes = pool, slots, max_bytes
-        self._entries: OrderedDict = OrderedDict()  # key -> (base buffer, chunk, decoded bytes or None: all)
+        self._entries: OrderedDict = OrderedDict()  # key -> (base buffer, chunk, decoded span or None: all)
         self.nbytes = 0
         self._lock = threading.Lock()
 
-    def copy_out(self, key, box, target: np.ndarray, needed: int | None) -> bool:
-        """Copy chunk[box] into `target` if the chunk is here, decoded at least `needed` bytes
-        far (None: all of it); False if it is not."""
+    def copy_out(self, key, box, target: np.ndarray, wanted: tuple[int, int] | None) -> bool:
+        """Copy chunk[box] into `target` if the chunk is here, decoded at least over `wanted`
+        (None: all of it); False if it is not."""
         with self._lock:
             found = self._entries.get(key)
-            if found is None or (found[2] is not None and (needed is None or needed > found[2])):
+            span = found and found[2]
+            if found is None or (span is not None and (wanted is None or wanted[0] < span[0] or wanted[1] > span[1])):
                 return False
             target[...] = found[1][box]
             self._entries.move_to_end(key)
             return True
 
-    def keep(self, key, base: np.ndarray, chunk: np.ndarray, decoded: int | None) -> None:
-        """Keep a scratch buffer (taken from the pool) that holds `key` decoded `decoded` bytes
-        far; the oldest kept buffer goes back to the pool."""
+    def keep(self, key, base: np.ndarray, chunk: np.ndarray, decoded: tuple[int, int] | None) -> None:
+        """Keep a scratch buffer (taken from the pool) that holds `key` decoded over the span `decoded`
+        (None: all of it); the oldest kept buffer goes back to the pool."""
         if base.nbytes > self._max_bytes:
             self._pool.give(base)
             return
