@@ -16,11 +16,16 @@ beneath the store's root, and no symlink is followed while removing.
 import ctypes
 import errno
 import itertools
+import logging
 import os
 import shutil
 
 from .beneath import Beneath, key_parts
+from .errors import StoreError
 
+log = logging.getLogger(__name__)
+
+TEMP_PREFIX = ".zarrfs-tmp-"  # temporary files and directories: never listed, removed at mount
 RENAME_NOREPLACE = 1
 _counter = itertools.count()
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -98,3 +103,81 @@ def remove_tree(parent: int, name: str) -> None:
         pass
     except (IsADirectoryError, PermissionError):  # a directory (EISDIR on Linux, EPERM elsewhere)
         shutil.rmtree(name, dir_fd=parent)
+
+
+def _error(what: str, key: str, e: OSError) -> StoreError:
+    return StoreError(f"{what} {key!r}: {e.strerror}", e.errno)
+
+
+class NodeDirectories:
+    """The node interface of a local store (LocalStore gives beneath, set_many, _check_writable).
+    Every store implements these five; `set` is the atomic replacement of one document."""
+
+
+    def begin_node(self, path: str) -> str:
+        """The store path under which a new node meant for `path` is written (chunks through
+        stage/publish) before it exists: nothing below it is listed, or seen at `path`, until
+        commit_node. Local: a temporary directory beside `path`; an interrupted creation leaves
+        only that, and remove_temporaries removes it at the next mount."""
+        self._check_writable(path)
+        staging = "/".join(filter(None, [split(path)[0], temporary_name(TEMP_PREFIX, "node")]))
+        try:
+            make_directory(self.beneath, staging)
+        except OSError as e:
+            raise _error("cannot create", path, e) from None
+        return staging
+
+    def commit_node(self, staging: str, path: str, documents: dict[str, bytes]) -> None:
+        """Write the node's documents (name -> bytes) under `staging`, then make the node appear
+        at `path` whole, in one step. StoreError(EEXIST) when anything exists at `path` (a node,
+        a key, a leftover prefix); the staged node is then the caller's to abort_node.
+        Local: the documents (each atomic and synced), then rename(RENAME_NOREPLACE) of the
+        directory onto `path`: atomic."""
+        self.set_many({f"{staging}/{name}": data for name, data in documents.items()})
+        try:
+            move(self.beneath, staging, path)
+        except OSError as e:
+            raise _error("cannot create", path, e) from None
+
+    def abort_node(self, staging: str) -> None:
+        """Remove a staged node that will not be committed, and everything below it."""
+        self._remove(staging)
+
+    def delete_node(self, path: str) -> None:
+        """Delete the node at `path` with every key below it (a group's children too: callers
+        check that a group is empty). The node vanishes in one step, before its chunks go; a
+        deletion cut short is finished by remove_temporaries at the next mount. Local: the
+        directory is renamed to a temporary beside it (atomic), then removed."""
+        self._check_writable(path)
+        if not path:
+            raise StoreError("the root cannot be deleted", errno.EPERM)
+        doomed = "/".join(filter(None, [split(path)[0], temporary_name(TEMP_PREFIX, "deleted")]))
+        try:
+            move(self.beneath, path, doomed)
+        except OSError as e:
+            raise _error("cannot delete", path, e) from None
+        self._remove(doomed)
+
+    def move_node(self, src: str, dst: str) -> None:
+        """Move the node at `src`, with every key below it, to `dst` (in another group too).
+        StoreError(EEXIST) when anything exists at `dst`, ENOENT when `src` does not.
+        Local: one rename(RENAME_NOREPLACE) of the directory: atomic."""
+        self._check_writable(dst)
+        try:
+            move(self.beneath, src, dst)
+        except OSError as e:
+            raise _error(f"cannot move {src!r} to", dst, e) from None
+
+    def _remove(self, key: str) -> None:
+        parent, name = split(key)
+        try:
+            fd = self.beneath.open_directory(parent)
+        except OSError:
+            return
+        try:
+            remove_tree(fd, name)
+        except OSError as e:  # left for remove_temporaries at the next mount
+            log.warning("cannot remove %r: %s", key, e.strerror)
+        finally:
+            os.close(fd)
+

@@ -24,7 +24,7 @@ class Edit:
 
 
 def _below(path: str, prefix: str) -> bool:
-    return path == prefix or path.startswith(prefix + "/")
+    return path == prefix or path.startswith(prefix + "/") or not prefix
 
 
 def _apply(entries: dict[str, dict], edit: Edit) -> dict[str, dict]:
@@ -64,6 +64,23 @@ def rewritten(zarr_format: int, root_documents: dict[str, bytes], edit: Edit) ->
     doc["metadata"] = {(f"{p}/{n}" if p else n): v for p, docs in sorted(_apply(entries, edit).items())
                        for n, v in docs.items()}
     return ZMETADATA, _dump(doc)
+
+
+def entries_below(zarr_format: int, root_documents: dict[str, bytes], prefix: str) -> dict[str, dict[str, bytes]]:
+    """The consolidated copy's documents of the node at `prefix` and every node below it."""
+    if zarr_format == 3:
+        raw = root_documents.get(ZARR_JSON)
+        member = (load_document(raw, ZARR_JSON) if raw else {}).get("consolidated_metadata")
+        metadata = member.get("metadata") if isinstance(member, dict) else None
+        entries = {p: {ZARR_JSON: d} for p, d in metadata.items()} if isinstance(metadata, dict) else {}
+    else:
+        raw = root_documents.get(ZMETADATA)
+        metadata = load_document(raw, ZMETADATA).get("metadata") if raw else None
+        entries = {}
+        for key, value in (metadata if isinstance(metadata, dict) else {}).items():
+            path, _, name = key.rpartition("/")
+            entries.setdefault(path, {})[name] = value
+    return {p: {n: _dump(v) for n, v in d.items()} for p, d in entries.items() if _below(p, prefix)}
 
 
 def _dump(doc: dict) -> bytes:

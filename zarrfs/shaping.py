@@ -44,6 +44,8 @@ class Shaping:
         self.ops = ops
         self.hierarchy = ops.hierarchy
         self.editor = Editor(ops.store, ops.hierarchy)
+        if not ops.options.read_only:
+            self.editor.recover()  # before the temporaries go: the intent record is one
         self.drafts: dict[str, NpyDraft | TextDraft] = {}  # file-system path -> file being written
         self._lock = threading.Lock()
 

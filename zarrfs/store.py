@@ -11,12 +11,12 @@ from contextlib import contextmanager
 from typing import NamedTuple
 
 from . import localtree
+from .localtree import TEMP_PREFIX, NodeDirectories
 from .beneath import Beneath, key_parts
 from .errors import StoreError
 
 log = logging.getLogger(__name__)
 
-TEMP_PREFIX = ".zarrfs-tmp-"
 DIRECT_MIN = 256 << 10  # values this large are written around the page cache (see _write_direct)
 DIRECT_ALIGN = 4096  # O_DIRECT offsets and lengths: a multiple of any common logical block size
 BOUNCE_SIZE = 1 << 20
@@ -47,7 +47,7 @@ class Staged(NamedTuple):
     temporary: str | None
 
 
-class LocalStore:
+class LocalStore(NodeDirectories):
     """A Zarr store in a local directory. Keys are '/'-separated paths below `root`, and nothing
     outside `root` is ever listed, read, written or created (see beneath.py)."""
 
@@ -303,76 +303,6 @@ class LocalStore:
             finally:
                 os.close(fd)
         return removed
-
-    # whole nodes: the hierarchy's shape (see localtree.py). Every store implements these five;
-    # `set` is the atomic replacement of one document (a single PUT on an object store).
-
-    def begin_node(self, path: str) -> str:
-        """The store path under which a new node meant for `path` is written (chunks through
-        stage/publish) before it exists: nothing below it is listed, or seen at `path`, until
-        commit_node. Local: a temporary directory beside `path`; an interrupted creation leaves
-        only that, and remove_temporaries removes it at the next mount."""
-        self._check_writable(path)
-        staging = "/".join(filter(None, [_split(path)[0], localtree.temporary_name(TEMP_PREFIX, "node")]))
-        try:
-            localtree.make_directory(self.beneath, staging)
-        except OSError as e:
-            raise _store_error("cannot create", path, e) from None
-        return staging
-
-    def commit_node(self, staging: str, path: str, documents: dict[str, bytes]) -> None:
-        """Write the node's documents (name -> bytes) under `staging`, then make the node appear
-        at `path` whole, in one step. StoreError(EEXIST) when anything exists at `path` (a node,
-        a key, a leftover prefix); the staged node is then the caller's to abort_node.
-        Local: the documents (each atomic and synced), then rename(RENAME_NOREPLACE) of the
-        directory onto `path`: atomic."""
-        self.set_many({f"{staging}/{name}": data for name, data in documents.items()})
-        try:
-            localtree.move(self.beneath, staging, path)
-        except OSError as e:
-            raise _store_error("cannot create", path, e) from None
-
-    def abort_node(self, staging: str) -> None:
-        """Remove a staged node that will not be committed, and everything below it."""
-        self._remove(staging)
-
-    def delete_node(self, path: str) -> None:
-        """Delete the node at `path` with every key below it (a group's children too: callers
-        check that a group is empty). The node vanishes in one step, before its chunks go; a
-        deletion cut short is finished by remove_temporaries at the next mount. Local: the
-        directory is renamed to a temporary beside it (atomic), then removed."""
-        self._check_writable(path)
-        if not path:
-            raise StoreError("the root cannot be deleted", errno.EPERM)
-        doomed = "/".join(filter(None, [_split(path)[0], localtree.temporary_name(TEMP_PREFIX, "deleted")]))
-        try:
-            localtree.move(self.beneath, path, doomed)
-        except OSError as e:
-            raise _store_error("cannot delete", path, e) from None
-        self._remove(doomed)
-
-    def move_node(self, src: str, dst: str) -> None:
-        """Move the node at `src`, with every key below it, to `dst` (in another group too).
-        StoreError(EEXIST) when anything exists at `dst`, ENOENT when `src` does not.
-        Local: one rename(RENAME_NOREPLACE) of the directory: atomic."""
-        self._check_writable(dst)
-        try:
-            localtree.move(self.beneath, src, dst)
-        except OSError as e:
-            raise _store_error(f"cannot move {src!r} to", dst, e) from None
-
-    def _remove(self, key: str) -> None:
-        parent, name = _split(key)
-        try:
-            fd = self.beneath.open_directory(parent)
-        except OSError:
-            return
-        try:
-            localtree.remove_tree(fd, name)
-        except OSError as e:  # left for remove_temporaries at the next mount
-            log.warning("cannot remove %r: %s", key, e.strerror)
-        finally:
-            os.close(fd)
 
     def _check_writable(self, key: str) -> None:
         if self.read_only:
