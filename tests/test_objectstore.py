@@ -173,3 +173,19 @@ def test_two_writers_of_disjoint_elements_of_one_chunk_both_persist(seaweed, cap
     stored = zarr.open_array(seaweed.zarr_store(prefix), mode="r")[...]
     assert stored.tolist() == [1] * 4 + [2] * 4 + [5] * 8
     assert "changed by another writer" in caplog.text
+
+
+def test_a_rewrite_within_the_same_second_still_moves_the_arrays_mtime(seaweed):
+    """S3 times are whole seconds: the ETag (as st_ino) tells a rewrite of the same size apart,
+    and the array's mtime moves on though no stored time did."""
+    from zarrfs.usage import Usage
+    prefix = unique_prefix("second")
+    store = object_store(seaweed, prefix)
+    store.set("a/zarr.json", b"{}")
+    store.set("a/c/0", b"first")
+    usage = Usage(store, lifetime=0)
+    before = usage.of("a")
+    obstore.put(seaweed.store(prefix), "a/c/0", b"other")  # same size, most likely the same second
+    after = usage.of("a")
+    assert after.version != before.version and after.mtime_ns > before.mtime_ns
+    assert usage.of("a") == after  # nothing changed since: nothing moves

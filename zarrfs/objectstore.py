@@ -21,6 +21,7 @@ import os
 import stat
 import threading
 import time
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -152,7 +153,7 @@ class ObjectStore:
             raise _store_error("cannot read", key, e) from None
         else:
             self._etags[key] = meta.get("e_tag")
-            document = _Document(fetched, data, self._file_stat(meta["size"], meta["last_modified"]))
+            document = _Document(fetched, data, self._file_stat(meta))
         self._documents[key] = document
         return document
 
@@ -170,7 +171,7 @@ class ObjectStore:
         if name in listing.prefixes:
             return self._directory_stat(self._listing(key))
         meta = listing.objects.get(name)
-        return None if meta is None else self._file_stat(meta["size"], meta["last_modified"])
+        return None if meta is None else self._file_stat(meta)
 
     def list_dir(self, prefix: str) -> list[str]:
         """Names directly below `prefix`, without staged nodes (objecttree.py)."""
@@ -192,7 +193,7 @@ class ObjectStore:
                 for meta in page:
                     relative = meta["path"][len(prefix) + 1:] if prefix else meta["path"]
                     if not any(part.startswith(TEMP_PREFIX) for part in relative.split("/")):
-                        yield relative, self._file_stat(meta["size"], meta["last_modified"])
+                        yield relative, self._file_stat(meta)
         except NOT_FOUND:
             return
         except Exception as e:
@@ -226,9 +227,13 @@ class ObjectStore:
             self._etags.setdefault(f"{prefix}/{name}" if prefix else name, meta.get("e_tag"))
         return objects, prefixes
 
-    def _file_stat(self, size: int, modified) -> os.stat_result:
+    def _file_stat(self, meta) -> os.stat_result:
+        """An object's stat: st_ino is its ETag's CRC, so a rewrite shows even within the second
+        that its time (whole seconds on S3) cannot tell apart."""
+        modified = meta.get("last_modified")
         ns = int(modified.timestamp() * 1e9) if modified is not None else self._started_ns
-        return _stat_result(stat.S_IFREG | 0o644, size, ns, self._owner)
+        e_tag = meta.get("e_tag") or ""
+        return _stat_result(stat.S_IFREG | 0o644, meta["size"], ns, self._owner, zlib.crc32(e_tag.encode()))
 
     def _directory_stat(self, listing: _Listing | None) -> os.stat_result:
         return _stat_result(stat.S_IFDIR | 0o755, 0, listing.changed_ns if listing else self._started_ns, self._owner)
@@ -351,9 +356,9 @@ def _is_document(key: str) -> bool:
     return key.rsplit("/", 1)[-1] in DOCUMENTS
 
 
-def _stat_result(mode: int, size: int, mtime_ns: int, owner: tuple[int, int]) -> os.stat_result:
+def _stat_result(mode: int, size: int, mtime_ns: int, owner: tuple[int, int], ino: int = 0) -> os.stat_result:
     seconds = mtime_ns / 1e9
-    return os.stat_result((mode, 0, 0, 1, owner[0], owner[1], size, seconds, seconds, seconds),
+    return os.stat_result((mode, ino, 0, 1, owner[0], owner[1], size, seconds, seconds, seconds),
                           {"st_mtime_ns": mtime_ns, "st_ctime_ns": mtime_ns, "st_atime_ns": mtime_ns})
 
 

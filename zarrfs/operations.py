@@ -50,7 +50,7 @@ class OpenArray:
     mtime: float = 0.0  # of the last write through the mount
     error: ZarrfsError | None = None  # a background flush failure, reported at the next fsync/close
     failing: str = ""  # the last write-back failure, until one succeeds
-    stored_ns: int = 0  # on a remote store: the newest stored value's mtime when opened
+    stored_version: int = 0  # on a remote store: its stored values' fingerprint when opened
     retired: bool = False  # the array was deleted or moved through the mount: its handles are stale
 
 
@@ -342,13 +342,13 @@ class Operations(ExtendedAttributes, mfusepy.Operations):
         if opened is None or ((opened.node is not node or self._written_elsewhere(opened))
                               and not opened.raw.array.dirty and not opened.handles):
             array = open_array(self.store, node.path, node.meta, self.cache)
-            stored_ns = self.usage.of(node.path).mtime_ns if getattr(self.store, "remote", False) else 0
-            opened = OpenArray(RawFile(array, writable=not self.options.read_only), node, stored_ns=stored_ns)
+            version = self.usage.of(node.path).version if getattr(self.store, "remote", False) else 0
+            opened = OpenArray(RawFile(array, writable=not self.options.read_only), node, stored_version=version)
             self._arrays[node.path] = opened
         return opened
 
     def _written_elsewhere(self, opened: OpenArray) -> bool:
-        return getattr(self.store, "remote", False) and self.usage.of(opened.node.path).mtime_ns > opened.stored_ns
+        return getattr(self.store, "remote", False) and self.usage.of(opened.node.path).version != opened.stored_version
 
     def _add_handle(self, handle: Handle) -> int:
         with self._lock:

@@ -28,6 +28,21 @@ PRESENCE_CHUNKS = 1 << 16  # stored chunks whose places are kept for SEEK_DATA (
 class Stored:
     mtime_ns: int  # newest modification time of the array's documents and chunks
     nbytes: int  # encoded bytes of its stored chunks (documents left out)
+    version: int = 0  # a fingerprint of every stored value's name, size, time and identity
+
+
+class Tally:
+    """Stored figures added up from a listing, one value at a time."""
+
+    def __init__(self):
+        self.newest = self.nbytes = self.fingerprint = 0
+
+    def add(self, relative: str, st) -> None:
+        self.newest = max(self.newest, st.st_mtime_ns)
+        if relative not in nodes.DOCUMENT_NAMES and not relative.endswith("/"):
+            self.nbytes += st.st_size
+        # in any order; st_ino is an object store's ETag: a rewrite in the same second shows
+        self.fingerprint ^= hash((relative, st.st_size, st.st_mtime_ns, st.st_ino))
 
 
 class Expiring:
@@ -70,6 +85,8 @@ class Usage:
         self.store = store
         self.lifetime = lifetime
         self._stored = Expiring(STORED_ENTRIES)
+        self._seen: OrderedDict = OrderedDict()  # path -> (fingerprint, mtime) last reported
+        self._lock = threading.Lock()
         self.presences = Expiring(presence_chunks)  # weighed by stored chunks: memory stays bounded
 
     def of(self, path: str) -> Stored:
@@ -77,12 +94,26 @@ class Usage:
         cached = self._stored.get(path)
         if cached is not None:
             return cached
-        newest = total = 0
+        tally = Tally()
         for relative, st in self.store.files(path, directories=True):  # a deleted chunk changes its directory
-            newest = max(newest, st.st_mtime_ns)
-            if relative not in nodes.DOCUMENT_NAMES and not relative.endswith("/"):
-                total += st.st_size
-        stored = Stored(newest, total)
+            tally.add(relative, st)
+        return self._record(path, tally)
+
+    def _record(self, path: str, tally: Tally) -> Stored:
+        """The array's figures. Its mtime moves on whenever its values changed, even when no
+        stored time did: an object store's times are whole seconds, and a change within the
+        second of the last one must still reach rsync and the kernel's cached pages."""
+        mtime = tally.newest
+        with self._lock:
+            previous = self._seen.pop(path, None)
+            if previous is not None and previous[0] == tally.fingerprint:
+                mtime = max(mtime, previous[1])  # unchanged: as reported before
+            elif previous is not None and mtime <= previous[1]:
+                mtime = max(time.time_ns(), previous[1] + 1)
+            self._seen[path] = (tally.fingerprint, mtime)
+            if len(self._seen) > STORED_ENTRIES:
+                self._seen.popitem(last=False)
+        stored = Stored(mtime, tally.nbytes, tally.fingerprint)
         self._stored.put(path, stored, self.lifetime)
         return stored
 
@@ -105,20 +136,18 @@ class Usage:
 
     def _from_one_listing(self, directory: str, paths: list[str]) -> bool:
         below = f"{directory}/" if directory else ""
-        found = {path[len(below):]: [0, 0] for path in paths}  # array name -> [newest, nbytes]
+        found = {path[len(below):]: Tally() for path in paths}  # array name -> its figures
         try:
             for count, (relative, st) in enumerate(self.store.files(directory)):
                 if count == WARM_KEYS:
                     return False
                 name, _, key = relative.partition("/")
-                figures = found.get(name)
-                if figures is not None:
-                    figures[0] = max(figures[0], st.st_mtime_ns)
-                    figures[1] += 0 if key in nodes.DOCUMENT_NAMES else st.st_size
+                if name in found:
+                    found[name].add(key, st)
         except Exception:
             return False  # each array's own listing reports the error for its entry
-        for name, (newest, nbytes) in found.items():
-            self._stored.put(below + name, Stored(newest, nbytes), self.lifetime)
+        for name, tally in found.items():
+            self._record(below + name, tally)
         return True
 
     def _try(self, path: str) -> None:
