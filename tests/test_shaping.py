@@ -244,3 +244,32 @@ def test_a_read_only_mount_refuses_every_change(tmp_path):
         raises(errno.EROFS, os.setxattr, m / "a.bin", "user.zarr.attr.k", b"1")
         raises(errno.EROFS, os.removexattr, m / "a.bin", "user.zarr.attr.k")
     assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == before
+
+
+def test_a_file_manager_flow_end_to_end(tmp_path):
+    """New folder, copy an .npy in, rename it, edit its sidecar's attributes as gedit saves
+    (temporary + rename), delete it, remove the folder: with GIO, as a file manager does it."""
+    root = make_store(tmp_path / "s.zarr")
+    data = np.arange(30 * 100, dtype="<f4").reshape(30, 100)
+    np.save(tmp_path / "f.npy", data)
+
+    def gio(*args):
+        subprocess.run(["gio", *map(str, args)], check=True, capture_output=True)
+
+    with mounted(root, tmp_path) as m:
+        gio("mkdir", m / "New Folder")
+        gio("copy", tmp_path / "f.npy", m / "New Folder")
+        gio("rename", m / "New Folder" / "f.bin", "g.bin")
+        gio("rename", m / "New Folder", "exp")
+        sidecar = json.loads((m / "exp" / "g.json").read_text())
+        write(m / "exp" / ".goutputstream-X1Y2Z3", json.dumps(dict(sidecar, attributes={"note": "hi"})).encode())
+        os.rename(m / "exp" / ".goutputstream-X1Y2Z3", m / "exp" / "g.json")
+        assert dict(open_group(root)["exp/g"].attrs) == {"note": "hi"}
+        assert np.array_equal(open_group(root)["exp/g"][...], data)
+        result = subprocess.run(["gio", "trash", str(m / "exp" / "g.bin")], capture_output=True, text=True)
+        assert result.returncode != 0 and (m / "exp" / "g.bin").exists()  # no trash: it offers delete instead
+        gio("remove", m / "exp" / "g.bin")
+        gio("remove", m / "exp")
+        assert "exp" not in os.listdir(m.path)
+    assert members(root) == ["a", "sub"]
+    assert not [p for p in root.rglob("*") if p.name.startswith(".") and p.name not in (".zgroup", ".zattrs")]

@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 # names editors and tools give their temporary files (gedit, sed -i, vim's probe and backups, ...)
 SCRATCH = re.compile(r"^(\..+|.+~|4913|sed[A-Za-z0-9]{6}|.+\.(swp|swx|tmp))$")
+TRASH = re.compile(r"^\.Trash(-\d+)?$")  # freedesktop.org trash directories
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
 ATTRIBUTE = "user.zarr.attr."
 XATTR_CREATE, XATTR_REPLACE = 1, 2
@@ -66,6 +67,8 @@ class Shaping:
 
     def mkdir(self, path: str) -> None:
         parent, name = self._parent(path)
+        if TRASH.match(name):  # a file manager's trash: refused, so that it offers to delete instead
+            raise RefusedError(f"{path}: no trash here (it would become a Zarr group): delete instead", errno.EPERM)
         newnode.check_name(name)
         self._free(parent, path, [name])
         self.editor.make_group(_child(parent, name))
