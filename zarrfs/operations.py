@@ -29,6 +29,7 @@ from .textview import Texts
 from .sources import RemoteOptions, open_store
 from .usage import LIFETIME, Usage
 from .xattrs import ExtendedAttributes
+from .shapeops import ShapingMethods
 from .libfuse import mfusepy
 from .views import DEFAULT_VIEWS, preview
 
@@ -81,7 +82,7 @@ class Options:
     xattrs: bool = True  # user.zarr.* and user.mime_type; off: none, and the kernel stops asking
 
 
-class Operations(ExtendedAttributes, mfusepy.Operations):
+class Operations(ShapingMethods, ExtendedAttributes, mfusepy.Operations):
     use_ns = True
 
     def __init__(self, source: str, options: Options):
@@ -292,7 +293,7 @@ class Operations(ExtendedAttributes, mfusepy.Operations):
     @errno_boundary
     def open(self, path, flags):
         if self.shaping.draft_at(path) is not None:
-            return self._add_handle(Handle(None, draft=self.shaping.reopen(path, flags), writable=True))
+            return self._open_draft(self.shaping.reopen(path, flags))
         writable = (flags & os.O_ACCMODE) != os.O_RDONLY
         if writable and self.hierarchy.lookup(path) is None:  # a name the kernel still holds from a node
             return self.create(path, 0o644, flags)  # deleted through the mount: open(O_CREAT) arrives as open
@@ -305,7 +306,7 @@ class Operations(ExtendedAttributes, mfusepy.Operations):
         if writable and self.options.read_only:
             fail(errno.EROFS)
         if writable and entry.kind in (SIDECAR, DOCUMENT):  # attributes are edited through them
-            return self._add_handle(Handle(None, draft=self.shaping.open_edit(entry, path, flags), writable=True))
+            return self._open_draft(self.shaping.open_edit(entry, path, flags))
         if writable and entry.kind != DATA:
             fail(errno.EACCES)
         if entry.kind == TEXT:
@@ -523,46 +524,8 @@ class Operations(ExtendedAttributes, mfusepy.Operations):
             fail(errno.EACCES)
         return 0
 
-    # the hierarchy's shape: shaping.py
-
-    @errno_boundary
-    def mkdir(self, path, mode):
-        self.shaping.mkdir(path)
-        return 0
-
-    @errno_boundary
-    def rmdir(self, path):
-        self._writable()
-        self.shaping.rmdir(path)
-        return 0
-
-    @errno_boundary
-    def unlink(self, path):
-        self._writable()
-        self.shaping.unlink(path)
-        return 0
-
-    @errno_boundary
-    def rename(self, old, new, flags=0):
-        self._writable()
-        self.shaping.rename(old, new, flags)
-        return 0
-
-    @errno_boundary
-    def create(self, path, mode, flags=0):
-        return self._add_handle(Handle(None, draft=self.shaping.create(path, flags), writable=True))
-
-    @errno_boundary
-    def chmod(self, path, mode):  # accepted on files being written (editors copy modes), refused elsewhere
-        return 0 if self.shaping.draft_at(path) is not None else self._refuse()
-
-    @errno_boundary
-    def chown(self, path, uid, gid):
-        return 0 if self.shaping.draft_at(path) is not None else self._refuse()
-
-    def _writable(self):
-        if self.options.read_only:
-            fail(errno.EROFS)
+    def _open_draft(self, draft) -> int:
+        return self._add_handle(Handle(None, draft=draft, writable=True))
 
     def _refuse(self, *args):
         fail(errno.EROFS if self.options.read_only else errno.EPERM)
