@@ -273,3 +273,25 @@ def test_a_file_manager_flow_end_to_end(tmp_path):
         assert "exp" not in os.listdir(m.path)
     assert members(root) == ["a", "sub"]
     assert not [p for p in root.rglob("*") if p.name.startswith(".") and p.name not in (".zgroup", ".zattrs")]
+
+
+def test_an_array_open_when_moved_or_deleted_keeps_what_was_written_and_then_goes_stale(tmp_path):
+    root = make_store(tmp_path / "s.zarr")
+    with mounted(root, tmp_path) as m:
+        fd = os.open(m / "a.bin", os.O_RDWR)
+        try:
+            os.pwrite(fd, np.array([7, 8], "<i4").tobytes(), 0)  # dirty, not yet stored
+            os.rename(m / "a.bin", m / "b.bin")
+            raises(errno.ESTALE, os.pwrite, fd, b"\0\0\0\0", 8)
+        finally:
+            os.close(fd)
+        assert np.fromfile(m / "b.bin", "<i4").tolist() == [7, 8, 2, 3]
+        fd = os.open(m / "b.bin", os.O_RDWR)
+        try:
+            os.pwrite(fd, b"\1\0\0\0", 0)
+            os.unlink(m / "b.bin")
+            raises(errno.ESTALE, os.pwrite, fd, b"\0\0\0\0", 8)
+        finally:
+            os.close(fd)
+        assert "b.bin" not in os.listdir(m.path)
+    assert members(root) == ["sub"] and not (root / "b").exists()

@@ -3,6 +3,7 @@ edits through a real mount, with remounts; zarr-python's view of the store (its 
 and the consolidated copy) checked against the model."""
 
 import errno
+import json
 import os
 import shutil
 import tempfile
@@ -136,6 +137,17 @@ class Tree(RuleBasedStateMachine):
         os.setxattr(self.fs(path, kind), f"user.zarr.attr.{key}", str(value).encode())
         self.model[path] = (kind, {**attributes, key: value}, values)
 
+    @precondition(lambda self: self.model)
+    @rule(data=st.data(), attributes=st.dictionaries(NAMES, st.integers(0, 9), max_size=2))
+    def write_document(self, data, attributes):
+        """Attributes replaced by writing the array's sidecar or the group's zarr.json."""
+        path = data.draw(st.sampled_from(sorted(self.model)))
+        kind, _, values = self.model[path]
+        document = self.mount.path / (path + ".json" if kind == ARRAY else f"{path}/zarr.json")
+        doc = json.loads(document.read_text())
+        document.write_text(json.dumps(dict(doc, attributes=attributes)))
+        self.model[path] = (kind, attributes, values)
+
     @precondition(lambda self: self.mounts < 3)
     @rule()
     def remount(self):
@@ -159,5 +171,5 @@ class Tree(RuleBasedStateMachine):
         shutil.rmtree(self.tmp)
 
 
-Tree.TestCase.settings = settings(max_examples=10, stateful_step_count=15, deadline=None)
+Tree.TestCase.settings = settings(max_examples=15, stateful_step_count=20, deadline=None)
 test_a_tree_shaped_through_the_mount_matches_its_model = Tree.TestCase

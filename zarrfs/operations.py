@@ -191,6 +191,8 @@ class Operations(ShapingMethods, ExtendedAttributes, mfusepy.Operations):
 
     def _write_back(self, opened: "OpenArray", whole_only: bool) -> None:
         """One array's write-back; a failure is kept for the next fsync/close and logged once."""
+        if opened.retired:  # deleted or moved through the mount (shaping.py)
+            return
         name = opened.node.path or "/"
         try:
             opened.raw.flush(whole_only)

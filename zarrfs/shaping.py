@@ -333,16 +333,26 @@ class Shaping:
         return [posixpath.join(posixpath.dirname(path), n) for n in self.hierarchy._file_names(stem)] + [path]
 
     def _retire(self, path: str, keep: bool) -> None:
-        """Arrays open at or below store path `path` stop serving (their handles get ESTALE); what
-        was written to them is stored first when the node is moved, not when it is deleted."""
+        """Arrays open at or below store path `path` stop serving (their handles get ESTALE from
+        now on); a write-back in progress finishes first, so nothing is written under `path`
+        after it moves or goes. What was written is stored first when the node is moved (on
+        failure the array serves again and the move is refused), not when it is deleted."""
         ops = self.ops
         for p, opened in list(ops._arrays.items()):
             if p == path or p.startswith(path + "/"):
-                if keep:
-                    ops._flush(opened)
                 with ops._lock:
                     opened.retired = True
                     ops._arrays.pop(p, None)
+                try:
+                    with opened.raw.array.shared.flush_lock:
+                        pass
+                    if keep:
+                        opened.raw.flush()
+                except BaseException:
+                    with ops._lock:
+                        opened.retired = False
+                        ops._arrays.setdefault(p, opened)
+                    raise
                 ops.usage.forget(p)
 
     def _drop(self, paths: list[str]) -> None:
