@@ -5,6 +5,7 @@ attribute edits, rm, mv), each read back with zarr-python; consolidated metadata
 import errno
 import json
 import os
+import shutil
 import subprocess
 import warnings
 
@@ -180,10 +181,18 @@ def test_editors_save_through_a_temporary_and_a_rename(tmp_path):
         write(m / "new.json~", b'{"shape": [2], "dtype": "|u1"}')  # a temporary renamed onto a new sidecar
         os.rename(m / "new.json~", m / "new.json")
         assert np.fromfile(m / "new.bin", "u1").tolist() == [0, 0]
+        vim = shutil.which("vim") or shutil.which("vim.tiny")
+        for backupcopy in ("auto", "yes"):  # vim as it comes (a probe file, then a rename or a copy)
+            subprocess.run([vim, "-u", "NONE", "-N", "-n", "-es", "-c", f"set backupcopy={backupcopy}", "-c",
+                            f'%s/"by": "[a-z-]*"/"by": "vim-{backupcopy}"/', "-c", "wq", str(m / "a.json")],
+                           check=True, timeout=60)
+            assert json.loads((m / "a.json").read_text())["attributes"] == {"by": f"vim-{backupcopy}"}
+        subprocess.run(["ed", "-s", str(m / "a.json")], input=b',s/"vim-yes"/"ed"/\nw\nq\n', check=True)
+        assert json.loads((m / "a.json").read_text())["attributes"] == {"by": "ed"}
         write(m / "4913", b"")  # vim's probe
         os.unlink(m / "4913")
         assert not (m / "4913").exists()
-    assert dict(open_group(root)["a"].attrs) == {"by": "gedit"} and open_group(root)["new"].shape == (2,)
+    assert dict(open_group(root)["a"].attrs) == {"by": "ed"} and open_group(root)["new"].shape == (2,)
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
