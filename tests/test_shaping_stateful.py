@@ -39,7 +39,7 @@ def zarr_view(root, consolidated: bool) -> dict:
 class Tree(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
-        self.tmp = Path(tempfile.mkdtemp(prefix="hier-stateful-"))
+        self.tmp = Path(tempfile.mkdtemp(prefix="zarrfs-shaping-"))
         self.root = self.tmp / "t.zarr"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -162,13 +162,15 @@ class Tree(RuleBasedStateMachine):
 
     def teardown(self):
         try:
-            listed = set(os.listdir(self.mount.path))
-            assert {n for n in self.children("") if self.model[n][0] == GROUP} <= listed
+            try:
+                listed = set(os.listdir(self.mount.path))
+                assert {n for n in self.children("") if self.model[n][0] == GROUP} <= listed
+            finally:
+                self._unmount()
+            self.check()
+            assert not [p for p in self.root.rglob(".zarrfs-tmp-*")]
         finally:
-            self._unmount()
-        self.check()
-        assert not [p for p in self.root.rglob(".zarrfs-tmp-*")]
-        shutil.rmtree(self.tmp)
+            shutil.rmtree(self.tmp, ignore_errors=True)  # its own directory, failed or not
 
 
 Tree.TestCase.settings = settings(max_examples=15, stateful_step_count=20, deadline=None)
