@@ -117,3 +117,22 @@ def test_a_small_read_of_a_blosc_chunk_decodes_only_the_blocks_that_hold_it(tmp_
     assert len(getitems) == 1 and len(decodes) == 2
     assert raw.read(2 * block, 4096) == expected[2 * block:2 * block + 4096]  # cached now
     assert len(decodes) == 2
+
+
+def test_a_chunk_decoded_again_into_full_recent_decodes_replaces_its_old_decode():
+    """A small read past what a chunk's kept decode covers decodes it again and keeps the new
+    decode: with every slot and byte of RecentDecodes in use, that once counted the old buffer
+    twice, emptied the whole list and failed the read (EIO, then a retry by the kernel)."""
+    from zarrfs.buffers import BufferPool
+    from zarrfs.recent import RecentDecodes
+    pool = BufferPool()
+    recent = RecentDecodes(pool, slots=4, max_bytes=4 << 20)
+    for key in range(4):
+        recent.keep(key, *pool.take((1 << 20,), "u1"), (0, 4096))
+    base, chunk = pool.take((1 << 20,), "u1")
+    chunk[:] = 7
+    recent.keep(2, base, chunk, None)
+    assert recent.nbytes == 4 << 20
+    out = np.zeros(16, "u1")
+    assert recent.copy_out(2, (slice(100, 116),), out, [100, 116]) and (out == 7).all()
+    assert recent.copy_out(0, (slice(0, 16),), out, [0, 16])  # the others stay

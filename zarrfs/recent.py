@@ -47,14 +47,18 @@ class RecentDecodes:
             self._pool.give(base)
             return
         with self._lock:
+            evicted = []
             old = self._entries.pop(key, None)
-            evicted = [old] if old is not None else []
+            if old is not None:  # counted out now: the loop below must never reach the new entry
+                self.nbytes -= old[0].nbytes
+                evicted.append(old)
             self._entries[key] = (base, chunk, decoded)
             self.nbytes += base.nbytes
             while len(self._entries) > self._slots or self.nbytes > self._max_bytes:
-                evicted.append(self._entries.popitem(last=False)[1])
+                gone = self._entries.popitem(last=False)[1]
+                self.nbytes -= gone[0].nbytes
+                evicted.append(gone)
             for entry in evicted:
-                self.nbytes -= entry[0].nbytes
                 self._pool.give(entry[0])
 
     def forget(self, key) -> None:
