@@ -91,7 +91,8 @@ class RawFile:
         """A read that continues a stream starts the decoding of the chunks after it (ahead.py)."""
         ahead = self.array.shared.cache.ahead
         reached = self.streams.follow(offset, end)
-        if reached is None or reached >= self.size or not ahead.room(self.array.leaf_nbytes):
+        # walked only when a quarter of the budget is free: a walk costs Python, a submit little
+        if reached is None or reached >= self.size or not ahead.room(max(self.array.leaf_nbytes, ahead.max_bytes // 4)):
             return
         first = reached // self.itemsize
         last = min(self.size, reached + ahead.max_bytes) // self.itemsize
