@@ -58,3 +58,15 @@ def test_full_shard_codec_round_trip():
     data = np.arange(24, dtype="<i2").reshape(4, 6)
     data[:2, :3] = 0
     assert (chain.decode(chain.encode(data)) == data).all()
+
+
+@pytest.mark.parametrize("inner", [None, 4, "4", {"a": 4}])
+def test_a_sharding_chunk_shape_that_is_not_a_list_is_refused_naming_it(inner):
+    """Found by the metadata fuzz target: chunk_shape null was a TypeError (EIO), not a refusal."""
+    from zarrfs.codec_base import ChunkSpec
+    from zarrfs.codecs import CodecChain
+    from zarrfs.dtypes import parse_data_type
+    from zarrfs.errors import MetadataError
+    spec = ChunkSpec((8,), parse_data_type("int32", "data_type"), np.array(0, "<i4"))
+    with pytest.raises(MetadataError, match="chunk_shape must be a list"):
+        CodecChain([{"name": "sharding_indexed", "configuration": {"chunk_shape": inner}}], spec, "zarr.json: codecs")

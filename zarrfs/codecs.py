@@ -242,7 +242,10 @@ class ShardingCodec(Codec):
 
     def __init__(self, config, spec, where):
         super().__init__(config, spec, where)
-        inner = tuple(_config(config, "chunk_shape", where))
+        inner = _config(config, "chunk_shape", where)
+        if not isinstance(inner, list):
+            raise MetadataError(f"{where}: chunk_shape must be a list of integers, not {inner!r}")
+        inner = tuple(inner)
         if len(inner) != len(spec.shape) or any(not isinstance(c, int) or c < 1 for c in inner):
             raise MetadataError(f"{where}: chunk_shape {list(inner)} does not fit shard shape {list(spec.shape)}")
         if any(s % c for s, c in zip(spec.shape, inner)):
