@@ -310,3 +310,24 @@ def test_a_consolidated_hierarchy_opens_with_one_get_and_lists_with_a_list_per_g
 def obstore_list(seaweed, prefix):
     import obstore
     return obstore.list(seaweed.store(prefix))
+
+
+@pytest.mark.parametrize("prefetch", ["prefetch_size=0", "prefetch_size=8M"])
+def test_a_stream_fetches_each_chunk_once_with_or_without_prefetch(seaweed, tmp_path, prefetch):
+    prefix = unique_prefix("stream")
+    values = np.random.default_rng(3).integers(0, 1 << 16, 6 << 18, dtype="<u2")  # 3 MiB
+    zarr.open_group(seaweed.zarr_store(prefix), mode="w").create_array(
+        "s", shape=values.shape, chunks=(1 << 16,), shards=(1 << 18,), dtype="u2",
+        compressors=[ZstdCodec(level=1)])[...] = values
+    with mount_s3(seaweed, prefix, tmp_path, "ro", "debug", prefetch) as m:
+        os.listdir(m.path)
+        with open(m / "s.bin", "rb", buffering=0) as f:
+            # no kernel read-ahead: one reader's 1 MiB requests in order, so what the daemon
+            # fetches ahead and what the requests fetch meet in a set order
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)
+            data = b"".join(iter(lambda: f.read(1 << 20), b""))
+        log = m.log()
+    assert data == values.tobytes()
+    ranged = [r for r in requests(log) if re.match(r"GET s/c/\d+ (\(|\d+ ranges)", r)]
+    fetched = sum(int(r.split()[2]) if "ranges" in r else 1 for r in ranged)
+    assert fetched == 6 * 4, ranged  # 6 shards of 4 inner chunks, each fetched once

@@ -57,4 +57,9 @@ def _wanted(array, box) -> list[tuple]:
         return []  # a sharded array's views batch their own inner chunks
     cache = array.shared.cache
     return [part.coords for part in chunk_parts(box, array.chunk_shape, array.shape)
-            if array._unflushed(part.coords) is None and cache.get(array.cache_key + (part.coords,)) is None]
+            if array._unflushed(part.coords) is None and not _held(cache, array.cache_key + (part.coords,))]
+
+
+def _held(cache, key) -> bool:
+    """Decoded already, or being fetched and decoded ahead (ahead.py): not to be fetched again."""
+    return key in cache.ahead or cache.get(key) is not None

@@ -61,12 +61,14 @@ def parse_size(name: str, text: str) -> int:
     return value
 
 
-REMOTE_OPTIONS = {"endpoint", "region", "anon", "timeout", "metadata_ttl", "credentials_file"}
+REMOTE_OPTIONS = {"endpoint", "region", "anon", "timeout", "metadata_ttl", "credentials_file", "prefetch_size"}
 
 
 def parse_remote_option(remote, name: str, value: str) -> None:
     if name == "anon":
         remote.anon = True
+    elif name == "prefetch_size":
+        remote.prefetch_size = 0 if value.strip() == "0" else parse_size(name, value)
     elif name in ("timeout", "metadata_ttl"):
         try:
             seconds = float(value)

@@ -31,6 +31,9 @@ def option_lines(defaults, views) -> list[tuple[str, str, str]]:
         ("anon", "off", "object stores: unsigned requests, for public buckets"),
         ("credentials_file=PATH", "the environment's",
          "object stores: an AWS-style credentials file (or a GCS service account, or an [azure] section); mode 600"),
+        ("prefetch_size=SIZE", format_size(defaults.remote.prefetch_size),
+         "object stores: chunks fetched and decoded ahead of sequential readers, 16 at once (of cache_size, "
+         "at most a quarter); 0: off"),
         ("timeout=SECONDS", f"{defaults.remote.timeout:g}", "object stores: the longest a request may take, retries included"),
         ("metadata_ttl=SECONDS", f"{defaults.remote.metadata_ttl:g}",
          "object stores: how long listings and metadata documents are trusted before they are asked for again"),

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 BLKSIZE = 1 << 20  # st_blksize: tools that honour it issue 1 MiB reads
 SHUTDOWN_TRIES = 4  # write-back attempts at unmount, a second apart, before the data is saved aside
+REMOTE_FETCHERS = 16  # chunks fetched ahead at once from an object store (the GETs release the GIL)
 TIMEOUT = 30.0  # seconds the kernel may keep attributes and entries
 FUSE_CAP_READDIRPLUS_AUTO = 1 << 14
 
@@ -90,7 +91,7 @@ class Operations(ShapingMethods, ExtendedAttributes, mfusepy.Operations):
         self.store = open_store(source, options.read_only, options.remote)
         self.hierarchy = Hierarchy(self.store, options.views, options.header_cache_bytes, options.previews)
         self.previews = preview.Previews(options.cache_bytes // 16)
-        self.cache = ChunkCache(options.cache_bytes, options.ahead_bytes)
+        self.cache = ChunkCache(options.cache_bytes, *self._read_ahead())
         self.usage = Usage(self.store, getattr(self.store, "metadata_ttl", LIFETIME))  # mtimes, stored sizes
         self.texts = Texts(options.cache_bytes // 4)  # rendered NAME.txt files, within the cache's bound
         self._arrays: dict[str, OpenArray] = {}
@@ -110,6 +111,13 @@ class Operations(ShapingMethods, ExtendedAttributes, mfusepy.Operations):
             removed = self.store.remove_temporaries()
             if removed:
                 log.warning("removed %d temporary files left by an interrupted write", removed)
+
+    def _read_ahead(self) -> tuple[int, int | None]:
+        """(budget, workers) for chunks decoded ahead of sequential readers. An object store
+        answers after a round trip: there, many chunks are fetched at once, within prefetch_size."""
+        if getattr(self.store, "remote", False):
+            return self.options.remote.prefetch_size, REMOTE_FETCHERS
+        return self.options.ahead_bytes, None
 
     # lifecycle
 

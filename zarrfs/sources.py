@@ -27,6 +27,7 @@ class RemoteOptions:
     timeout: float = 30.0  # seconds for one request, its retries included
     metadata_ttl: float = 60.0  # seconds listings and metadata documents are trusted
     credentials_file: str | None = None
+    prefetch_size: int = 64 << 20  # chunks fetched and decoded ahead of sequential readers
 
 
 def is_remote(source: str) -> bool:
