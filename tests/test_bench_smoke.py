@@ -38,12 +38,22 @@ def test_bench_smoke_run(tmp_path):
 @pytest.mark.parametrize("store", ["s3", "http"])
 def test_remote_bench_smoke_run(tmp_path, store):
     """The object-store bench: its server in a network namespace it makes and removes."""
-    result = subprocess.run([sys.executable, str(BENCH), "--store", store, "--size-mib", "2", "--runs", "1",
-                             "--samples", "5", "--listing", "20", "--layouts", "zstd,sharded", "--workdir", str(tmp_path)],
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr
+    before = set(bench_mounts())
+    process = subprocess.Popen([sys.executable, str(BENCH), "--store", store, "--size-mib", "2", "--runs", "1",
+                                "--samples", "5", "--listing", "20", "--layouts", "zstd,sharded", "--workdir",
+                                str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = process.communicate(timeout=600)
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr
     for row in ["tensorstore read", "zarr-python read", "zarrfs cold read", "4 KiB pread p50", "peak RSS",
                 "20 arrays with consolidated metadata: requests to open {'GET': 1}"]:
-        assert row in result.stdout, (row, result.stdout)
-    assert "zarrfs-bench" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert not [line for line in Path("/proc/mounts").read_text().splitlines() if "zarrfs-bench" in line]
+        assert row in stdout, (row, stdout)
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert f"zarrfs-bench-{process.pid}" not in namespaces  # its own namespace is gone
+    assert not [line for line in set(bench_mounts()) - before if line.split()[0].startswith(("s3://", "http://"))]
+
+
+def bench_mounts() -> list[str]:
+    return [line for line in Path("/proc/mounts").read_text().splitlines() if "zarrfs-bench" in line]
