@@ -134,7 +134,8 @@ def test_two_mounts_writing_halves_of_one_shard_both_land(seaweed, tmp_path):
 def test_failed_write_back_is_an_error_then_lands_when_the_server_returns(seaweed, tmp_path):
     prefix = unique_prefix("outage")
     zarr.open_group(seaweed.zarr_store(prefix), mode="w").create_array("a", shape=(1000,), chunks=(100,), dtype="u1")
-    with mount_s3(seaweed, prefix, tmp_path, "timeout=2") as m:
+    # a stopped server refuses connections at once; the timeout leaves room for a loaded machine
+    with mount_s3(seaweed, prefix, tmp_path, "timeout=20") as m:
         os.listdir(m.path)
         fd = os.open(m / "a.bin", os.O_RDWR)
         try:
