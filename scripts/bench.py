@@ -262,21 +262,25 @@ def summary(values: list[float], fmt: str) -> str:
     return cell
 
 
+def table(runs: dict[str, list[dict]], rows: list, memory: dict, rss_limit_mib: int) -> list[str]:
+    """The rows as a Markdown table, a column per layout, and the daemon's peak RSS."""
+    width = max(len(label) for label, _, _ in rows) + 1
+    cells = {label: [summary([fn(r) for r in rs], fmt) for rs in runs.values()] for label, fn, fmt in rows}
+    cells["daemon peak RSS MiB, cache = size/4"] = [f"{memory[layout] / MIB:.0f} (<= {rss_limit_mib})" for layout in runs]
+    cw = max(22, *(len(c) for row in cells.values() for c in row))
+    lines = [f"| {'row':<{width}} | " + " | ".join(f"{layout:>{cw}}" for layout in runs) + " |",
+             f"|{'-' * (width + 2)}|" + "|".join("-" * (cw + 2) for _ in runs) + "|"]
+    for label, row in cells.items():
+        lines.append(f"| {label:<{width}} | " + " | ".join(f"{c:>{cw}}" for c in row) + " |")
+    return lines
+
+
 def report(runs: dict[str, list[dict]], memory: dict, listing, args) -> str:
     rounds = len(next(iter(runs.values())))
     lines = [f"zarrfs benchmark: {args.size_mib} MiB float32 per layout, {rounds} interleaved rounds; each cell is "
              f"the median over the rounds (min-max), every ratio taken within a round; {os.cpu_count()} cores, "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", ""]
-    width = max(len(label) for label, _, _ in ROWS) + 1
-    cells = {label: [summary([fn(r) for r in rs], fmt) for rs in runs.values()] for label, fn, fmt in ROWS}
-    cw = max(22, *(len(c) for row in cells.values() for c in row))
-    lines.append(f"| {'row':<{width}} | " + " | ".join(f"{layout:>{cw}}" for layout in runs) + " |")
-    lines.append(f"|{'-' * (width + 2)}|" + "|".join("-" * (cw + 2) for _ in runs) + "|")
-    for label, row in cells.items():
-        lines.append(f"| {label:<{width}} | " + " | ".join(f"{c:>{cw}}" for c in row) + " |")
-    rss = [f"{memory[layout] / MIB:.0f} (<= {args.size_mib // 4 + 150})" for layout in runs]
-    lines.append(f"| {'daemon peak RSS MiB, cache = size/4':<{width}} | " + " | ".join(f"{c:>{cw}}" for c in rss) + " |")
-    lines.append("")
+    lines += table(runs, ROWS, memory, args.size_mib // 4 + 150) + [""]
     for label, (first, second) in listing.items():
         lines.append(f"listing {args.listing} arrays, {label}: first ls -lR {first:.2f} s (target < 5), "
                      f"second {second:.2f} s (target < 0.5)")

@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the servers' fixtures
 
-from bench import GB, MIB, ZARRFS, _mounted, build, cpu_seconds, p50_ms, random_offsets, read_through, summary, \
+from bench import GB, ZARRFS, _mounted, build, cpu_seconds, p50_ms, random_offsets, read_through, table, \
     timed  # noqa: E402
 from nginx import Nginx  # noqa: E402
 from seaweed import BUCKET, Seaweed  # noqa: E402
@@ -224,15 +224,7 @@ def report(runs: dict, memory: dict, listing: dict, args, delay) -> str:
     lines = [f"zarrfs remote benchmark ({args.store}): {args.size_mib} MiB float32 per layout, {rounds} interleaved "
              f"rounds, server in a network namespace behind a veth pair, {where}; median (min-max) over the rounds; "
              f"{os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", ""]
-    width = max(len(label) for label, _, _ in ROWS) + 1
-    cells = {label: [summary([fn(r) for r in rs], fmt) for rs in runs.values()] for label, fn, fmt in ROWS}
-    cw = max(22, *(len(c) for row in cells.values() for c in row))
-    lines.append(f"| {'row':<{width}} | " + " | ".join(f"{layout:>{cw}}" for layout in runs) + " |")
-    lines.append(f"|{'-' * (width + 2)}|" + "|".join("-" * (cw + 2) for _ in runs) + "|")
-    for label, row in cells.items():
-        lines.append(f"| {label:<{width}} | " + " | ".join(f"{c:>{cw}}" for c in row) + " |")
-    rss = [f"{memory[layout] / MIB:.0f} (<= {args.size_mib // 4 + 150})" for layout in runs]
-    lines.append(f"| {'daemon peak RSS MiB, cache = size/4':<{width}} | " + " | ".join(f"{c:>{cw}}" for c in rss) + " |")
+    lines += table(runs, ROWS, memory, args.size_mib // 4 + 150)
     if listing:
         lines += ["", f"{args.listing} arrays with consolidated metadata: requests to open {listing['requests to open']} "
                       f"(target: 1 GET), first ls -lR {listing['first ls -lR s']:.2f} s (target < 2), "
