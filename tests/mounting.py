@@ -30,13 +30,21 @@ def wait_for(predicate, timeout=15.0, what="condition"):
 
 
 def unmount(mountpoint) -> None:
-    if not os.path.ismount(mountpoint):
+    """Unmount, even a mount whose daemon was killed (os.path.ismount says False for it: its
+    stat fails with ENOTCONN)."""
+    if not (os.path.ismount(mountpoint) or listed(mountpoint)):
         return
     if subprocess.run(["fusermount3", "-u", str(mountpoint)], capture_output=True).returncode:
         time.sleep(0.5)
         subprocess.run(["fusermount3", "-u", str(mountpoint)], capture_output=True)
-    if os.path.ismount(mountpoint):
+    if os.path.ismount(mountpoint) or listed(mountpoint):
         subprocess.run(["fusermount3", "-uz", str(mountpoint)], capture_output=True)
+
+
+def listed(mountpoint) -> bool:
+    path = str(mountpoint).replace(" ", "\\040")
+    with open("/proc/mounts") as mounts:
+        return any(line.split()[1] == path for line in mounts)
 
 
 def reap(process, timeout=20) -> None:

@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 import zarr
 
-from mounting import mounted, wait_for
+from mounting import listed, mounted, wait_for
 
 LEFTOVER = ".zarrfs-tmp-"
 
@@ -77,6 +77,7 @@ def test_kill_during_an_npy_copy_leaves_no_array(tmp_path):
                 os.close(fd)
             except OSError:
                 pass  # the daemon is gone
+    assert not listed(m.path)  # the killed daemon's mount was taken down too
     assert every_node(root) == before
     assert leftovers(root) != []  # the staged node, invisible to zarr-python
     remount_cleans(root, tmp_path, expected=True)
