@@ -43,6 +43,7 @@ def test_reads_whole_ranged_suffix_and_missing(seaweed):
     assert store.get("x/v", Range(10, 5)) == bytes(range(10, 15))
     assert store.get("x/v", Suffix(3)) == bytes([97, 98, 99])
     assert store.get("x/v", Range(98, 10)) == bytes([98, 99])  # short at the end, as pread
+    assert store.get("x/v", Range(200, 10)) == b""  # wholly past the end (416): empty, as pread
     assert store.get("x/missing") is None
     assert store.get_ranges("x/v", [Range(0, 2), Range(50, 3)]) == [b"\x00\x01", bytes([50, 51, 52])]
     assert store.get_many(["x/v", "x/missing"]) == {"x/v": bytes(range(100)), "x/missing": None}
@@ -189,3 +190,31 @@ def test_a_rewrite_within_the_same_second_still_moves_the_arrays_mtime(seaweed):
     after = usage.of("a")
     assert after.version != before.version and after.mtime_ns > before.mtime_ns
     assert usage.of("a") == after  # nothing changed since: nothing moves
+
+
+def test_the_versions_remembered_for_conditional_puts_are_bounded(seaweed, monkeypatch):
+    """A long stream reads millions of chunks: only the last ETAGS keys' versions are kept."""
+    from zarrfs import objectstore
+    monkeypatch.setattr(objectstore, "ETAGS", 3)
+    prefix = unique_prefix("etags")
+    remote = seaweed.store(prefix)
+    for i in range(5):
+        obstore.put(remote, f"k{i}", b"v")
+    store = object_store(seaweed, prefix)
+    for i in range(5):
+        store.get(f"k{i}")
+    assert list(store._etags) == ["k2", "k3", "k4"]
+    obstore.put(remote, "k4", b"changed")
+    with pytest.raises(ConflictError):  # a remembered version still guards its PUT
+        store.set("k4", b"mine")
+
+
+def test_a_move_carries_the_document_as_stored_not_as_cached(seaweed):
+    prefix = unique_prefix("movedoc")
+    remote = seaweed.store(prefix)
+    obstore.put(remote, "a/zarr.json", b'{"old": 1}')
+    store = object_store(seaweed, prefix)
+    assert store.get("a/zarr.json") == b'{"old": 1}'  # trusted for metadata_ttl from now on
+    obstore.put(remote, "a/zarr.json", b'{"edited elsewhere": 1}')
+    store.move_node("a", "b")
+    assert bytes(obstore.get(remote, "b/zarr.json").bytes()) == b'{"edited elsewhere": 1}'

@@ -114,6 +114,8 @@ class Array:
         self._written_whole: set[tuple] = set()  # dirty chunks that no stored data went into
         # remote stores, which other machines write too: the elements written here (written.py)
         self._written = WrittenMasks(self.spec.shape) if getattr(source, "remote", False) else None
+        # a store where each request is a round trip: a read's chunks are fetched together (batchread.py)
+        self._batched = not self.sharding and getattr(source, "batched_reads", False)
 
     @property
     def leaf_nbytes(self) -> int:
@@ -138,6 +140,8 @@ class Array:
         """Fill `out` with `box`. sparse: the read is small and likely random, so a chunk it
         wants only part of is cached only when read again (see _read_small). whole: the same
         read comes back to its chunks in other boxes, so none is decoded only in part."""
+        if not self._batched:  # the local store's hot path: nothing to fetch ahead of the decodes
+            return self._read_parts(box, out, sparse, whole)
         with batchread.fetched(self, box):
             self._read_parts(box, out, sparse, whole)
 
@@ -213,7 +217,7 @@ class Array:
                 with self.shared.commit_lock:
                     continue
             try:
-                data = batchread.take(self.source, coords)
+                data = batchread.take(self.source, coords) if self._batched else batchread.NOT_FETCHED
                 if data is batchread.NOT_FETCHED:
                     data = self.source.read(coords)
                 started = time.perf_counter()

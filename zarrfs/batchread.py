@@ -8,8 +8,9 @@ come from one coalesced ranged read (obstore's get_ranges), whole chunks from co
 The bytes wait in a per-thread map that Array._chunk takes them from, once each; at most
 MAX_BYTES of them, so the memory a read holds stays bounded.
 
-Only stores that say `batched_reads` are asked: on a local disk a pread costs microseconds,
-and reading ahead of the decode would only hold memory longer.
+Array uses this only on stores that say `batched_reads`, and not for a sharded array itself (its
+shard views batch their own inner chunks): on a local disk a pread costs microseconds, and
+reading ahead of the decode would only hold memory longer.
 """
 
 import contextlib
@@ -53,8 +54,6 @@ def take(source, coords):
 
 
 def _wanted(array, box) -> list[tuple]:
-    if array.sharding or not getattr(array.source, "batched_reads", False):
-        return []  # a sharded array's views batch their own inner chunks
     cache = array.shared.cache
     return [part.coords for part in chunk_parts(box, array.chunk_shape, array.shape)
             if array._unflushed(part.coords) is None and not _held(cache, array.cache_key + (part.coords,))]

@@ -22,6 +22,7 @@ import stat
 import threading
 import time
 import zlib
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -40,6 +41,7 @@ log = logging.getLogger(__name__)
 
 DOCUMENTS = ("zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata")  # small, read whole, cached
 PUBLISHERS = 16  # concurrent PUTs of one publish
+ETAGS = 1 << 16  # keys whose version is remembered for conditional PUTs (about 100 bytes each)
 FETCHERS = 16  # concurrent GETs of whole chunks for one read (batchread.py)
 
 
@@ -73,7 +75,7 @@ class ObjectStore:
         self.can_list = can_list
         self._listings: dict[str, _Listing] = {}
         self._documents: dict[str, _Document] = {}
-        self._etags: dict[str, str | None] = {}  # last seen ETag; None: seen absent
+        self._etags: OrderedDict[str, str | None] = OrderedDict()  # ETags to PUT on (_remember); None: absent
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(PUBLISHERS, thread_name_prefix="publish")
         self._fetchers = ThreadPoolExecutor(FETCHERS, thread_name_prefix="fetch")
@@ -117,7 +119,16 @@ class ObjectStore:
         whole read is what a merge builds on. A ranged read (a reader's, perhaps while a flush
         merges) must not move it on to a version nobody merged with."""
         if byte_range is None or key not in self._etags:
+            self._set_etag(key, e_tag)
+
+    def _set_etag(self, key: str, e_tag: str | None) -> None:
+        """Remembered for the ETAGS keys read or written last: a write follows its read closely
+        (a partial write reads its chunk first). A key forgotten is PUT unconditionally."""
+        with self._lock:
             self._etags[key] = e_tag
+            self._etags.move_to_end(key)
+            if len(self._etags) > ETAGS:
+                self._etags.popitem(last=False)
 
     def get_ranges(self, key: str, ranges: list[Range]) -> list[bytes] | None:
         """Several ranges of one value in one call: obstore coalesces nearby ranges into one
@@ -152,7 +163,7 @@ class ObjectStore:
         except Exception as e:
             raise _store_error("cannot read", key, e) from None
         else:
-            self._etags[key] = meta.get("e_tag")
+            self._set_etag(key, meta.get("e_tag"))
             document = _Document(fetched, data, self._file_stat(meta))
         self._documents[key] = document
         return document
@@ -223,8 +234,6 @@ class ObjectStore:
             raise _store_error("cannot list", prefix or "/", e) from None
         objects = {meta["path"].rsplit("/", 1)[-1]: meta for meta in result["objects"]}
         prefixes = {p.rstrip("/").rsplit("/", 1)[-1] for p in result["common_prefixes"]}
-        for name, meta in objects.items():
-            self._etags.setdefault(f"{prefix}/{name}" if prefix else name, meta.get("e_tag"))
         return objects, prefixes
 
     def _file_stat(self, meta) -> os.stat_result:
@@ -270,17 +279,18 @@ class ObjectStore:
             log.debug("%s %s", "DELETE" if data is None else "PUT", key)
             if data is None:
                 obstore.delete(self.store, key)
-                self._etags[key] = None
+                self._set_etag(key, None)
             else:
                 known = self._etags.get(key, ...)
                 mode = "overwrite" if known is ... else "create" if known is None else {"e_tag": known}
                 result = obstore.put(self.store, key, data, mode=mode, use_multipart=False)
-                self._etags[key] = result.get("e_tag")
+                self._set_etag(key, result.get("e_tag"))
         except (PreconditionError, AlreadyExistsError):
-            self._etags.pop(key, None)  # unknown now: the merge reads it again
+            with self._lock:
+                self._etags.pop(key, None)  # unknown now: the merge reads it again
             return key, ConflictError(key)
         except NOT_FOUND:
-            self._etags[key] = None
+            self._set_etag(key, None)
         except Exception as e:
             return key, _store_error("cannot write", key, e)
         finally:

@@ -111,7 +111,7 @@ def move_node(store, src: str, dst: str) -> None:
         raise StoreError(f"cannot move {src!r} to {dst!r}: something is stored there already", errno.EEXIST)
     own = [key for key in keys if key in DOCUMENT_NAMES]  # the node's own documents, at its top
     _copy(store, {f"{src}/{key}": f"{dst}/{key}" for key in keys if key not in own})
-    _put_documents(store, dst, {key: store.get(f"{src}/{key}") for key in own})
+    _put_documents(store, dst, {key: _fresh(store, f"{src}/{key}") for key in own})
     _delete(store, [f"{src}/{key}" for key in own])
     _delete(store, [f"{src}/{key}" for key in keys if key not in own])
     store._forget_prefix(src)
@@ -127,6 +127,15 @@ def _keys(store, prefix: str) -> list[str]:
         return []
     except Exception as e:
         raise store.error("cannot list", prefix, e) from None
+
+
+def _fresh(store, key: str) -> bytes:
+    """A document as stored now, not as cached for metadata_ttl: another machine may have
+    edited it since."""
+    try:
+        return bytes(obstore.get(store.store, key).bytes())
+    except Exception as e:
+        raise store.error("cannot read", key, e) from None
 
 
 def _put_documents(store, path: str, documents: dict[str, bytes]) -> None:
