@@ -183,3 +183,21 @@ def test_decode_ahead_through_a_mount_sees_writes_through_another_view(tmp_path)
             os.close(fd)
         assert (m / "data.zarr.bin").read_bytes() == values.tobytes()
     np.testing.assert_array_equal(zarr.open_array(str(root), mode="r")[...], values)
+
+
+def test_a_decode_ahead_without_memory_ends_and_its_reader_decodes_itself(monkeypatch):
+    """malloc failing in a decode-ahead thread: the entry still ends, so take() returns None
+    (the reader decodes the chunk itself) instead of waiting for ever."""
+    from zarrfs import ahead
+
+    def no_memory(shape, dtype):
+        raise MemoryError
+
+    monkeypatch.setattr(ahead, "malloc_array", no_memory)
+    decoder = ahead.DecodeAhead(1 << 20, workers=1)
+    assert decoder.submit("k", (16,), "u1", lambda out: 0)
+    done = threading.Event()
+    result = []
+    threading.Thread(target=lambda: (result.append(decoder.take("k")), done.set()), daemon=True).start()
+    assert done.wait(10), "take() waited for a decode that never ended"
+    assert result == [None] and decoder.nbytes == 0

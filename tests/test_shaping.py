@@ -301,6 +301,8 @@ def test_an_array_open_when_moved_or_deleted_keeps_what_was_written_and_then_goe
             os.pwrite(fd, b"\1\0\0\0", 0)
             os.unlink(m / "b.bin")
             raises(errno.ESTALE, os.pwrite, fd, b"\0\0\0\0", 8)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # a read must reach the daemon
+            raises(errno.EIO, os.pread, fd, 4, 12)  # ESTALE, which the kernel's cached read reports as EIO
         finally:
             os.close(fd)
         assert "b.bin" not in os.listdir(m.path)
@@ -320,3 +322,19 @@ def test_xarray_sees_attributes_edited_through_the_mount(tmp_path):
             dataset = xr.open_zarr(str(root), group="sub", consolidated=False)
         assert dataset["t"].attrs["units"] == "kelvin" and dataset["t"].dims == ("y", "x")
         assert float(dataset["t"].sum()) == 12.0
+
+
+def test_a_file_being_written_reads_back_what_was_written(tmp_path):
+    """A sidecar opened read-write and written, then read before close (an editor checking its
+    save): the bytes written, through the binding's read path."""
+    root = make_store(tmp_path / "s.zarr")
+    text = json.dumps({"shape": [3], "dtype": "<u2"}).encode()
+    with mounted(root, tmp_path) as m:
+        fd = os.open(m / "new.json", os.O_RDWR | os.O_CREAT | os.O_EXCL)
+        try:
+            os.write(fd, text)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            assert os.pread(fd, 4096, 0) == text
+        finally:
+            os.close(fd)
+        assert np.fromfile(m / "new.bin", "<u2").tolist() == [0, 0, 0]

@@ -126,3 +126,16 @@ def test_a_short_direct_write_is_finished_buffered(tmp_path, monkeypatch):
     store.set("c/0", value)
     monkeypatch.undo()
     assert store.get("c/0") == value and store.direct
+
+
+def test_a_listing_stopped_early_leaves_no_directory_open(tmp_path):
+    for group in "abcd":
+        for name in "xyz":
+            (tmp_path / group / name).mkdir(parents=True)
+            (tmp_path / group / name / "v").write_bytes(b"1")
+    store = LocalStore(str(tmp_path))
+    before = len(os.listdir("/proc/self/fd"))
+    listing = store.files("")
+    next(listing)  # several directories are open now, waiting on the stack
+    listing.close()
+    assert len(os.listdir("/proc/self/fd")) == before

@@ -82,23 +82,26 @@ class DecodeAhead:
         return True
 
     def _run(self, entry: Pending, shape, dtype, decode) -> None:
-        address, chunk = malloc_array(shape, dtype)  # malloc: a reply may hand it to libfuse whole
-        result = None
+        """Decode into new memory; whatever happens (no memory, a failed read), the entry ends
+        done, so a reader waiting in take() never waits for ever."""
+        address = chunk = result = None
         try:
+            address, chunk = malloc_array(shape, dtype)  # malloc: a reply may hand it to libfuse whole
             version = decode(chunk)
             if version is not None:
                 result = (address, chunk, version)
         except Exception:  # the reader's own decode reports it, naming the chunk
             pass
-        with self._lock:
-            self._running -= 1
-            entry.since = time.monotonic()
-            if result is None or entry.orphan:
-                del chunk
-                free(address)
-                result = None
-            entry.result = result
-        entry.done.set()
+        finally:
+            with self._lock:
+                self._running -= 1
+                entry.since = time.monotonic()
+                if (result is None or entry.orphan) and address is not None:
+                    del chunk
+                    free(address)
+                    result = None
+                entry.result = result
+            entry.done.set()
 
     def take(self, key):
         """(address, chunk, version) decoded ahead for `key`, waiting for a decode under way;

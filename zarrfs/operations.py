@@ -394,19 +394,30 @@ class Operations(ShapingMethods, ExtendedAttributes, mfusepy.Operations):
         """The binding's read: decode straight into the kernel's reply buffer."""
         handle = self._handle(fh)
         if handle.array is None:
-            data = handle.content[offset:offset + size] if handle.draft is None else handle.draft.read(offset, size)
+            data = self._bytes(handle, offset, size)
             ctypes.memmove(buffer, data, len(data))
             return len(data)
-        if handle.array.retired:
-            fail(errno.ESTALE)
         out = np.ctypeslib.as_array(ctypes.cast(buffer, ctypes.POINTER(ctypes.c_ubyte)), shape=(size,))
-        return handle.file.read_into(offset, out)
+        return self._data_file(handle).read_into(offset, out)
 
     @errno_boundary
     def read_buf(self, fh, bufpp, size, offset) -> int:
         """The binding's read: a reply of memory libfuse frees, a chunk decoded ahead as it is."""
         handle = self._handle(fh)
-        return replies.read_buf(handle.content if handle.array is None else handle.file, bufpp, size, offset)
+        if handle.array is None:
+            return replies.read_buf(self._bytes(handle, offset, size), bufpp, size, 0)
+        return replies.read_buf(self._data_file(handle), bufpp, size, offset)
+
+    @staticmethod
+    def _bytes(handle: Handle, offset: int, size: int) -> bytes:
+        """A sidecar's, document's or header's bytes; a file being written (a draft) as written so far."""
+        return handle.content[offset:offset + size] if handle.draft is None else handle.draft.read(offset, size)
+
+    @staticmethod
+    def _data_file(handle: Handle):
+        if handle.array.retired:  # deleted or moved while open
+            fail(errno.ESTALE)
+        return handle.file
 
     @errno_boundary
     def lseek(self, path, offset, whence, fh):

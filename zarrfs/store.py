@@ -245,24 +245,28 @@ class LocalStore(NodeDirectories):
             return
         except OSError as e:
             raise _store_error("cannot list", prefix or "/", e) from None
-        while stack:
-            relative, fd = stack.pop()
-            try:
-                if directories:
-                    yield relative or "/", os.fstat(fd)
-                with os.scandir(fd) as entries:
-                    for entry in entries:
-                        if entry.name.startswith(TEMP_PREFIX):
-                            continue
-                        if entry.is_dir(follow_symlinks=False):
-                            child = _open_subdirectory(entry.name, fd)
-                            if child is not None:
-                                stack.append((relative + entry.name + "/", child))
-                        else:
-                            yield relative + entry.name, entry.stat(follow_symlinks=False)
-            except OSError as e:
-                log.warning("cannot list %r: %s", prefix + "/" + relative, e.strerror)
-            finally:
+        try:
+            while stack:
+                relative, fd = stack.pop()
+                try:
+                    if directories:
+                        yield relative or "/", os.fstat(fd)
+                    with os.scandir(fd) as entries:
+                        for entry in entries:
+                            if entry.name.startswith(TEMP_PREFIX):
+                                continue
+                            if entry.is_dir(follow_symlinks=False):
+                                child = _open_subdirectory(entry.name, fd)
+                                if child is not None:
+                                    stack.append((relative + entry.name + "/", child))
+                            else:
+                                yield relative + entry.name, entry.stat(follow_symlinks=False)
+                except OSError as e:
+                    log.warning("cannot list %r: %s", prefix + "/" + relative, e.strerror)
+                finally:
+                    os.close(fd)
+        finally:  # a caller that stops early (a bounded listing) leaves no directory open
+            for _, fd in stack:
                 os.close(fd)
 
     def stat(self, key: str) -> os.stat_result | None:
