@@ -1,10 +1,15 @@
 """The FUSE limit for the benchmark: one read-only file served from memory, no decoding.
 
-    python scripts/trivial_fuse.py DATA_FILE MOUNTPOINT
+    python scripts/trivial_fuse.py DATA_FILE MOUNTPOINT [GB_PER_S]
 
 Mounts MOUNTPOINT/data.bin holding DATA_FILE's bytes, with the transport settings zarrfs uses
 (1 MiB requests, kernel page cache kept, the read callback filling the kernel's buffer), and
 stays in the foreground until unmounted. Whatever zarrfs cannot beat shows here.
+
+GB_PER_S paces the replies to that rate (sleeping, no work): the same file filled as slowly as
+zarrfs fills its own. The kernel allocates a FUSE file's page cache one 4 KiB page at a time,
+and the slower a file is filled, the more scattered its pages are in physical memory, which
+makes later re-reads from the page cache slower; this control shows how much.
 """
 
 import ctypes
@@ -12,6 +17,8 @@ import errno
 import os
 import stat
 import sys
+import threading
+import time
 
 os.environ["FUSE_LIBRARY_NAME"] = "fuse3"
 import mfusepy  # noqa: E402
@@ -52,17 +59,39 @@ class Trivial(mfusepy.Operations):
         return ctypes.string_at(ctypes.addressof(self.buffer) + offset, n)
 
 
+class Pace:
+    """Replies at most `rate` bytes per second in all, however many requests are in flight."""
+
+    def __init__(self, rate: float):
+        self.rate = rate
+        self.free_at = 0.0
+        self.lock = threading.Lock()
+
+    def wait(self, n: int) -> None:
+        with self.lock:
+            now = time.monotonic()
+            due = max(now, self.free_at) + n / self.rate
+            self.free_at = due
+        time.sleep(max(0.0, due - now))
+
+
 class TrivialFUSE(mfusepy.FUSE):
+    pace: Pace | None = None
+
     def read(self, path, buf, size, offset, fip):
         """One copy, straight into the kernel's buffer, as zarrfs decodes into it."""
         ops = self.operations
         n = max(0, min(size, ops.size - offset))
         ctypes.memmove(buf, ctypes.addressof(ops.buffer) + offset, n)
+        if self.pace is not None:
+            self.pace.wait(n)
         return n
 
 
 if __name__ == "__main__":
     with open(sys.argv[1], "rb") as f:
         contents = f.read()
+    if len(sys.argv) > 3:
+        TrivialFUSE.pace = Pace(float(sys.argv[3]) * 1e9)
     TrivialFUSE(Trivial(contents), sys.argv[2], foreground=True, ro=True, max_read=MIB,
                 max_threads=16, max_idle_threads=16)

@@ -20,6 +20,7 @@ def test_bench_smoke_run(tmp_path):
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     for row in ["page cache read", "FUSE limit", "zarr-python read", "tensorstore read", "zarrfs cold read", "warm re-read",
+                "filled at zarrfs's cold pace",
                 "4 KiB pread p50", "dd overwrite", "peak RSS", "listing 50 arrays, views on", "listing 50 arrays, views=none"]:
         assert row in result.stdout, row
     assert "2 interleaved rounds" in result.stdout
