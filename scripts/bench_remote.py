@@ -210,7 +210,7 @@ ROWS = [
     ("zarrfs cold read GB/s", lambda r: r["zarrfs cold read"] / GB, "{:.3f}"),
     ("  / tensorstore (target >= 1.0)", lambda r: r["zarrfs cold read"] / r["tensorstore read"], "{:.2f}x"),
     ("  / zarr-python (target >= 2.0)", lambda r: r["zarrfs cold read"] / r["zarr-python read"], "{:.2f}x"),
-    ("  daemon CPU during it, ms", lambda r: r["daemon cpu ms in cold read"], "{:.0f}"),
+    ("  daemon CPU during the cold read, ms", lambda r: r["daemon cpu ms in cold read"], "{:.0f}"),
     ("zarrfs 4 KiB pread p50 ms", lambda r: r["zarrfs 4k p50 ms"], "{:.2f}"),
     ("tensorstore 4 KiB window p50 ms", lambda r: r["tensorstore 4k p50 ms"], "{:.2f}"),
     ("zarr-python 4 KiB window p50 ms", lambda r: r["zarr-python 4k p50 ms"], "{:.2f}"),
