@@ -157,6 +157,25 @@ def test_the_budget_bounds_what_is_decoded_ahead():
     assert ahead.nbytes == 0 and ahead.take(1) is None
 
 
+def test_a_chunk_taken_while_it_decodes_stays_within_the_budget_until_its_decode_ends():
+    """A reader that takes a chunk still being decoded waits for it; its memory is being
+    filled all that time, so it still counts, and no new decode may start in its place."""
+    ahead = DecodeAhead(max_bytes=1 << 20, workers=2)
+    gate = threading.Event()
+    assert ahead.submit(0, (1 << 20,), np.dtype("u1"), lambda out: gate.wait(10) and 0)
+    taken = []
+    reader = threading.Thread(target=lambda: taken.append(ahead.take(0)))
+    reader.start()
+    reader.join(0.2)
+    assert reader.is_alive()  # waiting for the decode
+    assert ahead.nbytes == 1 << 20 and not ahead.room(1 << 20)
+    assert not ahead.submit(1, (1 << 20,), np.dtype("u1"), lambda out: 0)
+    gate.set()
+    reader.join(10)
+    assert taken[0] is not None and ahead.nbytes == 0
+    free(taken[0][0])
+
+
 def test_decode_ahead_through_a_mount_sees_writes_through_another_view(tmp_path):
     """A stream through NAME.bin decodes ahead; a write through NAME.npy to a chunk ahead of it
     is what the stream then reads, and what the store keeps."""

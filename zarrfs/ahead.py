@@ -113,8 +113,9 @@ class DecodeAhead:
             entry = self._entries.pop(key, None)
             if entry is None:
                 return None
-            self.nbytes -= entry.nbytes
         entry.done.wait()
+        with self._lock:  # counted until its decode ends: the budget bounds the memory decodes fill
+            self.nbytes -= entry.nbytes
         return entry.result
 
     def forget(self, key) -> None:
