@@ -49,24 +49,24 @@ class RawFile:
         """(address, count) of the bytes from `offset` in memory from malloc, the caller's to
         free (replies.py): a whole chunk decoded ahead as it is, else decoded into new memory."""
         n = max(0, min(size, self.size - offset))
+        boxes = None  # of whole elements, found once for both ways of answering
         if n >= SPARSE_READ and offset >= 0:
             self._decode_ahead(offset, offset + n)
-            found = self._whole_chunk_ahead(offset, n)
-            if found is not None:
-                return found, n
+            if offset % self.itemsize == 0 and n % self.itemsize == 0:
+                boxes = c_order_boxes(self.array.shape, offset // self.itemsize, (offset + n) // self.itemsize)
+                found = self._whole_chunk_ahead(boxes)
+                if found is not None:
+                    return found, n
         address, out = malloc_array((n,), "u1")
         try:
-            return address, self._fill(offset, out) if n and offset >= 0 else 0
+            return address, self._fill(offset, out, boxes) if n and offset >= 0 else 0
         except BaseException:
             del out
             free(address)
             raise
 
-    def _whole_chunk_ahead(self, offset: int, n: int) -> int | None:
-        """The address of the chunk decoded ahead whose bytes are exactly [offset, offset+n)."""
-        if offset % self.itemsize or n % self.itemsize:
-            return None
-        boxes = c_order_boxes(self.array.shape, offset // self.itemsize, (offset + n) // self.itemsize)
+    def _whole_chunk_ahead(self, boxes: list) -> int | None:
+        """The address of the chunk decoded ahead whose bytes are exactly those of `boxes`."""
         found = self.array.whole_chunk(boxes[0]) if len(boxes) == 1 else None
         if found is None:
             return None
@@ -74,12 +74,12 @@ class RawFile:
         taken = view.take_ahead(coords)
         return None if taken is None else taken[0]
 
-    def _fill(self, offset: int, out: np.ndarray) -> int:
+    def _fill(self, offset: int, out: np.ndarray, boxes: list | None = None) -> int:
         n = len(out)
         first, last = offset // self.itemsize, -(-(offset + n) // self.itemsize)
         sparse = n < SPARSE_READ
         if offset % self.itemsize == 0 and n % self.itemsize == 0:  # decode straight into `out`
-            self._read_elements(first, last, out.view(self.array.dtype), sparse)
+            self._read_elements(first, last, out.view(self.array.dtype), sparse, boxes)
         else:
             elements = np.empty(last - first, self.array.dtype)
             self._read_elements(first, last, elements, sparse)
@@ -100,11 +100,13 @@ class RawFile:
             if not self.array.decode_ahead(box):
                 return
 
-    def _read_elements(self, first: int, last: int, out: np.ndarray, sparse: bool = False) -> None:
+    def _read_elements(self, first: int, last: int, out: np.ndarray, sparse: bool = False,
+                       boxes: list | None = None) -> None:
         """The boxes of a span share chunks (a partial row, whole rows, a partial row): a small
-        read of several boxes decodes a chunk whole, once, for all of them (see Array.read_into)."""
+        read of several boxes decodes a chunk whole, once, for all of them (see Array.read_into).
+        `boxes`: the span's boxes when the caller has them already."""
         pos = 0
-        boxes = c_order_boxes(self.array.shape, first, last)
+        boxes = c_order_boxes(self.array.shape, first, last) if boxes is None else boxes
         whole = sparse and len(boxes) > 1
         for box in boxes:
             n = math.prod(box_shape(box))
