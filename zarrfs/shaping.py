@@ -25,6 +25,7 @@ import threading
 import time
 
 from . import newnode, nodes
+from .array import CONFLICT_RETRIES
 from .drafts import NpyDraft, TextDraft
 from .editing import Editor
 from .errors import ReadOnlyError, RefusedError
@@ -38,6 +39,7 @@ TRASH = re.compile(r"^\.Trash(-\d+)?$")  # freedesktop.org trash directories
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
 ATTRIBUTE = "user.zarr.attr."
 XATTR_CREATE, XATTR_REPLACE = 1, 2
+FLUSH_WAIT = 30.0  # seconds an unlink or rename waits for a write-back in progress (local stores)
 
 
 class Shaping:
@@ -335,25 +337,47 @@ class Shaping:
     def _retire(self, path: str, keep: bool) -> None:
         """Arrays open at or below store path `path` stop serving (their handles get ESTALE from
         now on); a write-back in progress finishes first, so nothing is written under `path`
-        after it moves or goes. What was written is stored first when the node is moved (on
-        failure the array serves again and the move is refused), not when it is deleted."""
+        after it moves or goes. What was written is stored first when the node is moved, not
+        when it is deleted. On failure, or when a write-back outlasts its bound (EBUSY), every
+        array serves again and the change is refused."""
         ops = self.ops
-        for p, opened in list(ops._arrays.items()):
-            if p == path or p.startswith(path + "/"):
-                with ops._lock:
-                    opened.retired = True
-                    ops._arrays.pop(p, None)
-                try:
-                    with opened.raw.array.shared.flush_lock:
-                        pass
-                    if keep:
-                        opened.raw.flush()
-                except BaseException:
+        retired = []
+        try:
+            for p, opened in list(ops._arrays.items()):
+                if p == path or p.startswith(path + "/"):
                     with ops._lock:
-                        opened.retired = False
-                        ops._arrays.setdefault(p, opened)
-                    raise
-                ops.usage.forget(p)
+                        opened.retired = True
+                        ops._arrays.pop(p, None)
+                    retired.append((p, opened))
+                    self._settle(opened, keep)
+        except BaseException:
+            with ops._lock:
+                for p, opened in retired:
+                    opened.retired = False
+                    ops._arrays.setdefault(p, opened)
+            raise
+        for p, _ in retired:
+            ops.usage.forget(p)
+
+    def _settle(self, opened, keep: bool) -> None:
+        """Wait, within a bound, for the write-back in progress; then store what is written
+        if the node is kept. (No new write-back starts: the array is retired.)"""
+        wait = self._flush_wait()
+        lock = opened.raw.array.shared.flush_lock
+        if not lock.acquire(timeout=wait):
+            name = opened.raw.array.shared.name
+            raise RefusedError(f"array {name!r}: a write-back to the store is still in progress after {wait:g} s: "
+                               f"the array is left as it was; try again", errno.EBUSY)
+        lock.release()
+        if keep:
+            opened.raw.flush()
+
+    def _flush_wait(self) -> float:
+        """The longest a write-back may take: on an object store, each request is bounded by the
+        store's timeout and a conflicting flush is tried CONFLICT_RETRIES times."""
+        if getattr(self.ops.store, "remote", False):
+            return max(FLUSH_WAIT, self.ops.options.remote.timeout * CONFLICT_RETRIES)
+        return FLUSH_WAIT
 
     def _drop(self, paths: list[str]) -> None:
         self.ops.siblings.drop(paths)

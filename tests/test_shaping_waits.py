@@ -1,0 +1,63 @@
+"""An unlink or rename of an array waits for its write-back in progress only within a bound:
+past it the change is refused (EBUSY) and the array serves as before. In process, with the
+write-back held inside its encoding."""
+
+import errno
+import logging
+import os
+import threading
+
+import numpy as np
+import pytest
+
+from test_shaping import make_store
+from zarrfs import shaping
+from zarrfs.array import Array
+from zarrfs.libfuse import mfusepy
+from zarrfs.operations import Operations, Options
+
+
+def refused(code, method, *args):
+    with pytest.raises(mfusepy.FuseOSError) as raised:
+        method(*args)
+    assert raised.value.errno == code
+
+
+def test_a_write_back_that_outlasts_its_bound_refuses_rm_and_mv_and_loses_nothing(tmp_path, monkeypatch, caplog):
+    root = make_store(tmp_path / "s.zarr")
+    ops = Operations(str(root), Options())
+    encoding, go_on = threading.Event(), threading.Event()
+    original = Array._encode
+
+    def held_encode(array, coords, chunk):
+        encoding.set()
+        go_on.wait(10)  # bounded, so that code which waits for ever fails here instead of hanging
+        return original(array, coords, chunk)
+
+    monkeypatch.setattr(Array, "_encode", held_encode)
+    monkeypatch.setattr(shaping, "FLUSH_WAIT", 0.05)
+    fh = ops.open("/a.bin", os.O_RDWR)
+    ops.write("/a.bin", np.array([7, 8], "<i4").tobytes(), 0, fh)
+    write_back = threading.Thread(target=ops.fsync, args=("/a.bin", 0, fh))
+    write_back.start()
+    try:
+        assert encoding.wait(10)
+        with caplog.at_level(logging.WARNING, logger="zarrfs"):
+            refused(errno.EBUSY, ops.unlink, "/a.bin")
+            refused(errno.EBUSY, ops.rename, "/a.bin", "/b.bin", 0)
+        assert "array 'a'" in caplog.text and "write-back" in caplog.text
+        assert not go_on.is_set()  # refused while the write-back was still held
+        # the array serves as before: its handle reads and writes, its name stays
+        ops.write("/a.bin", np.array([9], "<i4").tobytes(), 12, fh)
+        assert np.frombuffer(ops.read("/a.bin", 16, 0, fh), "<i4").tolist() == [7, 8, 2, 9]
+        assert "a.bin" in [name for name, *_ in ops.readdir("/", None)]
+    finally:
+        go_on.set()
+        write_back.join()
+    ops.rename("/a.bin", "/b.bin", 0)  # the write-back done, the same change goes through
+    refused(errno.ESTALE, ops.write, "/b.bin", b"\0\0\0\0", 0, fh)
+    ops.release("/a.bin", fh)
+    fh = ops.open("/b.bin", os.O_RDONLY)
+    assert np.frombuffer(ops.read("/b.bin", 16, 0, fh), "<i4").tolist() == [7, 8, 2, 9]
+    ops.release("/b.bin", fh)
+    assert not (root / "a").exists() and (root / "b" / "zarr.json").exists()
