@@ -9,11 +9,12 @@ import zarr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import CountingStore
 from zarrfs.array import open_array
 from zarrfs.cache import ChunkCache
 from zarrfs.holes import SEEK_DATA, SEEK_HOLE, Presence, SeekError, coords_of, seek
 from zarrfs.metadata import ChunkKeyEncoding, parse_document
-from zarrfs.store import LocalStore
+from zarrfs.store import LocalStore, Suffix
 from zarrfs.usage import Usage
 
 
@@ -91,3 +92,20 @@ def test_the_places_of_stored_chunks_are_kept_within_a_bound(tmp_path):
         assert usage.presences.weight <= 10
     assert usage.presences.get("a") is None and usage.presences.get("c") is not None
     assert usage.presence("a", metas["a"], arrays["a"]).find(0, data=False) == 32
+
+
+def test_a_shards_index_read_for_seek_data_serves_the_reads_that_follow(tmp_path):
+    """SEEK_DATA finds inner chunks through the array's own shard views: the index it reads is
+    the one reads then use, not fetched again (and on an object store, kept for its lifetime)."""
+    root = tmp_path / "store"
+    array = zarr.create_array(str(root), shape=(32,), shards=(16,), chunks=(4,), dtype="uint8", fill_value=0,
+                              zarr_format=3)
+    array[4:8] = 1  # one inner chunk of shard 0
+    store = CountingStore(str(root))
+    meta = parse_document((root / "zarr.json").read_bytes(), "zarr.json")
+    opened = open_array(store, "", meta, ChunkCache(1 << 20))
+    presence = Presence.of_array(["c/0"], meta, opened)
+    assert presence.find(0, data=True) == 4 and presence.find(4, data=False) == 8
+    assert opened.read((slice(4, 8),)).tolist() == [1] * 4
+    index_reads = [get for get in store.gets if get[0] == "c/0" and isinstance(get[1], Suffix)]
+    assert len(index_reads) == 1, store.gets

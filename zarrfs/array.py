@@ -337,6 +337,10 @@ class Array:
                 self._evict_shard_views()
             return view
 
+    def shard_index(self, coords) -> np.ndarray | None:
+        """The stored index of shard `coords`, None when the shard is not stored."""
+        return self._shard(coords).source.index()
+
     def _open_shard(self, coords) -> "Array":
         origin = [c * s for c, s in zip(coords, self.chunk_shape)]
         shape = [min(s, n - o) for s, n, o in zip(self.chunk_shape, self.shape, origin)]

@@ -18,7 +18,8 @@ from collections import Counter
 import numpy as np
 
 from .errors import ZarrfsError
-from .sharding import EMPTY, ShardChunks
+from .geometry import grid_shape
+from .sharding import EMPTY
 
 SEEK_DATA = getattr(os, "SEEK_DATA", 3)
 SEEK_HOLE = getattr(os, "SEEK_HOLE", 4)
@@ -54,7 +55,7 @@ class Presence:
 
     def __init__(self, shape, chunk_shape, present):
         self.shape, self.chunks = tuple(shape), tuple(chunk_shape)
-        self.grid = tuple(-(-n // c) for n, c in zip(self.shape, self.chunks))
+        self.grid = grid_shape(self.shape, self.chunks)
         present = {p for p in present if all(c < g for c, g in zip(p, self.grid))}
         self.stored = present
         self.scalar_present = () in present
@@ -63,15 +64,15 @@ class Presence:
 
     @classmethod
     def from_keys(cls, keys, meta) -> "Presence":
-        grid = tuple(-(-n // c) for n, c in zip(meta.shape, meta.chunk_shape))
+        grid = grid_shape(meta.shape, meta.chunk_shape)
         present = (coords_of(k, meta.chunk_key_encoding, grid) for k in keys)
         return cls(meta.shape, meta.chunk_shape, [c for c in present if c is not None])
 
     @classmethod
     def of_array(cls, keys, meta, array) -> "Presence":
         """Stored chunks from the keys; for a sharded array, stored inner chunks, from the index
-        of each stored shard (read, never a chunk). A shard whose index cannot be read counts
-        as data throughout."""
+        of each stored shard (read through the array's shard view, which keeps it for reads;
+        never a chunk). A shard whose index cannot be read counts as data throughout."""
         shards = cls.from_keys(keys, meta)
         sharding = array.chain.sharding
         if sharding is None:
@@ -80,8 +81,7 @@ class Presence:
         present = []
         for coords in shards.stored:
             try:
-                index = ShardChunks(lambda byte_range, c=coords: array.source.read(c, byte_range), sharding,
-                                    array.source.key(coords)).index()
+                index = array.shard_index(coords)
             except ZarrfsError:
                 index = None
             stored = range(math.prod(per_shard)) if index is None else np.flatnonzero(index[:, 0] != EMPTY)
