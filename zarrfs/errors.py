@@ -56,6 +56,11 @@ class StoreError(ZarrfsError):
         super().__init__(message)
         self.errno = os_errno or errno.EIO
 
+    @classmethod
+    def from_os(cls, what: str, key: str, e: OSError) -> "StoreError":
+        """A local store's OSError, naming the key: "cannot read 'a/c/0': No space left on device"."""
+        return cls(f"{what} {key!r}: {e.strerror}", e.errno)
+
 
 class HeaderWriteError(ZarrfsError):
     """A write that would change the header bytes of a view (NAME.npy): they follow the metadata."""

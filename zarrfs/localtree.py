@@ -105,10 +105,6 @@ def remove_tree(parent: int, name: str) -> None:
         shutil.rmtree(name, dir_fd=parent)
 
 
-def _error(what: str, key: str, e: OSError) -> StoreError:
-    return StoreError(f"{what} {key!r}: {e.strerror}", e.errno)
-
-
 class NodeDirectories:
     """The node interface of a local store (LocalStore gives beneath, set_many, _check_writable).
     Every store implements these five; `set` is the atomic replacement of one document."""
@@ -124,7 +120,7 @@ class NodeDirectories:
         try:
             make_directory(self.beneath, staging)
         except OSError as e:
-            raise _error("cannot create", path, e) from None
+            raise StoreError.from_os("cannot create", path, e) from None
         return staging
 
     def commit_node(self, staging: str, path: str, documents: dict[str, bytes]) -> None:
@@ -137,7 +133,7 @@ class NodeDirectories:
         try:
             move(self.beneath, staging, path)
         except OSError as e:
-            raise _error("cannot create", path, e) from None
+            raise StoreError.from_os("cannot create", path, e) from None
 
     def abort_node(self, staging: str) -> None:
         """Remove a staged node that will not be committed, and everything below it."""
@@ -155,7 +151,7 @@ class NodeDirectories:
         try:
             move(self.beneath, path, doomed)
         except OSError as e:
-            raise _error("cannot delete", path, e) from None
+            raise StoreError.from_os("cannot delete", path, e) from None
         self._remove(doomed)
 
     def move_node(self, src: str, dst: str) -> None:
@@ -166,7 +162,7 @@ class NodeDirectories:
         try:
             move(self.beneath, src, dst)
         except OSError as e:
-            raise _error(f"cannot move {src!r} to", dst, e) from None
+            raise StoreError.from_os(f"cannot move {src!r} to", dst, e) from None
 
     def _remove(self, key: str) -> None:
         parent, name = split(key)

@@ -74,7 +74,7 @@ class LocalStore(NodeDirectories):
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as e:
-            raise _store_error("cannot open", key, e) from None
+            raise StoreError.from_os("cannot open", key, e) from None
         try:
             if byte_range is None:
                 return _read_all(fd)
@@ -84,7 +84,7 @@ class LocalStore(NodeDirectories):
                 return os.pread(fd, size - start, start)
             return os.pread(fd, byte_range.length, byte_range.start)
         except OSError as e:
-            raise _store_error("cannot read", key, e) from None
+            raise StoreError.from_os("cannot read", key, e) from None
         finally:
             os.close(fd)
 
@@ -115,7 +115,7 @@ class LocalStore(NodeDirectories):
         try:
             return Staged(key, self._write_temporary(key, data))
         except OSError as e:
-            raise _store_error("cannot write", key, e) from None
+            raise StoreError.from_os("cannot write", key, e) from None
 
     def publish(self, staged: list["Staged"]) -> None:
         """Make staged values current and durable: each is renamed over the old value (atomic),
@@ -138,7 +138,7 @@ class LocalStore(NodeDirectories):
                 os.fsync(fd)
         except OSError as e:
             self.discard(pending)
-            raise _store_error("cannot write", key, e) from None
+            raise StoreError.from_os("cannot write", key, e) from None
         finally:
             for fd in directories.values():
                 os.close(fd)
@@ -226,11 +226,11 @@ class LocalStore(NodeDirectories):
         except (FileNotFoundError, NotADirectoryError):
             return []
         except OSError as e:
-            raise _store_error("cannot list", prefix or "/", e) from None
+            raise StoreError.from_os("cannot list", prefix or "/", e) from None
         try:
             names = os.listdir(fd)
         except OSError as e:
-            raise _store_error("cannot list", prefix or "/", e) from None
+            raise StoreError.from_os("cannot list", prefix or "/", e) from None
         finally:
             os.close(fd)
         return sorted(n for n in names if not n.startswith(TEMP_PREFIX))
@@ -244,7 +244,7 @@ class LocalStore(NodeDirectories):
         except (FileNotFoundError, NotADirectoryError):
             return
         except OSError as e:
-            raise _store_error("cannot list", prefix or "/", e) from None
+            raise StoreError.from_os("cannot list", prefix or "/", e) from None
         try:
             while stack:
                 relative, fd = stack.pop()
@@ -277,7 +277,7 @@ class LocalStore(NodeDirectories):
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as e:
-            raise _store_error("cannot look at", key, e) from None
+            raise StoreError.from_os("cannot look at", key, e) from None
 
     def statvfs(self) -> os.statvfs_result:
         return os.fstatvfs(self.beneath.root_fd)
@@ -317,10 +317,6 @@ def _split(key: str) -> tuple[str, str]:
     """(parent key, name) of a value's key."""
     parent, _, name = key.rpartition("/")
     return parent, name
-
-
-def _store_error(what: str, key: str, e: OSError) -> StoreError:
-    return StoreError(f"{what} {key!r}: {e.strerror}", e.errno)
 
 
 def _open_subdirectory(name: str, parent: int) -> int | None:
