@@ -12,6 +12,7 @@ import zarr
 
 from helpers import open_raw_file
 from seaweed import unique_prefix
+from zarrfs.array import CONFLICT_RETRIES
 from zarrfs.errors import ConflictError, StoreError
 from zarrfs.objectstore import ObjectStore
 from zarrfs.sources import RemoteOptions, open_store
@@ -131,6 +132,36 @@ def test_a_flush_that_meets_another_writers_shard_merges_and_writes_again(seawee
     stored = zarr.open_array(seaweed.zarr_store(prefix), mode="r")[...]
     assert stored.tolist() == [1] * 8 + [5] * 16 + [3] * 8
     assert "changed by another writer" in caplog.text
+
+
+def test_a_flush_that_meets_a_conflict_every_time_gives_up_after_its_retries_and_loses_nothing(seaweed):
+    """Another machine changes the same chunk before each of this mount's PUTs: after
+    CONFLICT_RETRIES attempts the ConflictError reaches the caller and the written elements stay
+    dirty; the next flush, unraced, stores them merged with the other machine's last write."""
+    prefix = unique_prefix("again")
+    zarr.create_array(seaweed.zarr_store(prefix), shape=(32,), chunks=(8,), dtype="i4")[...] = 5
+    store = object_store(seaweed, prefix)
+    raw = open_raw_file(store)
+    raw.write(0, np.full(4, 1, "<i4").tobytes())  # half of chunk 0
+    publish, attempts = store.publish, []
+
+    def always_raced(staged):
+        attempts.append(staged)
+        zarr.open_array(seaweed.zarr_store(prefix), mode="r+")[4:8] = 10 + len(attempts)  # the other half
+        publish(staged)
+
+    store.publish = always_raced
+    with pytest.raises(ConflictError):
+        raw.array.flush()
+    assert len(attempts) == CONFLICT_RETRIES
+    assert raw.array.dirty
+    stored = zarr.open_array(seaweed.zarr_store(prefix), mode="r")[...]
+    assert stored.tolist() == [5] * 4 + [10 + CONFLICT_RETRIES] * 4 + [5] * 24  # theirs, not yet ours
+    store.publish = publish
+    raw.array.flush()
+    assert not raw.array.dirty
+    stored = zarr.open_array(seaweed.zarr_store(prefix), mode="r")[...]
+    assert stored.tolist() == [1] * 4 + [10 + CONFLICT_RETRIES] * 4 + [5] * 24
 
 
 def test_credentials_in_the_url_are_refused(seaweed):

@@ -422,15 +422,18 @@ class Array:
 
         When another writer changed a value meanwhile (an object store's conditional PUT
         failed), the flush is done again: a shard is then merged anew with its stored self, so
-        only the inner chunks written here replace theirs."""
+        only the inner chunks written here replace theirs. After CONFLICT_RETRIES attempts the
+        ConflictError is raised, the batch merged all the same: the store forgot the versions
+        it saw, and the next flush must build on the new ones, not overwrite them."""
         for attempt in range(CONFLICT_RETRIES):
             try:
                 return self._flush_once(whole_only)
             except ConflictError as e:
-                if attempt + 1 == CONFLICT_RETRIES:
-                    raise
-                log.warning("%s: %s; merging and writing again", self.shared.name, e)
+                last = attempt + 1 == CONFLICT_RETRIES
+                log.warning("%s: %s; merging%s", self.shared.name, e, "" if last else " and writing again")
                 self._merge_stored(set(e.keys))
+                if last:
+                    raise
 
     def _merge_stored(self, keys: set[str] | None) -> None:
         """After a conflict: each chunk written here only in part (of `keys`, or all of them)
