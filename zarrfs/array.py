@@ -276,11 +276,11 @@ class Array:
         inner chunk when sharded) whose C-order bytes are the box's; else None."""
         parts = chunk_parts(box, self.chunk_shape, self.shape)
         part = next(parts, None)
-        if part is None or next(parts, None) is not None or not part.complete:
+        if part is None or next(parts, None) is not None:
             return None
-        if self.sharding:
+        if self.sharding:  # one inner chunk is part of its shard
             return self._shard(part.coords).whole_chunk(part.chunk_box)
-        return (self, part.coords) if box_shape(box) == self.spec.shape else None
+        return (self, part.coords) if part.complete and box_shape(box) == self.spec.shape else None
 
     def decode_ahead(self, box: Box) -> bool:
         """Start decoding the stored chunks `box` touches that no one holds decoded yet, nearest
