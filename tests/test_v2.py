@@ -249,3 +249,21 @@ def test_an_object_array_with_fill_value_zero_reads_as_zarr_python_reads_it(tmp_
     store = LocalStore(str(tmp_path))
     array = open_array(store, "a", read_metadata(store, "a"), ChunkCache(1 << 20))
     assert render(array.read((slice(0, 4),)), "a") == "".join(f"{v}\n" for v in expected).encode() == b"0\n" * 4
+
+
+@pytest.mark.parametrize("dtype", ["|O", "O"])
+def test_an_object_array_with_a_vlen_filter_reads_in_either_spelling(tmp_path, dtype):
+    """zarr-python 2 writes "|O" and reads any spelling NumPy takes ("O" too): both read as text."""
+    from zarrfs.array import open_array
+    from zarrfs.cache import ChunkCache
+
+    strings = ["α", "b", "", "dd", "e f"]
+    zarr.create_array(str(tmp_path / "a"), shape=(5,), chunks=(2,), dtype=str, zarr_format=2)[...] = strings
+    doc = json.loads((tmp_path / "a" / ".zarray").read_text())
+    assert doc["dtype"] == "|O" and doc["filters"] == [{"id": "vlen-utf8"}]
+    doc["dtype"] = dtype
+    (tmp_path / "a" / ".zarray").write_text(json.dumps(doc))
+    store = LocalStore(str(tmp_path))
+    meta = read_metadata(store, "a")
+    assert meta.data_type.name == "vlen-utf8"
+    assert open_array(store, "a", meta, ChunkCache(1 << 20)).read((slice(0, 5),)).tolist() == strings

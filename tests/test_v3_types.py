@@ -10,7 +10,7 @@ import zarr
 
 import zarrfs
 from v2_layouts import flat, values
-from zarrfs.errors import UnsupportedError
+from zarrfs.errors import MetadataError, UnsupportedError
 
 TYPES = {"<M8[s]": "numpy.datetime64", "<M8[ns]": "numpy.datetime64", "<m8[ms]": "numpy.timedelta64",
          "<U4": "fixed_length_utf32", "|S3": "null_terminated_bytes", "|V2": "raw_bytes",
@@ -71,4 +71,14 @@ def test_bool_fill_value_zero_and_one_read_as_zarr_python_reads_them(tmp_path):
 def test_variable_length_arrays_are_not_flat(tmp_path):
     zarr.create_array(str(tmp_path / "s"), shape=(3,), chunks=(2,), dtype=str)
     with pytest.raises(UnsupportedError, match="variable-length.*text"):
+        zarrfs.open_raw(str(tmp_path / "s"))
+
+
+@pytest.mark.parametrize("data_type", ["|O", "O"])
+def test_a_v2_object_dtype_is_no_v3_data_type(tmp_path, data_type):
+    zarr.create_array(str(tmp_path / "s"), shape=(3,), chunks=(2,), dtype=str)
+    doc = json.loads((tmp_path / "s" / "zarr.json").read_text())
+    doc["data_type"] = data_type
+    (tmp_path / "s" / "zarr.json").write_text(json.dumps(doc))
+    with pytest.raises(MetadataError, match=r"zarr\.json: data_type: '\|?O' is a Zarr v2 dtype, not a v3 data type"):
         zarrfs.open_raw(str(tmp_path / "s"))

@@ -73,6 +73,9 @@ def parse_data_type(value, where: str = "data_type") -> DataType:
         return DataType(value, np.dtype(_NUMERIC[value]))
     if value in numpy_types.PARAMETRIC:
         return DataType(value, numpy_types.PARAMETRIC[value](config, f"{where}.configuration"))
+    if value in numpy_types.V2_OBJECT:
+        raise MetadataError(f"{where}: {value!r} is a Zarr v2 dtype, not a v3 data type (variable-length text "
+                            f"is 'string', bytes 'variable_length_bytes')")
     if value in numpy_types.VARIABLE_LENGTH:
         return DataType(value, np.dtype(object))
     raw = _RAW.fullmatch(value)

@@ -14,10 +14,9 @@ from .dtypes import DataType
 from .errors import MetadataError, UnsupportedError
 from .metadata import MAX_NBYTES, ArrayMetadata, ChunkKeyEncoding, GroupMetadata, int_list, load_document
 from .numcodecs_codecs import PREFIX, V2_FILTERS, VLEN, get_codec
-from .numpy_types import little_endian, parse_v2_dtype
+from .numpy_types import V2_OBJECT, little_endian, parse_v2_dtype
 
 BLOSC_SHUFFLES = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
-OBJECT = ("|O", "O", "<O", ">O")
 
 
 def parse_group(doc: dict, attributes: dict, where: str) -> GroupMetadata:
@@ -39,7 +38,7 @@ def parse_array(doc: dict, attributes: dict, where: str) -> ArrayMetadata:
     chunks = int_list(doc["chunks"], f"{where}: chunks", minimum=1)
     if len(chunks) != len(shape):
         raise MetadataError(f"{where}: chunks has {len(chunks)} dimensions, shape has {len(shape)}")
-    if doc["dtype"] in OBJECT:
+    if doc["dtype"] in V2_OBJECT:
         stored, data_type = np.dtype(object), _variable_length(doc, where)
     else:
         stored = parse_v2_dtype(doc["dtype"], f"{where}: dtype")

@@ -17,7 +17,7 @@ from .bounded import bounded_decoder
 from .codec_base import ChunkSpec, Codec
 from .dtypes import DataType
 from .errors import CorruptChunkError, EncodeError, MetadataError, UnsupportedError
-from .numpy_types import little_endian, parse_v2_dtype
+from .numpy_types import V2_OBJECT, little_endian, parse_v2_dtype
 
 PREFIX = "numcodecs."
 V2_FILTERS = "zarrfs.v2_filters"  # made only by the v2 reader: {"dtype": stored dtype, "filters": [...]}
@@ -182,7 +182,7 @@ class V2FiltersCodec(Codec):
         super().__init__(config, spec, where)
         self.spec = spec
         filters = config.get("filters") or []
-        text = config.get("dtype") == "|O" and filters and filters[0].get("id") in VLEN
+        text = config.get("dtype") in V2_OBJECT and filters and filters[0].get("id") in VLEN
         self.stored = np.dtype(object) if text else parse_v2_dtype(config.get("dtype"), f"{where}: dtype")
         self.filters = [get_codec(f, f"{where}: filters[{i}]") for i, f in enumerate(filters)]
 

@@ -15,7 +15,10 @@ import numpy as np
 from .errors import MetadataError, UnsupportedError
 
 TIME_UNITS = {"Y", "M", "W", "D", "h", "m", "s", "ms", "us", "μs", "ns", "ps", "fs", "as", "generic"}
-TEXT_TYPES, BYTES_TYPES = {"string", "vlen-utf8", "|O"}, {"variable_length_bytes", "vlen-bytes", "bytes"}
+TEXT_TYPES, BYTES_TYPES = {"string", "vlen-utf8"}, {"variable_length_bytes", "vlen-bytes", "bytes"}
+# Zarr v2's object dtype, every way NumPy spells it (zarr-python 2 writes "|O", and reads any of
+# them). It is no Zarr v3 data type.
+V2_OBJECT = ("|O", "O", "<O", ">O", "=O")
 VARIABLE_LENGTH = TEXT_TYPES | BYTES_TYPES  # no fixed element size: shown as text (see textview.py)
 MAX_ITEMSIZE = 1 << 16  # bytes per element: wider fixed-length types are refused, not allocated
 _V2_DTYPE = re.compile(r"[<>|=]?([biufcSUVMm])([0-9]+)(\[[0-9]*[A-Za-zμ]+\])?")
@@ -88,7 +91,7 @@ def parse_v2_dtype(value, where: str) -> np.dtype:
     stored NumPy dtype, byte order kept."""
     if isinstance(value, str):
         match = _V2_DTYPE.fullmatch(value)
-        if value in ("|O", "O", "<O", ">O"):
+        if value in V2_OBJECT:
             raise UnsupportedError(f"{where}: object arrays ({value!r}) have no fixed element size")
         if match is None:
             raise UnsupportedError(f"{where}: unsupported data type {value[:40]!r}")
