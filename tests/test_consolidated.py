@@ -2,6 +2,7 @@
 read per node, a stale copy losing to a node's own documents, and a store that cannot list."""
 
 import json
+import logging
 import os
 import warnings
 
@@ -136,3 +137,40 @@ def test_a_missing_zattrs_agrees_with_empty_attributes(tmp_path):
     hierarchy = Hierarchy(LocalStore(str(root)))
     listed = hierarchy.lookup("/a.bin")
     assert hierarchy.verify(listed).node is listed.node  # not stale: same metadata
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_entries_naming_no_node_below_the_root_are_left_out_and_hide_no_sibling(tmp_path, zarr_format, caplog):
+    """Keys that are empty, '.' or '..' (or hold them) name no node: each is left out with a
+    warning naming it, and the other entries still serve, on a store that cannot list too."""
+    class Unlistable(LocalStore):
+        def list_dir(self, prefix):
+            return []
+
+    root = consolidated_tree(tmp_path / "t", zarr_format)
+    if zarr_format == 3:
+        doc = json.loads((root / "zarr.json").read_text())
+        entries = doc["consolidated_metadata"]["metadata"]
+        bad = ["", ".", "..", "sub/../a", "../outside", "sub/./b"]
+        for key in bad:
+            entries[key] = entries["a"]
+        entries["sub/not_an_object"] = 5  # no node either, and no reason to drop the others
+        (root / "zarr.json").write_text(json.dumps(doc))
+    else:
+        doc = json.loads((root / ".zmetadata").read_text())
+        entries = doc["metadata"]
+        bad = ["./.zarray", "../.zarray", "sub/../x/.zarray", "//.zgroup", "sub/./b/.zarray"]
+        for key in bad:
+            entries[key] = entries["a/.zarray"] if key.endswith(".zarray") else entries["sub/.zgroup"]
+        (root / ".zmetadata").write_text(json.dumps(doc))
+    with caplog.at_level(logging.WARNING, logger="zarrfs"):
+        hierarchy = Hierarchy(Unlistable(str(root)))
+        names = walk(hierarchy)
+    assert hierarchy.consolidated is not None
+    assert {"a.bin", "a.json", "sub", "sub/b.bin", "sub/deeper", "sub/deeper/c.bin"} <= set(names)
+    assert not [n for n in names if n.split("/")[0] in ("", ".", "..", "outside", "x")]
+    for key in bad:
+        assert f"{key!r} is not a node path below the root: the entry is left out" in caplog.text
+    if zarr_format == 3:
+        assert "['sub/not_an_object'] must be an object: the entry is left out" in caplog.text
+        assert "not_an_object" not in hierarchy.listing("sub")

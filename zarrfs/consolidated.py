@@ -8,15 +8,20 @@ still shows its tree. It is a cache that can be stale: the hierarchy checks a no
 documents when the node is opened, and they win where both exist. Only the root's copy
 is used (zarr-python flattens the whole tree into it).
 
-It needs nothing of the store but the root's documents, so any store can serve it.
+It needs nothing of the store but the root's documents, so any store can serve it. An entry
+whose key is no node path below the root (empty, '.', '..') is left out with a warning naming
+it; the other entries still serve.
 """
 
 import json
+import logging
 from dataclasses import dataclass
 
 from .errors import MetadataError
 from .metadata import load_document
 from .nodes import ZARR_JSON, ZARRAY, ZATTRS, ZGROUP, ZMETADATA, Documents
+
+log = logging.getLogger(__name__)
 
 CONSOLIDATED = ("consolidated",)  # the version of a node read from consolidated metadata
 
@@ -29,8 +34,8 @@ class Consolidated:
 
 
 def load(root: Documents) -> Consolidated | None:
-    """The root's consolidated metadata, None when it has none; MetadataError naming the key and
-    the entry when it is malformed."""
+    """The root's consolidated metadata, None when it has none; MetadataError naming the key when
+    it is malformed as a whole."""
     if root.zarr_format == 3:
         raw = root.documents.get(ZARR_JSON)
         if raw is None:
@@ -52,8 +57,11 @@ def _v3_entries(metadata, root: Documents) -> dict[str, Documents]:
     entries = {}
     for name, doc in metadata.items():
         path = _path(name, where)
+        if path is None:
+            continue
         if not isinstance(doc, dict):
-            raise MetadataError(f"{where}[{name!r}] must be an object")
+            log.warning("%s[%r] must be an object: the entry is left out", where, name)
+            continue
         entries[path] = Documents(3, None, {ZARR_JSON: _bytes(doc)}, CONSOLIDATED, root.stat)
     return entries
 
@@ -66,7 +74,9 @@ def _v2_entries(metadata, root: Documents) -> dict[str, Documents]:
     for key, doc in metadata.items():
         path, _, name = key.rpartition("/")
         if name in (ZARRAY, ZGROUP, ZATTRS):
-            documents.setdefault(_path(path, where) if path else "", {})[name] = _bytes(doc)
+            path = _path(path, where, key) if path else ""
+            if path is not None:
+                documents.setdefault(path, {})[name] = _bytes(doc)
     entries = {}
     for path, docs in documents.items():
         main = ZARRAY if ZARRAY in docs else ZGROUP if ZGROUP in docs else None
@@ -85,11 +95,14 @@ def _build(source: str, entries: dict[str, Documents]) -> Consolidated:
     return Consolidated(source, entries, children)
 
 
-def _path(name, where: str) -> str:
-    """A store path from a consolidated key: relative, '/'-separated, no '.' or '..'."""
+def _path(name, where: str, key=None) -> str | None:
+    """A store path from a consolidated key: relative, '/'-separated, no '.' or '..'. None, with
+    a warning naming the key, for any other: that entry alone is left out."""
     parts = name.strip("/").split("/") if isinstance(name, str) else None
     if not parts or any(p in ("", ".", "..") for p in parts):
-        raise MetadataError(f"{where}: {name!r} is not a node path below the root")
+        log.warning("%s: %r is not a node path below the root: the entry is left out", where,
+                    name if key is None else key)
+        return None
     return "/".join(parts)
 
 
