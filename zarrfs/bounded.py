@@ -16,6 +16,7 @@ import zstandard
 from .errors import CorruptChunkError
 
 BLOSC_HEADER = 16
+ZSTD_SKIPPABLE = 0x184D2A50  # the magic of a skippable frame, its low 4 bits free
 
 
 def zstd_decode(data, limit: int) -> bytearray:
@@ -35,8 +36,35 @@ def zstd_decode(data, limit: int) -> bytearray:
         view.release()
     if filled > limit:
         raise CorruptChunkError(f"zstd stream decodes to more than the {limit} bytes expected")
+    if not _whole_zstd_frames(data):  # the reader ends quietly where a cut stream does
+        raise CorruptChunkError("undecodable zstd stream (truncated)")
     del out[filled:]
     return out
+
+
+def _whole_zstd_frames(data) -> bool:
+    """`data` ends where a frame does: each frame's header, blocks (up to the last) and checksum
+    are all there (RFC 8878, 3.1). Walks the block headers only; decodes nothing."""
+    view, pos = memoryview(data).cast("B"), 0
+    while pos < len(view):
+        if len(view) - pos < 8:
+            return False
+        if int.from_bytes(view[pos:pos + 4], "little") & ~0xF == ZSTD_SKIPPABLE:
+            pos += 8 + int.from_bytes(view[pos + 4:pos + 8], "little")
+            continue
+        try:
+            checksum, pos = view[pos + 4] & 4, pos + zstandard.frame_header_size(bytes(view[pos:pos + 18]))
+        except zstandard.ZstdError:
+            return False
+        last = 0
+        while not last:
+            if len(view) - pos < 3:
+                return False
+            header = int.from_bytes(view[pos:pos + 3], "little")
+            last, kind, size = header & 1, header >> 1 & 3, header >> 3
+            pos += 3 + (1 if kind == 1 else size)  # an RLE block holds one byte
+        pos += 4 if checksum else 0
+    return pos == len(view)
 
 
 def gzip_decode(data, limit: int) -> bytes:
