@@ -60,32 +60,23 @@ def test_npy(mnt, store, dtype):
         assert os.path.getsize(mnt / f"{name}.npy") % 64 == os.path.getsize(mnt / f"{name}.bin") % 64
 
 
-@pytest.mark.parametrize("dtype", sorted(EXPRESSIBLE["envi"]))
-def test_envi_through_gdal(mnt, store, dtype):
-    """GDAL, given NAME.bin, finds NAME.bin.hdr: samples are the last axis, lines the one before,
-    the leading axes fold into bands."""
+GDAL_VIEWS = {"envi": (".bin", "ENVI"), "vrt": (".vrt", "VRT")}  # GDAL finds NAME.bin.hdr given NAME.bin
+
+
+@pytest.mark.parametrize("view, dtype", [(v, t) for v in GDAL_VIEWS for t in sorted(EXPRESSIBLE[v])])
+def test_through_gdal(mnt, store, view, dtype):
+    """Samples are the last axis, lines the one before, the leading axes fold into bands (VRT:
+    one band per 2-D plane, in C order, described by its index along the leading axes)."""
+    suffix, driver = GDAL_VIEWS[view]
     for ndim, shape in SHAPES.items():
         expected = as_read(store[1][f"{dtype}_{ndim}d"])
-        with rasterio.open(mnt / f"{dtype}_{ndim}d.bin") as r:
-            assert r.driver == "ENVI"
+        with rasterio.open(mnt / f"{dtype}_{ndim}d{suffix}") as r:
+            assert r.driver == driver
             lines = shape[-2] if ndim > 1 else 1
             assert (r.count, r.height, r.width) == (int(np.prod(shape[:-2])), lines, shape[-1])
             assert r.dtypes[0] == expected.dtype.name
             np.testing.assert_array_equal(r.read().reshape(shape), expected)
-
-
-@pytest.mark.parametrize("dtype", sorted(EXPRESSIBLE["vrt"]))
-def test_vrt_through_gdal(mnt, store, dtype):
-    """One band per 2-D plane, in C order, described by the index along the leading axes."""
-    for ndim, shape in SHAPES.items():
-        expected = as_read(store[1][f"{dtype}_{ndim}d"])
-        with rasterio.open(mnt / f"{dtype}_{ndim}d.vrt") as r:
-            assert r.driver == "VRT"
-            lines = shape[-2] if ndim > 1 else 1
-            assert (r.count, r.height, r.width) == (int(np.prod(shape[:-2])), lines, shape[-1])
-            assert r.dtypes[0] == expected.dtype.name
-            np.testing.assert_array_equal(r.read().reshape(shape), expected)
-            if ndim == 4:
+            if view == "vrt" and ndim == 4:
                 assert r.descriptions[:4] == ("t=0,z=0", "t=0,z=1", "t=0,z=2", "t=1,z=0")
 
 
