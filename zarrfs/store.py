@@ -1,13 +1,9 @@
 """Key-value storage of a Zarr hierarchy: byte-range reads and atomic replacement of values."""
 
 import errno
-import fcntl
 import itertools
 import logging
-import mmap
 import os
-import queue
-from contextlib import contextmanager
 from typing import NamedTuple
 
 from . import localtree
@@ -17,9 +13,6 @@ from .errors import StoreError
 
 log = logging.getLogger(__name__)
 
-DIRECT_MIN = 256 << 10  # values this large are written around the page cache (see _write_direct)
-DIRECT_ALIGN = 4096  # O_DIRECT offsets and lengths: a multiple of any common logical block size
-BOUNCE_SIZE = 1 << 20
 _temporaries = itertools.count()  # unique names without mkstemp's random tries
 
 
@@ -54,7 +47,6 @@ class LocalStore(NodeDirectories):
     def __init__(self, root: str, read_only: bool = False):
         self.root = os.path.abspath(root)
         self.read_only = read_only
-        self.direct = hasattr(os, "O_DIRECT")  # cleared when the file system refuses O_DIRECT
         try:
             self.beneath = Beneath(self.root)
         except OSError as e:
@@ -177,9 +169,7 @@ class LocalStore(NodeDirectories):
         try:
             fd, name = _create_temporary(directory)
             try:
-                view = memoryview(data).cast("B")
-                done = self._write_direct(fd, view) if self.direct and len(view) >= DIRECT_MIN else 0
-                _write_all(fd, view[done:])
+                _write_all(fd, memoryview(data).cast("B"))
                 os.fdatasync(fd)  # here, on the encoder threads, so that syncs overlap
             except OSError:
                 os.close(fd)
@@ -189,35 +179,6 @@ class LocalStore(NodeDirectories):
             return name
         finally:
             os.close(directory)
-
-    def _write_direct(self, fd: int, view: memoryview) -> int:
-        """Write the aligned bulk of a new value with O_DIRECT; returns the bytes written.
-
-        The decoded bytes live in the mount's own page cache, so a cached encoded copy would be
-        a second one, and filling fresh page-cache pages is the largest cost of a write-back.
-        The tail (under DIRECT_ALIGN bytes) and anything the file system refuses go buffered."""
-        aligned = len(view) - len(view) % DIRECT_ALIGN
-        try:
-            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_DIRECT)
-        except OSError:
-            self.direct = False
-            return 0
-        done = 0
-        try:
-            with _bounce_buffer() as buffer:
-                while done < aligned:
-                    n = min(len(buffer), aligned - done)
-                    buffer[:n] = view[done:done + n]
-                    written = os.write(fd, buffer[:n])
-                    done += written
-                    if written < n:  # short (a full disk, say): the rest goes buffered, or fails
-                        break
-        except OSError as e:
-            if e.errno != errno.EINVAL:
-                raise
-            self.direct = False  # alignment refused: this store writes buffered from now on
-        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_DIRECT)
-        return done
 
     def list_dir(self, prefix: str) -> list[str]:
         """Names directly below `prefix`, without temporary files; [] when it is not a directory."""
@@ -341,24 +302,6 @@ def _create_temporary(directory: int) -> tuple[int, str]:
 def _write_all(fd: int, view: memoryview) -> None:
     while view:
         view = view[os.write(fd, view):]
-
-
-_bounce_buffers: queue.SimpleQueue = queue.SimpleQueue()
-
-
-@contextmanager
-def _bounce_buffer():
-    """A page-aligned buffer for O_DIRECT writes, reused so that its pages stay touched: on
-    some virtual machines the first touch of memory costs more than the write itself."""
-    try:
-        buffer = _bounce_buffers.get_nowait()
-    except queue.Empty:
-        buffer = mmap.mmap(-1, BOUNCE_SIZE)
-    try:
-        with memoryview(buffer) as view:
-            yield view
-    finally:
-        _bounce_buffers.put(buffer)
 
 
 def _read_all(fd: int) -> bytes:
