@@ -39,6 +39,7 @@ BLKSIZE = 1 << 20  # st_blksize: tools that honour it issue 1 MiB reads
 SHUTDOWN_TRIES = 4  # write-back attempts at unmount, a second apart, before the data is saved aside
 REMOTE_FETCHERS = 16  # chunks fetched ahead at once from an object store (the GETs release the GIL)
 TIMEOUT = 30.0  # seconds the kernel may keep attributes and entries
+EARLY_WRITE_BACK = 16 << 20  # dirty bytes of an array that start its write-back while writing goes on
 FUSE_CAP_READDIRPLUS_AUTO = 1 << 14
 
 
@@ -182,8 +183,9 @@ class Operations(ShapingMethods, ExtendedAttributes, mfusepy.Operations):
         self.unstored.append(name)
 
     def _flusher(self) -> None:
-        """Write-back: dirty chunks reach the store within a few seconds, or as soon as a
-        quarter of dirty_limit piles up, so that encoding overlaps a long write."""
+        """Write-back: dirty chunks reach the store within a few seconds, or as soon as
+        EARLY_WRITE_BACK piles up, so that encoding and the disk overlap a long write, and the
+        chunks a write-back frees are written into again instead of new memory."""
         last_full = time.monotonic()
         while not self._stop.is_set():
             early = self._wake_flusher.wait(self.options.flush_interval)
@@ -463,7 +465,7 @@ class Operations(ShapingMethods, ExtendedAttributes, mfusepy.Operations):
         dirty = handle.array.raw.array.shared.dirty_nbytes
         if dirty > self.options.dirty_limit:  # the writer waits: memory stays bounded
             self._flush(handle.array)
-        elif dirty > self.options.dirty_limit // 4:  # encoding starts while the writer goes on
+        elif dirty > min(self.options.dirty_limit // 4, EARLY_WRITE_BACK):  # encoding starts while the writer goes on
             self._wake_flusher.set()
         return written
 

@@ -1,0 +1,35 @@
+"""A long write is written back while it goes on, from EARLY_WRITE_BACK dirty bytes on, well
+before a quarter of dirty_size: in process, with the flusher's timer set far off, so that only
+the early start can store anything."""
+
+import os
+import time
+
+import numpy as np
+import zarr
+
+from zarrfs.operations import EARLY_WRITE_BACK, Operations, Options
+
+CHUNK = 1 << 20
+
+
+def test_a_long_write_starts_its_write_back_at_the_early_threshold(tmp_path):
+    root = tmp_path / "a.zarr"
+    zarr.create_array(str(root), shape=(64 * CHUNK,), chunks=(CHUNK,), dtype="u1", fill_value=0)
+    values = np.random.default_rng(3).integers(0, 255, 64 * CHUNK, dtype="u1")
+    options = Options()
+    options.flush_interval = 600.0  # no timed write-back during the test
+    assert EARLY_WRITE_BACK + 2 * CHUNK < options.dirty_limit // 4
+    ops = Operations(str(root), options)
+    ops.init_with_config(None, None)
+    try:
+        fh = ops.open("/a.zarr.bin", os.O_WRONLY)
+        for offset in range(0, EARLY_WRITE_BACK + 2 * CHUNK, CHUNK):
+            ops.write("/a.zarr.bin", values[offset:offset + CHUNK].tobytes(), offset, fh)
+        deadline = time.monotonic() + 30
+        while not np.array_equal(zarr.open_array(str(root))[:EARLY_WRITE_BACK], values[:EARLY_WRITE_BACK]):
+            assert time.monotonic() < deadline, "not written back before fsync"
+            time.sleep(0.1)
+        ops.release("/a.zarr.bin", fh)
+    finally:
+        ops.destroy(None)
