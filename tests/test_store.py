@@ -2,8 +2,10 @@
 listing stopped early leaves nothing open."""
 
 import os
+import threading
 
 from zarrfs import store as store_module
+from zarrfs.releases import releases
 from zarrfs.store import TEMP_PREFIX, LocalStore
 
 
@@ -50,3 +52,37 @@ def test_a_listing_stopped_early_leaves_no_directory_open(tmp_path):
     next(listing)  # several directories are open now, waiting on the stack
     listing.close()
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def descriptors_of_deleted_files() -> list[str]:
+    links = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            links.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            pass
+    return [link for link in links if link.endswith(" (deleted)")]
+
+
+def test_replaced_and_deleted_values_are_freed_after_the_publish(tmp_path):
+    """A publish holds the values it replaces so that freeing them is not its cost; once the
+    release thread is done, nothing holds them."""
+    store = LocalStore(tmp_path)
+    store.set_many({f"c/{i}": os.urandom(5000) for i in range(20)})
+    store.set_many({**{f"c/{i}": b"new" for i in range(10)}, **{f"c/{i}": None for i in range(10, 20)}})
+    releases.settle()
+    assert [store.get(f"c/{i}") for i in range(20)] == [b"new"] * 10 + [None] * 10
+    assert not [link for link in descriptors_of_deleted_files() if str(tmp_path) in link]
+
+
+def test_a_fifo_where_a_value_goes_is_replaced_without_being_opened(tmp_path):
+    """Taking hold of the value being replaced opens nothing for reading: a FIFO in a hostile
+    store would block an open for ever."""
+    store = LocalStore(tmp_path)
+    (tmp_path / "c").mkdir()
+    os.mkfifo(tmp_path / "c" / "0")
+    done = threading.Event()
+    writer = threading.Thread(target=lambda: (store.set("c/0", b"value"), done.set()), daemon=True)
+    writer.start()
+    assert done.wait(10), "publish waited on the FIFO"
+    assert store.get("c/0") == b"value"

@@ -10,6 +10,7 @@ from . import localtree
 from .localtree import TEMP_PREFIX, NodeDirectories
 from .beneath import Beneath, key_parts
 from .errors import StoreError
+from .releases import releases
 
 log = logging.getLogger(__name__)
 
@@ -112,20 +113,23 @@ class LocalStore(NodeDirectories):
     def publish(self, staged: list["Staged"]) -> None:
         """Make staged values current and durable: each is renamed over the old value (atomic),
         then each directory that changed is synced. Only what was written is synced, never the
-        whole file system. On failure the temporaries not yet renamed are removed."""
+        whole file system. On failure the temporaries not yet renamed are removed. The values
+        replaced are freed afterwards, off this path (releases.py)."""
         pending = [s for s in staged if s.temporary is not None]
         key = ""
         directories: dict[str, int] = {}
+        replaced: list[int] = []
         try:
             while pending:
                 key, temporary = pending[-1]
                 parent, name = _split(key)
                 fd = directories.get(parent) or directories.setdefault(parent, self.beneath.open_directory(parent))
+                self._hold(name, fd, replaced)
                 os.rename(temporary, name, src_dir_fd=fd, dst_dir_fd=fd)
                 pending.pop()
             for key, temporary in staged:
                 if temporary is None:
-                    self._unlink(key, directories)
+                    self._unlink(key, directories, replaced)
             for key, fd in directories.items():
                 os.fsync(fd)
         except OSError as e:
@@ -134,14 +138,22 @@ class LocalStore(NodeDirectories):
         finally:
             for fd in directories.values():
                 os.close(fd)
+            releases.release(replaced)
 
-    def _unlink(self, key: str, directories: dict[str, int]) -> None:
+    @staticmethod
+    def _hold(name: str, directory: int, replaced: list[int]) -> None:
+        held = releases.hold(name, directory)
+        if held is not None:
+            replaced.append(held)
+
+    def _unlink(self, key: str, directories: dict[str, int], replaced: list[int]) -> None:
         parent, name = _split(key)
         if parent not in directories:
             try:
                 directories[parent] = self.beneath.open_directory(parent)
             except (FileNotFoundError, NotADirectoryError):
                 return  # nothing there to delete
+        self._hold(name, directories[parent], replaced)
         try:
             os.unlink(name, dir_fd=directories[parent])
         except FileNotFoundError:

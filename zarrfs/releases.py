@@ -1,0 +1,66 @@
+"""Replaced values are freed off the write-back path.
+
+Renaming a new value over an old one, or unlinking it, frees the old file's blocks inside the
+call when nothing else holds the file: on ext4 here 0.85 ms for a 1 MiB value, a quarter of a
+second for the 256 chunks of a 256 MiB overwrite, paid one after another inside a flush. So a
+publish first takes a reference to each value it replaces (an O_PATH descriptor: it opens
+nothing for I/O, so a FIFO or device in a hostile store is neither opened nor waited on), and
+a thread of its own drops them afterwards, where the freeing overlaps the next encodes.
+
+Bounded: at most MAX_HELD references wait; past that, one is dropped on the spot.
+"""
+
+import os
+import queue
+import threading
+
+MAX_HELD = 256
+
+
+class Releases:
+    def __init__(self, max_held: int = MAX_HELD):
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._slots = threading.BoundedSemaphore(max_held)
+        self._thread: threading.Thread | None = None  # started on first use: a daemon forks first
+        self._lock = threading.Lock()
+
+    def hold(self, name: str, directory: int) -> int | None:
+        """A reference to `name` in `directory` (a descriptor), None when there is nothing there."""
+        try:
+            return os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
+        except OSError:
+            return None
+
+    def release(self, held: list[int]) -> None:
+        """Drop the references, in the background while there is room."""
+        for fd in held:
+            if self._slots.acquire(blocking=False):
+                self._start()
+                self._queue.put(fd)
+            else:
+                os.close(fd)
+
+    def settle(self) -> None:
+        """Wait until every reference handed over is dropped (tests)."""
+        done = threading.Event()
+        self._start()
+        self._queue.put(done)
+        done.wait()
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="releases", daemon=True)
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if isinstance(item, threading.Event):
+                item.set()
+                continue
+            os.close(item)
+            self._slots.release()
+
+
+releases = Releases()
