@@ -157,3 +157,20 @@ def test_a_value_that_cannot_be_staged_fails_the_flush_and_leaves_no_temporary(t
     store.key = None
     raw.flush()
     assert np.array_equal(stored(tmp_path), np.arange(1, 17))
+
+
+def test_write_back_threads_yield_the_cores_to_requests(tmp_path):
+    """Encoders run at a lower priority than the threads that answer requests: a writer waits
+    for each of its writes, and a write that waited for a core behind the encoders slowed it."""
+    import os
+    from zarrfs.array import ENCODER_NICE
+
+    write_doc(tmp_path, "", array_doc([64], "int32", [4], ZSTD))
+    raw = open_raw_file(LocalStore(tmp_path))
+    raw.write(0, np.arange(64, dtype="<i4").tobytes())
+    raw.flush()
+    encoders = [t for t in threading.enumerate() if t.name.startswith("encode")]
+    assert encoders
+    for thread in encoders:
+        fields = open(f"/proc/self/task/{thread.native_id}/stat").read().rpartition(")")[2].split()
+        assert int(fields[16]) == min(19, os.getpriority(os.PRIO_PROCESS, 0) + ENCODER_NICE), thread.name

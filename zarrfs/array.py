@@ -35,6 +35,7 @@ from .store import ByteRange, LocalStore, Range, Staged
 log = logging.getLogger(__name__)
 
 MAX_SHARD_VIEWS = 4096  # clean shard views kept (each holds its decoded index)
+ENCODER_NICE = 10  # added to write-back threads' nice: they yield to request threads (see _yield_to_requests)
 CONFLICT_RETRIES = 5  # flushes of one batch against writers that keep changing the same values
 
 
@@ -592,8 +593,20 @@ def _encoder_pool() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=2 * (os.cpu_count() or 1), thread_name_prefix="encode")
+            _pool = ThreadPoolExecutor(max_workers=2 * (os.cpu_count() or 1), thread_name_prefix="encode",
+                                       initializer=_yield_to_requests)
         return _pool
+
+
+def _yield_to_requests() -> None:
+    """Encoding is background work: a writer waits for each of its requests, and a request
+    that waits for a core behind the encoders holds the writer up. When both want the same
+    core, an encoder gets about a tenth of it."""
+    try:
+        thread = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, thread, min(19, os.getpriority(os.PRIO_PROCESS, thread) + ENCODER_NICE))
+    except OSError:
+        pass
 
 
 def open_array(store: LocalStore, path: str, meta: ArrayMetadata, cache: ChunkCache) -> Array:
