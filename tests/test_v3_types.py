@@ -82,3 +82,20 @@ def test_a_v2_object_dtype_is_no_v3_data_type(tmp_path, data_type):
     (tmp_path / "s" / "zarr.json").write_text(json.dumps(doc))
     with pytest.raises(MetadataError, match=r"zarr\.json: data_type: '\|?O' is a Zarr v2 dtype, not a v3 data type"):
         zarrfs.open_raw(str(tmp_path / "s"))
+
+
+@pytest.mark.parametrize("dtype", ["<f4", "<c8", "|b1", "<i8", "<U3", "|V6", "<M8[s]"])
+def test_a_chunk_is_all_fill_value_only_when_every_element_is(dtype):
+    """Whether a chunk need not be stored: a chunk that differs from the fill value in any one
+    element, first, last or inside, is not all fill value (the ends are looked at first)."""
+    from zarrfs.dtypes import fill_is_all
+
+    fill = np.zeros((), dtype)
+    other = np.frombuffer(bytes(range(1, np.dtype(dtype).itemsize + 1)), dtype)[0]
+    for shape in [(5,), (3, 4), (2, 3, 2)]:
+        chunk = np.zeros(shape, dtype)
+        assert fill_is_all(chunk, fill)
+        for index in [(0,) * len(shape), tuple(n - 1 for n in shape), tuple(n // 2 for n in shape)]:
+            changed = chunk.copy()
+            changed[index] = other
+            assert not fill_is_all(changed, fill), (shape, index)
