@@ -226,3 +226,24 @@ def test_a_decode_ahead_without_memory_ends_and_its_reader_decodes_itself(monkey
     threading.Thread(target=lambda: (result.append(decoder.take("k")), done.set()), daemon=True).start()
     assert done.wait(10), "take() waited for a decode that never ended"
     assert result == [None] and decoder.nbytes == 0
+
+
+def test_a_stream_walks_each_chunk_once_to_decode_it_ahead(tmp_path, monkeypatch):
+    """Each walk starts where the stream's last one stopped: the chunks a stream has already
+    handed to decode-ahead are not looked at again on every request (a walk costs Python)."""
+    store, raw, values = make(tmp_path, ahead_chunks=4)
+    looked_at = []
+    original = DecodeAhead.__contains__
+
+    def counting(ahead, key):
+        looked_at.append(key[-1][0])
+        return original(ahead, key)
+
+    monkeypatch.setattr(DecodeAhead, "__contains__", counting)
+    out = np.empty(CHUNK, "u1")
+    for i in range(N):
+        raw.array.shared.cache.ahead.settle(10)
+        raw.read_into(i * CHUNK, out)
+        np.testing.assert_array_equal(out, values[i * CHUNK:(i + 1) * CHUNK])
+    assert sorted(set(looked_at)) == list(range(2, N))  # every chunk after the first two
+    assert len(looked_at) <= N + 4, looked_at  # each about once (a step with no room is tried again)

@@ -14,6 +14,7 @@ through the mount is forgotten (ChunkCache.pop), and Array checks the version a 
 (see Array._chunk_ahead).
 """
 
+import math
 import os
 import threading
 import time
@@ -65,7 +66,7 @@ class DecodeAhead:
     def submit(self, key, shape: tuple, dtype: np.dtype, decode: Callable[[np.ndarray], int | None]) -> bool:
         """Decode `key` ahead: decode(chunk buffer) fills the buffer and returns the array
         version it is valid for, or None (nothing worth keeping). False when there is no room."""
-        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        nbytes = math.prod(shape) * np.dtype(dtype).itemsize
         with self._lock:
             if key in self._entries or self._running >= self.max_in_flight:
                 return False
@@ -158,24 +159,32 @@ class DecodeAhead:
 class Streams:
     """Where the sequential readers of one file are. A read continues a stream when it starts
     where the stream has reached, or up to two reads' lengths before (the kernel sends its
-    read-ahead requests together, and they may overtake each other) or one after."""
+    read-ahead requests together, and they may overtake each other) or one after. Each stream
+    also remembers how far its chunks have been handed to decode-ahead, so that a walk starts
+    there instead of going over the chunks it started before."""
 
     def __init__(self):
-        self._ends: OrderedDict = OrderedDict()  # the offset each stream has reached, most recent last
+        self._ends: OrderedDict = OrderedDict()  # the offset each stream has reached -> how far it is decoded ahead
         self._lock = threading.Lock()
 
-    def follow(self, offset: int, end: int) -> int | None:
-        """Record a read of [offset, end); where its stream has reached when it continues one,
-        else None (it may start one)."""
+    def follow(self, offset: int, end: int) -> tuple[int, int] | None:
+        """Record a read of [offset, end); (where its stream has reached, how far it has been
+        decoded ahead) when it continues one, else None (it may start one)."""
         n = end - offset
         with self._lock:
             for reached in reversed(self._ends):
                 if reached - 2 * n <= offset <= reached + n:
-                    del self._ends[reached]
+                    ahead = self._ends.pop(reached)
                     reached = max(reached, end)
-                    self._ends[reached] = True
-                    return reached
-            self._ends[end] = True
+                    self._ends[reached] = ahead
+                    return reached, ahead
+            self._ends[end] = end
             if len(self._ends) > STREAMS:
                 self._ends.popitem(last=False)
             return None
+
+    def decoded_ahead(self, reached: int, until: int) -> None:
+        """The stream that has reached `reached` is decoded ahead as far as `until`."""
+        with self._lock:
+            if reached in self._ends:
+                self._ends[reached] = max(self._ends[reached], until)

@@ -88,17 +88,23 @@ class RawFile:
         return n
 
     def _decode_ahead(self, offset: int, end: int) -> None:
-        """A read that continues a stream starts the decoding of the chunks after it (ahead.py)."""
+        """A read that continues a stream starts the decoding of the chunks after it (ahead.py),
+        one chunk's bytes at a time from where the stream's last walk stopped."""
         ahead = self.array.shared.cache.ahead
-        reached = self.streams.follow(offset, end)
+        stream = self.streams.follow(offset, end)
         # walked only when a quarter of the budget is free: a walk costs Python, a submit little
-        if reached is None or reached >= self.size or not ahead.room(max(self.array.leaf_nbytes, ahead.max_bytes // 4)):
+        if stream is None or not ahead.room(max(self.array.leaf_nbytes, ahead.max_bytes // 4)):
             return
-        first = reached // self.itemsize
-        last = min(self.size, reached + ahead.max_bytes) // self.itemsize
-        for box in c_order_boxes(self.array.shape, first, last):
-            if not self.array.decode_ahead(box):
-                return
+        reached, started = stream
+        step = self.array.leaf_nbytes
+        position, stop = max(reached, started), min(self.size, reached + ahead.max_bytes)
+        while position < stop:
+            until = min(stop, position + step)
+            boxes = c_order_boxes(self.array.shape, position // self.itemsize, -(-until // self.itemsize))
+            if not all(self.array.decode_ahead(box) for box in boxes):
+                break  # no room: the next walk starts again at this step
+            position = until
+        self.streams.decoded_ahead(reached, position)
 
     def _read_elements(self, first: int, last: int, out: np.ndarray, sparse: bool = False,
                        boxes: list | None = None) -> None:
