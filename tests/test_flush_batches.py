@@ -163,7 +163,7 @@ def test_write_back_threads_yield_the_cores_to_requests(tmp_path):
     """Encoders run at a lower priority than the threads that answer requests: a writer waits
     for each of its writes, and a write that waited for a core behind the encoders slowed it."""
     import os
-    from zarrfs.array import ENCODER_NICE
+    from zarrfs.writeback import ENCODER_NICE
 
     write_doc(tmp_path, "", array_doc([64], "int32", [4], ZSTD))
     raw = open_raw_file(LocalStore(tmp_path))

@@ -12,7 +12,7 @@ import zarr
 
 from helpers import open_raw_file
 from seaweed import unique_prefix
-from zarrfs.array import CONFLICT_RETRIES
+from zarrfs.writeback import CONFLICT_RETRIES
 from zarrfs.errors import ConflictError, StoreError
 from zarrfs.objectstore import ObjectStore
 from zarrfs.sources import RemoteOptions, open_store

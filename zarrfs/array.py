@@ -2,21 +2,15 @@
 
 A sharded array (codecs = [sharding_indexed]) sees each shard as an Array of its own over
 ShardChunks, so nested sharding needs no special code. Dirty chunks are kept decoded, pinned
-outside the cache, until flush() encodes them and commits every touched shard once.
-
-A flush takes the dirty chunks as its batch and encodes them without the lock, on a small
-thread pool, so reads and writes go on meanwhile. Batch chunks are never changed in place: a
-write to one starts a new dirty copy, which the next flush takes.
+outside the cache, until flush() encodes them and commits every touched shard once: the
+write-back, in writeback.py.
 """
 
 import itertools
 import logging
-import math
-import os
 import threading
 import time
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,18 +19,17 @@ from . import batchread
 from .buffers import free, scratch
 from .cache import MISSING, ChunkCache
 from .codecs import ChunkSpec, CodecChain
-from .errors import ConflictError, CorruptChunkError
-from .geometry import Box, box_shape, chunk_parts, grid_shape
+from .errors import CorruptChunkError
+from .geometry import Box, box_shape, chunk_parts
 from .metadata import ArrayMetadata
 from .sharding import ShardChunks
-from .written import WrittenMasks, overlay
+from .writeback import WriteBack
+from .written import WrittenMasks
 from .store import ByteRange, LocalStore, Range, Staged
 
 log = logging.getLogger(__name__)
 
 MAX_SHARD_VIEWS = 4096  # clean shard views kept (each holds its decoded index)
-ENCODER_NICE = 10  # added to write-back threads' nice: they yield to request threads (see _yield_to_requests)
-CONFLICT_RETRIES = 5  # flushes of one batch against writers that keep changing the same values
 
 
 class StoreChunks:
@@ -97,7 +90,7 @@ class Shared:
     dirty_nbytes: int = 0  # decoded bytes pinned by dirty chunks and by the flush in progress
 
 
-class Array:
+class Array(WriteBack):
     def __init__(self, shape, chunk_shape, chain: CodecChain, source, shared: Shared, cache_key: tuple):
         self.shape = tuple(shape)
         self.chunk_shape = tuple(chunk_shape)
@@ -411,202 +404,6 @@ class Array:
     def _inside(self, coords) -> bool:
         """The chunk lies wholly inside the array (it does not overhang the edge)."""
         return all((c + 1) * s <= n for c, s, n in zip(coords, self.chunk_shape, self.shape))
-
-    # flush
-
-    def flush(self, whole_only: bool = False) -> None:
-        """Encode every dirty chunk and commit: each touched chunk or shard is replaced once.
-        On failure the batch is dirty again, so a later flush retries it.
-
-        whole_only leaves out shards not wholly dirty, which would have to be merged with their
-        stored selves: early write-back while a writer is still filling them.
-
-        When another writer changed a value meanwhile (an object store's conditional PUT
-        failed), the flush is done again: a shard is then merged anew with its stored self, so
-        only the inner chunks written here replace theirs. After CONFLICT_RETRIES attempts the
-        ConflictError is raised, the batch merged all the same: the store forgot the versions
-        it saw, and the next flush must build on the new ones, not overwrite them."""
-        for attempt in range(CONFLICT_RETRIES):
-            try:
-                return self._flush_once(whole_only)
-            except ConflictError as e:
-                last = attempt + 1 == CONFLICT_RETRIES
-                log.warning("%s: %s; merging%s", self.shared.name, e, "" if last else " and writing again")
-                self._merge_stored(set(e.keys))
-                if last:
-                    raise
-
-    def _merge_stored(self, keys: set[str] | None) -> None:
-        """After a conflict: each chunk written here only in part (of `keys`, or all of them)
-        takes the elements it did not write from the chunk as stored now."""
-        if self._written is not None:
-            for coords, _ in self._written.partial():
-                if keys is None or self.source.key(coords) in keys:
-                    stored = self._decode(self.source.read(coords), None)  # the new version, read whole
-                    with self.shared.lock:
-                        chunk, mask = self._dirty.get(coords), self._written.mask(coords)
-                        if chunk is not None and mask is not None:  # still written only in part
-                            overlay(stored, self.spec.fill_value, chunk, mask)
-        for coords in list(self._dirty_shards):
-            if keys is None or self.source.key(coords) in keys:
-                self._shards[coords]._merge_stored(None)
-
-    def _flush_once(self, whole_only: bool) -> None:
-        with self.shared.flush_lock:
-            with self.shared.lock:
-                self._take_batch(whole_only)
-                if not (self._flushing or self._flushing_shards):
-                    return
-            committed = False
-            try:
-                self._commit(self._stage_batch())
-                committed = True
-            finally:
-                with self.shared.lock:
-                    self._end_batch(committed)
-
-    def _stage_batch(self) -> list[Staged]:
-        """Encode the batch and write each new value beside its old one, in parallel."""
-        pool = _encoder_pool()
-        jobs = [pool.submit(self._stage_chunk, coords, chunk) for coords, chunk in self._flushing.items()]
-        error = None
-        try:
-            for coords in self._flushing_shards:  # inner chunks are encoded in parallel
-                jobs.append(pool.submit(self.source.stage, coords, self._build_shard(coords)))
-        except BaseException as e:
-            error = e
-        staged = []
-        for job in jobs:
-            try:
-                staged.append(job.result())
-            except BaseException as e:
-                error = error or e
-        if error is not None:
-            self.source.discard(staged)
-            raise error
-        return staged
-
-    def _stage_chunk(self, coords, chunk: np.ndarray) -> Staged:
-        return self.source.stage(coords, self._encode(coords, chunk))
-
-    def _commit(self, staged: list[Staged]) -> None:
-        """Publish the staged values. Writers go on meanwhile (the batch is read-only, and
-        readers find it in _flushing); a read that raced the change retries (see _chunk)."""
-        with self.shared.commit_lock:
-            self.shared.version += 1  # odd: readers retry whatever they read meanwhile
-            try:
-                self.source.publish(staged)
-            finally:
-                self._forget_shard_indices()  # stored shards may have changed, even on failure
-                self.shared.version += 1
-
-    def _take_batch(self, whole_only: bool = False) -> None:
-        self._flushing, self._dirty = self._dirty, {}  # this order: see _unflushed
-        shards = {c for c in self._dirty_shards if not whole_only or self._shards[c]._wholly_dirty()}
-        self._flushing_shards, self._dirty_shards = shards, self._dirty_shards - shards
-        for coords in self._flushing_shards:
-            self._shards[coords]._take_batch()
-
-    def _wholly_dirty(self) -> bool:
-        """Every chunk of this shard view is dirty: writing it back reads nothing stored."""
-        return not self._dirty_shards and len(self._dirty) == math.prod(grid_shape(self.shape, self.chunk_shape))
-
-    def _encode_batch(self) -> dict:
-        """A shard view's batch, encoded: {inner chunk coords: bytes, or None to drop it}."""
-        batch = list(self._flushing.items())
-        updates = dict(zip(self._flushing, _encoder_pool().map(lambda item: self._encode(*item), batch)))
-        for coords in self._flushing_shards:
-            updates[coords] = self._build_shard(coords)
-        return updates
-
-    def _build_shard(self, coords) -> bytes | None:
-        view = self._shards[coords]
-        return view.source.build(view._encode_batch(), view._live_chunks())
-
-    def _encode(self, coords, chunk: np.ndarray) -> bytes | None:
-        try:
-            return self.chain.encode_or_none(chunk)
-        except CorruptChunkError as e:  # a shard that cannot be merged with its stored self
-            raise CorruptChunkError(f"{self.shared.name}: chunk {self.source.key(coords)}: {e}") from None
-
-    def _live_chunks(self) -> list[tuple]:
-        return list(np.ndindex(*grid_shape(self.shape, self.chunk_shape)))
-
-    def _forget_shard_indices(self) -> None:
-        for coords in self._flushing_shards:
-            view = self._shards[coords]
-            view.source.forget_index()
-            view._forget_shard_indices()
-
-    def _end_batch(self, committed: bool) -> None:
-        """Committed chunks become cached, but not those written whole: like chunks read whole,
-        the kernel's page cache has their bytes. Uncommitted chunks are dirty again, unless
-        rewritten since."""
-        for coords, chunk in self._flushing.items():
-            rewritten = coords in self._dirty
-            if committed and not rewritten:
-                if self._written is not None:
-                    self._written.stored(coords)
-                if coords not in self._written_whole:
-                    self.shared.cache.put(self.cache_key + (coords,), chunk)
-                self._written_whole.discard(coords)
-            if committed or rewritten:
-                self.shared.dirty_nbytes -= chunk.nbytes
-            else:
-                self._dirty[coords] = chunk
-        self._flushing = {}
-        for coords in self._flushing_shards:
-            self._shards[coords]._end_batch(committed)
-        if not committed:
-            self._dirty_shards |= self._flushing_shards
-        self._flushing_shards = set()
-
-    def unstored(self):
-        """(box, values) in this array's element coordinates for every chunk written and not
-        stored: what a failed shutdown saves for recovery."""
-        for coords, chunk in {**self._flushing, **self._dirty}.items():
-            box = self._chunk_box(coords)
-            yield box, chunk[tuple(slice(0, s.stop - s.start) for s in box)]
-        for coords in self._dirty_shards | self._flushing_shards:
-            origin = [s.start for s in self._chunk_box(coords)]
-            for box, values in self._shards[coords].unstored():
-                yield tuple(slice(o + s.start, o + s.stop) for o, s in zip(origin, box)), values
-
-    def _chunk_box(self, coords) -> Box:
-        """The elements of chunk `coords` that lie inside the array."""
-        return tuple(slice(c * s, min((c + 1) * s, n)) for c, s, n in zip(coords, self.chunk_shape, self.shape))
-
-    @property
-    def dirty(self) -> bool:
-        """Some write is not committed yet (or is being committed)."""
-        return bool(self._dirty or self._dirty_shards or self._flushing or self._flushing_shards)
-
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _encoder_pool() -> ThreadPoolExecutor:
-    """Threads that encode a flush's chunks in parallel (the codecs release the GIL) and write
-    them out. Two per core: a thread waiting for its O_DIRECT write leaves its core to another.
-    Made on first use, so that a daemon forks before any thread exists."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=2 * (os.cpu_count() or 1), thread_name_prefix="encode",
-                                       initializer=_yield_to_requests)
-        return _pool
-
-
-def _yield_to_requests() -> None:
-    """Encoding is background work: a writer waits for each of its requests, and a request
-    that waits for a core behind the encoders holds the writer up. When both want the same
-    core, an encoder gets about a tenth of it."""
-    try:
-        thread = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, thread, min(19, os.getpriority(os.PRIO_PROCESS, thread) + ENCODER_NICE))
-    except OSError:
-        pass
 
 
 def open_array(store: LocalStore, path: str, meta: ArrayMetadata, cache: ChunkCache) -> Array:

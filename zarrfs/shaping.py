@@ -25,7 +25,7 @@ import threading
 import time
 
 from . import newnode, nodes
-from .array import CONFLICT_RETRIES
+from .writeback import CONFLICT_RETRIES
 from .drafts import NpyDraft, TextDraft
 from .editing import Editor
 from .errors import ReadOnlyError, RefusedError
