@@ -25,7 +25,7 @@ from .geometry import Box, grid_shape
 from .store import Staged
 from .written import overlay
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("zarrfs.array")  # its messages keep the name they were logged under before it moved out
 
 ENCODER_NICE = 10  # added to write-back threads' nice: they yield to request threads (see _yield_to_requests)
 CONFLICT_RETRIES = 5  # flushes of one batch against writers that keep changing the same values
