@@ -164,6 +164,36 @@ def test_a_flush_that_meets_a_conflict_every_time_gives_up_after_its_retries_and
     assert stored.tolist() == [1] * 4 + [10 + CONFLICT_RETRIES] * 4 + [5] * 24
 
 
+def test_a_conflict_whose_merge_failed_is_merged_before_the_chunk_is_written_again(seaweed):
+    """A PUT meets another writer's change and the merge after it fails (the connection drops):
+    the next flush must not write the chunk as it was over the other writer's values, even
+    conditionally on the version a reader fetched meanwhile. It merges first."""
+    prefix = unique_prefix("unmerged")
+    zarr.create_array(seaweed.zarr_store(prefix), shape=(32,), chunks=(8,), dtype="i4")[...] = 5
+    store = object_store(seaweed, prefix)
+    raw = open_raw_file(store)
+    raw.write(0, np.full(4, 1, "<i4").tobytes())  # half of chunk 0
+    other_machine_first(store, lambda: zarr.open_array(seaweed.zarr_store(prefix), mode="r+").__setitem__(
+        slice(4, 8), 9))  # the other half
+    get = store.get
+
+    def lost_once(key, byte_range=None):
+        if key == "c/0" and byte_range is None:  # the merge's read
+            store.get = get
+            raise StoreError(f"cannot read {key!r}: connection reset", errno.ECONNRESET)
+        return get(key, byte_range)
+
+    store.get = lost_once
+    with pytest.raises(StoreError):
+        raw.array.flush()
+    assert raw.array.dirty
+    assert store.get("c/0") is not None  # a reader fetches the new version, whole
+    raw.array.flush()
+    assert not raw.array.dirty
+    stored = zarr.open_array(seaweed.zarr_store(prefix), mode="r")[...]
+    assert stored.tolist() == [1] * 4 + [9] * 4 + [5] * 24
+
+
 def test_credentials_in_the_url_are_refused(seaweed):
     with pytest.raises(StoreError) as raised:
         open_store("s3://AKADMIN:secretadmin@test/x", False, RemoteOptions(endpoint=seaweed.endpoint))

@@ -108,6 +108,7 @@ class Array(WriteBack):
         self._written_whole: set[tuple] = set()  # dirty chunks that no stored data went into
         # remote stores, which other machines write too: the elements written here (written.py)
         self._written = WrittenMasks(self.spec.shape) if getattr(source, "remote", False) else None
+        self._unmerged: set[str] = set()  # keys that met another writer and are not merged with it yet
         # a store where each request is a round trip: a read's chunks are fetched together (batchread.py)
         self._batched = not self.sharding and getattr(source, "batched_reads", False)
 

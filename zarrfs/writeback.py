@@ -48,10 +48,13 @@ class WriteBack:
         it saw, and the next flush must build on the new ones, not overwrite them."""
         for attempt in range(CONFLICT_RETRIES):
             try:
+                if self._unmerged:  # a merge after a conflict failed: it comes before any PUT
+                    self._merge_stored(set(self._unmerged))
                 return self._flush_once(whole_only)
             except ConflictError as e:
                 last = attempt + 1 == CONFLICT_RETRIES
                 log.warning("%s: %s; merging%s", self.shared.name, e, "" if last else " and writing again")
+                self._unmerged.update(e.keys)
                 self._merge_stored(set(e.keys))
                 if last:
                     raise
@@ -70,6 +73,10 @@ class WriteBack:
         for coords in list(self._dirty_shards):
             if keys is None or self.source.key(coords) in keys:
                 self._shards[coords]._merge_stored(None)
+        # merged: their next PUT builds on the version read here (a merge that raised keeps them,
+        # lest a stale chunk be written over the other writer's values, conditionally on a
+        # version some reader of this mount fetched meanwhile)
+        self._unmerged.difference_update(keys or ())
 
     def _flush_once(self, whole_only: bool) -> None:
         with self.shared.flush_lock:
