@@ -270,6 +270,26 @@ def test_the_versions_remembered_for_conditional_puts_are_bounded(seaweed, monke
         store.set("k4", b"mine")
 
 
+def test_a_chunk_written_in_part_whose_version_was_forgotten_is_merged_before_its_put(seaweed, monkeypatch):
+    """The store remembers a bounded number of versions: when the one a partial write read is
+    pushed out before the flush, the chunk is read again and merged, not PUT unconditionally
+    over what another writer stored meanwhile."""
+    from zarrfs import objectstore
+    monkeypatch.setattr(objectstore, "ETAGS", 2)
+    prefix = unique_prefix("forgotten")
+    zarr.create_array(seaweed.zarr_store(prefix), shape=(32,), chunks=(8,), dtype="i4")[...] = 5
+    store = object_store(seaweed, prefix)
+    raw = open_raw_file(store)
+    raw.write(0, np.full(4, 1, "<i4").tobytes())  # half of chunk 0: read, its version remembered
+    for i in (1, 2, 3):
+        store.get(f"c/{i}")  # other reads push it out
+    assert not store.version_known("c/0")
+    zarr.open_array(seaweed.zarr_store(prefix), mode="r+")[4:8] = 9  # another machine, the other half
+    raw.array.flush()
+    stored = zarr.open_array(seaweed.zarr_store(prefix), mode="r")[...]
+    assert stored.tolist() == [1] * 4 + [9] * 4 + [5] * 24
+
+
 def test_a_move_carries_the_document_as_stored_not_as_cached(seaweed):
     prefix = unique_prefix("movedoc")
     remote = seaweed.store(prefix)

@@ -67,6 +67,12 @@ class StoreChunks:
     def read_ranges(self, coords: tuple[int, ...], ranges: list[Range]) -> list[bytes] | None:
         return self.store.get_ranges(self.key(coords), ranges)
 
+    def version_known(self, coords: tuple[int, ...]) -> bool:
+        """Whether the store remembers the version of the chunk that a conditional PUT needs
+        (object stores; a local store needs none)."""
+        known = getattr(self.store, "version_known", None)
+        return True if known is None else known(self.key(coords))
+
     def stage(self, coords: tuple[int, ...], data) -> Staged:
         return self.store.stage(self.key(coords), data)
 

@@ -121,6 +121,10 @@ class ObjectStore:
         if byte_range is None or key not in self._etags:
             self._set_etag(key, e_tag)
 
+    def version_known(self, key: str) -> bool:
+        """Whether a PUT of `key` would be conditional (on its ETag, or on its absence)."""
+        return key in self._etags
+
     def _set_etag(self, key: str, e_tag: str | None) -> None:
         """Remembered for the ETAGS keys read or written last: a write follows its read closely
         (a partial write reads its chunk first). A key forgotten is PUT unconditionally."""

@@ -48,7 +48,8 @@ class WriteBack:
         it saw, and the next flush must build on the new ones, not overwrite them."""
         for attempt in range(CONFLICT_RETRIES):
             try:
-                if self._unmerged:  # a merge after a conflict failed: it comes before any PUT
+                self._unmerged.update(self._versions_forgotten())
+                if self._unmerged:  # a merge after a conflict failed, or a version is forgotten
                     self._merge_stored(set(self._unmerged))
                 return self._flush_once(whole_only)
             except ConflictError as e:
@@ -58,6 +59,15 @@ class WriteBack:
                 self._merge_stored(set(e.keys))
                 if last:
                     raise
+
+    def _versions_forgotten(self) -> set[str]:
+        """Keys of chunks written here only in part whose version, read when the write began,
+        the store no longer remembers (it keeps a bounded number): their PUT would overwrite
+        unconditionally whatever another writer stored since, so they are merged first."""
+        known = getattr(self.source, "version_known", None)
+        if self._written is None or known is None:
+            return set()
+        return {self.source.key(coords) for coords, _ in self._written.partial() if not known(coords)}
 
     def _merge_stored(self, keys: set[str] | None) -> None:
         """After a conflict: each chunk written here only in part (of `keys`, or all of them)
