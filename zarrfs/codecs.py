@@ -161,17 +161,13 @@ ZSTD_CHECKSUM_FLAG = 4  # in the frame header descriptor (RFC 8878, 3.1.1.1.1)
 
 
 def zstd_content_size(data) -> int | None:
-    """The decoded size a zstd frame header declares (RFC 8878, 3.1.1.1), None when it has none."""
-    if len(data) < 6 or bytes(data[:4]) != b"\x28\xb5\x2f\xfd":
+    """The decoded size a zstd frame header declares (RFC 8878, 3.1.1.1), None when it has none
+    or is no frame header."""
+    try:
+        size = zstandard.frame_content_size(data)
+    except zstandard.ZstdError:
         return None
-    descriptor = data[4]
-    single_segment = descriptor >> 5 & 1
-    size_bytes = (1 if single_segment else 0, 2, 4, 8)[descriptor >> 6]
-    start = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[descriptor & 3]
-    if not size_bytes or len(data) < start + size_bytes:
-        return None
-    size = int.from_bytes(bytes(data[start:start + size_bytes]), "little")
-    return size + 256 if size_bytes == 2 else size
+    return None if size < 0 else size
 
 
 class BloscCodec(_NumcodecsCodec):
