@@ -82,6 +82,29 @@ def test_a_value_changed_by_another_writer_is_a_conflict_not_an_overwrite(seawee
     assert object_store(seaweed, prefix).get("k") == b"mine"
 
 
+def test_a_put_on_an_object_another_writer_deleted_is_a_conflict_not_a_success(seaweed, monkeypatch):
+    """AWS S3 answers a PUT with If-Match on an object deleted since with 404 (SeaweedFS with
+    412): that is a conflict to merge, not a write that went through."""
+    from zarrfs import objectstore
+    prefix = unique_prefix("deleted")
+    mine = object_store(seaweed, prefix)
+    mine.set("k", b"first")
+    obstore.delete(seaweed.store(prefix), "k")
+    put = objectstore.obstore.put
+
+    def as_aws(store, key, data, **kwargs):
+        if isinstance(kwargs.get("mode"), dict):  # If-Match
+            raise FileNotFoundError(f"NoSuchKey: {key}")
+        return put(store, key, data, **kwargs)
+
+    monkeypatch.setattr(objectstore.obstore, "put", as_aws)
+    with pytest.raises(ConflictError):
+        mine.set("k", b"mine")
+    assert mine.get("k") is None  # read again: absent, so the next PUT creates it
+    mine.set("k", b"mine")
+    assert object_store(seaweed, prefix).get("k") == b"mine"
+
+
 def test_a_key_created_by_another_writer_is_a_conflict(seaweed):
     prefix = unique_prefix("create")
     mine, theirs = object_store(seaweed, prefix), object_store(seaweed, prefix)

@@ -294,7 +294,11 @@ class ObjectStore:
                 self._etags.pop(key, None)  # unknown now: the merge reads it again
             return key, ConflictError(key)
         except NOT_FOUND:
-            self._set_etag(key, None)
+            if data is not None:  # If-Match on an object another writer deleted: AWS S3 answers 404
+                with self._lock:
+                    self._etags.pop(key, None)
+                return key, ConflictError(key)
+            self._set_etag(key, None)  # a DELETE of what is gone already
         except Exception as e:
             return key, _store_error("cannot write", key, e)
         finally:
