@@ -49,3 +49,15 @@ def test_zstd_frames_of_every_kind_decode_whole_and_any_cut_is_corrupt():
                        len(stream) // 2}):
         with pytest.raises(CorruptChunkError, match="truncated|undecodable"):
             decode(stream[:cut], 1 << 22)
+
+
+def test_a_skippable_frame_before_an_unsized_one_declares_no_size():
+    """zstandard says a skippable frame declares 0 bytes: taken for the chunk's decoded size,
+    it would send the frame after it (which declares none) to numcodecs, which decodes without
+    a bound, instead of to the bounded decoder."""
+    from zarrfs.codecs import zstd_content_size
+
+    skippable = (0x184D2A50).to_bytes(4, "little") + (0).to_bytes(4, "little")
+    unsized = zstandard.ZstdCompressor(write_content_size=False).compress(bytes(1 << 20))
+    assert zstd_content_size(skippable + unsized) is None
+    assert zstd_content_size(zstandard.ZstdCompressor().compress(bytes(100))) == 100

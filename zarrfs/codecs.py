@@ -157,12 +157,16 @@ class ZstdCodec(_NumcodecsCodec):
             raise CorruptChunkError(f"undecodable zstd stream ({e})") from None
 
 
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 ZSTD_CHECKSUM_FLAG = 4  # in the frame header descriptor (RFC 8878, 3.1.1.1.1)
 
 
 def zstd_content_size(data) -> int | None:
     """The decoded size a zstd frame header declares (RFC 8878, 3.1.1.1), None when it has none
-    or is no frame header."""
+    or is no frame header. (zstandard answers 0 for a skippable frame, whose size says nothing
+    of the frame after it: a hostile chunk would then decode without a bound.)"""
+    if bytes(data[:4]) != ZSTD_MAGIC:
+        return None
     try:
         size = zstandard.frame_content_size(data)
     except zstandard.ZstdError:
