@@ -2,6 +2,8 @@
 listing stopped early leaves nothing open."""
 
 import os
+import subprocess
+import sys
 import threading
 
 from zarrfs import store as store_module
@@ -86,3 +88,53 @@ def test_a_fifo_where_a_value_goes_is_replaced_without_being_opened(tmp_path):
     writer.start()
     assert done.wait(10), "publish waited on the FIFO"
     assert store.get("c/0") == b"value"
+
+
+PUBLISH_WITH_FEW_DESCRIPTORS = r"""
+import os, resource, sys
+from zarrfs.store import LocalStore
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+store = LocalStore(sys.argv[1])
+keys = [f"c/{i // 6}/{i}" for i in range(720)]  # a publish keeps each directory open until it syncs it
+store.set_many({key: b"old" for key in keys})
+store.set_many({key: b"new" for key in keys})  # 720 values replaced in one publish
+print(sum(store.get(key) == b"new" for key in keys))
+"""
+
+
+def test_a_publish_that_replaces_many_values_holds_few_descriptors(tmp_path):
+    """A publish hands the values it replaces to the release thread as it goes: holding one
+    descriptor per value, a large batch ran out of them (EMFILE) under a usual limit."""
+    result = subprocess.run([sys.executable, "-c", PUBLISH_WITH_FEW_DESCRIPTORS, str(tmp_path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "720"
+
+
+AFTER_FORK = r"""
+import os, sys, threading
+from zarrfs.releases import releases
+directory = os.open(sys.argv[1], os.O_RDONLY)
+releases.release([os.open(".", os.O_PATH, dir_fd=directory)])
+releases.settle()  # the parent's release thread runs
+pid = os.fork()
+if pid == 0:
+    held = [os.open(".", os.O_PATH, dir_fd=directory) for _ in range(10)]
+    releases.release(held)
+    done = threading.Event()
+    threading.Thread(target=lambda: (releases.settle(), done.set()), daemon=True).start()
+    settled = done.wait(10)
+    still_open = sum(os.path.exists(f"/proc/self/fd/{fd}") for fd in held)
+    os._exit(0 if settled and not still_open else 1)
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_forked_child_drops_what_it_releases(tmp_path):
+    """The release thread does not survive a fork: a child starts its own, instead of queueing
+    for a thread that is not there (its references were never dropped, settle() never ended)."""
+    result = subprocess.run([sys.executable, "-c", AFTER_FORK, str(tmp_path)], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "0"

@@ -7,22 +7,40 @@ publish first takes a reference to each value it replaces (an O_PATH descriptor:
 nothing for I/O, so a FIFO or device in a hostile store is neither opened nor waited on), and
 a thread of its own drops them afterwards, where the freeing overlaps the next encodes.
 
-Bounded: at most MAX_HELD references wait; past that, one is dropped on the spot.
+Bounded: at most MAX_HELD references wait (each a descriptor); past that, one is dropped on the spot.
 """
 
 import os
 import queue
 import threading
 
-MAX_HELD = 256
+MAX_HELD = 64
 
 
 class Releases:
     def __init__(self, max_held: int = MAX_HELD):
+        self._max_held = max_held
+        self._fresh()
+        os.register_at_fork(after_in_child=self._after_fork)
+
+    def _fresh(self) -> None:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._slots = threading.BoundedSemaphore(max_held)
+        self._slots = threading.BoundedSemaphore(self._max_held)
         self._thread: threading.Thread | None = None  # started on first use: a daemon forks first
         self._lock = threading.Lock()
+
+    def _after_fork(self) -> None:
+        """A forked child has no release thread: it drops what was queued and starts afresh
+        (its locks may have been held by a thread that does not exist there)."""
+        queued = self._queue
+        self._fresh()
+        while True:
+            try:
+                item = queued.get_nowait()
+            except queue.Empty:
+                return
+            if not isinstance(item, threading.Event):
+                os.close(item)
 
     def hold(self, name: str, directory: int) -> int | None:
         """A reference to `name` in `directory` (a descriptor), None when there is nothing there."""
@@ -59,8 +77,12 @@ class Releases:
             if isinstance(item, threading.Event):
                 item.set()
                 continue
-            os.close(item)
-            self._slots.release()
+            try:
+                os.close(item)
+            except OSError:
+                pass  # the thread lives on: settle() and the slots depend on it
+            finally:
+                self._slots.release()
 
 
 releases = Releases()

@@ -15,6 +15,7 @@ from .releases import releases
 log = logging.getLogger(__name__)
 
 _temporaries = itertools.count()  # unique names without mkstemp's random tries
+HELD_AT_ONCE = 32  # references to replaced values a publish holds before handing them over
 
 
 class Range(NamedTuple):
@@ -136,15 +137,21 @@ class LocalStore(NodeDirectories):
             self.discard(pending)
             raise StoreError.from_os("cannot write", key, e) from None
         finally:
+            releases.release(replaced)
             for fd in directories.values():
                 os.close(fd)
-            releases.release(replaced)
 
     @staticmethod
     def _hold(name: str, directory: int, replaced: list[int]) -> None:
+        """Take a reference to the value about to be replaced; a publish keeps at most
+        HELD_AT_ONCE of them itself (a batch may replace thousands of values, each a
+        descriptor), handing them to the release thread as it goes."""
         held = releases.hold(name, directory)
         if held is not None:
             replaced.append(held)
+        if len(replaced) >= HELD_AT_ONCE:
+            releases.release(replaced)
+            replaced.clear()
 
     def _unlink(self, key: str, directories: dict[str, int], replaced: list[int]) -> None:
         parent, name = _split(key)
