@@ -8,7 +8,7 @@ import pytest
 
 from helpers import CountingStore, array_doc, open_raw_file, sharding, write_doc
 from zarrfs.array import Array
-from zarrfs.errors import StoreError
+from zarrfs.errors import ConflictError, StoreError
 from zarrfs.store import TEMP_PREFIX, LocalStore
 
 ZSTD = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 1}}]
@@ -174,3 +174,58 @@ def test_write_back_threads_yield_the_cores_to_requests(tmp_path):
     for thread in encoders:
         fields = open(f"/proc/self/task/{thread.native_id}/stat").read().rpartition(")")[2].split()
         assert int(fields[16]) == min(19, os.getpriority(os.PRIO_PROCESS, 0) + ENCODER_NICE), thread.name
+
+
+class VersionedStore(LocalStore):
+    """A local store with an object store's versions: a PUT is conditional on the version of
+    the chunk last read whole, and a conflict forgets it (as objectstore.py does)."""
+    remote = True
+
+    def __init__(self, root):
+        super().__init__(root)
+        self.versions = {}
+
+    def get(self, key, byte_range=None):
+        data = super().get(key, byte_range)
+        if byte_range is None and key.startswith("c/"):
+            self.versions[key] = data
+        return data
+
+    def version_known(self, key):
+        return key in self.versions
+
+    def publish(self, staged):
+        for key, _ in staged:
+            if key in self.versions and LocalStore.get(self, key) != self.versions[key]:
+                del self.versions[key]
+                self.discard(staged)
+                raise ConflictError(f"changed by another writer meanwhile: {key}", keys=[key])
+        super().publish(staged)
+        for key, temporary in staged:
+            if temporary is not None:
+                self.versions[key] = LocalStore.get(self, key)
+
+
+def test_a_flush_waiting_while_another_meets_a_conflict_merges_before_it_writes(tmp_path):
+    """The flusher and a request's fsync flush at once: the one that takes the flush lock after
+    the other met a conflict must merge the chunk before writing it, not PUT it stale and
+    unconditionally over the other writer's values (found in review)."""
+    write_doc(tmp_path, "", array_doc([8], "int32", [8], [{"name": "bytes", "configuration": {"endian": "little"}}]))
+    (tmp_path / "c").mkdir()
+    np.full(8, 5, "<i4").tofile(tmp_path / "c" / "0")
+    store = VersionedStore(tmp_path)
+    raw = open_raw_file(store)
+    raw.write(0, np.full(4, 1, "<i4").tobytes())  # this mount writes elements 0-3
+    second = threading.Thread(target=raw.array.flush)
+    publish = store.publish
+
+    def raced(staged):  # the other machine writes elements 4-7 first, and a second flush starts
+        store.publish = publish
+        np.array([5, 5, 5, 5, 9, 9, 9, 9], "<i4").tofile(tmp_path / "c" / "0")
+        second.start()
+        publish(staged)
+
+    store.publish = raced
+    raw.array.flush()
+    second.join(10)
+    assert np.fromfile(tmp_path / "c" / "0", "<i4").tolist() == [1, 1, 1, 1, 9, 9, 9, 9]

@@ -44,21 +44,26 @@ class WriteBack:
         When another writer changed a value meanwhile (an object store's conditional PUT
         failed), the flush is done again: a shard is then merged anew with its stored self, so
         only the inner chunks written here replace theirs. After CONFLICT_RETRIES attempts the
-        ConflictError is raised, the batch merged all the same: the store forgot the versions
-        it saw, and the next flush must build on the new ones, not overwrite them."""
+        ConflictError is raised; the keys stay unmerged, and the next flush, whoever starts it,
+        merges them before it writes anything (_flush_once)."""
         for attempt in range(CONFLICT_RETRIES):
             try:
-                self._unmerged.update(self._versions_forgotten())
-                if self._unmerged:  # a merge after a conflict failed, or a version is forgotten
-                    self._merge_stored(set(self._unmerged))
                 return self._flush_once(whole_only)
             except ConflictError as e:
                 last = attempt + 1 == CONFLICT_RETRIES
-                log.warning("%s: %s; merging%s", self.shared.name, e, "" if last else " and writing again")
-                self._unmerged.update(e.keys)
-                self._merge_stored(set(e.keys))
+                log.warning("%s: %s; %s", self.shared.name, e, "the next flush merges" if last else "merging and "
+                            "writing again")
                 if last:
                     raise
+
+    def _merge_unmerged(self) -> None:
+        """Under the flush lock, before a batch is taken: merge the keys a conflict left
+        unmerged (its merge may have failed: a lost connection) and the chunks written in part
+        whose version the store has forgotten, so that no PUT writes a stale chunk over another
+        writer's values."""
+        self._unmerged.update(self._versions_forgotten())
+        if self._unmerged:
+            self._merge_stored(set(self._unmerged))
 
     def _versions_forgotten(self) -> set[str]:
         """Keys of chunks written here only in part whose version, read when the write began,
@@ -67,13 +72,17 @@ class WriteBack:
         known = getattr(self.source, "version_known", None)
         if self._written is None or known is None:
             return set()
-        return {self.source.key(coords) for coords, _ in self._written.partial() if not known(coords)}
+        with self.shared.lock:  # writes mark the masks meanwhile
+            partial = self._written.partial()
+        return {self.source.key(coords) for coords, _ in partial if not known(coords)}
 
     def _merge_stored(self, keys: set[str] | None) -> None:
         """After a conflict: each chunk written here only in part (of `keys`, or all of them)
         takes the elements it did not write from the chunk as stored now."""
         if self._written is not None:
-            for coords, _ in self._written.partial():
+            with self.shared.lock:  # writes mark the masks meanwhile
+                partial = self._written.partial()
+            for coords, _ in partial:
                 if keys is None or self.source.key(coords) in keys:
                     stored = self._decode(self.source.read(coords), None)  # the new version, read whole
                     with self.shared.lock:
@@ -89,7 +98,8 @@ class WriteBack:
         self._unmerged.difference_update(keys or ())
 
     def _flush_once(self, whole_only: bool) -> None:
-        with self.shared.flush_lock:
+        with self.shared.flush_lock:  # no batch is in flight here: every dirty chunk is in _dirty
+            self._merge_unmerged()
             with self.shared.lock:
                 self._take_batch(whole_only)
                 if not (self._flushing or self._flushing_shards):
@@ -98,6 +108,9 @@ class WriteBack:
             try:
                 self._commit(self._stage_batch())
                 committed = True
+            except ConflictError as e:
+                self._unmerged.update(e.keys)  # before the lock goes: no other flush may PUT them unmerged
+                raise
             finally:
                 with self.shared.lock:
                     self._end_batch(committed)
