@@ -138,3 +138,17 @@ def test_a_forked_child_drops_what_it_releases(tmp_path):
                             timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "0"
+
+
+def test_replaced_values_are_held_only_on_disk_file_systems(tmp_path):
+    """NFS, SMB and FUSE file systems keep a held, unlinked file under a hidden name
+    (.nfsXXXX, .fuse_hiddenXXXX): there a publish replaces values as it did before."""
+    import zarr
+
+    from mounting import mounted
+    from zarrfs.releases import worth_holding
+
+    assert worth_holding(str(tmp_path)) and LocalStore(tmp_path).hold_replaced
+    zarr.create_array(str(tmp_path / "a.zarr"), shape=(4,), chunks=(4,), dtype="u1")
+    with mounted(tmp_path / "a.zarr", tmp_path) as mount:
+        assert os.path.ismount(mount.path) and not worth_holding(str(mount.path))

@@ -8,13 +8,36 @@ nothing for I/O, so a FIFO or device in a hostile store is neither opened nor wa
 a thread of its own drops them afterwards, where the freeing overlaps the next encodes.
 
 Bounded: at most MAX_HELD references wait (each a descriptor); past that, one is dropped on the spot.
+Only on disk file systems: NFS, SMB and FUSE file systems keep an unlinked file that is still
+held under a hidden name (.nfsXXXX, .fuse_hiddenXXXX) until it is let go, which a listing or
+an rmdir meanwhile would meet.
 """
 
+import ctypes
 import os
 import queue
 import threading
 
 MAX_HELD = 64
+# statfs f_type of file systems that free an unlinked file's blocks at its last close, and
+# show nothing meanwhile: ext2/3/4, XFS, Btrfs, tmpfs, F2FS, ZFS, bcachefs
+DISK_FILE_SYSTEMS = {0xEF53, 0x58465342, 0x9123683E, 0x01021994, 0xF2F52010, 0x2FC12FC1, 0xCA451A4E}
+
+
+class _StatFS(ctypes.Structure):  # struct statfs: f_type first
+    _fields_ = [("f_type", ctypes.c_long), ("rest", ctypes.c_long * 15)]
+
+
+def worth_holding(path: str) -> bool:
+    """Whether replaced values at `path` are freed off the write-back path (see above)."""
+    buffer = _StatFS()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.statfs(os.fsencode(path), ctypes.byref(buffer)) != 0:
+            return False
+    except (OSError, AttributeError):
+        return False
+    return buffer.f_type & 0xFFFFFFFF in DISK_FILE_SYSTEMS
 
 
 class Releases:

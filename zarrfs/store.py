@@ -10,7 +10,7 @@ from . import localtree
 from .localtree import TEMP_PREFIX, NodeDirectories
 from .beneath import Beneath, key_parts
 from .errors import StoreError
-from .releases import releases
+from .releases import releases, worth_holding
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,7 @@ class LocalStore(NodeDirectories):
             self.beneath = Beneath(self.root)
         except OSError as e:
             raise StoreError(f"{self.root}: {e.strerror}", e.errno) from None
+        self.hold_replaced = worth_holding(self.root)  # releases.py
 
     def path(self, key: str) -> str:
         """The key's path, for messages and tests only: every access goes through `beneath`."""
@@ -141,12 +142,11 @@ class LocalStore(NodeDirectories):
             for fd in directories.values():
                 os.close(fd)
 
-    @staticmethod
-    def _hold(name: str, directory: int, replaced: list[int]) -> None:
+    def _hold(self, name: str, directory: int, replaced: list[int]) -> None:
         """Take a reference to the value about to be replaced; a publish keeps at most
         HELD_AT_ONCE of them itself (a batch may replace thousands of values, each a
         descriptor), handing them to the release thread as it goes."""
-        held = releases.hold(name, directory)
+        held = releases.hold(name, directory) if self.hold_replaced else None
         if held is not None:
             replaced.append(held)
         if len(replaced) >= HELD_AT_ONCE:
