@@ -148,7 +148,8 @@ def test_replaced_values_are_held_only_on_disk_file_systems(tmp_path):
     from mounting import mounted
     from zarrfs.releases import worth_holding
 
-    assert worth_holding(str(tmp_path)) and LocalStore(tmp_path).hold_replaced
+    assert worth_holding("/dev/shm")  # tmpfs
+    assert LocalStore(tmp_path).hold_replaced == worth_holding(str(tmp_path))
     zarr.create_array(str(tmp_path / "a.zarr"), shape=(4,), chunks=(4,), dtype="u1")
     with mounted(tmp_path / "a.zarr", tmp_path) as mount:
         assert os.path.ismount(mount.path) and not worth_holding(str(mount.path))

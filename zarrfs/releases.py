@@ -20,8 +20,8 @@ import threading
 
 MAX_HELD = 64
 # statfs f_type of file systems that free an unlinked file's blocks at its last close, and
-# show nothing meanwhile: ext2/3/4, XFS, Btrfs, tmpfs, F2FS, ZFS, bcachefs
-DISK_FILE_SYSTEMS = {0xEF53, 0x58465342, 0x9123683E, 0x01021994, 0xF2F52010, 0x2FC12FC1, 0xCA451A4E}
+# show nothing meanwhile: ext2/3/4, XFS, Btrfs, tmpfs, F2FS, ZFS, bcachefs, overlayfs
+DISK_FILE_SYSTEMS = {0xEF53, 0x58465342, 0x9123683E, 0x01021994, 0xF2F52010, 0x2FC12FC1, 0xCA451A4E, 0x794C7630}
 
 
 class _StatFS(ctypes.Structure):  # struct statfs: f_type first
