@@ -247,3 +247,25 @@ def test_a_stream_walks_each_chunk_once_to_decode_it_ahead(tmp_path, monkeypatch
         np.testing.assert_array_equal(out, values[i * CHUNK:(i + 1) * CHUNK])
     assert sorted(set(looked_at)) == list(range(2, N))  # every chunk after the first two
     assert len(looked_at) <= N + 4, looked_at  # each about once (a step with no room is tried again)
+
+
+def test_a_decode_ahead_that_cannot_start_a_thread_ends_at_once():
+    """No thread to be had (the executor cannot start one): the entry ends empty at once, its
+    bytes and slot given back, so a reader that asks for the chunk decodes it itself instead
+    of waiting for ever for a decode that never began."""
+    decoder = DecodeAhead(1 << 20, workers=1)
+    assert decoder.submit("warm", (16,), "u1", lambda out: 0)  # the executor exists now
+    decoder.settle(10)
+
+    def no_thread(*args, **kwargs):
+        raise RuntimeError("can't start new thread")
+
+    decoder._executor.submit = no_thread
+    assert not decoder.submit("k", (16,), "u1", lambda out: 0)
+    done = threading.Event()
+    threading.Thread(target=lambda: (decoder.take("k"), done.set()), daemon=True).start()
+    assert done.wait(10), "take() waited for a decode that never began"
+    assert "k" not in decoder and decoder._running == 0
+    taken = decoder.take("warm")
+    free(taken[0])
+    assert decoder.nbytes == 0

@@ -79,7 +79,14 @@ class DecodeAhead:
             self._running += 1
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="decode-ahead")
-        self._executor.submit(self._run, entry, shape, dtype, decode)
+        try:
+            self._executor.submit(self._run, entry, shape, dtype, decode)
+        except RuntimeError:  # no thread to be had (or shut down): the entry ends at once, empty
+            with self._lock:
+                self._running -= 1
+                self._release(self._entries.pop(key, None))
+            entry.done.set()
+            return False
         return True
 
     def _run(self, entry: Pending, shape, dtype, decode) -> None:
