@@ -260,6 +260,23 @@ def test_two_writers_of_disjoint_elements_of_one_chunk_both_persist(seaweed, cap
     assert "changed by another writer" in caplog.text
 
 
+@pytest.mark.parametrize("sharded", [False, True])
+def test_another_writers_elements_stored_before_the_flush_persist(seaweed, sharded):
+    """The other machine writes the other half of the chunk (or inner chunk) after this mount's
+    write and before its flush: the flush must keep their half, whatever the version the flush
+    itself reads the shard at."""
+    prefix = unique_prefix("before")
+    shards = {"shards": (16,)} if sharded else {}
+    zarr.create_array(seaweed.zarr_store(prefix), shape=(32,), chunks=(8,), dtype="i4", **shards)[...] = 5
+    store = object_store(seaweed, prefix)
+    raw = open_raw_file(store)
+    raw.write(0, np.full(4, 1, "<i4").tobytes())  # elements 0-3 of chunk 0
+    zarr.open_array(seaweed.zarr_store(prefix), mode="r+")[4:8] = 2  # theirs: 4-7, same chunk
+    raw.array.flush()
+    stored = zarr.open_array(seaweed.zarr_store(prefix), mode="r")[...]
+    assert stored.tolist() == [1] * 4 + [2] * 4 + [5] * 24
+
+
 def test_a_rewrite_within_the_same_second_still_moves_the_arrays_mtime(seaweed):
     """S3 times are whole seconds: the ETag (as st_ino) tells a rewrite of the same size apart,
     and the array's mtime moves on though no stored time did."""

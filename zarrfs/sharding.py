@@ -61,6 +61,9 @@ def assemble(chunks: list, index_nbytes: int, location: str, encode_index: Calla
     return b"".join([raw_index, *parts] if location == "start" else [*parts, raw_index])
 
 
+NOT_READ = object()  # build(): the old shard is read there if needed
+
+
 class ShardChunks:
     """One shard as a chunk source for an Array over its inner chunk grid.
 
@@ -107,6 +110,10 @@ class ShardChunks:
         """The shard was rewritten: read its index again next time."""
         self._loaded = False
         self._index = None
+
+    def stored_inner(self, old: bytes | None, coords: tuple[int, ...]):
+        """Inner chunk `coords` of the shard's bytes `old` (None: not stored, or empty)."""
+        return None if old is None else self.codec.split(old)[self._flat(coords)]
 
     def _flat(self, coords) -> int:
         return int(np.ravel_multi_index(coords, self.codec.chunks_per_shard)) if coords else 0
@@ -155,18 +162,20 @@ class ShardChunks:
                     found[coords] = data
         return found
 
-    def build(self, updates: dict[tuple[int, ...], bytes | None], live: list[tuple[int, ...]]) -> bytes | None:
+    def build(self, updates: dict[tuple[int, ...], bytes | None], live: list[tuple[int, ...]],
+              old=NOT_READ) -> bytes | None:
         """The new shard with `updates` applied, None if it ends up empty.
 
         `live` lists the inner chunks that lie inside the array; others are dropped. The old
-        shard is read (once, whole) only if some live inner chunk is not being replaced.
+        shard is read (once, whole) only if some live inner chunk is not being replaced, unless
+        the caller read it already: `old` (None when it is not stored).
         """
         n = math.prod(self.codec.chunks_per_shard)
         chunks: list = [None] * n
-        if any(c not in updates for c in live):
+        if old is NOT_READ and any(c not in updates for c in live):
             old = self.read_value(None)
-            if old is not None:
-                chunks = self.codec.split(old)
+        if old is not NOT_READ and old is not None:
+            chunks = self.codec.split(old)
         for coords, data in updates.items():
             chunks[self._flat(coords)] = data
         live_flat = {self._flat(c) for c in live}
