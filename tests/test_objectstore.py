@@ -240,10 +240,13 @@ def test_a_credentials_file_must_be_private(seaweed, tmp_path, monkeypatch):
     assert store.get("zarr.json") is not None
 
 
+@pytest.mark.parametrize("when", ["before the PUT", "before the flush"])
 @pytest.mark.parametrize("sharded", [False, True], ids=["chunk", "inner chunk"])
-def test_two_writers_of_disjoint_elements_of_one_chunk_both_persist(seaweed, caplog, sharded):
+def test_two_writers_of_disjoint_elements_of_one_chunk_both_persist(seaweed, caplog, sharded, when):
     """Within one chunk (or one inner chunk of a shard): this mount writes the first half, the
-    other machine the second half just before this mount's PUT. The conflict merges elements."""
+    other machine the second half, just before this mount's PUT (the conflict merges elements)
+    or before its flush begins (the flush keeps their half, whatever the version it reads the
+    shard at)."""
     prefix = unique_prefix("elements")
     shards = {"shards": (16,)} if sharded else {}
     zarr.create_array(seaweed.zarr_store(prefix), shape=(16,), chunks=(8,), dtype="i4", **shards)[...] = 5
@@ -251,30 +254,19 @@ def test_two_writers_of_disjoint_elements_of_one_chunk_both_persist(seaweed, cap
     raw = open_raw_file(store)
     raw.write(0, np.full(4, 1, "<i4").tobytes())  # elements 0-3 of chunk 0
 
-    other_machine_first(store, lambda: zarr.open_array(seaweed.zarr_store(prefix), mode="r+").__setitem__(
-        slice(4, 8), 2))  # elements 4-7, same chunk
+    def theirs():  # elements 4-7, same chunk
+        zarr.open_array(seaweed.zarr_store(prefix), mode="r+")[4:8] = 2
+
+    if when == "before the PUT":
+        other_machine_first(store, theirs)
+    else:
+        theirs()
     with caplog.at_level(logging.WARNING):
         raw.array.flush()
     stored = zarr.open_array(seaweed.zarr_store(prefix), mode="r")[...]
     assert stored.tolist() == [1] * 4 + [2] * 4 + [5] * 8
-    assert "changed by another writer" in caplog.text
-
-
-@pytest.mark.parametrize("sharded", [False, True])
-def test_another_writers_elements_stored_before_the_flush_persist(seaweed, sharded):
-    """The other machine writes the other half of the chunk (or inner chunk) after this mount's
-    write and before its flush: the flush must keep their half, whatever the version the flush
-    itself reads the shard at."""
-    prefix = unique_prefix("before")
-    shards = {"shards": (16,)} if sharded else {}
-    zarr.create_array(seaweed.zarr_store(prefix), shape=(32,), chunks=(8,), dtype="i4", **shards)[...] = 5
-    store = object_store(seaweed, prefix)
-    raw = open_raw_file(store)
-    raw.write(0, np.full(4, 1, "<i4").tobytes())  # elements 0-3 of chunk 0
-    zarr.open_array(seaweed.zarr_store(prefix), mode="r+")[4:8] = 2  # theirs: 4-7, same chunk
-    raw.array.flush()
-    stored = zarr.open_array(seaweed.zarr_store(prefix), mode="r")[...]
-    assert stored.tolist() == [1] * 4 + [2] * 4 + [5] * 24
+    if when == "before the PUT":
+        assert "changed by another writer" in caplog.text
 
 
 def test_a_rewrite_within_the_same_second_still_moves_the_arrays_mtime(seaweed):
