@@ -13,6 +13,7 @@ from typing import Callable
 import numpy as np
 
 from .errors import CorruptChunkError
+from .geometry import flat_index
 from .store import ByteRange, Range, Suffix
 
 EMPTY = 2**64 - 1
@@ -59,9 +60,6 @@ def assemble(chunks: list, index_nbytes: int, location: str, encode_index: Calla
     parts = [c for c in chunks if c is not None]
     raw_index = encode_index(index)
     return b"".join([raw_index, *parts] if location == "start" else [*parts, raw_index])
-
-
-NOT_READ = object()  # build(): the old shard is read there if needed
 
 
 class ShardChunks:
@@ -111,19 +109,22 @@ class ShardChunks:
         self._loaded = False
         self._index = None
 
-    def stored_inner(self, old: bytes | None, coords: tuple[int, ...]):
-        """Inner chunk `coords` of the shard's bytes `old` (None: not stored, or empty)."""
-        return None if old is None else self.codec.split(old)[self._flat(coords)]
+    def stored_chunks(self) -> list:
+        """The shard as stored, read whole: its encoded inner chunks in flat order (None for an
+        empty one, all None when the shard is not stored)."""
+        old = self.read_value(None)
+        return [None] * math.prod(self.codec.chunks_per_shard) if old is None else self.codec.split(old)
 
-    def _flat(self, coords) -> int:
-        return int(np.ravel_multi_index(coords, self.codec.chunks_per_shard)) if coords else 0
+    def flat(self, coords) -> int:
+        """The position of inner chunk `coords` in the flat order of the index."""
+        return flat_index(coords, self.codec.chunks_per_shard)
 
     def read(self, coords: tuple[int, ...], byte_range: ByteRange = None) -> bytes | None:
         """The encoded inner chunk (or a range of it), None when it is empty."""
         index = self.index()
         if index is None:
             return None
-        offset, nbytes = (int(v) for v in index[self._flat(coords)])
+        offset, nbytes = (int(v) for v in index[self.flat(coords)])
         if offset == EMPTY:
             return None
         if isinstance(byte_range, Suffix):
@@ -149,7 +150,7 @@ class ShardChunks:
             return {coords: None for coords in coords_list}
         found, wanted, total = {}, [], 0
         for coords in coords_list:
-            offset, nbytes = (int(v) for v in index[self._flat(coords)])
+            offset, nbytes = (int(v) for v in index[self.flat(coords)])
             if offset == EMPTY:
                 found[coords] = None
             elif total + nbytes <= max_bytes:
@@ -163,20 +164,17 @@ class ShardChunks:
         return found
 
     def build(self, updates: dict[tuple[int, ...], bytes | None], live: list[tuple[int, ...]],
-              old=NOT_READ) -> bytes | None:
+              stored: list | None = None) -> bytes | None:
         """The new shard with `updates` applied, None if it ends up empty.
 
         `live` lists the inner chunks that lie inside the array; others are dropped. The old
         shard is read (once, whole) only if some live inner chunk is not being replaced, unless
-        the caller read it already: `old` (None when it is not stored).
+        the caller has read it already: `stored` (stored_chunks()).
         """
-        n = math.prod(self.codec.chunks_per_shard)
-        chunks: list = [None] * n
-        if old is NOT_READ and any(c not in updates for c in live):
-            old = self.read_value(None)
-        if old is not NOT_READ and old is not None:
-            chunks = self.codec.split(old)
+        if stored is None and any(c not in updates for c in live):
+            stored = self.stored_chunks()
+        chunks = list(stored) if stored is not None else [None] * math.prod(self.codec.chunks_per_shard)
         for coords, data in updates.items():
-            chunks[self._flat(coords)] = data
-        live_flat = {self._flat(c) for c in live}
+            chunks[self.flat(coords)] = data
+        live_flat = {self.flat(c) for c in live}
         return self.codec.assemble([c if i in live_flat else None for i, c in enumerate(chunks)])

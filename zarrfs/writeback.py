@@ -22,7 +22,6 @@ import numpy as np
 
 from .errors import ConflictError, CorruptChunkError
 from .geometry import Box, grid_shape
-from .sharding import NOT_READ
 from .store import Staged
 from .written import overlay
 
@@ -172,12 +171,12 @@ class WriteBack:
 
     def _build_shard(self, coords) -> bytes | None:
         view = self._shards[coords]
-        old = NOT_READ
+        stored = None
         partial = view._partial_in_batch()
         if partial:  # a remote shard with inner chunks written in part: merged with what the PUT builds on
-            old = view.source.read_value(None)  # whole: the version the conditional PUT is on
-            view._merge_batch(old, partial)
-        return view.source.build(view._encode_batch(), view._live_chunks(), old)
+            stored = view.source.stored_chunks()  # read whole: the version the conditional PUT is on
+            view._merge_batch(stored, partial)
+        return view.source.build(view._encode_batch(), view._live_chunks(), stored)
 
     def _partial_in_batch(self) -> list:
         """(coords, mask) of the batch's chunks written here only in part (remote stores)."""
@@ -186,15 +185,14 @@ class WriteBack:
         with self.shared.lock:
             return [(coords, mask) for coords, mask in self._written.partial() if coords in self._flushing]
 
-    def _merge_batch(self, old: bytes | None, partial: list) -> None:
+    def _merge_batch(self, stored: list, partial: list) -> None:
         """The batch's chunks written here in part take their other elements from the shard as
-        stored now (`old`): another machine may have written them since this mount read them,
-        and the PUT is conditional on this version only. Each becomes a new array: a batch's
+        stored now (`stored`, its inner chunks): another machine may have written them since
+        this mount read them, and the PUT is conditional on this version only. Each becomes a new array: a batch's
         chunks are never changed in place (readers may be copying from them)."""
         for coords, mask in partial:
-            stored = self._decode(self.source.stored_inner(old, coords), None)
             merged = self._flushing[coords].copy()
-            overlay(stored, self.spec.fill_value, merged, mask)
+            overlay(self._decode(stored[self.source.flat(coords)], None), self.spec.fill_value, merged, mask)
             self._flushing[coords] = merged
 
     def _encode(self, coords, chunk: np.ndarray) -> bytes | None:
