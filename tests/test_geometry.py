@@ -41,3 +41,14 @@ def test_zero_dimensional():
     assert c_order_boxes((), 0, 1) == [()]
     assert list(chunk_parts((), (), ())) == [((), (), (), True)]
     assert full_box((2, 3)) == (slice(0, 2), slice(0, 3))
+
+
+def test_flat_index_is_numpys_c_order_position():
+    import itertools
+
+    from zarrfs.geometry import flat_index
+
+    for shape in [(3,), (2, 3), (4, 1, 5), (2, 3, 4, 2)]:
+        for index in itertools.product(*[range(n) for n in shape]):
+            assert flat_index(index, shape) == np.ravel_multi_index(index, shape)
+    assert flat_index((), ()) == 0

@@ -6,6 +6,7 @@ outside the cache, until flush() encodes them and commits every touched shard on
 write-back, in writeback.py.
 """
 
+import functools
 import itertools
 import logging
 import threading
@@ -20,7 +21,7 @@ from .buffers import free, scratch
 from .cache import MISSING, ChunkCache
 from .codecs import ChunkSpec, CodecChain
 from .errors import CorruptChunkError
-from .geometry import Box, box_shape, chunk_parts
+from .geometry import Box, box_shape, chunk_parts, flat_index
 from .metadata import ArrayMetadata
 from .sharding import ShardChunks
 from .writeback import WriteBack
@@ -118,7 +119,7 @@ class Array(WriteBack):
         # a store where each request is a round trip: a read's chunks are fetched together (batchread.py)
         self._batched = not self.sharding and getattr(source, "batched_reads", False)
 
-    @property
+    @functools.cached_property
     def leaf_nbytes(self) -> int:
         """Decoded bytes of one chunk, or of one inner chunk when sharded: what a decode makes."""
         chain = self.chain
@@ -192,8 +193,8 @@ class Array(WriteBack):
         """The bytes of the decoded chunk from the first to the last element of `box`, in C order."""
         if not box:
             return [0, self.dtype.itemsize]
-        first = int(np.ravel_multi_index([s.start for s in box], self.spec.shape))
-        last = int(np.ravel_multi_index([s.stop - 1 for s in box], self.spec.shape))
+        first = flat_index([s.start for s in box], self.spec.shape)
+        last = flat_index([s.stop - 1 for s in box], self.spec.shape)
         return [first * self.dtype.itemsize, (last + 1) * self.dtype.itemsize]
 
     def _chunk(self, coords, into: np.ndarray | None = None, wanted: list[int] | None = None) -> np.ndarray | None:

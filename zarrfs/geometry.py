@@ -54,6 +54,15 @@ def chunk_parts(box: Box, chunk_shape: tuple[int, ...], shape: tuple[int, ...]) 
                         tuple(d[2] for d in combo), all(d[3] for d in combo))
 
 
+def flat_index(index, shape) -> int:
+    """The C-order position of `index` in an array of `shape` (np.ravel_multi_index without
+    its microseconds: small reads and shard lookups ask on every request)."""
+    flat = 0
+    for i, n in zip(index, shape):
+        flat = flat * n + i
+    return flat
+
+
 def c_order_boxes(shape: tuple[int, ...], start: int, stop: int) -> list[Box]:
     """The flat C-order element span [start, stop) of an array as at most 2*ndim-1 boxes."""
     if start >= stop:
