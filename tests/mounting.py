@@ -76,3 +76,18 @@ def mounted(source, tmp_path, *options, name="mnt", env=None, timeout=15.0):
     finally:
         unmount(mountpoint)
         reap(process)
+
+
+class Remounts:
+    """For stateful tests that mount `self.root` again and again, each time on a mount point of
+    its own under `self.tmp`: `self.mount` is the live one, `self.mounts` how many there were."""
+
+    mounts = 0
+
+    def _mount(self):
+        self.mounts += 1
+        self.context = mounted(self.root, self.tmp, name=f"m{self.mounts}")
+        self.mount = self.context.__enter__()
+
+    def _unmount(self):
+        self.context.__exit__(None, None, None)

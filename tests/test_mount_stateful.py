@@ -11,12 +11,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from mount_data import flat
-from mounting import mounted
+from mounting import Remounts
 
 SIZE = 24 * 20 * 2  # uint16 (24, 20), nested shards with overhanging edges
 
 
-class MountedFile(RuleBasedStateMachine):
+class MountedFile(Remounts, RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp())
@@ -26,18 +26,15 @@ class MountedFile(RuleBasedStateMachine):
                                   chunk_shape=(8, 8), codecs=[zarr.codecs.ShardingCodec(chunk_shape=(4, 4))]))
         z[5:] = np.arange(19 * 20).reshape(19, 20)
         self.model = bytearray(flat(np.asarray(z[...])))
-        self.mounts = 0
         self._mount()
 
     def _mount(self):
-        self.mounts += 1
-        self.context = mounted(self.root, self.tmp, name=f"m{self.mounts}")
-        self.mount = self.context.__enter__()
+        super()._mount()
         self.fd = os.open(self.mount / "a.zarr.bin", os.O_RDWR)
 
     def _unmount(self):
         os.close(self.fd)
-        self.context.__exit__(None, None, None)
+        super()._unmount()
 
     @rule(offset=st.integers(0, SIZE - 1), data=st.binary(min_size=1, max_size=200))
     def write(self, offset, data):

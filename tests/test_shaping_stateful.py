@@ -16,7 +16,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
-from mounting import mounted
+from mounting import Remounts
 
 NAMES = st.sampled_from(["a", "b", "c"])
 GROUP, ARRAY = "group", "array"
@@ -36,7 +36,7 @@ def zarr_view(root, consolidated: bool) -> dict:
         return found
 
 
-class Tree(RuleBasedStateMachine):
+class Tree(Remounts, RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp(prefix="zarrfs-shaping-"))
@@ -46,16 +46,7 @@ class Tree(RuleBasedStateMachine):
             zarr.open_group(str(self.root), mode="w")
             zarr.consolidate_metadata(str(self.root))
         self.model: dict[str, tuple] = {}  # path -> (kind, attributes, data as a list)
-        self.mounts = 0
         self._mount()
-
-    def _mount(self):
-        self.mounts += 1
-        self.context = mounted(self.root, self.tmp, name=f"m{self.mounts}")
-        self.mount = self.context.__enter__()
-
-    def _unmount(self):
-        self.context.__exit__(None, None, None)
 
     def groups(self):
         return [""] + sorted(p for p, v in self.model.items() if v[0] == GROUP)
