@@ -61,3 +61,29 @@ def test_a_write_back_that_outlasts_its_bound_refuses_rm_and_mv_and_loses_nothin
     assert np.frombuffer(ops.read("/b.bin", 16, 0, fh), "<i4").tolist() == [7, 8, 2, 9]
     ops.release("/b.bin", fh)
     assert not (root / "a").exists() and (root / "b" / "zarr.json").exists()
+
+
+def test_an_edit_that_fails_and_whose_repair_fails_keeps_its_intent_record(tmp_path, monkeypatch):
+    """A delete fails, and so does the repair of the consolidated metadata after it (a full
+    disk): the caller gets the delete's own error, and the intent record stays for the next
+    mount to finish the repair (deleting the record would still work on a full disk)."""
+    from zarrfs import editing
+    from zarrfs.errors import StoreError
+    from zarrfs.store import LocalStore
+
+    root = make_store(tmp_path / "s.zarr", consolidated=True)
+    ops = Operations(str(root), Options())
+
+    def busy(store, path):
+        raise StoreError(f"{path}: busy", errno.EBUSY)
+
+    def full(editor, paths):
+        raise StoreError("no space left", errno.ENOSPC)
+
+    monkeypatch.setattr(LocalStore, "delete_node", busy)
+    monkeypatch.setattr(editing.Editor, "_repair", full)
+    refused(errno.EBUSY, ops.unlink, "/a.bin")
+    assert (root / editing.INTENT).exists()
+    monkeypatch.undo()
+    ops.unlink("/a.bin")  # an edit that succeeds removes the record
+    assert not (root / editing.INTENT).exists()

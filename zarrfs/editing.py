@@ -24,7 +24,7 @@ import threading
 from contextlib import contextmanager
 
 from . import newnode, nodes, reconsolidate
-from .errors import RefusedError, StoreError
+from .errors import RefusedError, StoreError, ZarrfsError
 from .reconsolidate import Edit
 from .store import TEMP_PREFIX
 
@@ -121,10 +121,15 @@ class Editor:
         try:
             yield
         except BaseException:
-            self._repair(paths)
-            raise
-        finally:
-            self.store.delete(INTENT)
+            try:
+                self._repair(paths)
+            except ZarrfsError as e:  # the record stays: the next mount repairs them (recover)
+                log.warning("consolidated metadata of %s left for the next mount to repair: %s",
+                            ", ".join(p or "/" for p in paths), e)
+            else:
+                self.store.delete(INTENT)
+            raise  # the edit's own error, not the repair's
+        self.store.delete(INTENT)
 
     def recover(self) -> None:
         """At mount: an edit was interrupted; its paths' consolidated entries are made again from
