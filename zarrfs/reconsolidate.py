@@ -14,13 +14,12 @@ from .nodes import ZARR_JSON, ZMETADATA
 
 
 class Edit:
-    """What changed, in store paths: nodes put (path -> {document name: bytes}), removed and
-    moved (each with every node below it)."""
+    """What changed, in store paths: nodes put (path -> {document name: bytes}) and removed
+    (each with every node below it)."""
 
-    def __init__(self, put=None, removed=(), moved=()):
+    def __init__(self, put=None, removed=()):
         self.put: dict[str, dict[str, bytes]] = put or {}
         self.removed: tuple[str, ...] = tuple(removed)
-        self.moved: tuple[tuple[str, str], ...] = tuple(moved)
 
 
 def _below(path: str, prefix: str) -> bool:
@@ -31,8 +30,6 @@ def _apply(entries: dict[str, dict], edit: Edit) -> dict[str, dict]:
     """entries: store path -> {document name: JSON value}."""
     for prefix in edit.removed:
         entries = {p: d for p, d in entries.items() if not _below(p, prefix)}
-    for src, dst in edit.moved:
-        entries = {(dst + p[len(src):] if _below(p, src) else p): d for p, d in entries.items()}
     for path, documents in edit.put.items():
         entries[path] = {name: json.loads(raw) for name, raw in documents.items()}
     return entries
