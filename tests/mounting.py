@@ -83,6 +83,7 @@ class Remounts:
     its own under `self.tmp`: `self.mount` is the live one, `self.mounts` how many there were."""
 
     mounts = 0
+    context = mount = None
 
     def _mount(self):
         self.mounts += 1
@@ -90,4 +91,7 @@ class Remounts:
         self.mount = self.context.__enter__()
 
     def _unmount(self):
-        self.context.__exit__(None, None, None)
+        """Safe twice: hypothesis calls teardown after a rule that failed between the two."""
+        context, self.context, self.mount = self.context, None, None
+        if context is not None:
+            context.__exit__(None, None, None)

@@ -3,11 +3,11 @@ before a quarter of dirty_size: in process, with the flusher's timer set far off
 the early start can store anything."""
 
 import os
-import time
 
 import numpy as np
 import zarr
 
+from mounting import wait_for
 from zarrfs.operations import EARLY_WRITE_BACK, Operations, Options
 
 CHUNK = 1 << 20
@@ -26,10 +26,8 @@ def test_a_long_write_starts_its_write_back_at_the_early_threshold(tmp_path):
         fh = ops.open("/a.zarr.bin", os.O_WRONLY)
         for offset in range(0, EARLY_WRITE_BACK + 2 * CHUNK, CHUNK):
             ops.write("/a.zarr.bin", values[offset:offset + CHUNK].tobytes(), offset, fh)
-        deadline = time.monotonic() + 30
-        while not np.array_equal(zarr.open_array(str(root))[:EARLY_WRITE_BACK], values[:EARLY_WRITE_BACK]):
-            assert time.monotonic() < deadline, "not written back before fsync"
-            time.sleep(0.1)
+        wait_for(lambda: np.array_equal(zarr.open_array(str(root))[:EARLY_WRITE_BACK], values[:EARLY_WRITE_BACK]),
+                 timeout=30, what="the early write-back, before any fsync")
         ops.release("/a.zarr.bin", fh)
     finally:
         ops.destroy(None)

@@ -216,7 +216,8 @@ def test_a_flush_waiting_while_another_meets_a_conflict_merges_before_it_writes(
     store = VersionedStore(tmp_path)
     raw = open_raw_file(store)
     raw.write(0, np.full(4, 1, "<i4").tobytes())  # this mount writes elements 0-3
-    second = threading.Thread(target=raw.array.flush)
+    errors = []
+    second = threading.Thread(target=lambda: _recording(errors, raw.array.flush))
     publish = store.publish
 
     def raced(staged):  # the other machine writes elements 4-7 first, and a second flush starts
@@ -228,4 +229,12 @@ def test_a_flush_waiting_while_another_meets_a_conflict_merges_before_it_writes(
     store.publish = raced
     raw.array.flush()
     second.join(10)
+    assert not second.is_alive() and not errors
     assert np.fromfile(tmp_path / "c" / "0", "<i4").tolist() == [1, 1, 1, 1, 9, 9, 9, 9]
+
+
+def _recording(errors: list, call) -> None:
+    try:
+        call()
+    except BaseException as e:
+        errors.append(e)

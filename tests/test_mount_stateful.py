@@ -1,6 +1,7 @@
 """A bytearray model against a mounted .bin file under interleaved writes, reads, fsyncs and remounts."""
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -33,8 +34,12 @@ class MountedFile(Remounts, RuleBasedStateMachine):
         self.fd = os.open(self.mount / "a.zarr.bin", os.O_RDWR)
 
     def _unmount(self):
-        os.close(self.fd)
-        super()._unmount()
+        fd, self.fd = self.fd, None
+        try:
+            if fd is not None:
+                os.close(fd)
+        finally:
+            super()._unmount()
 
     @rule(offset=st.integers(0, SIZE - 1), data=st.binary(min_size=1, max_size=200))
     def write(self, offset, data):
@@ -62,8 +67,11 @@ class MountedFile(Remounts, RuleBasedStateMachine):
         assert os.fstat(self.fd).st_size == SIZE
 
     def teardown(self):
-        self._unmount()
-        assert flat(np.asarray(zarr.open_array(str(self.root))[...])) == bytes(self.model)
+        try:
+            self._unmount()
+            assert flat(np.asarray(zarr.open_array(str(self.root))[...])) == bytes(self.model)
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)  # its own directory, failed or not
 
 
 MountedFile.TestCase.settings = settings(max_examples=8, stateful_step_count=25, deadline=None)

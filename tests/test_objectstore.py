@@ -90,16 +90,18 @@ def test_a_put_on_an_object_another_writer_deleted_is_a_conflict_not_a_success(s
     mine = object_store(seaweed, prefix)
     mine.set("k", b"first")
     obstore.delete(seaweed.store(prefix), "k")
-    put = objectstore.obstore.put
+    put, answered = objectstore.obstore.put, []
 
     def as_aws(store, key, data, **kwargs):
         if isinstance(kwargs.get("mode"), dict):  # If-Match
+            answered.append(key)
             raise FileNotFoundError(f"NoSuchKey: {key}")
         return put(store, key, data, **kwargs)
 
     monkeypatch.setattr(objectstore.obstore, "put", as_aws)
     with pytest.raises(ConflictError):
         mine.set("k", b"mine")
+    assert answered == ["k"]  # the 404 was what made it a conflict
     assert mine.get("k") is None  # read again: absent, so the next PUT creates it
     mine.set("k", b"mine")
     assert object_store(seaweed, prefix).get("k") == b"mine"

@@ -89,9 +89,12 @@ def test_kill_during_a_delete_leaves_all_of_the_array_or_none(tmp_path):
     before = every_node(root)
     with mounted(root, tmp_path) as m:
         rm = subprocess.Popen(["rm", str(m / "g" / "many.bin")])
-        wait_for(lambda: leftovers(root, "g") or rm.poll() is not None, what="the delete to start")
-        kill(m)
-        rm.wait()
+        try:
+            wait_for(lambda: leftovers(root, "g") or rm.poll() is not None, what="the delete to start")
+            kill(m)
+        finally:
+            rm.kill()
+            rm.wait()
     after = every_node(root)
     assert after in (before, {p: v for p, v in before.items() if p != "g/many"})
     remount_cleans(root, tmp_path, expected=False)
@@ -104,8 +107,11 @@ def test_kill_during_a_rename_leaves_the_node_at_one_name(tmp_path):
     moved = {p.replace("g", "h", 1) if p.startswith("g") else p: v for p, v in before.items()}
     with mounted(root, tmp_path) as m:
         mv = subprocess.Popen(["mv", str(m / "g"), str(m / "h")])
-        kill(m)
-        mv.wait()
+        try:
+            kill(m)
+        finally:
+            mv.kill()
+            mv.wait()
     assert every_node(root) in (before, moved)
     remount_cleans(root, tmp_path, expected=False)
     assert every_node(root) in (before, moved)

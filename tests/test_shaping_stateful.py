@@ -154,8 +154,9 @@ class Tree(Remounts, RuleBasedStateMachine):
     def teardown(self):
         try:
             try:
-                listed = set(os.listdir(self.mount.path))
-                assert {n for n in self.children("") if self.model[n][0] == GROUP} <= listed
+                if self.mount is not None:  # else a remount failed, and said so
+                    listed = set(os.listdir(self.mount.path))
+                    assert {n for n in self.children("") if self.model[n][0] == GROUP} <= listed
             finally:
                 self._unmount()
             self.check()
