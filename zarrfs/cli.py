@@ -47,7 +47,10 @@ class UsageError(Exception):
     pass
 
 
-def parse_size(name: str, text: str) -> int:
+def parse_size(name: str, text: str, zero_turns_off: bool = False) -> int:
+    """A size such as 512M; `0` too when it turns the option off."""
+    if zero_turns_off and text.strip() == "0":
+        return 0
     units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
     given = text
     text = text.strip().upper().removesuffix("B").removesuffix("I")
@@ -68,7 +71,7 @@ def parse_remote_option(remote, name: str, value: str) -> None:
     if name == "anon":
         remote.anon = True
     elif name == "prefetch_size":
-        remote.prefetch_size = 0 if value.strip() == "0" else parse_size(name, value)
+        remote.prefetch_size = parse_size(name, value, zero_turns_off=True)
     elif name in ("timeout", "metadata_ttl"):
         try:
             seconds = float(value)
@@ -93,7 +96,7 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
         elif name == "cache_size":
             options.cache_bytes = parse_size(name, value)
         elif name == "decode_ahead":
-            options.ahead_bytes = 0 if value.strip() == "0" else parse_size(name, value)
+            options.ahead_bytes = parse_size(name, value, zero_turns_off=True)
         elif name == "dirty_size":
             options.dirty_limit = parse_size(name, value)
         elif name in REMOTE_OPTIONS:
