@@ -35,48 +35,47 @@ def _apply(entries: dict[str, dict], edit: Edit) -> dict[str, dict]:
     return entries
 
 
-def rewritten(zarr_format: int, root_documents: dict[str, bytes], edit: Edit) -> tuple[str, bytes] | None:
-    """(key, new bytes) of the document holding the consolidated metadata after `edit`, None
-    when the root has none. `root_documents` are the root's documents as stored now (v3: its
-    zarr.json, already holding any change to the root's own attributes)."""
+def _consolidated(zarr_format: int, root_documents: dict[str, bytes]) -> tuple[dict, dict, dict] | None:
+    """(the document holding the consolidated copy, the member holding its metadata, its
+    entries: store path -> {document name: JSON value}); None when the root has none."""
     if zarr_format == 3:
         raw = root_documents.get(ZARR_JSON)
         doc = load_document(raw, ZARR_JSON) if raw else {}
         member = doc.get("consolidated_metadata")
         if not isinstance(member, dict) or not isinstance(member.get("metadata"), dict):
             return None
-        entries = {p: {ZARR_JSON: d} for p, d in member["metadata"].items()}
-        member["metadata"] = {p: d[ZARR_JSON] for p, d in sorted(_apply(entries, edit).items()) if p}
-        return ZARR_JSON, _dump(doc)
+        return doc, member, {p: {ZARR_JSON: d} for p, d in member["metadata"].items()}
     raw = root_documents.get(ZMETADATA)
-    if raw is None:
-        return None
-    doc = load_document(raw, ZMETADATA)
+    doc = load_document(raw, ZMETADATA) if raw is not None else {}
     if not isinstance(doc.get("metadata"), dict):
         return None
     entries: dict[str, dict] = {}
     for key, value in doc["metadata"].items():
         path, _, name = key.rpartition("/")
         entries.setdefault(path, {})[name] = value
-    doc["metadata"] = {(f"{p}/{n}" if p else n): v for p, docs in sorted(_apply(entries, edit).items())
-                       for n, v in docs.items()}
+    return doc, doc, entries
+
+
+def rewritten(zarr_format: int, root_documents: dict[str, bytes], edit: Edit) -> tuple[str, bytes] | None:
+    """(key, new bytes) of the document holding the consolidated metadata after `edit`, None
+    when the root has none. `root_documents` are the root's documents as stored now (v3: its
+    zarr.json, already holding any change to the root's own attributes)."""
+    found = _consolidated(zarr_format, root_documents)
+    if found is None:
+        return None
+    doc, member, entries = found
+    entries = sorted(_apply(entries, edit).items())
+    if zarr_format == 3:
+        member["metadata"] = {p: d[ZARR_JSON] for p, d in entries if p}
+        return ZARR_JSON, _dump(doc)
+    member["metadata"] = {(f"{p}/{n}" if p else n): v for p, docs in entries for n, v in docs.items()}
     return ZMETADATA, _dump(doc)
 
 
 def entries_below(zarr_format: int, root_documents: dict[str, bytes], prefix: str) -> dict[str, dict[str, bytes]]:
     """The consolidated copy's documents of the node at `prefix` and every node below it."""
-    if zarr_format == 3:
-        raw = root_documents.get(ZARR_JSON)
-        member = (load_document(raw, ZARR_JSON) if raw else {}).get("consolidated_metadata")
-        metadata = member.get("metadata") if isinstance(member, dict) else None
-        entries = {p: {ZARR_JSON: d} for p, d in metadata.items()} if isinstance(metadata, dict) else {}
-    else:
-        raw = root_documents.get(ZMETADATA)
-        metadata = load_document(raw, ZMETADATA).get("metadata") if raw else None
-        entries = {}
-        for key, value in (metadata if isinstance(metadata, dict) else {}).items():
-            path, _, name = key.rpartition("/")
-            entries.setdefault(path, {})[name] = value
+    found = _consolidated(zarr_format, root_documents)
+    entries = found[2] if found is not None else {}
     return {p: {n: _dump(v) for n, v in d.items()} for p, d in entries.items() if _below(p, prefix)}
 
 
