@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from zarrfs.cli import raise_read_ahead
+from zarrfs.cli.command import raise_read_ahead
 
 MIB = 1 << 20
 GB = 1e9

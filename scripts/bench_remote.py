@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the
 
 from bench import GB, ZARRFS, _mounted, build, cpu_seconds, p50_ms, random_offsets, read_through, table, \
     timed  # noqa: E402
-from nginx import Nginx  # noqa: E402
-from seaweed import BUCKET, Seaweed  # noqa: E402
+from zarrfs.testing.nginx import Nginx  # noqa: E402
+from zarrfs.testing.seaweed import BUCKET, Seaweed  # noqa: E402
 
 
 @contextlib.contextmanager
@@ -200,7 +200,7 @@ def bench_listing(target, prefix: str, work: Path) -> dict:
 
 def _requests(log: Path) -> dict:
     text = log.read_text(errors="replace") if log.exists() else ""
-    found = re.findall(r"zarrfs\.objectstore: (GET|LIST|PUT|DELETE) ", text)
+    found = re.findall(r"zarrfs\.stores\.object_store: (GET|LIST|PUT|DELETE) ", text)
     return {kind: found.count(kind) for kind in sorted(set(found))}
 
 

@@ -23,7 +23,7 @@ def tiny_tmpfs(tmp_path):
 @pytest.fixture(scope="session")
 def seaweed(tmp_path_factory):
     """One real S3-compatible server (SeaweedFS) for the session; tests use unique prefixes."""
-    from seaweed import Seaweed
+    from zarrfs.testing.seaweed import Seaweed
 
     server = Seaweed(tmp_path_factory.mktemp("seaweed"))
     try:

@@ -11,15 +11,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import array_doc, sharding
-from zarrfs.cache import ChunkCache
-from zarrfs.array import open_array
-from zarrfs.codecs import ChunkSpec, CodecChain
-from zarrfs.dtypes import parse_data_type
+from zarrfs.engine.chunk_cache import ChunkCache
+from zarrfs.engine.array import open_array
+from zarrfs.codecs.chain import ChunkSpec, CodecChain
+from zarrfs.format.data_types import parse_data_type
 from zarrfs.errors import ZarrfsError
-from zarrfs.hierarchy import sidecar
-from zarrfs.metadata import ArrayMetadata, parse_document
-from zarrfs.sharding import ShardChunks
-from zarrfs.store import LocalStore
+from zarrfs.fs.hierarchy import sidecar
+from zarrfs.format.v3 import ArrayMetadata, parse_document
+from zarrfs.codecs.shard_format import ShardChunks
+from zarrfs.stores.local import LocalStore
 
 EXAMPLES = int(os.environ.get("ZARRFS_EXAMPLES", 600))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
@@ -108,7 +108,7 @@ v2_documents = st.one_of(_mutated_v2_documents(), st.binary(max_size=64), json_v
 @given(raw=v2_documents, attributes=st.sampled_from([None, b"{}", b"[]", b"{bad"]))
 def fuzz_metadata_v2(raw, attributes):
     """.zarray documents: the v2 reader, the sidecar and the codec chain raise zarrfs errors only."""
-    from zarrfs.nodes import Documents, parse
+    from zarrfs.nodes.documents import Documents, parse
 
     docs = {".zarray": raw, **({".zattrs": attributes} if attributes is not None else {})}
     try:

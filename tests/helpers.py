@@ -5,11 +5,11 @@ import json
 import os
 
 
-from zarrfs.array import open_array
-from zarrfs.cache import ChunkCache
-from zarrfs.metadata import parse_document
-from zarrfs.rawfile import RawFile
-from zarrfs.store import LocalStore
+from zarrfs.engine.array import open_array
+from zarrfs.engine.chunk_cache import ChunkCache
+from zarrfs.format.v3 import parse_document
+from zarrfs.engine.flat_file import RawFile
+from zarrfs.stores.local import LocalStore
 
 DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
           "float16", "float32", "float64", "complex64", "complex128", "r24"]

@@ -50,10 +50,10 @@ def layouts(draw, max_ndim=3, max_dim=7):
     factor = lambda: [draw(st.integers(1, 3)) for _ in range(ndim)]  # noqa: E731
     if kind == "plain":
         return shape, data_type, fill, inner, chain
-    middle = [c * k for c, k in zip(inner, factor())]
+    middle = [c * k for c, k in zip(inner, factor(), strict=False)]
     codecs = [sharding(inner, chain, location())]
     if kind == "nested":
-        outer = [c * k for c, k in zip(middle, factor())]
+        outer = [c * k for c, k in zip(middle, factor(), strict=False)]
         return shape, data_type, fill, outer, [sharding(middle, codecs, location())]
     if kind == "sharded+crc32c":  # sharding wrapped by a bytes->bytes codec: whole-shard path
         codecs.append({"name": "crc32c"})

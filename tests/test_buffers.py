@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from zarrfs.buffers import BufferPool
+from zarrfs.engine.buffers import BufferPool
 
 
 def test_a_returned_buffer_is_lent_again():

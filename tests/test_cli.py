@@ -9,7 +9,7 @@ import numpy as np
 import zarr
 
 from mounting import ZARRFS, mounted
-from zarrfs.cli import parse_options
+from zarrfs.cli.command import parse_options
 
 
 def run(*args):
@@ -51,10 +51,10 @@ def test_debug_logs_each_request_and_chunk_and_nothing_of_the_bindings_set_up(tm
         finally:
             os.close(fd)
     log = m.log()
-    assert re.search(r"DEBUG zarrfs\.tracing: read /store\.bin offset=\d+ size=\d+ -> \d+ \(\d+\.\d+ ms\)$", log, re.M)
-    assert re.search(r"DEBUG zarrfs\.tracing: open /store\.bin -> \d+ \(", log, re.M)
-    assert re.search(r"DEBUG zarrfs\.array: store read c/0/0 whole -> \d+ bytes$", log, re.M)
-    assert re.search(r"DEBUG zarrfs\.array: decoded / chunk c/0/0 \(\d+ stored bytes.*\) in \d+\.\d+ ms$", log, re.M)
+    assert re.search(r"DEBUG zarrfs\.fuse\.tracing: read /store\.bin offset=\d+ size=\d+ -> \d+ \(\d+\.\d+ ms\)$", log, re.M)
+    assert re.search(r"DEBUG zarrfs\.fuse\.tracing: open /store\.bin -> \d+ \(", log, re.M)
+    assert re.search(r"DEBUG zarrfs\.engine\.array: store read c/0/0 whole -> \d+ bytes$", log, re.M)
+    assert re.search(r"DEBUG zarrfs\.engine\.array: decoded / chunk c/0/0 \(\d+ stored bytes.*\) in \d+\.\d+ ms$", log, re.M)
     assert "libFUSE callback" not in log
     assert "Warning" not in log  # no dependency warns on start-up
 
@@ -62,7 +62,7 @@ def test_debug_logs_each_request_and_chunk_and_nothing_of_the_bindings_set_up(tm
 def test_no_dependency_warns(tmp_path):
     """numcodecs warns when it falls back to the crc32c package: zarrfs needs only google-crc32c."""
     result = subprocess.run([os.path.join(os.path.dirname(ZARRFS), "python"), "-W", "error", "-c",
-                             "import zarrfs.cli, numcodecs.checksum32"], capture_output=True, text=True)
+                             "import zarrfs.cli.command, numcodecs.checksum32"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     import importlib.metadata
     requirements = importlib.metadata.requires("zarrfs")

@@ -12,8 +12,8 @@ import zarr
 
 from helpers import CountingStore
 from mounting import mounted, wait_for
-from zarrfs.hierarchy import DATA, DIR, SIDECAR, Hierarchy
-from zarrfs.store import LocalStore
+from zarrfs.fs.hierarchy import DATA, DIR, SIDECAR, Hierarchy
+from zarrfs.stores.local import LocalStore
 
 
 def consolidated_tree(root, zarr_format):

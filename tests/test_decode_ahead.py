@@ -10,13 +10,13 @@ import zarr
 
 from helpers import CountingStore, array_doc, write_doc
 from mounting import mounted
-from zarrfs.ahead import DecodeAhead
-from zarrfs.array import open_array
-from zarrfs.cache import ChunkCache
-from zarrfs.metadata import parse_document
-from zarrfs.rawfile import RawFile
-from zarrfs.replies import FuseBufvec, read_buf
-from zarrfs.buffers import free
+from zarrfs.engine.decode_ahead import DecodeAhead
+from zarrfs.engine.array import open_array
+from zarrfs.engine.chunk_cache import ChunkCache
+from zarrfs.format.v3 import parse_document
+from zarrfs.engine.flat_file import RawFile
+from zarrfs.fuse.replies import FuseBufvec, read_buf
+from zarrfs.engine.buffers import free
 
 import ctypes
 
@@ -213,7 +213,7 @@ def test_decode_ahead_through_a_mount_sees_writes_through_another_view(tmp_path)
 def test_a_decode_ahead_without_memory_ends_and_its_reader_decodes_itself(monkeypatch):
     """malloc failing in a decode-ahead thread: the entry still ends, so take() returns None
     (the reader decodes the chunk itself) instead of waiting for ever."""
-    from zarrfs import ahead
+    from zarrfs.engine import decode_ahead as ahead
 
     def no_memory(shape, dtype):
         raise MemoryError

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from helpers import CountingStore, array_doc, open_raw_file, sharding, write_doc
-from zarrfs.codecs import CodecChain
+from zarrfs.codecs.chain import CodecChain
 
 ZSTD = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 1}}]
 BLOSC = [{"name": "bytes", "configuration": {"endian": "little"}},
@@ -102,7 +102,7 @@ def test_a_small_read_of_a_blosc_chunk_decodes_only_the_blocks_that_hold_it(tmp_
     """A 4 KiB read in a 1 MiB blosc chunk decodes the block that holds it (blosc_getitem), not
     the chunk; a read within that block decodes nothing more. A read elsewhere in the chunk is
     its second: the chunk is decoded whole and cached (the admission policy)."""
-    from zarrfs import blosc_parts
+    from zarrfs.codecs import blosc_blocks as blosc_parts
     getitems = []
     getitem = blosc_parts._GETITEM
     monkeypatch.setattr(blosc_parts, "_GETITEM", lambda *args: getitems.append(args[1:3]) or getitem(*args))
@@ -123,8 +123,8 @@ def test_a_chunk_decoded_again_into_full_recent_decodes_replaces_its_old_decode(
     """A small read past what a chunk's kept decode covers decodes it again and keeps the new
     decode: with every slot and byte of RecentDecodes in use, that once counted the old buffer
     twice, emptied the whole list and failed the read (EIO, then a retry by the kernel)."""
-    from zarrfs.buffers import BufferPool
-    from zarrfs.recent import RecentDecodes
+    from zarrfs.engine.buffers import BufferPool
+    from zarrfs.engine.recent_chunks import RecentDecodes
     pool = BufferPool()
     recent = RecentDecodes(pool, slots=4, max_bytes=4 << 20)
     for key in range(4):

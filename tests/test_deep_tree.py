@@ -1,7 +1,6 @@
 """A hierarchy 1,000 groups deep: a read of its deepest array takes time linear in the depth, and
 a read-write mount starts (the leftover-temporary scan is iterative)."""
 
-import os
 import subprocess
 import sys
 import time

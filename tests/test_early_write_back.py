@@ -8,7 +8,7 @@ import numpy as np
 import zarr
 
 from mounting import wait_for
-from zarrfs.operations import EARLY_WRITE_BACK, Operations, Options
+from zarrfs.fuse.operations import EARLY_WRITE_BACK, Operations, Options
 
 CHUNK = 1 << 20
 

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from helpers import array_doc, open_raw_file, write_doc
 from strategies import layouts
-from zarrfs.dtypes import parse_data_type
-from zarrfs.store import LocalStore
+from zarrfs.format.data_types import parse_data_type
+from zarrfs.stores.local import LocalStore
 
 SETTINGS = settings(max_examples=int(os.environ.get("ZARRFS_EXAMPLES", 150)), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from helpers import CountingStore, array_doc, open_raw_file, sharding, write_doc
-from zarrfs.array import Array
+from zarrfs.engine.array import Array
 from zarrfs.errors import ConflictError, StoreError
-from zarrfs.store import TEMP_PREFIX, LocalStore
+from zarrfs.stores.local import TEMP_PREFIX, LocalStore
 
 ZSTD = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 1}}]
 LAYOUTS = {"plain": ZSTD, "sharded": [sharding([4], ZSTD)]}
@@ -163,7 +163,7 @@ def test_write_back_threads_yield_the_cores_to_requests(tmp_path):
     """Encoders run at a lower priority than the threads that answer requests: a writer waits
     for each of its writes, and a write that waited for a core behind the encoders slowed it."""
     import os
-    from zarrfs.writeback import ENCODER_NICE
+    from zarrfs.engine.writeback import ENCODER_NICE
 
     write_doc(tmp_path, "", array_doc([64], "int32", [4], ZSTD))
     raw = open_raw_file(LocalStore(tmp_path))

@@ -28,11 +28,11 @@ def test_chunk_parts_tile_a_box(shape, data):
     array = np.arange(math.prod(shape)).reshape(shape)
     out = np.full(box_shape(box), -1)
     for part in chunk_parts(box, chunk_shape, shape):
-        origin = [c * s for c, s in zip(part.coords, chunk_shape)]
-        chunk = array[tuple(slice(o, o + s) for o, s in zip(origin, chunk_shape))]
+        origin = [c * s for c, s in zip(part.coords, chunk_shape, strict=False)]
+        chunk = array[tuple(slice(o, o + s) for o, s in zip(origin, chunk_shape, strict=False))]
         assert (out[part.out_box] == -1).all()  # no overlap
         out[part.out_box] = chunk[part.chunk_box]
-        inside = tuple(slice(0, min(s, n - o)) for s, n, o in zip(chunk_shape, shape, origin))
+        inside = tuple(slice(0, min(s, n - o)) for s, n, o in zip(chunk_shape, shape, origin, strict=False))
         assert part.complete == (part.chunk_box == inside)
     assert (out == array[box]).all()
 

@@ -10,12 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import CountingStore
-from zarrfs.array import open_array
-from zarrfs.cache import ChunkCache
-from zarrfs.holes import SEEK_DATA, SEEK_HOLE, Presence, SeekError, coords_of, seek
-from zarrfs.metadata import ChunkKeyEncoding, parse_document
-from zarrfs.store import LocalStore, Suffix
-from zarrfs.usage import Usage
+from zarrfs.engine.array import open_array
+from zarrfs.engine.chunk_cache import ChunkCache
+from zarrfs.engine.holes import SEEK_DATA, SEEK_HOLE, Presence, SeekError, coords_of, seek
+from zarrfs.format.v3 import ChunkKeyEncoding, parse_document
+from zarrfs.byte_ranges import Suffix
+from zarrfs.stores.local import LocalStore
+from zarrfs.fs.stored_usage import Usage
 
 
 @st.composite
@@ -23,7 +24,7 @@ def grids(draw):
     ndim = draw(st.integers(0, 3))
     shape = tuple(draw(st.integers(0, 7)) for _ in range(ndim))
     chunks = tuple(draw(st.integers(1, 4)) for _ in range(ndim))
-    cells = list(itertools.product(*(range(-(-n // c)) for n, c in zip(shape, chunks))))
+    cells = list(itertools.product(*(range(-(-n // c)) for n, c in zip(shape, chunks, strict=False))))
     present = [c for c in cells if draw(st.booleans())]
     return shape, chunks, present
 
@@ -32,7 +33,7 @@ def stored_elements(shape, chunks, present) -> np.ndarray:
     """True for each flat element whose chunk is stored."""
     mask = np.zeros(shape, bool)
     for coords in present:
-        mask[tuple(slice(c * s, (c + 1) * s) for c, s in zip(coords, chunks))] = True
+        mask[tuple(slice(c * s, (c + 1) * s) for c, s in zip(coords, chunks, strict=False))] = True
     return mask.reshape(-1)
 
 

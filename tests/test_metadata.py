@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from helpers import array_doc, default_fill
-from zarrfs.dtypes import parse_data_type
+from zarrfs.format.data_types import parse_data_type
 from zarrfs.errors import MetadataError, UnsupportedError
-from zarrfs.metadata import ArrayMetadata, GroupMetadata, parse_document
+from zarrfs.format.v3 import ArrayMetadata, GroupMetadata, parse_document
 
 
 def parse(doc):
@@ -133,7 +133,7 @@ def test_numpy_types_and_their_fill_values(data_type, fill, dtype, fill_hex):
 
 @pytest.mark.parametrize("order", [[None, None], [True, False], [0, 0], [1], "10", [0.0, 1.0]])
 def test_a_transpose_order_that_is_no_permutation_is_refused_by_name(order):
-    from zarrfs.codecs import ChunkSpec, CodecChain
+    from zarrfs.codecs.chain import ChunkSpec, CodecChain
     spec = ChunkSpec((4, 8), parse_data_type("int32", "data_type"), 0)
     with pytest.raises(MetadataError, match=r"a/zarr.json: codecs\[0\] \(transpose\): order must be a permutation"):
         CodecChain([{"name": "transpose", "configuration": {"order": order}},

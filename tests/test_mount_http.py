@@ -7,10 +7,9 @@ import subprocess
 import numpy as np
 import pytest
 import zarr
-from zarr.codecs import ZstdCodec
 
 from mounting import ZARRFS, mounted, unmount
-from nginx import Nginx
+from zarrfs.testing.nginx import Nginx
 
 
 @pytest.fixture

@@ -7,14 +7,13 @@ import os
 import re
 import subprocess
 
-import numcodecs
 import numpy as np
 import pytest
 import zarr
-from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, ZstdCodec
+from zarr.codecs import BloscCodec, Crc32cCodec, ZstdCodec
 
-from mounting import ZARRFS, mounted, reap, unmount, wait_for
-from seaweed import unique_prefix
+from mounting import ZARRFS, mounted, unmount, wait_for
+from zarrfs.testing.seaweed import unique_prefix
 
 
 def mount_s3(seaweed, prefix, tmp_path, *options, user="admin", name="mnt"):
@@ -109,7 +108,7 @@ def test_one_inner_chunk_costs_an_index_read_and_one_ranged_read(seaweed, tmp_pa
 
 
 def requests(log: str) -> list[str]:
-    return re.findall(r"zarrfs\.objectstore: ((?:GET|PUT|LIST|DELETE) .*)", log)
+    return re.findall(r"zarrfs\.stores\.object_store: ((?:GET|PUT|LIST|DELETE) .*)", log)
 
 
 def test_two_mounts_writing_halves_of_one_shard_both_land(seaweed, tmp_path):

@@ -130,13 +130,13 @@ def test_kill_9_keeps_every_fsynced_write_and_leaves_no_torn_shard(tmp_path):
     model = bytearray(zarr_bytes(root))
     with mounted(root, tmp_path, name="m1") as m:
         fd = os.open(m / "a.zarr.bin", os.O_RDWR)
-        for i in range(40):
+        for _ in range(40):
             offset = int(rng.integers(0, len(model) - 64))
             data = rng.integers(0, 256, 64, dtype=np.uint8).tobytes()
             os.pwrite(fd, data, offset)
             os.fsync(fd)  # acknowledged: must survive
             model[offset:offset + 64] = data
-        for i in range(20):  # not acknowledged: may or may not survive
+        for _ in range(20):  # not acknowledged: may or may not survive
             os.pwrite(fd, b"\xff" * 64, int(rng.integers(0, len(model) - 64)))
         m.process.send_signal(signal.SIGKILL)
         reap(m.process)
@@ -219,7 +219,7 @@ def test_concurrent_writers_on_one_shard_lose_nothing(tmp_path):
         with ProcessPoolExecutor(4) as pool:
             finals = list(pool.map(_hammer, jobs))
     stored = np.asarray(zarr.open_array(str(root))[...])
-    for (_, start, length, _), final in zip(jobs, finals):
+    for (_, start, length, _), final in zip(jobs, finals, strict=False):
         assert (stored[start:start + length] == final).all()
     assert (stored[4000:] == 0).all()
 

@@ -12,8 +12,8 @@ from zarr.codecs import numcodecs as nc
 
 import zarrfs
 from zarrfs.errors import CorruptChunkError, UnsupportedError
-from zarrfs.nodes import read_metadata
-from zarrfs.store import LocalStore
+from zarrfs.nodes.documents import read_metadata
+from zarrfs.stores.local import LocalStore
 
 CHAINS = {  # name -> (dtype, filters, serializer, compressors)
     "delta+bz2": ("<i4", [nc.Delta(dtype="<i4")], None, [nc.BZ2(level=1)]),
@@ -93,7 +93,7 @@ def test_optional_package_is_named_when_missing(tmp_path):
     doc = json.loads((tmp_path / "a" / "zarr.json").read_text())
     doc["codecs"] = [{"name": "numcodecs.zfpy", "configuration": {"mode": 4, "tolerance": 0.01}}]
     (tmp_path / "a" / "zarr.json").write_text(json.dumps(doc))
-    from zarrfs.hierarchy import check_codecs
+    from zarrfs.fs.hierarchy import check_codecs
 
     meta = read_metadata(LocalStore(str(tmp_path)), "a")
     with pytest.raises(UnsupportedError, match=r"codecs\[0\] \(numcodecs.zfpy\): codec 'zfpy' needs the Python "
@@ -119,7 +119,7 @@ def test_a_stream_that_decodes_to_more_than_its_chunk_is_corrupt(tmp_path, codec
 
 
 def test_a_v3_document_cannot_smuggle_pickle_through_the_v2_filter_codec(tmp_path):
-    from zarrfs.hierarchy import check_codecs
+    from zarrfs.fs.hierarchy import check_codecs
 
     z = create(tmp_path / "a", "adler32")
     doc = json.loads((tmp_path / "a" / "zarr.json").read_text())

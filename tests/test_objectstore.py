@@ -11,12 +11,12 @@ import pytest
 import zarr
 
 from helpers import open_raw_file
-from seaweed import unique_prefix
-from zarrfs.writeback import CONFLICT_RETRIES
+from zarrfs.testing.seaweed import unique_prefix
+from zarrfs.engine.writeback import CONFLICT_RETRIES
 from zarrfs.errors import ConflictError, StoreError
-from zarrfs.objectstore import ObjectStore
-from zarrfs.sources import RemoteOptions, open_store
-from zarrfs.store import Range, Suffix
+from zarrfs.stores.object_store import ObjectStore
+from zarrfs.stores.source_url import RemoteOptions, open_store
+from zarrfs.byte_ranges import Range, Suffix
 
 
 def object_store(seaweed, prefix, user="admin", **kwargs) -> ObjectStore:
@@ -85,7 +85,7 @@ def test_a_value_changed_by_another_writer_is_a_conflict_not_an_overwrite(seawee
 def test_a_put_on_an_object_another_writer_deleted_is_a_conflict_not_a_success(seaweed, monkeypatch):
     """AWS S3 answers a PUT with If-Match on an object deleted since with 404 (SeaweedFS with
     412): that is a conflict to merge, not a write that went through."""
-    from zarrfs import objectstore
+    from zarrfs.stores import object_store as objectstore
     prefix = unique_prefix("deleted")
     mine = object_store(seaweed, prefix)
     mine.set("k", b"first")
@@ -274,7 +274,7 @@ def test_two_writers_of_disjoint_elements_of_one_chunk_both_persist(seaweed, cap
 def test_a_rewrite_within_the_same_second_still_moves_the_arrays_mtime(seaweed):
     """S3 times are whole seconds: the ETag (as st_ino) tells a rewrite of the same size apart,
     and the array's mtime moves on though no stored time did."""
-    from zarrfs.usage import Usage
+    from zarrfs.fs.stored_usage import Usage
     prefix = unique_prefix("second")
     store = object_store(seaweed, prefix)
     store.set("a/zarr.json", b"{}")
@@ -289,7 +289,7 @@ def test_a_rewrite_within_the_same_second_still_moves_the_arrays_mtime(seaweed):
 
 def test_the_versions_remembered_for_conditional_puts_are_bounded(seaweed, monkeypatch):
     """A long stream reads millions of chunks: only the last ETAGS keys' versions are kept."""
-    from zarrfs import objectstore
+    from zarrfs.stores import object_store as objectstore
     monkeypatch.setattr(objectstore, "ETAGS", 3)
     prefix = unique_prefix("etags")
     remote = seaweed.store(prefix)
@@ -308,7 +308,7 @@ def test_a_chunk_written_in_part_whose_version_was_forgotten_is_merged_before_it
     """The store remembers a bounded number of versions: when the one a partial write read is
     pushed out before the flush, the chunk is read again and merged, not PUT unconditionally
     over what another writer stored meanwhile."""
-    from zarrfs import objectstore
+    from zarrfs.stores import object_store as objectstore
     monkeypatch.setattr(objectstore, "ETAGS", 2)
     prefix = unique_prefix("forgotten")
     zarr.create_array(seaweed.zarr_store(prefix), shape=(32,), chunks=(8,), dtype="i4")[...] = 5

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from helpers import CountingStore, array_doc, open_raw_file, sharding, write_doc
-from zarrfs.rawfile import SPARSE_READ
-from zarrfs.store import Range, Suffix
+from zarrfs.engine.flat_file import SPARSE_READ
+from zarrfs.byte_ranges import Range, Suffix
 
 ZSTD = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 1}}]
 INDEX_NBYTES = 16 * 16 + 4  # 4x4 inner chunks per shard, crc32c
@@ -101,9 +101,9 @@ def test_a_new_array_never_sees_the_cached_chunks_of_a_dropped_one(tmp_path):
     """The mount replaces an array whose metadata changed; the chunk cache is shared."""
     import gc
 
-    from zarrfs.array import open_array
-    from zarrfs.cache import ChunkCache
-    from zarrfs.metadata import parse_document
+    from zarrfs.engine.array import open_array
+    from zarrfs.engine.chunk_cache import ChunkCache
+    from zarrfs.format.v3 import parse_document
     for name, value in [("a", 1), ("b", 2)]:
         write_doc(tmp_path, name, array_doc([16], "uint8", [16], ZSTD))
         raw = open_raw_file(CountingStore(tmp_path), name)

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from test_shaping import make_store
-from zarrfs import shaping
-from zarrfs.array import Array
-from zarrfs.libfuse import mfusepy
-from zarrfs.operations import Operations, Options
+from zarrfs.edits import hierarchy_edits as shaping
+from zarrfs.engine.array import Array
+from zarrfs.fuse.libfuse import mfusepy
+from zarrfs.fuse.operations import Operations, Options
 
 
 def refused(code, method, *args):
@@ -67,9 +67,9 @@ def test_an_edit_that_fails_and_whose_repair_fails_keeps_its_intent_record(tmp_p
     """A delete fails, and so does the repair of the consolidated metadata after it (a full
     disk): the caller gets the delete's own error, and the intent record stays for the next
     mount to finish the repair (deleting the record would still work on a full disk)."""
-    from zarrfs import editing
+    from zarrfs.edits import editor as editing
     from zarrfs.errors import StoreError
-    from zarrfs.store import LocalStore
+    from zarrfs.stores.local import LocalStore
 
     root = make_store(tmp_path / "s.zarr", consolidated=True)
     ops = Operations(str(root), Options())

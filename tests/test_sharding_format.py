@@ -49,8 +49,8 @@ def test_decode_golden(tmp_path, location, which, expected):
 
 def test_full_shard_codec_round_trip():
     """The whole-shard encode/decode used when sharding is combined with other codecs."""
-    from zarrfs.codecs import ChunkSpec, CodecChain
-    from zarrfs.dtypes import parse_data_type
+    from zarrfs.codecs.chain import ChunkSpec, CodecChain
+    from zarrfs.format.data_types import parse_data_type
     dt = parse_data_type("int16")
     spec = ChunkSpec((4, 6), dt, dt.fill_value(0))
     chain = CodecChain([sharding([2, 3]), {"name": "crc32c"}], spec, "test")
@@ -63,9 +63,9 @@ def test_full_shard_codec_round_trip():
 @pytest.mark.parametrize("inner", [None, 4, "4", {"a": 4}])
 def test_a_sharding_chunk_shape_that_is_not_a_list_is_refused_naming_it(inner):
     """Found by the metadata fuzz target: chunk_shape null was a TypeError (EIO), not a refusal."""
-    from zarrfs.codec_base import ChunkSpec
-    from zarrfs.codecs import CodecChain
-    from zarrfs.dtypes import parse_data_type
+    from zarrfs.codecs.base import ChunkSpec
+    from zarrfs.codecs.chain import CodecChain
+    from zarrfs.format.data_types import parse_data_type
     from zarrfs.errors import MetadataError
     spec = ChunkSpec((8,), parse_data_type("int32", "data_type"), np.array(0, "<i4"))
     with pytest.raises(MetadataError, match="chunk_shape must be a list"):

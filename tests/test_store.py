@@ -6,9 +6,9 @@ import subprocess
 import sys
 import threading
 
-from zarrfs import store as store_module
-from zarrfs.releases import releases
-from zarrfs.store import TEMP_PREFIX, LocalStore
+from zarrfs.stores import local as store_module
+from zarrfs.stores.deferred_release import releases
+from zarrfs.stores.local import TEMP_PREFIX, LocalStore
 
 
 def temporaries(root) -> list[str]:
@@ -92,7 +92,7 @@ def test_a_fifo_where_a_value_goes_is_replaced_without_being_opened(tmp_path):
 
 PUBLISH_WITH_FEW_DESCRIPTORS = r"""
 import os, resource, sys
-from zarrfs.store import LocalStore
+from zarrfs.stores.local import LocalStore
 resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
 store = LocalStore(sys.argv[1])
 keys = [f"c/{i // 6}/{i}" for i in range(720)]  # a publish keeps each directory open until it syncs it
@@ -113,7 +113,7 @@ def test_a_publish_that_replaces_many_values_holds_few_descriptors(tmp_path):
 
 AFTER_FORK = r"""
 import os, sys, threading
-from zarrfs.releases import releases
+from zarrfs.stores.deferred_release import releases
 directory = os.open(sys.argv[1], os.O_RDONLY)
 releases.release([os.open(".", os.O_PATH, dir_fd=directory)])
 releases.settle()  # the parent's release thread runs
@@ -146,7 +146,7 @@ def test_replaced_values_are_held_only_on_disk_file_systems(tmp_path):
     import zarr
 
     from mounting import mounted
-    from zarrfs.releases import worth_holding
+    from zarrfs.stores.deferred_release import worth_holding
 
     assert worth_holding("/dev/shm")  # tmpfs
     assert LocalStore(tmp_path).hold_replaced == worth_holding(str(tmp_path))

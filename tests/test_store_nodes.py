@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from seaweed import unique_prefix
+from zarrfs.testing.seaweed import unique_prefix
 from zarrfs.errors import StoreError
-from zarrfs.objectstore import ObjectStore
-from zarrfs.store import TEMP_PREFIX, LocalStore
+from zarrfs.stores.object_store import ObjectStore
+from zarrfs.stores.local import TEMP_PREFIX, LocalStore
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -148,7 +148,7 @@ def test_an_object_stores_interrupted_creations_and_deletions_are_finished_later
     deletion cut short after its node vanished (its tombstone and a chunk left). Neither is
     listed; clean_leftovers (run in the background at mount) removes both once they are stale,
     and never a node whose deletion failed before it vanished."""
-    from zarrfs import objecttree
+    from zarrfs.stores import object_nodes as objecttree
     prefix = unique_prefix("leftovers")
     store = ObjectStore(seaweed.store(prefix), seaweed.url(prefix))
     make(store, "g", {"zarr.json": b"g"})

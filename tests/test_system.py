@@ -126,7 +126,7 @@ def test_exec_start_notifies_ready_when_live_and_stopping_on_sigterm(store, tmp_
 def test_mount_t_fuse_zarrfs_of_a_bucket_with_a_credentials_file(seaweed, tmp_path):
     """A remote source through mount(8) and mount.fuse3, as an fstab line with _netdev would give
     it; the credentials from a private file, since mount(8) is no place for secrets."""
-    from seaweed import USERS, unique_prefix
+    from zarrfs.testing.seaweed import USERS, unique_prefix
     prefix = unique_prefix("mount8")
     zarr.create_array(seaweed.zarr_store(prefix), shape=(10,), chunks=(4,), dtype="u1")[...] = np.arange(10)
     key, secret, _ = USERS["reader"]

@@ -11,7 +11,7 @@ import pytest
 import zarr
 
 from mounting import mounted
-from zarrfs.textview import escape, render, unescape
+from zarrfs.views.text import escape, render, unescape
 
 
 @pytest.mark.parametrize("element, line", [

@@ -11,8 +11,8 @@ import zarr
 import zarrfs
 from v2_layouts import COMPRESSORS, DTYPES, FILTER_DTYPES, FILTERS, create, flat, values
 from zarrfs.errors import MetadataError, UnsupportedError
-from zarrfs.nodes import read_metadata
-from zarrfs.store import LocalStore
+from zarrfs.nodes.documents import read_metadata
+from zarrfs.stores.local import LocalStore
 
 
 def dtype_id(dtype):
@@ -72,7 +72,6 @@ def write_randomly(path, size, rng, itemsize) -> bytes:
         for i in range(12):
             first = int(rng.integers(0, size // itemsize))
             count = int(rng.integers(1, size // itemsize - first + 1))
-            data = model[first * itemsize:(first + count) * itemsize]
             yield view, first * itemsize, count * itemsize, model
             if i % 5 == 0:
                 view.flush()
@@ -107,7 +106,7 @@ def test_zarr_python_reads_what_we_write(tmp_path, dtype, compressor, chain, ord
 def test_lossy_filter_stores_what_the_codec_keeps(tmp_path):
     import numcodecs
 
-    z = create(tmp_path / "a", "<f8", filters=[numcodecs.Quantize(digits=2, dtype="<f8")], order="F")
+    create(tmp_path / "a", "<f8", filters=[numcodecs.Quantize(digits=2, dtype="<f8")], order="F")
     v = np.linspace(0, 1, 35).reshape(5, 7)
     with zarrfs.open_raw(str(tmp_path / "a"), mode="r+") as view:
         view.write(0, v.tobytes())
@@ -210,7 +209,7 @@ def test_a_compressor_used_as_a_filter_is_bounded_too(tmp_path):
 
 
 def test_recovery_data_of_a_v2_array_is_replayed(tmp_path):
-    from zarrfs import recovery
+    from zarrfs.engine import recovery
 
     create(tmp_path / "a", ">i4", compressor="zlib", order="F", fill_value=None)
     meta = read_metadata(LocalStore(str(tmp_path / "a")), "")
@@ -239,9 +238,9 @@ def test_a_chunk_a_filter_cannot_encode_is_a_typed_error_and_stays_written(tmp_p
 
 
 def test_an_object_array_with_fill_value_zero_reads_as_zarr_python_reads_it(tmp_path):
-    from zarrfs.array import open_array
-    from zarrfs.cache import ChunkCache
-    from zarrfs.textview import render
+    from zarrfs.engine.array import open_array
+    from zarrfs.engine.chunk_cache import ChunkCache
+    from zarrfs.views.text import render
 
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / ".zarray").write_text(json.dumps(v2_doc(dtype="|O", filters=[{"id": "vlen-utf8"}])))
@@ -254,8 +253,8 @@ def test_an_object_array_with_fill_value_zero_reads_as_zarr_python_reads_it(tmp_
 @pytest.mark.parametrize("dtype", ["|O", "O"])
 def test_an_object_array_with_a_vlen_filter_reads_in_either_spelling(tmp_path, dtype):
     """zarr-python 2 writes "|O" and reads any spelling NumPy takes ("O" too): both read as text."""
-    from zarrfs.array import open_array
-    from zarrfs.cache import ChunkCache
+    from zarrfs.engine.array import open_array
+    from zarrfs.engine.chunk_cache import ChunkCache
 
     strings = ["α", "b", "", "dd", "e f"]
     zarr.create_array(str(tmp_path / "a"), shape=(5,), chunks=(2,), dtype=str, zarr_format=2)[...] = strings

@@ -41,13 +41,13 @@ def test_reads_and_writes_numpy_types(tmp_path, dtype):
 
 
 def test_sidecar_is_honest(tmp_path):
-    from zarrfs.hierarchy import Hierarchy
+    from zarrfs.fs.hierarchy import Hierarchy
 
     create(tmp_path / "t" / "when", "<M8[ms]")
     create(tmp_path / "t" / "name", "<U4")
     create(tmp_path / "t" / "rec", "struct")
     zarr.open_group(str(tmp_path / "t"), mode="a")
-    h = Hierarchy(zarrfs.store.LocalStore(str(tmp_path / "t")))
+    h = Hierarchy(zarrfs.stores.local.LocalStore(str(tmp_path / "t")))
     side = {n: json.loads(h.content(h.lookup(f"/{n}.json"))) for n in ("when", "name", "rec")}
     assert side["when"]["dtype"] == "<M8[ms]" and side["when"]["datetime_unit"] == "ms"
     assert side["when"]["data_type"] == "numpy.datetime64" and side["when"]["itemsize"] == 8
@@ -58,7 +58,7 @@ def test_sidecar_is_honest(tmp_path):
 
 def test_bool_fill_value_zero_and_one_read_as_zarr_python_reads_them(tmp_path):
     for fill in (0, 1):
-        z = zarr.create_array(str(tmp_path / f"b{fill}"), shape=(4,), chunks=(2,), dtype="bool")
+        zarr.create_array(str(tmp_path / f"b{fill}"), shape=(4,), chunks=(2,), dtype="bool")
         doc = json.loads((tmp_path / f"b{fill}" / "zarr.json").read_text())
         doc["fill_value"] = fill
         (tmp_path / f"b{fill}" / "zarr.json").write_text(json.dumps(doc))
@@ -88,7 +88,7 @@ def test_a_v2_object_dtype_is_no_v3_data_type(tmp_path, data_type):
 def test_a_chunk_is_all_fill_value_only_when_every_element_is(dtype):
     """Whether a chunk need not be stored: a chunk that differs from the fill value in any one
     element, first, last or inside, is not all fill value (the ends are looked at first)."""
-    from zarrfs.dtypes import fill_is_all
+    from zarrfs.format.data_types import fill_is_all
 
     fill = np.zeros((), dtype)
     other = np.frombuffer(bytes(range(1, np.dtype(dtype).itemsize + 1)), dtype)[0]

@@ -8,7 +8,7 @@ import rasterio
 import zarr
 
 from mounting import mounted
-from zarrfs.views.georef import from_attributes, from_coordinates
+from zarrfs.views.geotransform import from_attributes, from_coordinates
 
 pytestmark = pytest.mark.filterwarnings("ignore::rasterio.errors.NotGeoreferencedWarning")
 
@@ -93,7 +93,7 @@ def test_coordinates_are_read_once_for_a_whole_group(tmp_path):
     """A listing of many arrays on the same grid reads each coordinate array's chunks once, and no
     chunk of the arrays themselves."""
     from helpers import CountingStore
-    from zarrfs.hierarchy import HEADER, Hierarchy
+    from zarrfs.fs.hierarchy import HEADER, Hierarchy
     root = tmp_path / "data.zarr"
     g = zarr.open_group(str(root), mode="w")
     g.create_array("x", shape=(7,), chunks=(4,), dtype="f8", dimension_names=["x"])[...] = CENTRES_X

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from helpers import CountingStore, array_doc, group_doc, open_raw_file, write_doc
-from zarrfs.cli import UsageError, parse_options
+from zarrfs.cli.command import UsageError, parse_options
 from zarrfs.errors import HeaderWriteError
-from zarrfs.hierarchy import DATA, HEADER, Hierarchy
-from zarrfs.metadata import parse_document
-from zarrfs.prefixed import PrefixedFile
+from zarrfs.fs.hierarchy import DATA, HEADER, Hierarchy
+from zarrfs.format.v3 import parse_document
+from zarrfs.views.prefixed_file import PrefixedFile
 from zarrfs.views import DEFAULT_VIEWS, VIEWS, info_of
 
 ALL_VIEWS = tuple(VIEWS)
@@ -71,7 +71,7 @@ def test_listing_and_headers_read_no_chunk(tmp_path):
     raw.flush()
     store = CountingStore(root)
     hierarchy = Hierarchy(store, ALL_VIEWS)
-    for name, entry in hierarchy.listing("").items():
+    for entry in hierarchy.listing("").values():
         if entry.kind == HEADER:
             assert hierarchy.content(entry)
         if entry.kind == DATA:

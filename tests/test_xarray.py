@@ -11,7 +11,7 @@ import pytest
 import xarray as xr
 
 from mounting import mounted
-from zarrfs.textview import unescape
+from zarrfs.views.text import unescape
 
 
 def dataset():

@@ -30,7 +30,7 @@ def store(tmp_path_factory):
 
 def requests(log: str, op: str) -> list[str]:
     """The results of the daemon's answers to `op` requests, from its -d log."""
-    return re.findall(rf"zarrfs\.tracing: {op} \S+ -> (\S+) \(", log)
+    return re.findall(rf"zarrfs\.fuse\.tracing: {op} \S+ -> (\S+) \(", log)
 
 
 def errno_of(call) -> int:
@@ -77,8 +77,8 @@ def test_noxattr_shows_no_attributes_and_the_kernel_stops_asking(store, tmp_path
         names = os.listdir(m.path)
         for _ in range(2):
             for name in names:
-                assert errno_of(lambda: os.listxattr(m / name)) == errno.ENOTSUP
-                assert errno_of(lambda: os.getxattr(m / name, "user.zarr.shape")) == errno.ENOTSUP
+                assert errno_of(lambda name=name: os.listxattr(m / name)) == errno.ENOTSUP
+                assert errno_of(lambda name=name: os.getxattr(m / name, "user.zarr.shape")) == errno.ENOTSUP
         subprocess.run(["ls", "-lR", str(m.path)], capture_output=True, check=True)
         assert (m / "a00.bin").read_bytes() == np.arange(256, dtype="<i2").reshape(16, 16).tobytes()
     log = m.log()

@@ -78,6 +78,6 @@ def values(dtype: np.dtype, shape, rng) -> np.ndarray:
 
 def flat(array: np.ndarray) -> bytes:
     """The bytes zarrfs shows: little-endian fields, bool as 0/1."""
-    from zarrfs.numpy_types import little_endian
+    from zarrfs.format.numpy_types import little_endian
 
     return np.ascontiguousarray(array, dtype=little_endian(array.dtype)).tobytes()

@@ -4,9 +4,8 @@
     view.read(offset, size); view.write(offset, data); view.flush(); view.close()
 """
 
-from .errors import (CorruptChunkError, MetadataError, OutOfBoundsError, ReadOnlyError, StoreError,
-                     UnsupportedError, ZarrfsError)
-from .rawview import RawView, open_raw
+from zarrfs.errors import CorruptChunkError, MetadataError, OutOfBoundsError, ReadOnlyError, StoreError, UnsupportedError, ZarrfsError
+from zarrfs.api import RawView, open_raw
 
 __all__ = ["open_raw", "RawView", "ZarrfsError", "MetadataError", "UnsupportedError", "CorruptChunkError",
            "OutOfBoundsError", "ReadOnlyError", "StoreError"]

@@ -1,12 +1,12 @@
 """The public Python API: open one array of a hierarchy as a flat byte view."""
 
-from .array import open_array
-from .cache import ChunkCache
-from .errors import MetadataError, UnsupportedError, ZarrfsError
-from .metadata import ArrayMetadata
-from .nodes import read_metadata
-from .rawfile import RawFile
-from .store import LocalStore
+from zarrfs.engine.array import open_array
+from zarrfs.engine.chunk_cache import ChunkCache
+from zarrfs.errors import MetadataError, UnsupportedError, ZarrfsError
+from zarrfs.format.v3 import ArrayMetadata
+from zarrfs.nodes.documents import read_metadata
+from zarrfs.engine.flat_file import RawFile
+from zarrfs.stores.local import LocalStore
 
 DEFAULT_CACHE_BYTES = 256 << 20
 

@@ -29,7 +29,7 @@ def full_box(shape: tuple[int, ...]) -> Box:
 
 
 def grid_shape(shape: tuple[int, ...], chunk_shape: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(-(-n // c) for n, c in zip(shape, chunk_shape))
+    return tuple(-(-n // c) for n, c in zip(shape, chunk_shape, strict=False))
 
 
 def chunk_parts(box: Box, chunk_shape: tuple[int, ...], shape: tuple[int, ...]) -> Iterator[ChunkPart]:
@@ -41,7 +41,7 @@ def chunk_parts(box: Box, chunk_shape: tuple[int, ...], shape: tuple[int, ...]) 
     if any(s.start >= s.stop for s in box):
         return
     per_dim = []
-    for s, c, n in zip(box, chunk_shape, shape):
+    for s, c, n in zip(box, chunk_shape, shape, strict=False):
         dim = []
         for index in range(s.start // c, (s.stop - 1) // c + 1):
             lo, hi = index * c, min((index + 1) * c, n)
@@ -58,7 +58,7 @@ def flat_index(index, shape) -> int:
     """The C-order position of `index` in an array of `shape` (np.ravel_multi_index without
     its microseconds: small reads and shard lookups ask on every request)."""
     flat = 0
-    for i, n in zip(index, shape):
+    for i, n in zip(index, shape, strict=False):
         flat = flat * n + i
     return flat
 

@@ -16,13 +16,13 @@ import stat
 import sys
 import threading
 
-from .errors import ZarrfsError
-from .binding import ZarrFUSE
-from .cli_help import epilog
-from .tracing import TracingFUSE, quiet_binding
-from .operations import BLKSIZE, Operations, Options
-from .sources import is_remote, public_url
-from .views import VIEWS, preview
+from zarrfs.errors import ZarrfsError
+from zarrfs.fuse.binding import ZarrFUSE
+from zarrfs.cli.help import epilog
+from zarrfs.fuse.tracing import TracingFUSE, quiet_binding
+from zarrfs.fuse.operations import BLKSIZE, Operations, Options
+from zarrfs.stores.source_url import is_remote, public_url
+from zarrfs.views import VIEWS, preview
 
 log = logging.getLogger("zarrfs")
 

@@ -5,8 +5,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .dtypes import DataType
-from .errors import CorruptChunkError, MetadataError
+from zarrfs.format.data_types import DataType
+from zarrfs.errors import CorruptChunkError, MetadataError
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import ctypes
 import numcodecs.blosc
 import numpy as np
 
-from .errors import CorruptChunkError
+from zarrfs.errors import CorruptChunkError
 
 HEADER = 16  # bytes of the blosc 1 header; the block starts follow it
 MEMCPYED = 0x2  # header flag: stored uncompressed, no block starts

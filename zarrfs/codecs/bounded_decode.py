@@ -13,7 +13,7 @@ import zlib
 import numcodecs
 import zstandard
 
-from .errors import CorruptChunkError
+from zarrfs.errors import CorruptChunkError
 
 BLOSC_HEADER = 16
 ZSTD_SKIPPABLE = 0x184D2A50  # the magic of a skippable frame, its low 4 bits free

@@ -14,15 +14,15 @@ import numcodecs.zstd
 import numpy as np
 import zstandard
 
-from . import sharding
-from . import numcodecs_codecs
-from .blosc_parts import blosc_blocks
-from .bounded import check_blosc_header, gzip_decode, zstd_decode
-from .codec_base import MAX_CHUNK_NBYTES, MAX_INNER_CHUNKS, ChunkSpec, Codec
-from .codec_base import config_value as _config
-from .dtypes import DataType, fill_is_all
-from .errors import CorruptChunkError, MetadataError, UnsupportedError
-from .metadata import normalise_extension
+from zarrfs.codecs import shard_format as sharding
+from zarrfs.codecs import numcodecs_adapter as numcodecs_codecs
+from zarrfs.codecs.blosc_blocks import blosc_blocks
+from zarrfs.codecs.bounded_decode import check_blosc_header, gzip_decode, zstd_decode
+from zarrfs.codecs.base import MAX_CHUNK_NBYTES, MAX_INNER_CHUNKS, ChunkSpec, Codec
+from zarrfs.codecs.base import config_value as _config
+from zarrfs.format.data_types import DataType, fill_is_all
+from zarrfs.errors import CorruptChunkError, MetadataError, UnsupportedError
+from zarrfs.format.v3 import normalise_extension
 
 
 class TransposeCodec(Codec):
@@ -248,14 +248,14 @@ class ShardingCodec(Codec):
         inner = tuple(inner)
         if len(inner) != len(spec.shape) or any(not isinstance(c, int) or c < 1 for c in inner):
             raise MetadataError(f"{where}: chunk_shape {list(inner)} does not fit shard shape {list(spec.shape)}")
-        if any(s % c for s, c in zip(spec.shape, inner)):
+        if any(s % c for s, c in zip(spec.shape, inner, strict=False)):
             raise MetadataError(f"{where}: chunk_shape {list(inner)} does not divide shard shape {list(spec.shape)}")
         location = config.get("index_location", "end")
         if location not in ("start", "end"):
             raise MetadataError(f"{where}: index_location must be 'start' or 'end', not {location!r}")
         self.spec = spec
         self.index_location = location
-        self.chunks_per_shard = tuple(s // c for s, c in zip(spec.shape, inner))
+        self.chunks_per_shard = tuple(s // c for s, c in zip(spec.shape, inner, strict=False))
         if math.prod(self.chunks_per_shard) > MAX_INNER_CHUNKS:
             raise UnsupportedError(f"{where}: chunk_shape {list(inner)} makes {math.prod(self.chunks_per_shard)} inner "
                                    f"chunks per shard, more than zarrfs's limit of {MAX_INNER_CHUNKS}")
@@ -291,8 +291,8 @@ class ShardingCodec(Codec):
     def decode(self, shard) -> np.ndarray:
         out = np.empty(self.spec.shape, self.spec.data_type.numpy)
         inner = self.inner_chunk_shape
-        for coords, data in zip(np.ndindex(*self.chunks_per_shard), self.split(shard)):
-            region = tuple(slice(i * c, (i + 1) * c) for i, c in zip(coords, inner))
+        for coords, data in zip(np.ndindex(*self.chunks_per_shard), self.split(shard), strict=False):
+            region = tuple(slice(i * c, (i + 1) * c) for i, c in zip(coords, inner, strict=False))
             out[(*region, ...)] = self.spec.fill_value if data is None else self.inner_chain.decode(data)
         return out
 
@@ -300,7 +300,7 @@ class ShardingCodec(Codec):
         inner = self.inner_chunk_shape
         chunks = []
         for coords in np.ndindex(*self.chunks_per_shard):
-            region = tuple(slice(i * c, (i + 1) * c) for i, c in zip(coords, inner))
+            region = tuple(slice(i * c, (i + 1) * c) for i, c in zip(coords, inner, strict=False))
             chunks.append(self.inner_chain.encode_or_none(np.ascontiguousarray(array[region])))
         return self.assemble(chunks)
 

@@ -12,9 +12,9 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import CorruptChunkError
-from .geometry import flat_index
-from .store import ByteRange, Range, Suffix
+from zarrfs.errors import CorruptChunkError
+from zarrfs.geometry import flat_index
+from zarrfs.byte_ranges import ByteRange, Range, Suffix
 
 EMPTY = 2**64 - 1
 
@@ -158,7 +158,7 @@ class ShardChunks:
                 wanted.append((coords, offset, nbytes))
         if wanted:
             values = self.read_ranges([Range(offset, nbytes) for _, offset, nbytes in wanted])
-            for (coords, _, nbytes), data in zip(wanted, values or ()):
+            for (coords, _, nbytes), data in zip(wanted, values or (), strict=False):
                 if len(data) == nbytes:
                     found[coords] = data
         return found

@@ -18,11 +18,11 @@ from typing import Callable
 
 import numpy as np
 
-from .array import open_array
-from .errors import OutOfBoundsError, ZarrfsError
-from .newnode import InvalidNodeError, check, npy_documents
-from .prefixed import PrefixedFile
-from .rawfile import RawFile
+from zarrfs.engine.array import open_array
+from zarrfs.errors import OutOfBoundsError, ZarrfsError
+from zarrfs.edits.new_nodes import InvalidNodeError, check, npy_documents
+from zarrfs.views.prefixed_file import PrefixedFile
+from zarrfs.engine.flat_file import RawFile
 
 log = logging.getLogger(__name__)
 

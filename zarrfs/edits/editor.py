@@ -23,10 +23,12 @@ import logging
 import threading
 from contextlib import contextmanager
 
-from . import newnode, nodes, reconsolidate
-from .errors import RefusedError, StoreError, ZarrfsError
-from .reconsolidate import Edit
-from .store import TEMP_PREFIX
+from zarrfs.edits import new_nodes as newnode
+from zarrfs.nodes import documents as nodes
+from zarrfs.nodes import reconsolidate
+from zarrfs.errors import RefusedError, StoreError, ZarrfsError
+from zarrfs.nodes.reconsolidate import Edit
+from zarrfs.stores.local import TEMP_PREFIX
 
 log = logging.getLogger(__name__)
 

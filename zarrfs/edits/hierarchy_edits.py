@@ -24,12 +24,13 @@ import stat
 import threading
 import time
 
-from . import newnode, nodes
-from .writeback import CONFLICT_RETRIES
-from .drafts import NpyDraft, TextDraft
-from .editing import Editor
-from .errors import ReadOnlyError, RefusedError
-from .hierarchy import DATA, DIR, DOCUMENT, SIDECAR, TEXT, Entry
+from zarrfs.edits import new_nodes as newnode
+from zarrfs.nodes import documents as nodes
+from zarrfs.engine.writeback import CONFLICT_RETRIES
+from zarrfs.edits.drafts import NpyDraft, TextDraft
+from zarrfs.edits.editor import Editor
+from zarrfs.errors import ReadOnlyError, RefusedError
+from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, SIDECAR, TEXT, Entry
 
 log = logging.getLogger(__name__)
 

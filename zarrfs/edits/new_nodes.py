@@ -16,10 +16,11 @@ import math
 
 import numpy as np
 
-from . import nodes
-from .dtypes import _NUMERIC
-from .errors import InvalidValueError, ZarrfsError
-from .metadata import ArrayMetadata, GroupMetadata, load_document
+from zarrfs.nodes import documents as nodes
+from zarrfs.format.data_types import _NUMERIC
+from zarrfs.errors import InvalidValueError, ZarrfsError
+from zarrfs.fs.hierarchy import check_codecs
+from zarrfs.format.v3 import ArrayMetadata, GroupMetadata, load_document
 
 CHUNK_BYTES = 1 << 20
 ZSTD_V3 = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
@@ -137,7 +138,6 @@ def _v2(spec, shape, dtype, chunks, attributes, where) -> dict[str, bytes]:
 
 def check(documents: dict[str, bytes], where: str) -> ArrayMetadata:
     """Parse the documents as the mount would read them, codecs included."""
-    from .hierarchy import check_codecs  # hierarchy imports the views, which import this module's users
 
     main = nodes.ZARR_JSON if nodes.ZARR_JSON in documents else nodes.ZARRAY
     docs = nodes.Documents(3 if main == nodes.ZARR_JSON else 2, None if main == nodes.ZARR_JSON else "array",

@@ -16,17 +16,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import batchread
-from .buffers import free, scratch
-from .cache import MISSING, ChunkCache
-from .codecs import ChunkSpec, CodecChain
-from .errors import CorruptChunkError
-from .geometry import Box, box_shape, chunk_parts, flat_index
-from .metadata import ArrayMetadata
-from .sharding import ShardChunks
-from .writeback import WriteBack
-from .written import WrittenMasks
-from .store import ByteRange, LocalStore, Range, Staged
+from zarrfs.engine import batched_fetch as batchread
+from zarrfs.engine.buffers import free, scratch
+from zarrfs.engine.chunk_cache import MISSING, ChunkCache
+from zarrfs.codecs.chain import ChunkSpec, CodecChain
+from zarrfs.errors import CorruptChunkError
+from zarrfs.geometry import Box, box_shape, chunk_parts, flat_index
+from zarrfs.format.v3 import ArrayMetadata
+from zarrfs.codecs.shard_format import ShardChunks
+from zarrfs.engine.writeback import WriteBack
+from zarrfs.engine.written_masks import WrittenMasks
+from zarrfs.byte_ranges import ByteRange, Range
+from zarrfs.stores.local import LocalStore, Staged
 
 log = logging.getLogger(__name__)
 
@@ -344,8 +345,8 @@ class Array(WriteBack):
         return self._shard(coords).source.index()
 
     def _open_shard(self, coords) -> "Array":
-        origin = [c * s for c, s in zip(coords, self.chunk_shape)]
-        shape = [min(s, n - o) for s, n, o in zip(self.chunk_shape, self.shape, origin)]
+        origin = [c * s for c, s in zip(coords, self.chunk_shape, strict=False)]
+        shape = [min(s, n - o) for s, n, o in zip(self.chunk_shape, self.shape, origin, strict=False)]
         key = self.source.key(coords)
         source = ShardChunks(lambda byte_range: self.source.read(coords, byte_range), self.sharding, key,
                              read_ranges=lambda ranges: self.source.read_ranges(coords, ranges),
@@ -411,7 +412,7 @@ class Array(WriteBack):
 
     def _inside(self, coords) -> bool:
         """The chunk lies wholly inside the array (it does not overhang the edge)."""
-        return all((c + 1) * s <= n for c, s, n in zip(coords, self.chunk_shape, self.shape))
+        return all((c + 1) * s <= n for c, s, n in zip(coords, self.chunk_shape, self.shape, strict=False))
 
 
 def open_array(store: LocalStore, path: str, meta: ArrayMetadata, cache: ChunkCache) -> Array:

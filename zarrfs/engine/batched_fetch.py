@@ -16,7 +16,7 @@ reading ahead of the decode would only hold memory longer.
 import contextlib
 import threading
 
-from .geometry import chunk_parts
+from zarrfs.geometry import chunk_parts
 
 NOT_FETCHED = object()
 MAX_CHUNKS = 64  # chunks fetched in one batch; the rest of a read are read one by one

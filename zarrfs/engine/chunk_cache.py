@@ -6,9 +6,9 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .ahead import DecodeAhead
-from .buffers import scratch
-from .recent import RecentDecodes
+from zarrfs.engine.decode_ahead import DecodeAhead
+from zarrfs.engine.buffers import scratch
+from zarrfs.engine.recent_chunks import RecentDecodes
 
 MISSING = np.empty(0, dtype="u1")  # cached "this chunk is not stored": reads give the fill value
 GHOSTS = 8192  # chunks read once in part and not cached, remembered by key only

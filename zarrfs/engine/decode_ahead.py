@@ -24,7 +24,7 @@ from typing import Callable
 
 import numpy as np
 
-from .buffers import free, malloc_array
+from zarrfs.engine.buffers import free, malloc_array
 
 DEFAULT_BYTES = 16 << 20  # 16 chunks of 1 MiB: a stream's next 16 MiB
 STALE = 1.0  # seconds after which a decoded chunk no read took may be dropped for a newer one

@@ -8,11 +8,11 @@ import math
 
 import numpy as np
 
-from .ahead import Streams
-from .array import Array
-from .buffers import free, malloc_array
-from .errors import InvalidValueError, OutOfBoundsError, ReadOnlyError
-from .geometry import box_shape, c_order_boxes
+from zarrfs.engine.decode_ahead import Streams
+from zarrfs.engine.array import Array
+from zarrfs.engine.buffers import free, malloc_array
+from zarrfs.errors import InvalidValueError, OutOfBoundsError, ReadOnlyError
+from zarrfs.geometry import box_shape, c_order_boxes
 
 MAX_CODE_POINT = 0x10FFFF
 SPARSE_READ = 64 << 10  # reads smaller than this are random ones: the kernel's read-ahead sends more

@@ -17,9 +17,9 @@ from collections import Counter
 
 import numpy as np
 
-from .errors import ZarrfsError
-from .geometry import grid_shape
-from .sharding import EMPTY
+from zarrfs.errors import ZarrfsError
+from zarrfs.geometry import grid_shape
+from zarrfs.codecs.shard_format import EMPTY
 
 SEEK_DATA = getattr(os, "SEEK_DATA", 3)
 SEEK_HOLE = getattr(os, "SEEK_HOLE", 4)
@@ -46,7 +46,7 @@ def coords_of(relative: str, encoding, grid: tuple[int, ...]) -> tuple[int, ...]
     if len(parts) != len(grid) or not all(p.isdigit() for p in parts):
         return None
     coords = tuple(int(p) for p in parts)
-    return coords if all(c < g for c, g in zip(coords, grid)) else None
+    return coords if all(c < g for c, g in zip(coords, grid, strict=False)) else None
 
 
 class Presence:
@@ -56,7 +56,7 @@ class Presence:
     def __init__(self, shape, chunk_shape, present):
         self.shape, self.chunks = tuple(shape), tuple(chunk_shape)
         self.grid = grid_shape(self.shape, self.chunks)
-        present = {p for p in present if all(c < g for c, g in zip(p, self.grid))}
+        present = {p for p in present if all(c < g for c, g in zip(p, self.grid, strict=False))}
         self.stored = present
         self.scalar_present = () in present
         self.counts = Counter(p[:k] for p in present for k in range(1, len(self.shape) + 1))
@@ -87,7 +87,7 @@ class Presence:
             stored = range(math.prod(per_shard)) if index is None else np.flatnonzero(index[:, 0] != EMPTY)
             for flat in stored:
                 local = np.unravel_index(int(flat), per_shard) if per_shard else ()
-                present.append(tuple(s * n + int(i) for s, n, i in zip(coords, per_shard, local)))
+                present.append(tuple(s * n + int(i) for s, n, i in zip(coords, per_shard, local, strict=False)))
         return cls(meta.shape, inner, present)
 
     def find(self, element: int, data: bool) -> int | None:
@@ -105,7 +105,7 @@ class Presence:
         if found is None:
             return None
         flat = 0
-        for i, n in zip(found, self.shape):
+        for i, n in zip(found, self.shape, strict=False):
             flat = flat * n + i
         return flat
 

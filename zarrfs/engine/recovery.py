@@ -21,12 +21,12 @@ import time
 
 import numpy as np
 
-from .array import open_array
-from .cache import ChunkCache
-from .errors import ZarrfsError
-from .metadata import ArrayMetadata, parse_object
-from .nodes import parse_v2, read_metadata
-from .store import LocalStore
+from zarrfs.engine.array import open_array
+from zarrfs.engine.chunk_cache import ChunkCache
+from zarrfs.errors import ZarrfsError
+from zarrfs.format.v3 import ArrayMetadata, parse_object
+from zarrfs.nodes.documents import parse_v2, read_metadata
+from zarrfs.stores.local import LocalStore
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def replay(directory: str, force: bool = False) -> int:
     array = open_array(store, path, meta, ChunkCache(64 << 20))
     for record in manifest["pieces"]:
         values = np.load(os.path.join(directory, record["file"]), allow_pickle=False)
-        box = tuple(slice(a, a + n) for a, n in zip(record["start"], values.shape))
+        box = tuple(slice(a, a + n) for a, n in zip(record["start"], values.shape, strict=False))
         array.write(box, values)
         if array.shared.dirty_nbytes > 256 << 20:
             array.flush()

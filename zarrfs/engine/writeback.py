@@ -20,12 +20,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from .errors import ConflictError, CorruptChunkError
-from .geometry import Box, grid_shape
-from .store import Staged
-from .written import overlay
+from zarrfs.errors import ConflictError, CorruptChunkError
+from zarrfs.geometry import Box, grid_shape
+from zarrfs.stores.local import Staged
+from zarrfs.engine.written_masks import overlay
 
-log = logging.getLogger("zarrfs.array")  # its messages keep the name they were logged under before it moved out
+log = logging.getLogger(__name__)
 
 ENCODER_NICE = 10  # added to write-back threads' nice: they yield to request threads (see _yield_to_requests)
 CONFLICT_RETRIES = 5  # flushes of one batch against writers that keep changing the same values
@@ -164,7 +164,7 @@ class WriteBack:
     def _encode_batch(self) -> dict:
         """A shard view's batch, encoded: {inner chunk coords: bytes, or None to drop it}."""
         batch = list(self._flushing.items())
-        updates = dict(zip(self._flushing, _encoder_pool().map(lambda item: self._encode(*item), batch)))
+        updates = dict(zip(self._flushing, _encoder_pool().map(lambda item: self._encode(*item), batch), strict=False))
         for coords in self._flushing_shards:
             updates[coords] = self._build_shard(coords)
         return updates
@@ -242,11 +242,11 @@ class WriteBack:
         for coords in self._dirty_shards | self._flushing_shards:
             origin = [s.start for s in self._chunk_box(coords)]
             for box, values in self._shards[coords].unstored():
-                yield tuple(slice(o + s.start, o + s.stop) for o, s in zip(origin, box)), values
+                yield tuple(slice(o + s.start, o + s.stop) for o, s in zip(origin, box, strict=False)), values
 
     def _chunk_box(self, coords) -> Box:
         """The elements of chunk `coords` that lie inside the array."""
-        return tuple(slice(c * s, min((c + 1) * s, n)) for c, s, n in zip(coords, self.chunk_shape, self.shape))
+        return tuple(slice(c * s, min((c + 1) * s, n)) for c, s, n in zip(coords, self.chunk_shape, self.shape, strict=False))
 
     @property
     def dirty(self) -> bool:

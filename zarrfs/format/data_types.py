@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import numpy_types
-from .errors import MetadataError, UnsupportedError
+from zarrfs.format import numpy_types
+from zarrfs.errors import MetadataError, UnsupportedError
 
 _NUMERIC = {
     "bool": "|b1",
@@ -72,7 +72,7 @@ def parse_data_type(value, where: str = "data_type") -> DataType:
     if value in _NUMERIC:
         return DataType(value, np.dtype(_NUMERIC[value]))
     if value in numpy_types.PARAMETRIC:
-        return DataType(value, numpy_types.PARAMETRIC[value](config, f"{where}.configuration"))
+        return DataType(value, numpy_types.PARAMETRIC[value](config, f"{where}.configuration", _field_type))
     if value in numpy_types.V2_OBJECT:
         raise MetadataError(f"{where}: {value!r} is a Zarr v2 dtype, not a v3 data type (variable-length text "
                             f"is 'string', bytes 'variable_length_bytes')")
@@ -196,3 +196,7 @@ def _an_end_differs(data: np.ndarray, fill: np.ndarray) -> bool:
         if data[tuple(slice(i, i + 1) for i in index)].tobytes() != want:
             return True
     return False
+
+
+def _field_type(document, where: str) -> np.dtype:
+    return parse_data_type(document, where).numpy

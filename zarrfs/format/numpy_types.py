@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 
-from .errors import MetadataError, UnsupportedError
+from zarrfs.errors import MetadataError, UnsupportedError
 
 TIME_UNITS = {"Y", "M", "W", "D", "h", "m", "s", "ms", "us", "μs", "ns", "ps", "fs", "as", "generic"}
 TEXT_TYPES, BYTES_TYPES = {"string", "vlen-utf8"}, {"variable_length_bytes", "vlen-bytes", "bytes"}
@@ -40,7 +40,7 @@ def _length(config: dict, where: str, multiple: int = 1) -> int:
 
 
 def _time(kind: str):
-    def parse(config: dict, where: str) -> np.dtype:
+    def parse(config: dict, where: str, field_type=None) -> np.dtype:
         unit, scale = config.get("unit"), config.get("scale_factor", 1)
         if unit not in TIME_UNITS:
             raise MetadataError(f"{where}.unit must be one of {sorted(TIME_UNITS)}, not {unit!r}")
@@ -50,9 +50,9 @@ def _time(kind: str):
     return parse
 
 
-def _structured(config: dict, where: str) -> np.dtype:
-    from .dtypes import parse_data_type  # the field types are Zarr data types themselves
-
+def _structured(config: dict, where: str, field_type) -> np.dtype:
+    """field_type(document, where) -> np.dtype: the fields are Zarr data types themselves, parsed by
+    the data-type module that calls this one."""
     fields = config.get("fields")
     if not isinstance(fields, list) or not fields:
         raise MetadataError(f"{where}.fields must be a non-empty list of [name, data_type] pairs")
@@ -60,7 +60,7 @@ def _structured(config: dict, where: str) -> np.dtype:
     for i, field in enumerate(fields):
         if not (isinstance(field, list) and len(field) == 2 and isinstance(field[0], str)):
             raise MetadataError(f"{where}.fields[{i}] must be a [name, data_type] pair, not {field!r}")
-        dt = parse_data_type(field[1], f"{where}.fields[{i}]").numpy
+        dt = field_type(field[1], f"{where}.fields[{i}]")
         if dt.kind == "O":
             raise UnsupportedError(f"{where}.fields[{i}]: a variable-length field has no fixed size")
         parsed.append((field[0], dt))
@@ -77,11 +77,12 @@ def _bounded(dtype: np.dtype, where: str) -> np.dtype:
 
 
 PARAMETRIC = {
+    # each parser: (configuration, where, field_type) -> np.dtype; only structs use field_type
     "numpy.datetime64": _time("M"),
     "numpy.timedelta64": _time("m"),
-    "fixed_length_utf32": lambda c, w: np.dtype(f"<U{_length(c, w, 4) // 4}"),
-    "null_terminated_bytes": lambda c, w: np.dtype(f"S{_length(c, w)}"),
-    "raw_bytes": lambda c, w: np.dtype(f"V{_length(c, w)}"),
+    "fixed_length_utf32": lambda c, w, _: np.dtype(f"<U{_length(c, w, 4) // 4}"),
+    "null_terminated_bytes": lambda c, w, _: np.dtype(f"S{_length(c, w)}"),
+    "raw_bytes": lambda c, w, _: np.dtype(f"V{_length(c, w)}"),
     "structured": _structured,
 }
 

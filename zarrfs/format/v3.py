@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .dtypes import DataType, parse_data_type
-from .errors import MetadataError, UnsupportedError
+from zarrfs.format.data_types import DataType, parse_data_type
+from zarrfs.errors import MetadataError, UnsupportedError
 
 MAX_NBYTES = 2**63 - 1
 MAX_DEPTH = 100  # nesting of JSON values in a document: deeper is refused, not recursed into
@@ -120,7 +120,7 @@ def _parse_array(doc: dict, where: str) -> ArrayMetadata:
 def _check_depth(doc, where: str) -> None:
     """Refuse documents nested past MAX_DEPTH, without recursion: later code may recurse."""
     level = [doc]
-    for depth in range(MAX_DEPTH + 1):
+    for _depth in range(MAX_DEPTH + 1):
         level = [v for value in level for v in (value.values() if isinstance(value, dict) else value)
                  if isinstance(v, (dict, list))]
         if not level:

@@ -23,15 +23,17 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from . import consolidated, nodes, textview
-from .codecs import ChunkSpec, CodecChain
-from .errors import MetadataError, StoreError, UnsupportedError, ZarrfsError
-from .metadata import ArrayMetadata, GroupMetadata
-from .georeference import Georeferencer
-from .store import LocalStore
-from .views import DEFAULT_VIEWS, VIEWS, info_of
-from .views import preview
-from .views.cache import HeaderCache
+from zarrfs.nodes import consolidated
+from zarrfs.nodes import documents as nodes
+from zarrfs.views import text as textview
+from zarrfs.codecs.chain import ChunkSpec, CodecChain
+from zarrfs.errors import MetadataError, StoreError, UnsupportedError, ZarrfsError
+from zarrfs.format.v3 import ArrayMetadata, GroupMetadata
+from zarrfs.views.georeferencing import Georeferencer
+from zarrfs.stores.local import LocalStore
+from zarrfs.views import DEFAULT_VIEWS, VIEWS, info_of
+from zarrfs.views import preview
+from zarrfs.views.header_cache import HeaderCache
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import errno
 import threading
 from collections import OrderedDict
 
-from .libfuse import mfusepy
+from zarrfs.fuse.libfuse import mfusepy
 
 FUSE_READDIR_PLUS = 1  # the kernel asks for attributes with the names
 FUSE_FILL_DIR_PLUS = 2  # this entry carries them

@@ -4,11 +4,11 @@ import errno
 import functools
 import logging
 
-from .libfuse import mfusepy
+from zarrfs.fuse.libfuse import mfusepy
 
-from .errors import CorruptChunkError, ZarrfsError
+from zarrfs.errors import CorruptChunkError, ZarrfsError
 
-log = logging.getLogger("zarrfs.operations")
+log = logging.getLogger(__name__)
 
 
 def errno_boundary(method):

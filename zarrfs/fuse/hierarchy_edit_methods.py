@@ -3,7 +3,7 @@ options, _open_draft and _refuse): each delegates to shaping.py under the errno 
 
 import errno
 
-from .boundary import errno_boundary, fail
+from zarrfs.fuse.errno_boundary import errno_boundary, fail
 
 
 class ShapingMethods:

@@ -19,7 +19,7 @@ import os
 import queue
 import threading
 
-from .libfuse import mfusepy
+from zarrfs.fuse.libfuse import mfusepy
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ other request is decoded into new memory, as before into libfuse's.
 
 import ctypes
 
-from .buffers import calloc, free, malloc_array
+from zarrfs.engine.buffers import calloc, free, malloc_array
 
 
 class FuseBuf(ctypes.Structure):  # struct fuse_buf (fuse_common.h)

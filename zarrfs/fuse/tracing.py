@@ -10,8 +10,8 @@ import ctypes
 import logging
 import time
 
-from .binding import ZarrFUSE
-from .replies import FuseBufvec
+from zarrfs.fuse.binding import ZarrFUSE
+from zarrfs.fuse.replies import FuseBufvec
 
 log = logging.getLogger(__name__)
 

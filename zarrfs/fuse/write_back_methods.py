@@ -7,10 +7,10 @@ import os
 import tempfile
 import time
 
-from . import recovery
-from .errors import ZarrfsError
+from zarrfs.engine import recovery
+from zarrfs.errors import ZarrfsError
 
-log = logging.getLogger("zarrfs.operations")  # its messages keep the name they were logged under before it moved out
+log = logging.getLogger(__name__)
 
 SHUTDOWN_TRIES = 4  # write-back attempts at unmount, a second apart, before the data is saved aside
 

@@ -17,9 +17,9 @@ which the kernel remembers: it asks no more and answers ENOTSUP itself.
 import errno
 import json
 
-from .boundary import errno_boundary, fail
-from .hierarchy import DATA, DIR, DOCUMENT, HEADER, PREVIEW, SIDECAR, TEXT, Entry
-from .metadata import ArrayMetadata
+from zarrfs.fuse.errno_boundary import errno_boundary, fail
+from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, HEADER, PREVIEW, SIDECAR, TEXT, Entry
+from zarrfs.format.v3 import ArrayMetadata
 
 OCTETS, JSON, TEXT_PLAIN = "application/octet-stream", "application/json", "text/plain"
 HEADER_TYPES = {"envi": TEXT_PLAIN, "mhd": TEXT_PLAIN, "nrrd": TEXT_PLAIN, "vrt": "application/xml",

@@ -17,9 +17,9 @@ import json
 import logging
 from dataclasses import dataclass
 
-from .errors import MetadataError
-from .metadata import load_document
-from .nodes import ZARR_JSON, ZARRAY, ZATTRS, ZGROUP, ZMETADATA, Documents
+from zarrfs.errors import MetadataError
+from zarrfs.format.v3 import load_document
+from zarrfs.nodes.documents import ZARR_JSON, ZARRAY, ZATTRS, ZGROUP, ZMETADATA, Documents
 
 log = logging.getLogger(__name__)
 

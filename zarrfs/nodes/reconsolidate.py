@@ -9,8 +9,8 @@ The copy is edited as JSON, so members zarrfs does not know are kept as they are
 
 import json
 
-from .metadata import load_document
-from .nodes import ZARR_JSON, ZMETADATA
+from zarrfs.format.v3 import load_document
+from zarrfs.nodes.documents import ZARR_JSON, ZMETADATA
 
 
 class Edit:

@@ -10,11 +10,11 @@ import math
 
 import numpy as np
 
-from .dtypes import DataType
-from .errors import MetadataError, UnsupportedError
-from .metadata import MAX_NBYTES, ArrayMetadata, ChunkKeyEncoding, GroupMetadata, int_list, load_document
-from .numcodecs_codecs import PREFIX, V2_FILTERS, VLEN, get_codec
-from .numpy_types import V2_OBJECT, little_endian, parse_v2_dtype
+from zarrfs.format.data_types import DataType
+from zarrfs.errors import MetadataError, UnsupportedError
+from zarrfs.format.v3 import MAX_NBYTES, ArrayMetadata, ChunkKeyEncoding, GroupMetadata, int_list, load_document
+from zarrfs.codecs.numcodecs_adapter import PREFIX, V2_FILTERS, VLEN, get_codec
+from zarrfs.format.numpy_types import V2_OBJECT, little_endian, parse_v2_dtype
 
 BLOSC_SHUFFLES = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
 

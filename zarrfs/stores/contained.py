@@ -12,7 +12,7 @@ import errno
 import os
 import stat
 
-from .errors import StoreError
+from zarrfs.errors import StoreError
 
 _SYS_OPENAT2 = {"x86_64": 437, "aarch64": 437, "riscv64": 437, "ppc64le": 437, "s390x": 437}.get(os.uname().machine)
 _RESOLVE_NO_MAGICLINKS = 0x02  # /proc/self/fd/N style links

@@ -6,32 +6,17 @@ import logging
 import os
 from typing import NamedTuple
 
-from . import localtree
-from .localtree import TEMP_PREFIX, NodeDirectories
-from .beneath import Beneath, key_parts
-from .errors import StoreError
-from .releases import releases, worth_holding
+from zarrfs.stores import local_nodes as localtree
+from zarrfs.stores.local_nodes import TEMP_PREFIX, NodeDirectories
+from zarrfs.stores.contained import Beneath, key_parts
+from zarrfs.byte_ranges import ByteRange, Suffix
+from zarrfs.errors import StoreError
+from zarrfs.stores.deferred_release import releases, worth_holding
 
 log = logging.getLogger(__name__)
 
 _temporaries = itertools.count()  # unique names without mkstemp's random tries
 HELD_AT_ONCE = 32  # references to replaced values a publish holds before handing them over
-
-
-class Range(NamedTuple):
-    """`length` bytes from `start`."""
-
-    start: int
-    length: int
-
-
-class Suffix(NamedTuple):
-    """The last `length` bytes."""
-
-    length: int
-
-
-ByteRange = Range | Suffix | None
 
 
 class Staged(NamedTuple):
@@ -132,7 +117,7 @@ class LocalStore(NodeDirectories):
             for key, temporary in staged:
                 if temporary is None:
                     self._unlink(key, directories, replaced)
-            for key, fd in directories.items():
+            for fd in directories.values():
                 os.fsync(fd)
         except OSError as e:
             self.discard(pending)

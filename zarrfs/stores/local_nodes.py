@@ -20,8 +20,8 @@ import logging
 import os
 import shutil
 
-from .beneath import Beneath, key_parts
-from .errors import StoreError
+from zarrfs.stores.contained import Beneath, key_parts
+from zarrfs.errors import StoreError
 
 log = logging.getLogger(__name__)
 

@@ -25,9 +25,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import obstore
 
-from .errors import StoreError
-from .nodes import DOCUMENT_NAMES
-from .store import TEMP_PREFIX
+from zarrfs.errors import StoreError
+from zarrfs.nodes.documents import DOCUMENT_NAMES
+from zarrfs.stores.local import TEMP_PREFIX
 
 WORKERS = 16  # concurrent copies and deletions
 TOMBSTONE = f"{TEMP_PREFIX}deleted"

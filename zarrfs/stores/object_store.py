@@ -32,10 +32,11 @@ from obstore.exceptions import (AlreadyExistsError, NotFoundError, NotSupportedE
 
 NOT_FOUND = (NotFoundError, FileNotFoundError)  # obstore raises the builtin for a missing key
 
-from .beneath import key_parts
-from .errors import ConflictError, StoreError
-from . import objecttree
-from .store import TEMP_PREFIX, ByteRange, Range, Staged, Suffix
+from zarrfs.stores.contained import key_parts
+from zarrfs.errors import ConflictError, StoreError
+from zarrfs.stores import object_nodes as objecttree
+from zarrfs.byte_ranges import ByteRange, Range, Suffix
+from zarrfs.stores.local import TEMP_PREFIX, Staged
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +151,7 @@ class ObjectStore:
 
     def get_many(self, keys: list[str]) -> dict[str, bytes | None]:
         """Whole values of several keys, fetched concurrently."""
-        return dict(zip(keys, self._fetchers.map(self.get, keys)))
+        return dict(zip(keys, self._fetchers.map(self.get, keys), strict=False))
 
     def _document(self, key: str) -> _Document:
         cached = self._documents.get(key)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from urllib.parse import urlsplit, urlunsplit
 
-from .errors import StoreError
-from .store import LocalStore
+from zarrfs.errors import StoreError
+from zarrfs.stores.local import LocalStore
 
 SCHEMES = {"s3", "gs", "az", "http", "https"}
 
@@ -45,7 +45,7 @@ def public_url(source: str) -> str:
 def open_store(source: str, read_only: bool, remote: RemoteOptions):
     if not is_remote(source):
         return LocalStore(source, read_only=read_only)
-    from .objectstore import ObjectStore  # obstore is needed only for remote sources
+    from zarrfs.stores.object_store import ObjectStore  # obstore is needed only for remote sources
 
     scheme = urlsplit(source).scheme
     if urlsplit(source).password or urlsplit(source).username:

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from seaweed import free_ports
+from zarrfs.testing.seaweed import free_ports
 
 CONFIG = """
 {user}daemon off;

@@ -9,8 +9,8 @@ has, and nothing here reads a chunk.
 from dataclasses import dataclass
 from typing import Callable
 
-from . import envi, mhd, nifti, npy, nrrd, vrt
-from .info import ArrayInfo, info_of
+from zarrfs.views import envi, mhd, nifti, npy, nrrd, vrt
+from zarrfs.views.info import ArrayInfo, info_of
 
 
 @dataclass(frozen=True)

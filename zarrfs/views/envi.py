@@ -2,8 +2,8 @@
 sequential: the last axis is samples, the one before it lines, the leading axes fold into bands.
 ENVI has no int8 (GDAL would read it as unsigned) and no float16 or raw types."""
 
-from .georef import map_info
-from .info import ArrayInfo, raster
+from zarrfs.views.geotransform import map_info
+from zarrfs.views.info import ArrayInfo, raster
 
 # ENVI "data type" codes; bool is one byte, 0 or 1
 CODES = {"bool": 1, "uint8": 1, "int16": 2, "int32": 3, "float32": 4, "float64": 5, "complex64": 6,

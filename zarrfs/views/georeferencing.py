@@ -7,12 +7,12 @@ import logging
 
 import numpy as np
 
-from .array import open_array
-from .cache import ChunkCache
-from .errors import ZarrfsError
-from .metadata import ArrayMetadata
-from .views.georef import Georef, crs_of, from_attributes, from_coordinates
-from .views.info import dimension_names
+from zarrfs.engine.array import open_array
+from zarrfs.engine.chunk_cache import ChunkCache
+from zarrfs.errors import ZarrfsError
+from zarrfs.format.v3 import ArrayMetadata
+from zarrfs.views.geotransform import Georef, crs_of, from_attributes, from_coordinates
+from zarrfs.views.info import dimension_names
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class Georeferencer:
         if found is not None or explicit or names is None or len(meta.shape) < 2 or None in names[-2:]:
             return found
         (y_name, y), (x_name, x) = [(name, self._coordinates(parent, name, size))
-                                    for name, size in zip(names[-2:], meta.shape[-2:])]
+                                    for name, size in zip(names[-2:], meta.shape[-2:], strict=False)]
         if x is None or y is None:
             return None
         crs = crs_of(meta.attributes) or (crs_of(grid_mapping) if grid_mapping else None)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..metadata import ArrayMetadata
+from zarrfs.format.v3 import ArrayMetadata
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 a 1-D array is an N x 1 image (ITK reads no 1-D images); complex is two channels (real,
 imaginary). No float16 or raw types."""
 
-from .info import ArrayInfo, plain, raster
+from zarrfs.views.info import ArrayInfo, plain, raster
 
 ELEMENT_TYPES = {"bool": "MET_UCHAR", "int8": "MET_CHAR", "uint8": "MET_UCHAR", "int16": "MET_SHORT",
                  "uint16": "MET_USHORT", "int32": "MET_INT", "uint32": "MET_UINT", "int64": "MET_LONG_LONG",

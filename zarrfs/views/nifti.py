@@ -4,7 +4,7 @@ most 32767. No float16 or raw types."""
 
 import struct
 
-from .info import ArrayInfo, raster
+from zarrfs.views.info import ArrayInfo, raster
 
 DATATYPES = {"bool": 2, "uint8": 2, "int16": 4, "int32": 8, "float32": 16, "complex64": 32, "float64": 64,
              "int8": 256, "uint16": 512, "uint32": 768, "int64": 1024, "uint64": 1280, "complex128": 1792}

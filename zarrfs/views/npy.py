@@ -6,7 +6,7 @@ import io
 
 import numpy as np
 
-from .info import ArrayInfo
+from zarrfs.views.info import ArrayInfo
 
 
 def header(info: ArrayInfo) -> bytes:

@@ -2,7 +2,7 @@
 complex gets an extra fastest axis of size 2 (kind "complex"); raw types are `block`. No float16.
 Dimension names become the axis labels."""
 
-from .info import ArrayInfo, plain, raster
+from zarrfs.views.info import ArrayInfo, plain, raster
 
 TYPES = {"bool": "uint8", "int8": "int8", "uint8": "uint8", "int16": "int16", "uint16": "uint16",
          "int32": "int32", "uint32": "uint32", "int64": "int64", "uint64": "uint64", "float32": "float",

@@ -4,8 +4,8 @@ shifted by the header's length. Writes may repeat the header's bytes (a `cp` of 
 
 import numpy as np
 
-from .errors import HeaderWriteError
-from .rawfile import RawFile
+from zarrfs.errors import HeaderWriteError
+from zarrfs.engine.flat_file import RawFile
 
 
 class PrefixedFile:

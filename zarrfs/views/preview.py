@@ -56,7 +56,7 @@ def plan(meta) -> Plan | None:
     chunk_shape = _decoded_chunk_shape(meta)
     step = max(1, -(-max(meta.shape[-2:]) // MAX_SIDE))
     touched = 1
-    for n, c in zip(meta.shape[-2:], chunk_shape[-2:]):
+    for n, c in zip(meta.shape[-2:], chunk_shape[-2:], strict=False):
         touched *= len({i // c for i in range(0, n, step)})
     if touched * math.prod(chunk_shape) * meta.data_type.numpy.itemsize > BUDGET:
         return None

@@ -16,8 +16,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .array import open_array
-from .errors import UnsupportedError
+from zarrfs.engine.array import open_array
+from zarrfs.errors import UnsupportedError
 
 TEXT_LIMIT = 1 << 30  # bytes of text made for one file: a larger array is refused, not rendered
 FORMAT = ("UTF-8, one element per line in C order; escapes: \\\\ is a backslash, \\n a newline, "

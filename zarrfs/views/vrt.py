@@ -6,8 +6,8 @@ of bands in a few lines."""
 
 from xml.sax.saxutils import escape
 
-from .georef import geotransform, srs
-from .info import ArrayInfo, raster
+from zarrfs.views.geotransform import geotransform, srs
+from zarrfs.views.info import ArrayInfo, raster
 
 GDAL_TYPES = {"bool": "Byte", "uint8": "Byte", "int8": "Int8", "int16": "Int16", "uint16": "UInt16",
               "int32": "Int32", "uint32": "UInt32", "int64": "Int64", "uint64": "UInt64", "float32": "Float32",
@@ -50,7 +50,7 @@ def _band_names(info: ArrayInfo):
         for size in reversed(leading):
             band, i = divmod(band, size)
             index.append(i)
-        return ",".join(f"{label}={i}" for label, i in zip(labels, reversed(index)))
+        return ",".join(f"{label}={i}" for label, i in zip(labels, reversed(index), strict=False))
 
     return name
 
