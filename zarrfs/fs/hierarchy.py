@@ -379,34 +379,52 @@ def is_text(node: Node) -> bool:
     return node.meta is not None and node.meta.data_type.numpy.kind == "O"
 
 
+DESCRIBED = ("shape", "dtype", "dimension_names", "chunk_shape", "codecs", "attributes")  # described()'s fields
+
+
+def described(meta: ArrayMetadata) -> dict:
+    """The facts the sidecar and the extended attributes (xattrs.py) both give, made here once so
+    that each is the same JSON value in both. The codecs are the stored document's (a v2 array's:
+    the chain its documents become), which a user can check against zarr.json."""
+    names = meta.dimension_names
+    if names is None and isinstance(meta.attributes.get("_ARRAY_DIMENSIONS"), list):
+        names = meta.attributes["_ARRAY_DIMENSIONS"]
+    return {
+        "shape": list(meta.shape),
+        "dtype": None if meta.data_type.numpy.kind == "O" else meta.data_type.array_interface,
+        "dimension_names": None if names is None else list(names),
+        "chunk_shape": list(meta.chunk_shape),
+        "codecs": list(meta.codecs) if meta.zarr_format == 2 else meta.document["codecs"],
+        "attributes": meta.attributes,
+    }
+
+
 def sidecar(meta: ArrayMetadata, data_file: str, views: dict[str, str] | None = None) -> bytes:
     """The JSON sidecar: everything a reader needs to interpret the .bin (or .txt) file."""
     doc = meta.document
     v2 = meta.zarr_format == 2
     sharding = next((c for c in meta.codecs if c["name"] == "sharding_indexed"), None)
-    names = meta.dimension_names
-    if names is None and isinstance(meta.attributes.get("_ARRAY_DIMENSIONS"), list):
-        names = meta.attributes["_ARRAY_DIMENSIONS"]
+    facts = described(meta)
     body = {
-        "shape": list(meta.shape),
-        "dtype": meta.data_type.array_interface,
+        "shape": facts["shape"],
+        "dtype": facts["dtype"],
         "data_type": doc["dtype"] if v2 else meta.data_type.name,
         "itemsize": meta.data_type.itemsize,
         "nbytes": meta.nbytes,
         "order": "C",
         "byte_order": "little",
         "fill_value": doc["fill_value"],
-        "dimension_names": None if names is None else list(names),
-        "chunk_shape": list(meta.chunk_shape),
+        "dimension_names": facts["dimension_names"],
+        "chunk_shape": facts["chunk_shape"],
         "inner_chunk_shape": sharding["configuration"].get("chunk_shape") if sharding else None,
-        "codecs": list(meta.codecs) if v2 else doc["codecs"],
-        "attributes": meta.attributes,
+        "codecs": facts["codecs"],
+        "attributes": facts["attributes"],
         "data_file": data_file,
         "zarr_format": meta.zarr_format,
         "views": views or {},  # format -> the header file beside data_file
     }
     if meta.data_type.numpy.kind == "O":  # shown as text (see textview.py)
-        body.update(dtype=None, itemsize=None, nbytes=None, byte_order=None, data_file=None, text_file=data_file.removesuffix(".bin") + ".txt",
+        body.update(itemsize=None, nbytes=None, byte_order=None, data_file=None, text_file=data_file.removesuffix(".bin") + ".txt",
                     text_format=textview.FORMAT)
     if meta.data_type.numpy.kind in "Mm":
         unit, count = np.datetime_data(meta.data_type.numpy)

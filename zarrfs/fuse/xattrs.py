@@ -6,8 +6,8 @@ sets and removes one attribute of the node (shaping.py).
     user.zarr.attributes                      JSON, on a group's directory and documents
     user.mime_type                            on every file (the freedesktop.org attribute)
 
-Values are made from the parsed metadata alone, as the sidecar is. Names outside user.* (the
-security.selinux and system.posix_acl_access that `ls -l` asks of every file) are answered
+Values are the sidecar's own (hierarchy.described), serialized compactly. Names outside user.*
+(the security.selinux and system.posix_acl_access that `ls -l` asks of every file) are answered
 ENOTSUP, "not supported by this file system": coreutils' ls then stops asking for the rest of
 the mount, where ENODATA ("this file has none") made it ask again for each file, two requests
 an entry that the kernel does not cache. With -o noxattr every request is answered ENOSYS,
@@ -18,7 +18,7 @@ import errno
 import json
 
 from zarrfs.fuse.errno_boundary import errno_boundary, fail
-from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, HEADER, PREVIEW, SIDECAR, TEXT, Entry
+from zarrfs.fs.hierarchy import DATA, DESCRIBED, DIR, DOCUMENT, HEADER, PREVIEW, SIDECAR, TEXT, Entry, described
 from zarrfs.format.v3 import ArrayMetadata
 
 OCTETS, JSON, TEXT_PLAIN = "application/octet-stream", "application/json", "text/plain"
@@ -44,8 +44,7 @@ def mime_type(entry: Entry) -> str | None:
     return None  # a directory: file managers know it already
 
 
-ARRAY_NAMES = ("user.zarr.shape", "user.zarr.dtype", "user.zarr.dimension_names", "user.zarr.chunk_shape",
-               "user.zarr.codecs", "user.zarr.attributes")
+ARRAY_NAMES = tuple(f"user.zarr.{field}" for field in DESCRIBED)
 
 
 def names(entry: Entry) -> list[str]:
@@ -63,18 +62,8 @@ def extended_attributes(entry: Entry) -> dict[str, bytes]:
     """Name -> value of every attribute of the entry."""
     found = {}
     meta = entry.node.meta
-    if _describes_array(entry):
-        names = meta.dimension_names
-        if names is None and isinstance(meta.attributes.get("_ARRAY_DIMENSIONS"), list):
-            names = meta.attributes["_ARRAY_DIMENSIONS"]
-        found = {
-            "user.zarr.shape": _json(list(meta.shape)),
-            "user.zarr.dtype": _json(None if meta.data_type.numpy.kind == "O" else meta.data_type.array_interface),
-            "user.zarr.dimension_names": _json(None if names is None else list(names)),
-            "user.zarr.chunk_shape": _json(list(meta.chunk_shape)),
-            "user.zarr.codecs": _json(list(meta.codecs)),
-            "user.zarr.attributes": _json(meta.attributes),
-        }
+    if _describes_array(entry):  # the sidecar's own values (hierarchy.described)
+        found = {f"user.zarr.{field}": _json(value) for field, value in described(meta).items()}
     elif meta is not None:
         found = {"user.zarr.attributes": _json(meta.attributes)}
     mime = mime_type(entry)

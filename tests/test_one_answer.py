@@ -1,0 +1,61 @@
+"""One fact, one answer: every field the extended attributes (user.zarr.*) share with the sidecar
+NAME.json is the same JSON value, serialized the same way, for every kind of array: v2 and v3,
+sharded, numcodecs codecs, text arrays. The codecs are the stored document's, as in zarr.json."""
+
+import json
+import os
+import subprocess
+import warnings
+
+import numcodecs
+import numpy as np
+import zarr
+from mounting import mounted
+from zarr.codecs import numcodecs as zn
+
+SHARED = ("shape", "dtype", "dimension_names", "chunk_shape", "codecs", "attributes")
+
+
+def build(root) -> list[str]:
+    """A matrix of arrays made by zarr-python; returns the stems of their files."""
+    group = zarr.open_group(str(root), mode="w", zarr_format=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        group.create_array("flags", shape=(20,), chunks=(8,), dtype=bool)[...] = np.arange(20) % 3 == 0
+        group.create_array("bytes_only", shape=(6,), chunks=(6,), dtype="uint8", compressors=None)[...] = 7
+        group.create_array("named", shape=(4, 6), chunks=(2, 3), dtype="<f8", dimension_names=["y", "x"],
+                           attributes={"units": "K", "scale": [1.5, float("nan")], "é": None})[...] = 1.25
+        group.create_array("sharded", shape=(8, 8), chunks=(2, 2), shards=(4, 4), dtype="int32")[...] = 3
+        group.create_array("zlibbed", shape=(10,), chunks=(5,), dtype="int64", filters=[zn.Delta(dtype="<i8")],
+                           compressors=[zn.Zlib(level=3)])[...] = np.arange(10)
+        group.create_array("words", shape=(3,), chunks=(2,), dtype=str)[...] = ["a", "b", "ç"]
+        v2 = zarr.open_group(str(root / "old"), mode="w", zarr_format=2)
+        v2.create_array("plain", shape=(5, 4), chunks=(2, 2), dtype=">i2", order="F",
+                        attributes={"_ARRAY_DIMENSIONS": ["t", "x"]})[...] = 9
+        v2.create_array("filtered", shape=(8,), chunks=(4,), dtype="<i4", filters=[numcodecs.Delta(dtype="<i4")],
+                        compressors=numcodecs.Blosc(cname="zstd"))[...] = np.arange(8)
+        v2.create_array("texts", shape=(3,), chunks=(2,), dtype=str)[...] = ["x", "y", "z"]
+    return ["flags", "bytes_only", "named", "sharded", "zlibbed", "words",
+            "old/plain", "old/filtered", "old/texts"]
+
+
+def serialized(value) -> bytes:
+    return json.dumps(value, separators=(", ", ": ")).encode()
+
+
+def test_every_shared_field_is_the_same_json_in_the_xattrs_and_the_sidecar(tmp_path):
+    stems = build(tmp_path / "s.zarr")
+    with mounted(tmp_path / "s.zarr", tmp_path, "ro") as m:
+        for stem in stems:
+            sidecar = json.loads((m / f"{stem}.json").read_text())
+            data = m / (sidecar["data_file"] and f"{stem}.bin" or f"{stem}.txt")
+            for path in (m / f"{stem}.json", data):
+                for field in SHARED:
+                    value = os.getxattr(path, f"user.zarr.{field}")
+                    assert value == serialized(sidecar[field]), (stem, path.name, field)
+            dump = subprocess.run(["getfattr", "--absolute-names", "--only-values", "-n", "user.zarr.codecs", str(data)],
+                                  capture_output=True, check=True).stdout
+            assert json.loads(dump) == sidecar["codecs"]
+            if sidecar["zarr_format"] == 3:  # what a user can check against the stored document
+                assert sidecar["codecs"] == json.loads((m.source / stem / "zarr.json").read_text())["codecs"]
+
