@@ -2,12 +2,14 @@
 
 v3 names them `numcodecs.<id>` with the numcodecs configuration (as zarr-python writes them);
 KINDS says which role each id plays. Array->array codecs (delta, fixedscaleoffset, quantize,
-bitround, astype) change the element representation; bytes->bytes codecs (zlib, bz2, lzma, lz4,
+bitround, astype) change the element representation, packbits packs bools into bits; bytes->bytes codecs (zlib, bz2, lzma, lz4,
 the checksums) pass bytes through; pcodec and zfpy turn arrays into bytes.
 
 A Zarr v2 array's `filters` run as v2 runs them, on the stored dtype, in one array->bytes codec
 (V2_FILTERS), so that any filter chain reads and writes as the v2 writer made it.
 """
+
+import math
 
 import numcodecs
 import numpy as np
@@ -20,9 +22,10 @@ from zarrfs.errors import CorruptChunkError, EncodeError, MetadataError, Unsuppo
 from zarrfs.format.numpy_types import V2_OBJECT, little_endian, parse_v2_dtype
 
 PREFIX = "numcodecs."
-V2_FILTERS = "zarrfs.v2_filters"  # made only by the v2 reader: {"dtype": stored dtype, "filters": [...]}
+V2_FILTERS = "zarrfs.v2_filters"  # made only by the v2 reader: {"dtype": stored dtype, "filters": [...]},
+# and "compressor": {...} when the compressor is array->bytes (pcodec): it runs after the filters
 KINDS = {
-    **dict.fromkeys(["delta", "fixedscaleoffset", "quantize", "bitround", "astype"], "array->array"),
+    **dict.fromkeys(["delta", "fixedscaleoffset", "quantize", "bitround", "astype", "packbits"], "array->array"),
     **dict.fromkeys(["pcodec", "zfpy", "vlen-utf8", "vlen-bytes"], "array->bytes"),
     **dict.fromkeys(["zlib", "gzip", "bz2", "lzma", "lz4", "zstd", "blosc", "shuffle", "adler32", "fletcher32",
                      "crc32", "crc32c", "jenkins_lookup3"], "bytes->bytes"),
@@ -61,6 +64,8 @@ def codec_class(name: str, where: str) -> type | None:
     kind = KINDS.get(codec_id)
     if kind is None:
         raise UnsupportedError(f"{where}: unsupported codec")
+    if codec_id in OWN_ADAPTERS:
+        return OWN_ADAPTERS[codec_id]
     if codec_id not in _classes:
         base = {"array->array": NumcodecsArrayCodec, "array->bytes": NumcodecsArrayBytesCodec,
                 "bytes->bytes": NumcodecsBytesCodec}[kind]
@@ -140,6 +145,36 @@ class NumcodecsArrayCodec(_Adapter):
         return nbytes // self.spec.data_type.itemsize * self.encoded.itemsize if self.spec.data_type.itemsize else 0
 
 
+class NumcodecsPackBitsCodec(_Adapter):
+    """numcodecs' packbits: a bool chunk becomes one byte saying how many bits pad the last byte,
+    then the bits, eight to a byte; the encoded side is that 1-D uint8 array, as zarr-python
+    resolves it."""
+
+    kind, id = "array->array", "packbits"
+    encoded = DataType("uint8", np.dtype("u1"))
+
+    def __init__(self, config, spec, where):
+        if spec.data_type.numpy.kind != "b":
+            raise MetadataError(f"{where}: packbits packs bool arrays, not {spec.data_type.name}")
+        super().__init__(config, spec, where)
+        self.count = math.prod(spec.shape)
+
+    def resolve(self, spec):
+        return ChunkSpec((self.encoded_size(self.count),), self.encoded, np.zeros((), "u1"))
+
+    def encode(self, array: np.ndarray) -> np.ndarray:
+        return ensure_ndarray(self._encode(np.ascontiguousarray(array)))
+
+    def decode(self, array: np.ndarray) -> np.ndarray:
+        out = ensure_ndarray(self._call(self.impl.decode, np.ascontiguousarray(array)))
+        if out.size != self.count:  # the first byte may claim any padding
+            raise CorruptChunkError(f"packbits decoded {out.size} elements, expected {self.count}")
+        return out.reshape(self.spec.shape)
+
+    def encoded_size(self, nbytes):
+        return 1 + -(-nbytes // 8)  # a bool is one byte: nbytes elements
+
+
 class NumcodecsArrayBytesCodec(_Adapter):
     kind = "array->bytes"
 
@@ -153,6 +188,9 @@ class NumcodecsArrayBytesCodec(_Adapter):
         if out.size != np.prod(self.spec.shape, dtype=object):
             raise CorruptChunkError(f"{self.id} decoded {out.size} elements, expected {list(self.spec.shape)}")
         return out.reshape(self.spec.shape).astype(self.spec.data_type.numpy, copy=False)
+
+
+OWN_ADAPTERS = {"packbits": NumcodecsPackBitsCodec}  # codecs the generic adapters cannot describe
 
 
 def encode_with(codec, data, codec_id: str):
@@ -185,6 +223,8 @@ class V2FiltersCodec(Codec):
         text = config.get("dtype") in V2_OBJECT and filters and filters[0].get("id") in VLEN
         self.stored = np.dtype(object) if text else parse_v2_dtype(config.get("dtype"), f"{where}: dtype")
         self.filters = [get_codec(f, f"{where}: filters[{i}]") for i, f in enumerate(filters)]
+        if config.get("compressor"):  # one that takes arrays (pcodec): it encodes the filters' output
+            self.filters.append(get_codec(config["compressor"], f"{where}: compressor"))
 
     def encode(self, array: np.ndarray):
         data = np.ascontiguousarray(array, dtype=self.stored)

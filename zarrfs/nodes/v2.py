@@ -3,7 +3,8 @@
 A v2 array becomes the codec chain that reads and writes its chunks as v2 stores them:
 `order: "F"` is a transpose, the dtype's byte order is the bytes codec's endian (or, with
 filters or mixed-endian struct fields, the v2 filter codec, which applies the filters exactly
-as v2 does), and the compressor is a bytes->bytes codec.
+as v2 does), and the compressor is a bytes->bytes codec, or, for one that turns arrays into
+bytes (pcodec, zfpy), the array->bytes codec.
 """
 
 import math
@@ -13,7 +14,7 @@ import numpy as np
 from zarrfs.format.data_types import DataType
 from zarrfs.errors import MetadataError, UnsupportedError
 from zarrfs.format.v3 import MAX_NBYTES, ArrayMetadata, ChunkKeyEncoding, GroupMetadata, int_list, load_document
-from zarrfs.codecs.numcodecs_adapter import PREFIX, V2_FILTERS, VLEN, get_codec
+from zarrfs.codecs.numcodecs_adapter import KINDS, PREFIX, V2_FILTERS, VLEN, get_codec
 from zarrfs.format.numpy_types import V2_OBJECT, little_endian, parse_v2_dtype
 
 BLOSC_SHUFFLES = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
@@ -100,18 +101,31 @@ def _codecs(doc: dict, stored: np.dtype, ndim: int, where: str) -> list[dict]:
         raise MetadataError(f"{where}: filters must be null or a list, not {filters!r}")
     made = [get_codec(_codec_config(f, f"{where}: filters[{i}]"), f"{where}: filters[{i}]")
             for i, f in enumerate(filters)]
+    compressor = doc["compressor"]
+    if compressor is not None:
+        compressor = _codec_config(compressor, f"{where}: compressor")
+        get_codec(compressor, f"{where}: compressor")  # refuse what numcodecs does not have, now
+    if compressor is not None and KINDS.get(compressor["id"]) == "array->bytes":
+        return codecs + [_array_to_bytes(doc, stored, compressor)]  # pcodec, zfpy: they are the bytes codec
     native = little_endian(stored)
     if not filters and stored in (native, native.newbyteorder(">")):
         endian = "big" if stored != native else "little"
         codecs.append({"name": "bytes", "configuration": {"endian": endian}})
     else:
         codecs.append({"name": V2_FILTERS, "configuration": {"dtype": doc["dtype"], "filters": filters}})
-    compressor = doc["compressor"]
     if compressor is not None:
-        config = _codec_config(compressor, f"{where}: compressor")
-        get_codec(config, f"{where}: compressor")  # refuse what numcodecs does not have, now
-        codecs.append(_compressor(config, _encoded_itemsize(stored, made), f"{where}: compressor"))
+        codecs.append(_compressor(compressor, _encoded_itemsize(stored, made), f"{where}: compressor"))
     return codecs
+
+
+def _array_to_bytes(doc: dict, stored: np.dtype, compressor: dict) -> dict:
+    """A compressor that turns arrays into bytes (pcodec, zfpy) is given the filtered array, in v2
+    as in v3: alone, it is the chain's array->bytes codec; after filters or on a byte order the
+    in-memory array does not have, the v2 filter codec runs it after the filters."""
+    if not doc["filters"] and stored == little_endian(stored):
+        return {"name": PREFIX + compressor["id"], "configuration": {k: v for k, v in compressor.items() if k != "id"}}
+    return {"name": V2_FILTERS, "configuration": {"dtype": doc["dtype"], "filters": doc["filters"] or [],
+                                                   "compressor": compressor}}
 
 
 def _codec_config(value, where: str) -> dict:
