@@ -71,7 +71,7 @@ def test_v3_packbits_reads_and_writes(tmp_path):
 
 def write_json2(root, values, chunks, fill_value=None):
     """A v2 object array of JSON values as zarr-python 2 writes it: numcodecs' JSON as its filter,
-    a chunk per `chunks` elements, chunks that are all None left out."""
+    a chunk per `chunks` elements (the last padded with None), chunks that are all None left out."""
     root.mkdir(parents=True)
     (root.parent / ".zgroup").write_text('{"zarr_format": 2}')
     (root / ".zarray").write_text(json.dumps({
@@ -82,8 +82,8 @@ def write_json2(root, values, chunks, fill_value=None):
         "compressor": {"id": "zlib", "level": 1}}))
     codec, compressor = numcodecs.JSON(), numcodecs.Zlib(1)
     for i in range(0, len(values), chunks):
-        part = np.empty(min(chunks, len(values) - i), dtype=object)
-        part[:] = values[i:i + chunks]
+        part = np.full(chunks, None, dtype=object)
+        part[:len(values[i:i + chunks])] = values[i:i + chunks]
         if any(v is not None for v in part):
             (root / str(i // chunks)).write_bytes(compressor.encode(codec.encode(part)))
 

@@ -9,6 +9,7 @@ A Zarr v2 array's `filters` run as v2 runs them, on the stored dtype, in one arr
 (V2_FILTERS), so that any filter chain reads and writes as the v2 writer made it.
 """
 
+import json
 import math
 
 import numcodecs
@@ -35,6 +36,7 @@ OPTIONAL_PACKAGES = {"pcodec": "pcodec", "zfpy": "zfpy"}
 NEEDS_DTYPE = {"delta", "quantize", "fixedscaleoffset"}
 UNSAFE = {"pickle"}  # numcodecs' Pickle unpickles the chunk: a store could make it run anything
 VLEN = {"vlen-utf8", "vlen-bytes"}  # v3 names zarr-python gives them, without the prefix
+OBJECT_FILTERS = VLEN | {"json2"}  # the first filters of the v2 object arrays shown as text
 
 
 def get_codec(config: dict, where: str):
@@ -210,6 +212,20 @@ def check_vlen_header(data, shape) -> None:
         raise CorruptChunkError(f"vlen chunk does not hold the {count} elements expected")
 
 
+def check_json_chunk(data, shape) -> None:
+    """A json2 chunk is a JSON list of the elements, then their dtype and shape: refuse one that
+    claims another shape or dtype before numcodecs allocates for it."""
+    try:
+        items = json.loads(bytes(data))
+    except (ValueError, RecursionError) as e:
+        raise CorruptChunkError(f"json2 chunk is not JSON ({e})") from None
+    if not (isinstance(items, list) and len(items) >= 2 and items[-1] == list(shape) and items[-2] in V2_OBJECT):
+        raise CorruptChunkError(f"json2 chunk does not end with the object dtype and the shape {list(shape)}")
+
+
+OBJECT_CHECKS = {"vlen-utf8": check_vlen_header, "vlen-bytes": check_vlen_header, "json2": check_json_chunk}
+
+
 class V2FiltersCodec(Codec):
     """A v2 chunk's array side: the stored dtype (byte order kept), then the filters in order,
     each given the previous one's output, as zarr v2 does."""
@@ -220,7 +236,7 @@ class V2FiltersCodec(Codec):
         super().__init__(config, spec, where)
         self.spec = spec
         filters = config.get("filters") or []
-        text = config.get("dtype") in V2_OBJECT and filters and filters[0].get("id") in VLEN
+        text = config.get("dtype") in V2_OBJECT and filters and filters[0].get("id") in OBJECT_FILTERS
         self.stored = np.dtype(object) if text else parse_v2_dtype(config.get("dtype"), f"{where}: dtype")
         self.filters = [get_codec(f, f"{where}: filters[{i}]") for i, f in enumerate(filters)]
         if config.get("compressor"):  # one that takes arrays (pcodec): it encodes the filters' output
@@ -237,7 +253,7 @@ class V2FiltersCodec(Codec):
         try:
             for codec in reversed(self.filters):
                 if self.stored.kind == "O" and codec is self.filters[0]:
-                    check_vlen_header(data, self.spec.shape)
+                    OBJECT_CHECKS[codec.codec_id](data, self.spec.shape)
                 bounded = bounded_decoder(codec.codec_id)  # a compressor used as a filter
                 data = bounded(data, limit) if bounded else codec.decode(data)
             if self.stored.kind == "O":  # variable-length: the first filter made the elements

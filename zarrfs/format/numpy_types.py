@@ -143,7 +143,10 @@ def parse_fill_value(dtype: np.dtype, value, where: str):
 
 
 def variable_length_fill(name: str, value, where: str):
-    """The fill value of a variable-length type: a string, or base64 bytes."""
+    """The fill value of a variable-length type: a string, or base64 bytes; of JSON values (v2's
+    json2 codec), any JSON value, null for none."""
+    if name == "json2":
+        return value
     if value is None:
         return b"" if name in BYTES_TYPES else ""
     if name in BYTES_TYPES:

@@ -425,7 +425,7 @@ def sidecar(meta: ArrayMetadata, data_file: str, views: dict[str, str] | None = 
     }
     if meta.data_type.numpy.kind == "O":  # shown as text (see textview.py)
         body.update(itemsize=None, nbytes=None, byte_order=None, data_file=None, text_file=data_file.removesuffix(".bin") + ".txt",
-                    text_format=textview.FORMAT)
+                    text_format=textview.lines_of(meta.data_type.name)[1])
     if meta.data_type.numpy.kind in "Mm":
         unit, count = np.datetime_data(meta.data_type.numpy)
         body["datetime_unit"] = unit if count == 1 else f"{count}{unit}"

@@ -14,7 +14,7 @@ import numpy as np
 from zarrfs.format.data_types import DataType
 from zarrfs.errors import MetadataError, UnsupportedError
 from zarrfs.format.v3 import MAX_NBYTES, ArrayMetadata, ChunkKeyEncoding, GroupMetadata, int_list, load_document
-from zarrfs.codecs.numcodecs_adapter import KINDS, PREFIX, V2_FILTERS, VLEN, get_codec
+from zarrfs.codecs.numcodecs_adapter import KINDS, OBJECT_FILTERS, PREFIX, V2_FILTERS, get_codec
 from zarrfs.format.numpy_types import V2_OBJECT, little_endian, parse_v2_dtype
 
 BLOSC_SHUFFLES = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
@@ -64,13 +64,13 @@ def parse_array(doc: dict, attributes: dict, where: str) -> ArrayMetadata:
 
 
 def _variable_length(doc: dict, where: str) -> DataType:
-    """An object array whose first filter is vlen-utf8 or vlen-bytes: shown as text. Other object
-    codecs (json, msgpack, pickle...) are refused: pickle would run code from the store."""
+    """An object array whose first filter is vlen-utf8, vlen-bytes or json2: shown as text. Other
+    object codecs (msgpack, pickle...) are refused: pickle would run code from the store."""
     filters = doc["filters"] if isinstance(doc["filters"], list) else []
     first = filters[0].get("id") if filters and isinstance(filters[0], dict) else None
-    if first not in VLEN:
-        raise UnsupportedError(f"{where}: dtype: object arrays ({doc['dtype']!r}) are supported with a vlen-utf8 or "
-                               f"vlen-bytes filter, not {first!r}")
+    if first not in OBJECT_FILTERS:
+        raise UnsupportedError(f"{where}: dtype: object arrays ({doc['dtype']!r}) are supported with a "
+                               f"{', '.join(sorted(OBJECT_FILTERS))} filter, not {first!r}")
     return DataType(first, np.dtype(object))
 
 
@@ -81,7 +81,10 @@ def _check_format(doc: dict, where: str) -> None:
 
 def _fill_value(stored: np.dtype, data_type: DataType, value, where: str) -> np.ndarray:
     """null means no fill value: missing chunks read as zarr-python reads them, zeros (NaT for
-    datetimes). Bytes, text and structs are given in the stored byte order (base64 for bytes)."""
+    datetimes; for object arrays "", b"" or, of JSON values, null). Bytes, text and structs are
+    given in the stored byte order (base64 for bytes)."""
+    if value is None and data_type.numpy.kind == "O":
+        return data_type.fill_value(None, where)
     if value is None:
         zero = np.zeros((), data_type.numpy)
         return np.full((), -(2**63), "<i8").view(data_type.numpy) if data_type.numpy.kind in "Mm" else zero

@@ -4,12 +4,15 @@ An element is written as its UTF-8 text with three escapes, so that every elemen
 and the file is valid UTF-8: a backslash is `\\\\`, a newline `\\n`, and a byte that is not part
 of valid UTF-8 (only variable-length bytes can hold one) `\\xNN`. Every line ends with `\\n`.
 
+Elements of a v2 array of JSON values (json2) are written as one line of JSON each instead.
+
 These arrays have no fixed element size, so the text is made whole when the file is opened
 (TEXT_LIMIT bounds it) and its size is shown as 0, as /proc files show theirs: listing never
 decodes a whole array, and readers read to the end of the file (direct I/O). This module is the seam for a view-file registry: `render(array)` is a
 pure function of the decoded elements.
 """
 
+import json
 import re
 import threading
 from collections import OrderedDict
@@ -22,8 +25,10 @@ from zarrfs.errors import UnsupportedError
 TEXT_LIMIT = 1 << 30  # bytes of text made for one file: a larger array is refused, not rendered
 FORMAT = ("UTF-8, one element per line in C order; escapes: \\\\ is a backslash, \\n a newline, "
           "\\xNN a byte that is not UTF-8")
+JSON_FORMAT = "UTF-8, one element per line in C order, each a JSON value"
 _ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n"})
 _SURROGATE = re.compile("[\udc80-\udcff]")  # bytes that were not UTF-8, from surrogateescape
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def escape(element) -> str:
@@ -33,11 +38,26 @@ def escape(element) -> str:
     return str(element).translate(_ESCAPES)
 
 
-def render(elements: np.ndarray, name: str) -> bytes:
+def json_line(element) -> str:
+    """An element of a json2 array as one line of JSON (JSON escapes newlines in strings), as
+    compact as numcodecs writes it; \\u escapes only for what UTF-8 cannot hold (lone surrogates)."""
+    line = json.dumps(element, ensure_ascii=False, separators=(",", ":"))
+    return line if not _LONE_SURROGATE.search(line) else json.dumps(element, separators=(",", ":"))
+
+
+LINES = {"json2": (json_line, JSON_FORMAT)}  # data type -> (element -> line, its description); else escape
+
+
+def lines_of(data_type: str) -> tuple:
+    """How an array of this data type's elements become lines, and the sidecar's words for it."""
+    return LINES.get(data_type, (escape, FORMAT))
+
+
+def render(elements: np.ndarray, name: str, line_of=escape) -> bytes:
     """The text of an object array's elements, in C order."""
     lines, size = [], 0
     for element in elements.reshape(-1):
-        line = escape(element)
+        line = line_of(element)
         size += len(line) + 1
         if size > TEXT_LIMIT:
             raise UnsupportedError(f"{name}: its text is more than zarrfs's limit of {TEXT_LIMIT} bytes")
@@ -75,7 +95,8 @@ class Texts:
         if cached is not None and cached[0] is node:
             return cached[1]
         array = open_array(store, node.path, node.meta, cache)
-        text = render(array.read(tuple(slice(0, n) for n in node.meta.shape)), node.path or "/")
+        text = render(array.read(tuple(slice(0, n) for n in node.meta.shape)), node.path or "/",
+                      lines_of(node.meta.data_type.name)[0])
         with self._lock:
             self._texts[node.path] = (node, text)
             self._texts.move_to_end(node.path)
