@@ -65,6 +65,17 @@ def plain(text: str) -> bool:
     return text.isprintable() and not any(c.isspace() for c in text)
 
 
+def data_file_field(data_file: str) -> str | None:
+    """The data file as MetaImage's ElementDataFile and NRRD's `data file` can name it, None when
+    they cannot. Their readers (MetaIO in ITK, SimpleITK and VTK; teem) read white space or a `%`
+    as a printf pattern of numbered files, with no escape, and a value starting with LIST as a
+    list of files: a LIST name is written ./NAME.bin, which each reads as the file beside the
+    header (verified with SimpleITK, pynrrd and teem's unu; see docs/views.md)."""
+    if not plain(data_file) or "%" in data_file:
+        return None
+    return "./" + data_file if data_file.startswith("LIST") else data_file
+
+
 def raster(info: ArrayInfo) -> bool:
     """Raster formats need at least one element on at least one axis."""
     return len(info.shape) >= 1 and info.size > 0

@@ -2,7 +2,7 @@
 complex gets an extra fastest axis of size 2 (kind "complex"); raw types are `block`. No float16.
 Dimension names become the axis labels."""
 
-from zarrfs.views.info import ArrayInfo, plain, raster
+from zarrfs.views.info import ArrayInfo, data_file_field, raster
 
 TYPES = {"bool": "uint8", "int8": "int8", "uint8": "uint8", "int16": "int16", "uint16": "uint16",
          "int32": "int32", "uint32": "uint32", "int64": "int64", "uint64": "uint64", "float32": "float",
@@ -10,8 +10,9 @@ TYPES = {"bool": "uint8", "int8": "int8", "uint8": "uint8", "int16": "int16", "u
 
 
 def header(info: ArrayInfo) -> bytes | None:
+    data_file = data_file_field(info.data_file)
     kind = TYPES.get(info.data_type) or ("block" if info.data_type == "raw" else None)
-    if kind is None or not raster(info) or not plain(info.data_file):
+    if kind is None or not raster(info) or data_file is None:
         return None
     sizes = list(reversed(info.shape))
     labels = list(reversed(info.dimension_names)) if info.dimension_names else None
@@ -33,7 +34,7 @@ def header(info: ArrayInfo) -> bytes | None:
     ]
     if labels:
         text.append("labels: " + " ".join(_quoted(label or "") for label in labels))
-    text += ["endian: little", "encoding: raw", f"data file: {info.data_file}"]
+    text += ["endian: little", "encoding: raw", f"data file: {data_file}"]
     return ("\n".join(text) + "\n").encode()
 
 

@@ -3,7 +3,8 @@ so that a file manager shows thumbnails of the images and fields themselves.
 
 - The plane is the last two axes at index 0 of every other axis. It is sampled with one stride
   on both axes, so that the image is at most MAX_SIDE pixels on a side, and scaled to the
-  plane's robust range (the 1st to 99th percentile of its finite values); NaN is black.
+  sample's robust range (the 1st to 99th percentile of its finite values); NaN and infinities
+  are black.
 - The sample is read chunk by chunk, each touched chunk once. Whether an array gets a preview
   is decided from its metadata alone: one whose sample would decode more than BUDGET bytes gets
   none. An array of an OME-Zarr multiscale image is previewed from the coarsest level.
