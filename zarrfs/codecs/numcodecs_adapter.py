@@ -2,8 +2,9 @@
 
 v3 names them `numcodecs.<id>` with the numcodecs configuration (as zarr-python writes them);
 KINDS says which role each id plays. Array->array codecs (delta, fixedscaleoffset, quantize,
-bitround, astype) change the element representation, packbits packs bools into bits; bytes->bytes codecs (zlib, bz2, lzma, lz4,
-the checksums) pass bytes through; pcodec and zfpy turn arrays into bytes.
+bitround, astype) change the element representation, and packbits packs bools into bits;
+bytes->bytes codecs (zlib, bz2, lzma, lz4, the checksums) pass bytes through; pcodec and zfpy
+turn arrays into bytes. OWN_ADAPTERS holds the codecs the three generic adapters cannot describe.
 
 A Zarr v2 array's `filters` run as v2 runs them, on the stored dtype, in one array->bytes codec
 (V2_FILTERS), so that any filter chain reads and writes as the v2 writer made it.
