@@ -5,6 +5,7 @@ without an error). So a name with `%` gets no NAME.mhd or NAME.nhdr, and a LIST 
 is written ./NAME.bin, which every reader takes as the file beside the header. ENVI, VRT and NIfTI
 hold no name a reader interprets: their views stay, and read the right values."""
 
+import json
 import os
 import subprocess
 import warnings
@@ -39,6 +40,8 @@ def test_names_with_a_percent_get_no_metaimage_or_nrrd_header(mnt):
         pattern = "%" in name
         assert (f"{name}.mhd" in listed) != pattern and (f"{name}.nhdr" in listed) != pattern, name
         assert {f"{name}.bin.hdr", f"{name}.vrt", f"{name}.hdr", f"{name}.img", f"{name}.npy"} <= listed, name
+        views = json.loads((mnt / f"{name}.json").read_text())["views"]
+        assert ("mhd" in views) != pattern and ("nrrd" in views) != pattern and "envi" in views, name
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if "%" not in n])
