@@ -101,3 +101,23 @@ def test_a_write_through_the_mount_makes_a_new_preview(tmp_path):
         values = np.fromfile(m / "store.bin", "u1").reshape(64, 64)
         assert not np.array_equal(before, after)
         assert np.array_equal(after, expected_gray(values))
+
+
+def test_what_the_readme_says_of_previews():
+    """Real numeric arrays only (bool, integers, floats; not complex); infinities black as NaN is,
+    and the range is the finite values' of the strided sample."""
+    from zarrfs.format.data_types import parse_data_type
+    from zarrfs.format.v3 import ArrayMetadata, ChunkKeyEncoding
+    from zarrfs.views.preview import plan, scale
+
+    def meta(data_type):
+        dt = parse_data_type(data_type)
+        return ArrayMetadata((8, 8), dt, (8, 8), ChunkKeyEncoding("default", "/"), np.zeros((), dt.numpy),
+                             ({"name": "bytes", "configuration": {}},), {}, None, {})
+
+    assert [plan(meta(t)) is not None for t in ("bool", "int8", "uint64", "float16", "complex64")] == [
+        True, True, True, True, False]
+    values = np.array([[np.inf, -np.inf, np.nan, 0.0], [1.0, 2.0, 3.0, 4.0]])
+    gray = scale(values)
+    assert list(gray[0, :3]) == [0, 0, 0]
+    assert np.array_equal(gray, expected_gray(values))
