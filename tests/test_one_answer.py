@@ -10,8 +10,9 @@ import warnings
 import numcodecs
 import numpy as np
 import zarr
-from mounting import mounted
 from zarr.codecs import numcodecs as zn
+
+from mounting import mounted
 
 SHARED = ("shape", "dtype", "dimension_names", "chunk_shape", "codecs", "attributes")
 
