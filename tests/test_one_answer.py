@@ -30,14 +30,16 @@ def build(root) -> list[str]:
         group.create_array("zlibbed", shape=(10,), chunks=(5,), dtype="int64", filters=[zn.Delta(dtype="<i8")],
                            compressors=[zn.Zlib(level=3)])[...] = np.arange(10)
         group.create_array("words", shape=(3,), chunks=(2,), dtype=str)[...] = ["a", "b", "ç"]
+        group.create_array("packed", shape=(9,), chunks=(9,), dtype=bool, filters=[zn.PackBits()])[...] = True
         v2 = zarr.open_group(str(root / "old"), mode="w", zarr_format=2)
         v2.create_array("plain", shape=(5, 4), chunks=(2, 2), dtype=">i2", order="F",
                         attributes={"_ARRAY_DIMENSIONS": ["t", "x"]})[...] = 9
         v2.create_array("filtered", shape=(8,), chunks=(4,), dtype="<i4", filters=[numcodecs.Delta(dtype="<i4")],
                         compressors=numcodecs.Blosc(cname="zstd"))[...] = np.arange(8)
         v2.create_array("texts", shape=(3,), chunks=(2,), dtype=str)[...] = ["x", "y", "z"]
-    return ["flags", "bytes_only", "named", "sharded", "zlibbed", "words",
-            "old/plain", "old/filtered", "old/texts"]
+        v2.create_array("pco", shape=(6,), chunks=(6,), dtype="<i8", compressors=numcodecs.PCodec())[...] = 5
+    return ["flags", "bytes_only", "named", "sharded", "zlibbed", "words", "packed",
+            "old/plain", "old/filtered", "old/texts", "old/pco"]
 
 
 def serialized(value) -> bytes:
