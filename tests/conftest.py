@@ -1,4 +1,7 @@
+import contextlib
+import inspect
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -31,3 +34,67 @@ def seaweed(tmp_path_factory):
         yield server
     finally:
         server.stop()
+
+
+# Markers (declared in pyproject.toml), given by what a test does, so that a new test is marked
+# without anyone remembering to: `mount` if it (or a function of its module it calls) mounts,
+# `remote` if it starts a server. `pytest -m "not mount and not remote"` is the fast core suite.
+MOUNTS = re.compile(r"\bmounted\(|\bRemounts\b|\bZARRFS\b|\bmount_remote\(|\bBENCH\b|\bDEMO\b|fuse\.zarrfs|\bexec_start\(")
+SERVERS = re.compile(r"\bseaweed\b|\bSeaweed\(|\bNginx\(|\bnginx\b")
+
+
+def _calls_any(source: str, pattern: re.Pattern, helpers: set[str]) -> bool:
+    return bool(pattern.search(source)) or any(re.search(rf"\b{name}\(", source) for name in helpers)
+
+
+def _module_helpers(module, pattern: re.Pattern) -> set[str]:
+    """Names of the module's functions and classes that do what pattern finds, directly or
+    through one another (a helper that calls a helper that mounts)."""
+    sources = {}
+    for name, value in vars(module).items():
+        if (inspect.isfunction(value) or inspect.isclass(value)) and getattr(value, "__module__", None) == module.__name__:
+            with contextlib.suppress(OSError, TypeError):
+                sources[name] = inspect.getsource(value)
+    found: set[str] = set()
+    while True:
+        more = {n for n, s in sources.items() if n not in found and _calls_any(s, pattern, found)}
+        if not more:
+            return found
+        found |= more
+
+
+def _sources(item) -> list[str]:
+    """The test's own source and that of every fixture it uses; for a state machine's TestCase,
+    the machine's."""
+    found = []
+    function = getattr(item, "function", None)
+    cls = getattr(item, "cls", None)
+    for obj in (function, cls):
+        with contextlib.suppress(OSError, TypeError):
+            if obj is not None:
+                found.append(inspect.getsource(obj))
+    if cls is not None:  # hypothesis's Machine.TestCase: its machine is the class around it
+        machine = getattr(item.module, cls.__qualname__.split(".")[0], None)
+        with contextlib.suppress(OSError, TypeError):
+            found.append(inspect.getsource(machine))
+    for definitions in getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {}).values():
+        for definition in definitions:
+            with contextlib.suppress(OSError, TypeError):
+                found.append(inspect.getsource(definition.func))
+    return found
+
+
+def pytest_collection_modifyitems(config, items):
+    helpers: dict = {}
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is None:
+            continue
+        if module not in helpers:
+            helpers[module] = (_module_helpers(module, MOUNTS), _module_helpers(module, SERVERS))
+        mounts, servers = helpers[module]
+        sources = _sources(item)
+        if any(_calls_any(source, MOUNTS, mounts) for source in sources):
+            item.add_marker(pytest.mark.mount)
+        if "seaweed" in item.fixturenames or any(_calls_any(source, SERVERS, servers) for source in sources):
+            item.add_marker(pytest.mark.remote)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).parent.parent / "scripts" / "bench.py"
+BENCH = Path(__file__).parents[2] / "scripts" / "bench.py"
 LAYOUTS = ["zstd", "sharded", "blosc"]
 
 

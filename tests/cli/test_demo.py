@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-DEMO = Path(__file__).parent.parent / "scripts" / "demo.py"
+DEMO = Path(__file__).parents[2] / "scripts" / "demo.py"
 
 
 def test_demo_tours_and_cleans_up(tmp_path):

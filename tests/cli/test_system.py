@@ -15,7 +15,7 @@ import zarr
 
 from mounting import reap, unmount, wait_for
 
-UNITS = Path(__file__).parent.parent / "systemd"
+UNITS = Path(__file__).parents[2] / "systemd"
 FSTAB_OPTIONS = "ro,allow_other,nofail,noauto,_netdev,dev,suid,exec,x-systemd.automount,x-systemd.idle-timeout=60"
 
 

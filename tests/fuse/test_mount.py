@@ -13,7 +13,7 @@ import zarr
 from mount_data import build, flat
 from mounting import mounted
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parents[1]  # tests/, where the shared fixtures and C programs are
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from helpers import fill_disk
 from mounting import mounted, reap, unmount, wait_for
 from zarr_layouts import LAYOUTS, NUMERIC, create, random_values
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parents[1]  # tests/, where the shared fixtures and C programs are
 
 
 def zarr_bytes(path) -> bytes:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parents[1]  # tests/, where the shared fixtures and C programs are
 LIMIT = 120  # seconds; the targets take a few; a hang is caught by this bound
 
 
