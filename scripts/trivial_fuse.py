@@ -93,5 +93,6 @@ if __name__ == "__main__":
         contents = f.read()
     if len(sys.argv) > 3:
         TrivialFUSE.pace = Pace(float(sys.argv[3]) * 1e9)
+    # named after the file it serves, as zarrfs is after its source: a run finds its own mounts
     TrivialFUSE(Trivial(contents), sys.argv[2], foreground=True, ro=True, max_read=MIB,
-                max_threads=16, max_idle_threads=16)
+                max_threads=16, max_idle_threads=16, fsname=os.path.abspath(sys.argv[1]))

@@ -3,6 +3,7 @@
 import errno
 import json
 import os
+import threading
 
 
 from zarrfs.engine.array import open_array
@@ -104,3 +105,48 @@ def fill_disk(path) -> None:
         assert e.errno == errno.ENOSPC
     finally:
         os.close(fd)
+
+
+class Worker:
+    """A thread whose exception reaches the test that started it: join() raises it once the
+    thread has ended. A bare Thread only prints its exception, and the test goes on to pass."""
+
+    def __init__(self, target, *args):
+        self.error: BaseException | None = None
+        self.result = None
+        self._thread = threading.Thread(target=self._run, args=(target, args), daemon=True)
+
+    def _run(self, target, args) -> None:
+        try:
+            self.result = target(*args)
+        except BaseException as e:  # noqa: BLE001 - handed to join(), whatever it is
+            self.error = e
+
+    def start(self) -> "Worker":
+        self._thread.start()
+        return self
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Waits for the thread (up to `timeout`) without raising; whether it has ended."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Waits for the thread (up to `timeout`); raises what it raised, if it has ended."""
+        self._thread.join(timeout)
+        if self.error is not None:
+            raise self.error
+
+
+def run_together(*targets, timeout: float = 120) -> list:
+    """Runs each callable in its own thread at once; their results, or the first exception any
+    raised (after all have ended). A thread still running after `timeout` fails the test."""
+    workers = [Worker(target).start() for target in targets]
+    ended = [worker.wait(timeout) for worker in workers]  # all of them, before any exception is raised
+    assert all(ended), "a thread did not end"
+    for worker in workers:
+        worker.join()
+    return [worker.result for worker in workers]

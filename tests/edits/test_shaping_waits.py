@@ -10,6 +10,7 @@ import threading
 import numpy as np
 import pytest
 
+from helpers import Worker
 from test_shaping import make_store
 from zarrfs.edits import hierarchy_edits as shaping
 from zarrfs.engine.array import Array
@@ -38,8 +39,7 @@ def test_a_write_back_that_outlasts_its_bound_refuses_rm_and_mv_and_loses_nothin
     monkeypatch.setattr(shaping, "FLUSH_WAIT", 0.05)
     fh = ops.open("/a.bin", os.O_RDWR)
     ops.write("/a.bin", np.array([7, 8], "<i4").tobytes(), 0, fh)
-    write_back = threading.Thread(target=ops.fsync, args=("/a.bin", 0, fh))
-    write_back.start()
+    write_back = Worker(ops.fsync, "/a.bin", 0, fh).start()  # join() raises what the fsync raised
     try:
         assert encoding.wait(10)
         with caplog.at_level(logging.WARNING, logger="zarrfs"):

@@ -43,27 +43,41 @@ def test_a_leftover_temporary_with_the_next_name_is_stepped_over(tmp_path):
     assert leftover.read_bytes() == b"someone else's"
 
 
-def test_a_listing_stopped_early_leaves_no_directory_open(tmp_path):
-    for group in "abcd":
-        for name in "xyz":
-            (tmp_path / group / name).mkdir(parents=True)
-            (tmp_path / group / name / "v").write_bytes(b"1")
-    store = LocalStore(str(tmp_path))
-    before = len(os.listdir("/proc/self/fd"))
-    listing = store.files("")
-    next(listing)  # several directories are open now, waiting on the stack
-    listing.close()
-    assert len(os.listdir("/proc/self/fd")) == before
-
-
-def descriptors_of_deleted_files() -> list[str]:
+def descriptor_targets() -> list[str]:
+    """What each of this process's descriptors leads to (one closed meanwhile is left out)."""
     links = []
     for fd in os.listdir("/proc/self/fd"):
         try:
             links.append(os.readlink(f"/proc/self/fd/{fd}"))
         except OSError:
             pass
-    return [link for link in links if link.endswith(" (deleted)")]
+    return links
+
+
+def descriptors_in(root) -> list[str]:
+    """The targets of this process's descriptors that are `root` or lie below it. Other threads
+    of the test process open and close their own descriptors at any time, so only the ones in
+    the test's own directory say anything about the code under test."""
+    root = str(root)
+    return sorted(link for link in descriptor_targets() if link == root or link.startswith(root + "/"))
+
+
+def test_a_listing_stopped_early_leaves_no_directory_open(tmp_path):
+    for group in "abcd":
+        for name in "xyz":
+            (tmp_path / group / name).mkdir(parents=True)
+            (tmp_path / group / name / "v").write_bytes(b"1")
+    store = LocalStore(str(tmp_path))
+    before = descriptors_in(tmp_path)
+    listing = store.files("")
+    next(listing)  # several directories are open now, waiting on the stack
+    assert len(descriptors_in(tmp_path)) > len(before)  # the measurement sees them
+    listing.close()
+    assert descriptors_in(tmp_path) == before
+
+
+def descriptors_of_deleted_files() -> list[str]:
+    return [link for link in descriptor_targets() if link.endswith(" (deleted)")]
 
 
 def test_replaced_and_deleted_values_are_freed_after_the_publish(tmp_path):

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import zarr
 
+from helpers import run_together
 from mounting import mounted
 
 SHAPE = (64, 1024)  # 256 KiB of int32 in 16 chunks: pages of both views are cached apart
@@ -143,7 +144,6 @@ def test_mmap_writers_on_two_views_at_once_end_coherent(store, tmp_path):
     """Writers through an mmap of NAME.bin, an mmap of NAME.npy and pwrite on both, at once: each
     write drops the other view's pages while the other may be holding them (a write that waited
     for that would wait for ever); all finish, and the views and the store agree afterwards."""
-    import threading
     with mounted(store, tmp_path) as m:
         fd, fdn = os.open(m / "a.bin", os.O_RDWR), os.open(m / "a.npy", os.O_RDWR)
         mapping = mmap.mmap(fd, 0)
@@ -165,12 +165,8 @@ def test_mmap_writers_on_two_views_at_once_end_coherent(store, tmp_path):
                 os.pwrite(fd, np.full(1024, 1000 + i, "<i4").tobytes(), 4096 * ((i * 13) % 64))
                 os.pwrite(fdn, np.full(1024, 2000 + i, "<i4").tobytes(), 128 + 4096 * ((i * 5) % 64))
 
-        threads = [threading.Thread(target=f) for f in (through_bin_map, through_npy_map, through_pwrite)]
         try:
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
+            run_together(through_bin_map, through_npy_map, through_pwrite)  # raises what any of them raised
         finally:
             del bin_map, npy
             mapping.close()
