@@ -10,6 +10,20 @@ import subprocess  # noqa: E402
 
 import pytest  # noqa: E402
 
+import leftovers  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def nothing_left_behind(tmp_path_factory):
+    """The run fails if its tests left anything in the places zarrfs writes by default (the
+    machine's recovery directory and log) or moved the system's zarrfs link: every daemon and
+    engine a test starts gets places of its own under the test's tmp_path."""
+    before = leftovers.snapshot()
+    yield
+    found = leftovers.found(before, tmp_path_factory.getbasetemp())
+    if found:
+        pytest.fail("the tests left these outside their temporary directories:\n" + "\n".join(found), pytrace=False)
+
 
 @pytest.fixture
 def tiny_tmpfs(tmp_path):

@@ -55,6 +55,15 @@ def reap(process, timeout=20) -> None:
         process.wait()
 
 
+def private_places(tmp_path, name, options=()) -> list[str]:
+    """`options`, and the places a daemon writes by default made the test's own unless given:
+    written data it cannot store is saved in tmp_path/NAME.recovery, not the machine's
+    /var/lib/zarrfs/recovery."""
+    given = {option.partition("=")[0] for option in options}
+    places = {"recovery_dir": Path(tmp_path) / f"{name}.recovery"}
+    return [*options, *(f"{option}={path}" for option, path in places.items() if option not in given)]
+
+
 @contextlib.contextmanager
 def mounted(source, tmp_path, *options, name="mnt", env=None, timeout=15.0):
     """Mount `source` in the foreground (-f) on tmp_path/name; yields a Mount. `env`: the
@@ -62,9 +71,7 @@ def mounted(source, tmp_path, *options, name="mnt", env=None, timeout=15.0):
     mountpoint = Path(tmp_path) / name
     mountpoint.mkdir(exist_ok=True)
     log_path = Path(tmp_path) / f"{name}.log"
-    args = [ZARRFS, str(source), str(mountpoint), "-f"]
-    if options:
-        args += ["-o", ",".join(options)]
+    args = [ZARRFS, str(source), str(mountpoint), "-f", "-o", ",".join(private_places(tmp_path, name, options))]
     with open(log_path, "wb") as log:
         process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    env=env)

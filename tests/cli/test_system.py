@@ -88,7 +88,7 @@ def exec_start(config: dict) -> list[str]:
 def test_exec_start_notifies_ready_when_live_and_stopping_on_sigterm(store, tmp_path):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    config = {"SOURCE": str(store), "MOUNTPOINT": str(mnt), "OPTIONS": "cache_size=64M"}
+    config = {"SOURCE": str(store), "MOUNTPOINT": str(mnt), "OPTIONS": f"cache_size=64M,recovery_dir={tmp_path / 'recovery'}"}
     example = dict(line.split("=", 1) for line in (UNITS / "experiment.conf.example").read_text().splitlines()
                    if line and not line.startswith("#"))
     assert set(example) == set(config)

@@ -26,7 +26,7 @@ def refused(code, method, *args):
 
 def test_a_write_back_that_outlasts_its_bound_refuses_rm_and_mv_and_loses_nothing(tmp_path, monkeypatch, caplog):
     root = make_store(tmp_path / "s.zarr")
-    ops = Operations(str(root), Options())
+    ops = Operations(str(root), Options(recovery_dir=str(tmp_path / "recovery")))  # not the machine's
     encoding, go_on = threading.Event(), threading.Event()
     original = Array._encode
 
@@ -72,7 +72,7 @@ def test_an_edit_that_fails_and_whose_repair_fails_keeps_its_intent_record(tmp_p
     from zarrfs.stores.local import LocalStore
 
     root = make_store(tmp_path / "s.zarr", consolidated=True)
-    ops = Operations(str(root), Options())
+    ops = Operations(str(root), Options(recovery_dir=str(tmp_path / "recovery")))  # not the machine's
 
     def busy(store, path):
         raise StoreError(f"{path}: busy", errno.EBUSY)

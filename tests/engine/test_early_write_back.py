@@ -17,7 +17,7 @@ def test_a_long_write_starts_its_write_back_at_the_early_threshold(tmp_path):
     root = tmp_path / "a.zarr"
     zarr.create_array(str(root), shape=(64 * CHUNK,), chunks=(CHUNK,), dtype="u1", fill_value=0)
     values = np.random.default_rng(3).integers(0, 255, 64 * CHUNK, dtype="u1")
-    options = Options()
+    options = Options(recovery_dir=str(tmp_path / "recovery"))  # not the machine's
     options.flush_interval = 600.0  # no timed write-back during the test
     assert EARLY_WRITE_BACK + 2 * CHUNK < options.dirty_limit // 4
     ops = Operations(str(root), options)
