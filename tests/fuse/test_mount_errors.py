@@ -32,7 +32,7 @@ def run_zarrfs(*args):
 
 @pytest.mark.parametrize("case", ["missing source", "not zarr", "missing mountpoint", "mountpoint is a file",
                                   "mountpoint under a missing directory", "already mounted", "unknown option",
-                                  "bad cache size"])
+                                  "misspelt option", "bad cache size"])
 def test_startup_errors_are_one_line_and_leave_no_mount(tmp_path, case):
     source = small_hierarchy(tmp_path / "data.zarr")
     mnt = tmp_path / "mnt"
@@ -52,7 +52,10 @@ def test_startup_errors_are_one_line_and_leave_no_mount(tmp_path, case):
         args[1], expect = tmp_path / "no" / "mnt", "mnt: mount point: its parent directory does not exist"
     elif case == "unknown option":
         args += ["-o", "ro,frobnicate"]
-        expect = "unknown option 'frobnicate'"
+        expect = "unknown option 'frobnicate' (zarrfs --help lists the options)"  # nothing close to it
+    elif case == "misspelt option":
+        args += ["-o", "ro,endpiont=http://h:1"]
+        expect = "unknown option 'endpiont=http://h:1': did you mean endpoint=? (zarrfs --help lists the options)"
     elif case == "bad cache size":
         args += ["-o", "cache_size=lots"]
         expect = "cache_size='lots' is not a size"  # as given, not as parsed

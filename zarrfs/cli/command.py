@@ -5,6 +5,7 @@ returns only once the mount is live.
 """
 
 import argparse
+import difflib
 import importlib.metadata
 import ctypes
 import gc
@@ -122,8 +123,21 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
         elif name in IGNORED or word.startswith(IGNORED_PREFIXES):
             continue
         else:
-            raise UsageError(f"unknown option {word!r}")
+            raise UsageError(unknown_option(word))
     return options, fuse, debug
+
+
+# Every option name parse_options takes (the ones mount(8) adds aside): what a typo is matched to.
+OPTION_NAMES = ("ro", "cache_size", "decode_ahead", "dirty_size", *sorted(REMOTE_OPTIONS), "recovery_dir", "views",
+                "previews", "noxattr", "header_cache_size", "debug", *sorted(FUSE_OPTIONS))
+
+
+def unknown_option(word: str) -> str:
+    """The refusal of an unknown -o word, naming the closest known option (a typo is the usual cause)."""
+    name, equals, _ = word.partition("=")
+    closest = difflib.get_close_matches(name, OPTION_NAMES, n=1)
+    hint = f": did you mean {closest[0]}{equals}?" if closest else ""
+    return f"unknown option {word!r}{hint} (zarrfs --help lists the options)"
 
 
 def rejoin_views(words: list[str]) -> list[str]:
