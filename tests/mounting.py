@@ -64,6 +64,12 @@ def private_places(tmp_path, name, options=()) -> list[str]:
     return [*options, *(f"{option}={path}" for option, path in places.items() if option not in given)]
 
 
+def daemon_places(tmp_path) -> str:
+    """-o words for a daemon started without -f (mount -t, fstab): its recovery data and its log
+    (a file wherever there is no /dev/log) in tmp_path, not in the machine's /var/lib and /var/log."""
+    return f"recovery_dir={Path(tmp_path) / 'daemon.recovery'},log_file={Path(tmp_path) / 'daemon.log'}"
+
+
 @contextlib.contextmanager
 def mounted(source, tmp_path, *options, name="mnt", env=None, timeout=15.0):
     """Mount `source` in the foreground (-f) on tmp_path/name; yields a Mount. `env`: the

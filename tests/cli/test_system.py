@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import zarr
 
-from mounting import reap, unmount, wait_for
+from mounting import daemon_places, reap, unmount, wait_for
 
 UNITS = Path(__file__).parents[2] / "systemd"
 FSTAB_OPTIONS = "ro,allow_other,nofail,noauto,_netdev,dev,suid,exec,x-systemd.automount,x-systemd.idle-timeout=60"
@@ -39,7 +39,8 @@ def test_mount_t_fuse_zarrfs_with_the_options_fstab_adds(store, tmp_path):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     try:
-        subprocess.run(["mount", "-t", "fuse.zarrfs", str(store), str(mnt), "-o", FSTAB_OPTIONS], check=True,
+        subprocess.run(["mount", "-t", "fuse.zarrfs", str(store), str(mnt), "-o",
+                        f"{FSTAB_OPTIONS},{daemon_places(tmp_path)}"], check=True,
                        capture_output=True, timeout=30)
         assert os.path.ismount(mnt)
         assert (mnt / "data.zarr.bin").read_bytes() == np.arange(100, dtype="<i4").tobytes()
@@ -54,7 +55,7 @@ def test_fstab_line_mounts_and_unmounts(store, tmp_path):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     fstab = tmp_path / "fstab"
-    fstab.write_text(f"# test fstab\n{store}  {mnt}  fuse.zarrfs  {FSTAB_OPTIONS}  0 0\n")
+    fstab.write_text(f"# test fstab\n{store}  {mnt}  fuse.zarrfs  {FSTAB_OPTIONS},{daemon_places(tmp_path)}  0 0\n")
     try:
         subprocess.run(["mount", "--fstab", str(fstab), str(mnt)], check=True, capture_output=True, timeout=30)
         assert os.path.ismount(mnt)
@@ -139,7 +140,8 @@ def test_mount_t_fuse_zarrfs_of_a_bucket_with_a_credentials_file(seaweed, tmp_pa
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     try:
         subprocess.run(["mount", "-t", "fuse.zarrfs", source, str(mnt), "-o",
-                        f"ro,_netdev,nofail,endpoint={seaweed.endpoint},credentials_file={credentials}"],
+                        f"ro,_netdev,nofail,endpoint={seaweed.endpoint},credentials_file={credentials},"
+                        f"{daemon_places(tmp_path)}"],
                        check=True, capture_output=True, timeout=60, env=env)
         assert (mnt / f"{prefix}.bin").read_bytes() == bytes(range(10))
         assert f"{source} {mnt} fuse.zarrfs" in Path("/proc/mounts").read_text()

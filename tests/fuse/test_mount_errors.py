@@ -11,7 +11,7 @@ import pytest
 import zarr
 
 from helpers import array_doc, group_doc, write_doc
-from mounting import ZARRFS, mounted, reap, unmount, wait_for
+from mounting import ZARRFS, daemon_places, mounted, reap, unmount, wait_for
 
 
 def small_hierarchy(root):
@@ -140,7 +140,7 @@ def test_daemon_mode_returns_once_live_and_exits_after_unmount(tmp_path):
     source = small_hierarchy(tmp_path / "data.zarr")
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    result = run_zarrfs(source, mnt, "-o", "ro,cache_size=64M")
+    result = run_zarrfs(source, mnt, "-o", f"ro,cache_size=64M,{daemon_places(tmp_path)}")
     try:
         assert result.returncode == 0, result.stderr
         assert os.path.ismount(mnt)  # live when the command returns

@@ -12,7 +12,7 @@ import pytest
 import zarr
 from zarr.codecs import BloscCodec, Crc32cCodec, ZstdCodec
 
-from mounting import ZARRFS, mounted, unmount, wait_for
+from mounting import ZARRFS, daemon_places, mounted, reap, unmount, wait_for
 from zarrfs.testing.seaweed import unique_prefix
 
 
@@ -225,7 +225,8 @@ def test_daemon_mode_mounts_and_serves(seaweed, tmp_path):
     zarr.open_group(seaweed.zarr_store(prefix), mode="w").create_array("a", shape=(4,), chunks=(2,), dtype="u1")[...] = 9
     mountpoint = tmp_path / "m"
     mountpoint.mkdir()
-    result = subprocess.run([ZARRFS, seaweed.url(prefix), str(mountpoint), "-o", f"endpoint={seaweed.endpoint},ro"],
+    result = subprocess.run([ZARRFS, seaweed.url(prefix), str(mountpoint), "-o",
+                             f"endpoint={seaweed.endpoint},ro,{daemon_places(tmp_path)}"],
                             env=seaweed.env(), capture_output=True, text=True, timeout=60)
     try:
         assert result.returncode == 0, result.stderr

@@ -10,13 +10,13 @@ import importlib.metadata
 import ctypes
 import gc
 import logging
-import logging.handlers
 import os
 import socket
 import stat
 import sys
 import threading
 
+from zarrfs import daemonlog
 from zarrfs.errors import ZarrfsError
 from zarrfs.fuse.binding import ZarrFUSE
 from zarrfs.cli.help import epilog
@@ -106,6 +106,10 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
             if not value:
                 raise UsageError("recovery_dir needs a directory")
             options.recovery_dir = os.path.abspath(value)
+        elif name == "log_file":
+            if not value:
+                raise UsageError("log_file needs a path")
+            options.log_file = os.path.abspath(value)
         elif name == "views":
             options.views = parse_views(value)
         elif name == "previews":
@@ -128,7 +132,7 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
 
 
 # Every option name parse_options takes (the ones mount(8) adds aside): what a typo is matched to.
-OPTION_NAMES = ("ro", "cache_size", "decode_ahead", "dirty_size", *sorted(REMOTE_OPTIONS), "recovery_dir", "views",
+OPTION_NAMES = ("ro", "cache_size", "decode_ahead", "dirty_size", *sorted(REMOTE_OPTIONS), "recovery_dir", "log_file", "views",
                 "previews", "noxattr", "header_cache_size", "debug", *sorted(FUSE_OPTIONS))
 
 
@@ -265,7 +269,13 @@ def main(argv=None) -> int:
         return mount
 
     if not (args.f or args.d or debug):
-        return daemonize(make_mount)
+        return daemonize(make_mount, daemonlog.log_file_for(options.log_file))
+    try:
+        if options.log_file:  # besides stderr
+            logging.getLogger().addHandler(daemonlog.file_handler(options.log_file))
+    except OSError as e:
+        print(f"zarrfs: {cannot_log(options.log_file, e)}", file=sys.stderr)
+        return 1
     try:
         mount = make_mount()
     except ZarrfsError as e:
@@ -319,17 +329,24 @@ class Mount:
         return None
 
 
-def daemonize(make_mount) -> int:
-    """Fork; the parent returns 0 once the child's mount is live, or prints the child's error.
+def cannot_log(path: str, error: OSError) -> str:
+    return f"cannot open the log file {path}: {error.strerror or error} (choose another with -o log_file=PATH)"
+
+
+def daemonize(make_mount, log_file: str | None) -> int:
+    """Fork; the parent returns 0 once the child's mount is live, saying in one line where its
+    log goes (syslog, else `log_file`), or prints the child's error.
 
     The store is opened in the child: an object store's client (obstore's tokio runtime) does
-    not survive a fork, so nothing may touch it before one."""
+    not survive a fork, so nothing may touch it before one. The log file is opened once the
+    store is: a refused mount leaves none."""
     read_end, write_end = os.pipe()
     if os.fork():
         os.close(write_end)
         with os.fdopen(read_end, "rb") as pipe:
             message = pipe.read().decode(errors="replace")
         if message == "ready":
+            print(f"zarrfs: mounted; {daemonlog.describe(log_file)}", file=sys.stderr)
             return 0
         print(f"zarrfs: {message or 'cannot mount'}", file=sys.stderr)
         return 1
@@ -347,12 +364,17 @@ def daemonize(make_mount) -> int:
             log.exception("unexpected error while opening the store")
         pipe.write(str(e).encode() if isinstance(e, ZarrfsError) else f"{type(e).__name__}: {e}".encode())
         os._exit(1)
+    try:
+        handler = daemonlog.file_handler(log_file) if log_file else daemonlog.syslog_handler()
+    except OSError as e:
+        pipe.write(cannot_log(log_file, e).encode())
+        os._exit(1)
 
     def ready():
         pipe.write(b"ready")
         pipe.close()
-        os.dup2(null, 2)  # the terminal may be gone: log to syslog from now on
-        _log_to_syslog()
+        os.dup2(null, 2)  # the terminal may be gone: log to syslog or the file from now on
+        daemonlog.log_only_to(handler)
 
     mount.on_ready = ready
     error = mount.serve()
@@ -360,16 +382,6 @@ def daemonize(make_mount) -> int:
         pipe.write((error or f"cannot mount {mount.mountpoint}").encode())
         pipe.close()
     os._exit(1 if error else 0)
-
-
-def _log_to_syslog() -> None:
-    root = logging.getLogger()
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    if os.path.exists("/dev/log"):
-        handler = logging.handlers.SysLogHandler("/dev/log")
-        handler.setFormatter(logging.Formatter("zarrfs[%(process)d]: %(levelname)s %(name)s: %(message)s"))
-        root.addHandler(handler)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """The `-o` options as `zarrfs --help` lists them, each with its default (read from Options, so
 the two cannot disagree)."""
 
+from zarrfs.daemonlog import default_log_file
+
 
 def format_size(nbytes: int) -> str:
     for unit, shift in (("T", 40), ("G", 30), ("M", 20), ("K", 10)):
@@ -26,6 +28,8 @@ def option_lines(defaults, views) -> list[tuple[str, str, str]]:
          "file's attributes (ls -l of coreutils 9.6 and later) then sends no request per file"),
         ("header_cache_size=SIZE", format_size(defaults.header_cache_bytes), "header views and listing attributes kept"),
         ("recovery_dir=DIR", defaults.recovery_dir, "where written data that cannot be stored at shutdown is saved"),
+        ("log_file=PATH", f"syslog; without /dev/log {default_log_file()}",
+         "where a daemonized zarrfs logs, said at mount (with -f: besides stderr)"),
         ("endpoint=URL", "the cloud's", "object stores: an S3-compatible server (e.g. http://127.0.0.1:9000)"),
         ("region=NAME", "AWS_REGION, else us-east-1", "object stores: the S3 region"),
         ("anon", "off", "object stores: unsigned requests, for public buckets"),

@@ -74,6 +74,7 @@ class Handle:
 class Options:
     read_only: bool = False
     recovery_dir: str = field(default_factory=recovery.default_directory)
+    log_file: str | None = None  # a daemon's log (cli.py, daemonlog.py): None for syslog, or the default file without it
     remote: RemoteOptions = field(default_factory=RemoteOptions)
     cache_bytes: int = 512 << 20
     ahead_bytes: int = 16 << 20  # of cache_bytes: chunks decoded ahead of sequential readers
