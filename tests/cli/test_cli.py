@@ -27,7 +27,8 @@ def test_help_lists_every_option_with_its_default():
     for option, default in [("ro", "off"), ("cache_size=SIZE", "512M"), ("dirty_size=SIZE", "256M"), ("decode_ahead=SIZE", "16M"),
                             ("views=LIST", ",".join(defaults.views)), ("header_cache_size=SIZE", "32M"),
                             ("recovery_dir=DIR", defaults.recovery_dir),
-                            ("log_file=PATH", "syslog; without /dev/log /var/log/zarrfs/zarrfs.log"), ("debug", "off"), ("previews", "off"),
+                            ("log_file=PATH", "syslog; without /dev/log /var/log/zarrfs/zarrfs.log"),
+                            ("symlinks=follow", "contain"), ("debug", "off"), ("previews", "off"),
                             ("noxattr", "off"), ("timeout=SECONDS", "30"), ("metadata_ttl=SECONDS", "60"),
                             ("anon", "off"), ("prefetch_size=SIZE", "64M")]:
         assert re.search(rf"^  {re.escape(option)}  \[{re.escape(default)}\]$", out, re.M), option
@@ -35,7 +36,7 @@ def test_help_lists_every_option_with_its_default():
         assert word in out
     # every option the help names is one parse_options accepts
     for word in ("ro", "cache_size=1G", "dirty_size=1M", "decode_ahead=0", "decode_ahead=4M", "views=none", "header_cache_size=1M",
-                 "recovery_dir=/tmp/r", "log_file=/tmp/l", "debug", "previews", "noxattr", "endpoint=http://h:1", "region=eu-west-1",
+                 "recovery_dir=/tmp/r", "log_file=/tmp/l", "symlinks=follow", "debug", "previews", "noxattr", "endpoint=http://h:1", "region=eu-west-1",
                  "anon", "timeout=5", "metadata_ttl=0", "credentials_file=/c", "prefetch_size=0", "prefetch_size=128M", "allow_other", "auto_unmount",
                  "fsname=x", "nofail", "x-a=b"):
         parse_options([word])

@@ -106,6 +106,10 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
             if not value:
                 raise UsageError("recovery_dir needs a directory")
             options.recovery_dir = os.path.abspath(value)
+        elif name == "symlinks":
+            if value not in ("follow", "contain"):
+                raise UsageError(f"symlinks={value!r}: choose follow (a trusted store) or contain")
+            options.follow_symlinks = value == "follow"
         elif name == "log_file":
             if not value:
                 raise UsageError("log_file needs a path")
@@ -132,7 +136,7 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
 
 
 # Every option name parse_options takes (the ones mount(8) adds aside): what a typo is matched to.
-OPTION_NAMES = ("ro", "cache_size", "decode_ahead", "dirty_size", *sorted(REMOTE_OPTIONS), "recovery_dir", "log_file", "views",
+OPTION_NAMES = ("ro", "cache_size", "decode_ahead", "dirty_size", *sorted(REMOTE_OPTIONS), "recovery_dir", "log_file", "symlinks", "views",
                 "previews", "noxattr", "header_cache_size", "debug", *sorted(FUSE_OPTIONS))
 
 

@@ -28,6 +28,9 @@ def option_lines(defaults, views) -> list[tuple[str, str, str]]:
          "file's attributes (ls -l of coreutils 9.6 and later) then sends no request per file"),
         ("header_cache_size=SIZE", format_size(defaults.header_cache_bytes), "header views and listing attributes kept"),
         ("recovery_dir=DIR", defaults.recovery_dir, "where written data that cannot be stored at shutdown is saved"),
+        ("symlinks=follow", "contain",
+         "a trusted store's symlinks that lead out of it are read through (never to a FIFO, socket or device, "
+         "nor under /proc, /sys, /dev); a write replaces a linked chunk, never its target. contain: refused (EACCES)"),
         ("log_file=PATH", f"syslog; without /dev/log {default_log_file()}",
          "where a daemonized zarrfs logs, said at mount (with -f: besides stderr)"),
         ("endpoint=URL", "the cloud's", "object stores: an S3-compatible server (e.g. http://127.0.0.1:9000)"),

@@ -74,6 +74,7 @@ class Handle:
 class Options:
     read_only: bool = False
     recovery_dir: str = field(default_factory=recovery.default_directory)
+    follow_symlinks: bool = False  # -o symlinks=follow: a trusted store's links out of it are read through (beneath.py)
     log_file: str | None = None  # a daemon's log (cli.py, daemonlog.py): None for syslog, or the default file without it
     remote: RemoteOptions = field(default_factory=RemoteOptions)
     cache_bytes: int = 512 << 20
@@ -91,7 +92,7 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
 
     def __init__(self, source: str, options: Options):
         self.options = options
-        self.store = open_store(source, options.read_only, options.remote)
+        self.store = open_store(source, options.read_only, options.remote, options.follow_symlinks)
         self.hierarchy = Hierarchy(self.store, options.views, options.header_cache_bytes, options.previews)
         self.previews = preview.Previews(options.cache_bytes // 16)
         self.cache = ChunkCache(options.cache_bytes, *self._read_ahead())

@@ -5,6 +5,12 @@ has it (Linux 5.6+), so symlinks are followed only while they stay below the roo
 never climbs out; elsewhere each component is opened with O_NOFOLLOW, so no symlink is followed
 at all. A key is '/'-separated names: empty names, `.`, `..`, NUL and absolute keys are refused
 before the file system is asked.
+
+A trusted store may share chunks through symlinks that lead out of it (-o symlinks=follow):
+then a read that would leave the root is resolved wherever it leads (_open_outside), though
+never to a FIFO, socket or device, nor to anything under /proc, /sys or /dev. Writes stay
+beneath the root whatever the option: a value is written by renaming a new file over its name,
+which replaces a link to a shared chunk and leaves the chunk as it is.
 """
 
 import ctypes
@@ -18,6 +24,8 @@ _SYS_OPENAT2 = {"x86_64": 437, "aarch64": 437, "riscv64": 437, "ppc64le": 437, "
 _RESOLVE_NO_MAGICLINKS = 0x02  # /proc/self/fd/N style links
 _RESOLVE_BENEATH = 0x08
 _ESCAPES = (errno.EXDEV, errno.EAGAIN)  # EAGAIN: openat2 asks for a retry when a rename raced it
+NEVER_FOLLOWED_INTO = ("/proc", "/sys", "/dev")  # kernel interfaces and devices: no data of a store
+_WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
 class _OpenHow(ctypes.Structure):
@@ -53,8 +61,9 @@ def key_parts(key: str) -> list[str]:
 class Beneath:
     """Opens paths below one root directory and nowhere else."""
 
-    def __init__(self, root: str):
+    def __init__(self, root: str, follow_symlinks: bool = False):
         self.root = root
+        self.follow_symlinks = follow_symlinks  # reads only: see the module's docstring
         self.root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         self.openat2 = _syscall is not None and self._probe_openat2()
 
@@ -65,9 +74,10 @@ class Beneath:
         except OSError:  # ENOSYS (old kernel), EPERM (a seccomp filter)...
             return False
 
-    def open(self, key: str, flags: int, mode: int = 0o666) -> int:
+    def open(self, key: str, flags: int, mode: int = 0o666, reading: bool = False) -> int:
         """A descriptor for `key`, opened with `flags`; OSError as the kernel gives it, EACCES for
-        a path that would leave the root."""
+        a path that would leave the root, unless symlinks are followed and this is `reading`
+        (never a directory opened to write in, nor flags that write)."""
         parts = key_parts(key)
         flags |= os.O_CLOEXEC
         if not parts:
@@ -77,9 +87,30 @@ class Beneath:
                 return self._openat2("/".join(parts), flags, mode)
             return self._walk(parts, flags, mode)
         except OSError as e:
-            if e.errno in _ESCAPES:
-                raise OSError(errno.EACCES, f"{key!r} leads outside the store (a symlink or a race)") from None
-            raise
+            if e.errno not in _ESCAPES:
+                raise
+            if reading and self.follow_symlinks and not flags & _WRITING:
+                return self._open_outside(key, flags)
+            raise OSError(errno.EACCES, f"{key!r} leads outside the store (a symlink or a race)") from None
+
+    def _open_outside(self, key: str, flags: int) -> int:
+        """`key` opened for reading wherever its symlinks lead, but only to a regular file or a
+        directory outside /proc, /sys and /dev; EACCES otherwise. The target is looked at
+        before it is opened (opening a FIFO blocks, opening a device can act on it), and the
+        file opened must be the one looked at."""
+        target = os.path.realpath(os.path.join(self.root, key))
+        refused = next((top for top in NEVER_FOLLOWED_INTO if target == top or target.startswith(top + "/")), None)
+        if refused:
+            raise OSError(errno.EACCES, f"{key!r} leads to {target}: nothing under {refused} is followed")
+        looked = os.stat(target, follow_symlinks=False)  # FileNotFoundError: no such key
+        if not (stat.S_ISREG(looked.st_mode) or stat.S_ISDIR(looked.st_mode)):
+            raise OSError(errno.EACCES, f"{key!r} leads to {target}, a FIFO, socket or device: not followed")
+        fd = os.open(target, flags | os.O_NOFOLLOW | os.O_CLOEXEC)
+        opened = os.fstat(fd)
+        if (opened.st_dev, opened.st_ino) != (looked.st_dev, looked.st_ino):
+            os.close(fd)
+            raise OSError(errno.EACCES, f"{key!r}: {target} changed while it was opened")
+        return fd
 
     def _openat2(self, path: str, flags: int, mode: int = 0) -> int:
         how = _OpenHow(flags, mode if flags & os.O_CREAT else 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
@@ -127,7 +158,7 @@ class Beneath:
     def open_regular(self, key: str) -> int:
         """A descriptor for reading the regular file `key`. Never blocks on a FIFO or a device:
         anything that is not a regular file (a directory too) is refused with EIO."""
-        fd = self.open(key, os.O_RDONLY | os.O_NONBLOCK)
+        fd = self.open(key, os.O_RDONLY | os.O_NONBLOCK, reading=True)
         try:
             mode = os.fstat(fd).st_mode
             if not stat.S_ISREG(mode):
@@ -141,7 +172,7 @@ class Beneath:
 
     def stat(self, key: str) -> os.stat_result:
         """The stat of `key`, following symlinks only while they stay inside; never opens the file."""
-        fd = self.open(key, os.O_PATH)
+        fd = self.open(key, os.O_PATH, reading=True)
         try:
             return os.fstat(fd)
         finally:

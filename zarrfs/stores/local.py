@@ -29,13 +29,15 @@ class Staged(NamedTuple):
 
 class LocalStore(NodeDirectories):
     """A Zarr store in a local directory. Keys are '/'-separated paths below `root`, and nothing
-    outside `root` is ever listed, read, written or created (see beneath.py)."""
+    outside `root` is ever listed, read, written or created (see beneath.py); with
+    `follow_symlinks` (a trusted store that shares chunks), symlinks out of it are read through,
+    and nothing outside is ever written."""
 
-    def __init__(self, root: str, read_only: bool = False):
+    def __init__(self, root: str, read_only: bool = False, follow_symlinks: bool = False):
         self.root = os.path.abspath(root)
         self.read_only = read_only
         try:
-            self.beneath = Beneath(self.root)
+            self.beneath = Beneath(self.root, follow_symlinks)
         except OSError as e:
             raise StoreError(f"{self.root}: {e.strerror}", e.errno) from None
         self.hold_replaced = worth_holding(self.root)  # releases.py
@@ -187,7 +189,7 @@ class LocalStore(NodeDirectories):
     def list_dir(self, prefix: str) -> list[str]:
         """Names directly below `prefix`, without temporary files; [] when it is not a directory."""
         try:
-            fd = self.beneath.open(prefix, os.O_RDONLY | os.O_DIRECTORY)
+            fd = self.beneath.open(prefix, os.O_RDONLY | os.O_DIRECTORY, reading=True)
         except (FileNotFoundError, NotADirectoryError):
             return []
         except OSError as e:
@@ -205,7 +207,7 @@ class LocalStore(NodeDirectories):
         stat alone: no value is opened. Symlinks are not followed, temporaries are left out.
         With `directories`, each directory listed too, its key ending in "/" ("/" for `prefix`)."""
         try:
-            stack = [("", self.beneath.open(prefix, os.O_RDONLY | os.O_DIRECTORY))]
+            stack = [("", self.beneath.open(prefix, os.O_RDONLY | os.O_DIRECTORY, reading=True))]
         except (FileNotFoundError, NotADirectoryError):
             return
         except OSError as e:

@@ -42,9 +42,9 @@ def public_url(source: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
-def open_store(source: str, read_only: bool, remote: RemoteOptions):
+def open_store(source: str, read_only: bool, remote: RemoteOptions, follow_symlinks: bool = False):
     if not is_remote(source):
-        return LocalStore(source, read_only=read_only)
+        return LocalStore(source, read_only=read_only, follow_symlinks=follow_symlinks)
     from zarrfs.stores.object_store import ObjectStore  # obstore is needed only for remote sources
 
     scheme = urlsplit(source).scheme

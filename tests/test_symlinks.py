@@ -1,0 +1,114 @@
+"""-o symlinks=follow, for trusted stores that share chunks through symlinks (neuroglancer's
+OME-Zarr test data links array/c/0/0/0 to ../../../../../../base_array/0): links out of the
+store are read through, never to a FIFO, socket, device or anything under /proc, /sys or /dev,
+and never written through: a write replaces the link with a value of the store's own. Without
+the option such a chunk is refused (test_hostile.py)."""
+
+import errno
+import os
+
+import pytest
+
+from helpers import array_doc, group_doc, write_doc
+from mounting import mounted
+from test_hostile import READ, probe
+
+CHUNK = 4096  # page-sized chunks: the kernel reads whole pages, so each chunk's error stays its own
+SHARED = bytes(range(256)) * 16
+OWN, OTHER = b"\x08" * CHUNK, b"\x09" * CHUNK
+
+
+@pytest.fixture
+def linked(tmp_path):
+    """(store, the shared directory outside it): arrays of two uint8 chunks whose chunk 0
+    lives elsewhere, as a link to a file, through a linked chunk directory, or at a FIFO, a
+    device or a file of /proc or /sys."""
+    root, shared = tmp_path / "store", tmp_path / "shared"
+    (shared / "dir").mkdir(parents=True)
+    (shared / "0").write_bytes(SHARED)
+    (shared / "dir" / "0").write_bytes(SHARED)
+    (shared / "dir" / "1").write_bytes(OTHER)
+    os.mkfifo(shared / "fifo")
+    targets = {"file": shared / "0", "fifo": shared / "fifo", "device": "/dev/zero", "proc": "/proc/version",
+               "sys": "/sys/kernel/mm/transparent_hugepage/enabled", "upward": "../../../shared/0"}
+    write_doc(root, "", group_doc())
+    for name, target in targets.items():
+        write_doc(root, name, array_doc([2 * CHUNK], "uint8", [CHUNK], fill_value=0))
+        (root / name / "c").mkdir()
+        (root / name / "c" / "1").write_bytes(OWN)
+        os.symlink(target, root / name / "c" / "0")
+    write_doc(root, "linkeddir", array_doc([2 * CHUNK], "uint8", [CHUNK], fill_value=0))
+    os.symlink(shared / "dir", root / "linkeddir" / "c")
+    return root, shared
+
+
+def read(path, offset=0, size=2 * CHUNK):
+    out = probe(READ, path, offset, size).stdout.split()
+    return int(out[1]) if out[0] == "errno" else bytes.fromhex(out[0])
+
+
+def test_links_out_of_a_trusted_store_are_read_through(linked, tmp_path):
+    root, _ = linked
+    with mounted(root, tmp_path, "ro", "symlinks=follow") as m:
+        assert read(m / "file.bin") == SHARED + OWN
+        assert read(m / "upward.bin") == SHARED + OWN  # relative, as neuroglancer's are
+        assert read(m / "linkeddir.bin") == SHARED + OTHER
+
+
+@pytest.mark.parametrize("name", ["fifo", "device", "proc", "sys"])
+def test_links_to_fifos_devices_and_kernel_files_are_never_followed(linked, tmp_path, name):
+    root, _ = linked
+    with mounted(root, tmp_path, "ro", "symlinks=follow") as m:
+        assert read(m / f"{name}.bin", 0, 4) == errno.EACCES  # no hang on the FIFO, nothing of the kernel's
+        assert read(m / f"{name}.bin", CHUNK, CHUNK) == OWN  # the chunk beside it
+        assert f"{name}/c/0" in m.log()
+
+
+def test_without_the_option_links_out_stay_refused(linked, tmp_path):
+    root, _ = linked
+    with mounted(root, tmp_path, "ro") as m:
+        assert read(m / "file.bin", 0, 4) == errno.EACCES
+        assert read(m / "linkeddir.bin", 0, 4) == errno.EACCES
+        assert "leads outside the store" in m.log()
+
+
+def test_a_write_replaces_the_link_and_leaves_the_shared_chunk_as_it_is(linked, tmp_path):
+    root, shared = linked
+    with mounted(root, tmp_path, "symlinks=follow") as m:
+        fd = os.open(m / "file.bin", os.O_RDWR)
+        try:
+            os.pwrite(fd, b"\xff", 1)  # part of the linked chunk: merged with the shared values
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        assert read(m / "file.bin") == SHARED[:1] + b"\xff" + SHARED[2:] + OWN
+    chunk = root / "file" / "c" / "0"
+    assert not chunk.is_symlink() and chunk.read_bytes() == SHARED[:1] + b"\xff" + SHARED[2:]
+    assert (shared / "0").read_bytes() == SHARED
+
+
+def test_a_write_under_a_linked_chunk_directory_is_refused_and_changes_nothing_outside(linked, tmp_path):
+    """The directory is shared as a whole: writing in it would write through the link."""
+    root, shared = linked
+    with mounted(root, tmp_path, "symlinks=follow") as m:
+        fd = os.open(m / "linkeddir.bin", os.O_RDWR)
+        try:
+            os.pwrite(fd, b"\xff", 1)
+            with pytest.raises(OSError) as raised:
+                os.fsync(fd)
+            assert raised.value.errno == errno.EACCES
+        finally:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    assert sorted(p.name for p in (shared / "dir").iterdir()) == ["0", "1"]
+    assert (shared / "dir" / "0").read_bytes() == SHARED
+
+
+def test_an_unknown_symlinks_value_is_refused():
+    from zarrfs.cli.command import UsageError, parse_options
+    assert parse_options(["symlinks=follow"])[0].follow_symlinks
+    assert not parse_options(["symlinks=contain"])[0].follow_symlinks and not parse_options([])[0].follow_symlinks
+    with pytest.raises(UsageError, match="choose follow"):
+        parse_options(["symlinks=yes"])
