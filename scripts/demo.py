@@ -112,7 +112,9 @@ def main():
         os.mkdir(mnt)
         build(source)
         print(f"Built a sample hierarchy in {source}; mounting it read-only:")
-        show(zarrfs_cmd, source, mnt, "-o", "ro")
+        # its log in the demo's directory too: the demo leaves nothing behind (without syslog, a
+        # daemon's log is /var/log/zarrfs/zarrfs.log otherwise)
+        show(zarrfs_cmd, source, mnt, "-o", f"ro,log_file={os.path.join(work, 'zarrfs.log')}")
         try:
             tour(mnt)
         finally:
