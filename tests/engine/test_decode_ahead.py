@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import zarr
 
-from helpers import CountingStore, array_doc, write_doc
+from helpers import CountingStore, Worker, array_doc, write_doc
 from mounting import mounted
 from zarrfs.engine.decode_ahead import DecodeAhead
 from zarrfs.engine.array import open_array
@@ -169,17 +169,15 @@ def test_a_chunk_taken_while_it_decodes_stays_within_the_budget_until_its_decode
     ahead = DecodeAhead(max_bytes=1 << 20, workers=2)
     gate = threading.Event()
     assert ahead.submit(0, (1 << 20,), np.dtype("u1"), lambda out: gate.wait(10) and 0)
-    taken = []
-    reader = threading.Thread(target=lambda: taken.append(ahead.take(0)))
-    reader.start()
-    reader.join(0.2)
-    assert reader.is_alive()  # waiting for the decode
+    reader = Worker(ahead.take, 0).start()
+    assert not reader.wait(0.2)  # waiting for the decode
     assert ahead.nbytes == 1 << 20 and not ahead.room(1 << 20)
     assert not ahead.submit(1, (1 << 20,), np.dtype("u1"), lambda out: 0)
     gate.set()
-    reader.join(10)
-    assert taken[0] is not None and ahead.nbytes == 0
-    free(taken[0][0])
+    assert reader.wait(10)
+    reader.join()  # raises what take() raised
+    assert reader.result is not None and ahead.nbytes == 0
+    free(reader.result[0])
 
 
 def test_decode_ahead_through_a_mount_sees_writes_through_another_view(tmp_path):
@@ -221,11 +219,10 @@ def test_a_decode_ahead_without_memory_ends_and_its_reader_decodes_itself(monkey
     monkeypatch.setattr(ahead, "malloc_array", no_memory)
     decoder = ahead.DecodeAhead(1 << 20, workers=1)
     assert decoder.submit("k", (16,), "u1", lambda out: 0)
-    done = threading.Event()
-    result = []
-    threading.Thread(target=lambda: (result.append(decoder.take("k")), done.set()), daemon=True).start()
-    assert done.wait(10), "take() waited for a decode that never ended"
-    assert result == [None] and decoder.nbytes == 0
+    taking = Worker(decoder.take, "k").start()
+    assert taking.wait(10), "take() waited for a decode that never ended"
+    taking.join()  # raises what take() raised
+    assert taking.result is None and decoder.nbytes == 0
 
 
 def test_a_stream_walks_each_chunk_once_to_decode_it_ahead(tmp_path, monkeypatch):
@@ -262,9 +259,9 @@ def test_a_decode_ahead_that_cannot_start_a_thread_ends_at_once():
 
     decoder._executor.submit = no_thread
     assert not decoder.submit("k", (16,), "u1", lambda out: 0)
-    done = threading.Event()
-    threading.Thread(target=lambda: (decoder.take("k"), done.set()), daemon=True).start()
-    assert done.wait(10), "take() waited for a decode that never began"
+    taking = Worker(decoder.take, "k").start()
+    assert taking.wait(10), "take() waited for a decode that never began"
+    taking.join()  # raises what take() raised
     assert "k" not in decoder and decoder._running == 0
     taken = decoder.take("warm")
     free(taken[0])

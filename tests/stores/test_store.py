@@ -4,8 +4,8 @@ listing stopped early leaves nothing open."""
 import os
 import subprocess
 import sys
-import threading
 
+from helpers import Worker
 from zarrfs.stores import local as store_module
 from zarrfs.stores.deferred_release import releases
 from zarrfs.stores.local import TEMP_PREFIX, LocalStore
@@ -97,10 +97,9 @@ def test_a_fifo_where_a_value_goes_is_replaced_without_being_opened(tmp_path):
     store = LocalStore(tmp_path)
     (tmp_path / "c").mkdir()
     os.mkfifo(tmp_path / "c" / "0")
-    done = threading.Event()
-    writer = threading.Thread(target=lambda: (store.set("c/0", b"value"), done.set()), daemon=True)
-    writer.start()
-    assert done.wait(10), "publish waited on the FIFO"
+    writer = Worker(store.set, "c/0", b"value").start()
+    assert writer.wait(10), "publish waited on the FIFO"
+    writer.join()  # raises what set() raised
     assert store.get("c/0") == b"value"
 
 
