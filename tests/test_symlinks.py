@@ -30,7 +30,9 @@ def linked(tmp_path):
     (shared / "dir" / "1").write_bytes(OTHER)
     os.mkfifo(shared / "fifo")
     targets = {"file": shared / "0", "fifo": shared / "fifo", "device": "/dev/zero", "proc": "/proc/version",
-               "sys": "/sys/kernel/mm/transparent_hugepage/enabled", "upward": "../../../shared/0"}
+               "sys": "/sys/kernel/mm/transparent_hugepage/enabled", "upward": "../../../shared/0",
+               "dangling": shared / "gone", "loop": shared / "loop"}
+    os.symlink("loop", shared / "loop")
     write_doc(root, "", group_doc())
     for name, target in targets.items():
         write_doc(root, name, array_doc([2 * CHUNK], "uint8", [CHUNK], fill_value=0))
@@ -62,6 +64,14 @@ def test_links_to_fifos_devices_and_kernel_files_are_never_followed(linked, tmp_
         assert read(m / f"{name}.bin", 0, 4) == errno.EACCES  # no hang on the FIFO, nothing of the kernel's
         assert read(m / f"{name}.bin", CHUNK, CHUNK) == OWN  # the chunk beside it
         assert f"{name}/c/0" in m.log()
+
+
+def test_a_link_out_that_leads_nowhere_reads_as_a_missing_chunk_and_a_loop_fails(linked, tmp_path):
+    root, _ = linked
+    with mounted(root, tmp_path, "ro", "symlinks=follow") as m:
+        assert read(m / "dangling.bin") == bytes(CHUNK) + OWN  # the fill value
+        assert read(m / "loop.bin", 0, 4) == errno.ELOOP
+        assert read(m / "loop.bin", CHUNK, CHUNK) == OWN
 
 
 def test_without_the_option_links_out_stay_refused(linked, tmp_path):

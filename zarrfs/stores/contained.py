@@ -98,13 +98,14 @@ class Beneath:
         directory outside /proc, /sys and /dev; EACCES otherwise. The target is looked at
         before it is opened (opening a FIFO blocks, opening a device can act on it), and the
         file opened must be the one looked at."""
-        target = os.path.realpath(os.path.join(self.root, key))
+        target = os.path.realpath(os.path.join(self.root, key), strict=True)  # ELOOP, FileNotFoundError as is
         refused = next((top for top in NEVER_FOLLOWED_INTO if target == top or target.startswith(top + "/")), None)
         if refused:
             raise OSError(errno.EACCES, f"{key!r} leads to {target}: nothing under {refused} is followed")
-        looked = os.stat(target, follow_symlinks=False)  # FileNotFoundError: no such key
+        looked = os.stat(target, follow_symlinks=False)
         if not (stat.S_ISREG(looked.st_mode) or stat.S_ISDIR(looked.st_mode)):
-            raise OSError(errno.EACCES, f"{key!r} leads to {target}, a FIFO, socket or device: not followed")
+            raise OSError(errno.EACCES, f"{key!r} leads to {target}, not a regular file or directory (a FIFO, "
+                                        f"socket or device): not followed")
         fd = os.open(target, flags | os.O_NOFOLLOW | os.O_CLOEXEC)
         opened = os.fstat(fd)
         if (opened.st_dev, opened.st_ino) != (looked.st_dev, looked.st_ino):
