@@ -10,7 +10,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zarrfs import daemonlog
+from zarrfs.cli import daemon_log
 from zarrfs.engine import recovery
 
 SYSTEM_LINK = "/usr/local/bin/zarrfs"
@@ -24,7 +24,7 @@ def recovery_places() -> list[str]:
 
 def log_files() -> list[str]:
     """The log a daemon writes when it has no syslog and no log_file is given."""
-    return [daemonlog.default_log_file()]
+    return [daemon_log.default_log_file()]
 
 
 @dataclass

@@ -12,7 +12,7 @@ import zarr
 
 from helpers import fill_disk
 from mounting import ZARRFS, mounted, unmount, wait_for
-from zarrfs import daemonlog
+from zarrfs.cli import daemon_log
 
 
 def daemon_gone(source, mnt) -> bool:
@@ -59,14 +59,14 @@ def test_a_log_file_that_cannot_be_opened_refuses_the_mount_in_one_line(tmp_path
 
 
 def test_the_log_goes_to_syslog_when_there_is_one_else_to_the_default_file(tmp_path, monkeypatch):
-    monkeypatch.setattr(daemonlog, "SYSLOG_SOCKET", str(tmp_path / "log"))
-    assert daemonlog.log_file_for(None) == daemonlog.default_log_file() == "/var/log/zarrfs/zarrfs.log"  # as root
-    assert daemonlog.log_file_for("/x/y.log") == "/x/y.log"
+    monkeypatch.setattr(daemon_log, "SYSLOG_SOCKET", str(tmp_path / "log"))
+    assert daemon_log.log_file_for(None) == daemon_log.default_log_file() == "/var/log/zarrfs/zarrfs.log"  # as root
+    assert daemon_log.log_file_for("/x/y.log") == "/x/y.log"
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as syslog:
         syslog.bind(str(tmp_path / "log"))
-        assert daemonlog.log_file_for(None) is None
-        assert daemonlog.describe(None) == "the log goes to syslog (journalctl -t zarrfs)"
-        assert daemonlog.log_file_for("/x/y.log") == "/x/y.log"  # given: the file all the same
+        assert daemon_log.log_file_for(None) is None
+        assert daemon_log.describe(None) == "the log goes to syslog (journalctl -t zarrfs)"
+        assert daemon_log.log_file_for("/x/y.log") == "/x/y.log"  # given: the file all the same
 
 
 def test_foreground_with_a_log_file_logs_to_both(tmp_path):

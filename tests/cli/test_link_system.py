@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPTS = Path(__file__).parent.parent / "scripts"
+SCRIPTS = Path(__file__).parents[2] / "scripts"
 
 
 def link_system(target, link, *flags):

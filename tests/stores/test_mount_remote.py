@@ -12,7 +12,7 @@ import pytest
 import zarr
 from zarr.codecs import BloscCodec, Crc32cCodec, ZstdCodec
 
-from mounting import ZARRFS, daemon_places, mounted, reap, unmount, wait_for
+from mounting import ZARRFS, daemon_places, mounted, unmount, wait_for
 from zarrfs.testing.seaweed import unique_prefix
 
 

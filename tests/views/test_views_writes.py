@@ -168,7 +168,7 @@ def test_mmap_writers_on_two_views_at_once_end_coherent(store, tmp_path):
         try:
             run_together(through_bin_map, through_npy_map, through_pwrite)  # raises what any of them raised
         finally:
-            del bin_map, npy
+            bin_map = npy = None  # the maps go before the mapping closes
             mapping.close()
             os.close(fd)
             os.close(fdn)

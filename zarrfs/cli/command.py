@@ -16,7 +16,7 @@ import stat
 import sys
 import threading
 
-from zarrfs import daemonlog
+from zarrfs.cli import daemon_log
 from zarrfs.errors import ZarrfsError
 from zarrfs.fuse.binding import ZarrFUSE
 from zarrfs.cli.help import epilog
@@ -273,10 +273,10 @@ def main(argv=None) -> int:
         return mount
 
     if not (args.f or args.d or debug):
-        return daemonize(make_mount, daemonlog.log_file_for(options.log_file))
+        return daemonize(make_mount, daemon_log.log_file_for(options.log_file))
     try:
         if options.log_file:  # besides stderr
-            logging.getLogger().addHandler(daemonlog.file_handler(options.log_file))
+            logging.getLogger().addHandler(daemon_log.file_handler(options.log_file))
     except OSError as e:
         print(f"zarrfs: {cannot_log(options.log_file, e)}", file=sys.stderr)
         return 1
@@ -350,7 +350,7 @@ def daemonize(make_mount, log_file: str | None) -> int:
         with os.fdopen(read_end, "rb") as pipe:
             message = pipe.read().decode(errors="replace")
         if message == "ready":
-            print(f"zarrfs: mounted; {daemonlog.describe(log_file)}", file=sys.stderr)
+            print(f"zarrfs: mounted; {daemon_log.describe(log_file)}", file=sys.stderr)
             return 0
         print(f"zarrfs: {message or 'cannot mount'}", file=sys.stderr)
         return 1
@@ -369,7 +369,7 @@ def daemonize(make_mount, log_file: str | None) -> int:
         pipe.write(str(e).encode() if isinstance(e, ZarrfsError) else f"{type(e).__name__}: {e}".encode())
         os._exit(1)
     try:
-        handler = daemonlog.file_handler(log_file) if log_file else daemonlog.syslog_handler()
+        handler = daemon_log.file_handler(log_file) if log_file else daemon_log.syslog_handler()
     except OSError as e:
         pipe.write(cannot_log(log_file, e).encode())
         os._exit(1)
@@ -378,7 +378,7 @@ def daemonize(make_mount, log_file: str | None) -> int:
         pipe.write(b"ready")
         pipe.close()
         os.dup2(null, 2)  # the terminal may be gone: log to syslog or the file from now on
-        daemonlog.log_only_to(handler)
+        daemon_log.log_only_to(handler)
 
     mount.on_ready = ready
     error = mount.serve()

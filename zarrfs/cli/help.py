@@ -1,7 +1,7 @@
 """The `-o` options as `zarrfs --help` lists them, each with its default (read from Options, so
 the two cannot disagree)."""
 
-from zarrfs.daemonlog import default_log_file
+from zarrfs.cli.daemon_log import default_log_file
 
 
 def format_size(nbytes: int) -> str:
