@@ -3,6 +3,8 @@
 import errno
 import json
 import os
+import sys
+import subprocess
 import threading
 
 
@@ -150,3 +152,21 @@ def run_together(*targets, timeout: float = 120) -> list:
     for worker in workers:
         worker.join()
     return [worker.result for worker in workers]
+
+
+# A child process probes the mount, so that a hang is a failed test, not a hung run.
+PROBE_LIMIT = 20  # seconds: far more than any answer takes; a hang is a failure
+
+
+def probe(code: str, *args) -> subprocess.CompletedProcess:
+    """Run `code` in a child process; a time-out is a hang, and fails the test."""
+    try:
+        return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
+                              timeout=PROBE_LIMIT)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"probe did not finish in {PROBE_LIMIT} s: {code} {args}")
+
+
+OPEN_ERRNO = "import os, sys\ntry:\n    os.close(os.open(sys.argv[1], os.O_RDONLY))\n    print(0)\nexcept OSError as e:\n    print(e.errno)"
+READ = ("import os, sys\nfd = os.open(sys.argv[1], os.O_RDONLY)\ntry:\n    print(os.pread(fd, int(sys.argv[3]), "
+        "int(sys.argv[2])).hex())\nexcept OSError as e:\n    print('errno', e.errno)")

@@ -5,18 +5,15 @@ or written, and no request hangs (probes run in a child process with a time limi
 import errno
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import zarr
 
 import zarrfs
-from helpers import array_doc, group_doc, sharding, write_doc
+from helpers import OPEN_ERRNO, READ, array_doc, group_doc, probe, sharding, write_doc
 from mounting import mounted
 
-PROBE_LIMIT = 20  # seconds: far more than any answer takes; a hang is a failure
 ROW = bytes(range(256)) * 16
 ZSTD_SPIN = bytes.fromhex("28b52ffd10198100004445464754557651646566677475767728b5")
 ZSTD = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 1}}]
@@ -92,20 +89,6 @@ def hostile(tmp_path_factory):
 def snapshot(directory) -> dict:
     return {str(p.relative_to(directory)): (p.stat().st_mtime_ns, p.is_file() and p.read_bytes())
             for p in sorted(directory.rglob("*"))}
-
-
-def probe(code: str, *args) -> subprocess.CompletedProcess:
-    """Run `code` in a child process; a time-out is a hang, and fails the test."""
-    try:
-        return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
-                              timeout=PROBE_LIMIT)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"probe did not finish in {PROBE_LIMIT} s: {code} {args}")
-
-
-OPEN_ERRNO = "import os, sys\ntry:\n    os.close(os.open(sys.argv[1], os.O_RDONLY))\n    print(0)\nexcept OSError as e:\n    print(e.errno)"
-READ = ("import os, sys\nfd = os.open(sys.argv[1], os.O_RDONLY)\ntry:\n    print(os.pread(fd, int(sys.argv[3]), "
-        "int(sys.argv[2])).hex())\nexcept OSError as e:\n    print('errno', e.errno)")
 
 
 def test_every_bad_node_is_listed_and_its_siblings_work(hostile):

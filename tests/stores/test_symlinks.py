@@ -2,7 +2,7 @@
 OME-Zarr test data links array/c/0/0/0 to ../../../../../../base_array/0): links out of the
 store are read through, never to a FIFO, socket, device or anything under /proc, /sys or /dev,
 and never written through: a write replaces the link with a value of the store's own. Without
-the option such a chunk is refused (test_hostile.py)."""
+the option such a chunk is refused (tests/fuse/test_hostile.py)."""
 
 import errno
 import os
@@ -11,7 +11,7 @@ import pytest
 
 from helpers import array_doc, group_doc, write_doc
 from mounting import mounted
-from test_hostile import READ, probe
+from helpers import READ, probe
 
 CHUNK = 4096  # page-sized chunks: the kernel reads whole pages, so each chunk's error stays its own
 SHARED = bytes(range(256)) * 16
