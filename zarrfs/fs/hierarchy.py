@@ -27,6 +27,7 @@ from zarrfs.nodes import consolidated
 from zarrfs.nodes import documents as nodes
 from zarrfs.views import text as textview
 from zarrfs.codecs.chain import ChunkSpec, CodecChain
+from zarrfs.names import to_json as json_name
 from zarrfs.errors import MetadataError, StoreError, UnsupportedError, ZarrfsError
 from zarrfs.format.v3 import ArrayMetadata, GroupMetadata
 from zarrfs.views.georeferencing import Georeferencer
@@ -419,12 +420,13 @@ def sidecar(meta: ArrayMetadata, data_file: str, views: dict[str, str] | None = 
         "inner_chunk_shape": sharding["configuration"].get("chunk_shape") if sharding else None,
         "codecs": facts["codecs"],
         "attributes": facts["attributes"],
-        "data_file": data_file,
+        "data_file": json_name(data_file),  # a string, or byte values for a name that is not UTF-8
         "zarr_format": meta.zarr_format,
-        "views": views or {},  # format -> the header file beside data_file
+        "views": {view: json_name(name) for view, name in (views or {}).items()},  # format -> its file
     }
     if meta.data_type.numpy.kind == "O":  # shown as text (see textview.py)
-        body.update(itemsize=None, nbytes=None, byte_order=None, data_file=None, text_file=data_file.removesuffix(".bin") + ".txt",
+        body.update(itemsize=None, nbytes=None, byte_order=None, data_file=None,
+                    text_file=json_name(data_file.removesuffix(".bin") + ".txt"),
                     text_format=textview.lines_of(meta.data_type.name)[1])
     if meta.data_type.numpy.kind in "Mm":
         unit, count = np.datetime_data(meta.data_type.numpy)

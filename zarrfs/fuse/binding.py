@@ -4,6 +4,7 @@ lookup per entry."""
 
 import ctypes
 import errno
+import sys
 import threading
 from collections import OrderedDict
 
@@ -17,6 +18,10 @@ PACKED_BYTES = 200  # a packed struct stat and its list slot, about
 
 class ZarrFUSE(mfusepy.FUSE):
     def __init__(self, *args, **kwargs):
+        # paths decoded as the os module decodes names (names.py): what the kernel asks for is
+        # then the very str os.listdir gave, and the OS gets its bytes back
+        kwargs.setdefault("encoding", sys.getfilesystemencoding())
+        kwargs.setdefault("errors", "surrogateescape")
         self._stats: OrderedDict = OrderedDict()  # id(entries) -> (entries, writes, [packed struct stat])
         self._stats_entries = 0  # bounded by header_cache_size, with the headers
         self._stats_lock = threading.Lock()

@@ -93,7 +93,7 @@ class Siblings:
         while True:
             paths, done = self._queue.get()
             for path in paths:
-                result = _libfuse.fuse_invalidate_path(self._fuse, path.encode())
+                result = _libfuse.fuse_invalidate_path(self._fuse, os.fsencode(path))
                 with self._lock:
                     self._pending[path] -= 1
                     if not self._pending[path]:

@@ -4,7 +4,7 @@ Every open goes through a descriptor of the root: `openat2(RESOLVE_BENEATH)` whe
 has it (Linux 5.6+), so symlinks are followed only while they stay below the root and `..`
 never climbs out; elsewhere each component is opened with O_NOFOLLOW, so no symlink is followed
 at all. A key is '/'-separated names: empty names, `.`, `..`, NUL and absolute keys are refused
-before the file system is asked.
+before the file system is asked. A name is any bytes, held as os.fsdecode's str (names.py).
 
 A trusted store may share chunks through symlinks that lead out of it (-o symlinks=follow):
 then a read that would leave the root is resolved wherever it leads (_open_outside), though
@@ -115,7 +115,8 @@ class Beneath:
 
     def _openat2(self, path: str, flags: int, mode: int = 0) -> int:
         how = _OpenHow(flags, mode if flags & os.O_CREAT else 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
-        fd = _syscall(_SYS_OPENAT2, self.root_fd, path.encode(), ctypes.byref(how), ctypes.sizeof(how))
+        # a key's names are the str os.fsdecode made of their bytes (names.py): give back the bytes
+        fd = _syscall(_SYS_OPENAT2, self.root_fd, os.fsencode(path), ctypes.byref(how), ctypes.sizeof(how))
         if fd < 0:
             code = ctypes.get_errno()
             raise OSError(code, os.strerror(code), path)

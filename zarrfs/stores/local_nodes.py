@@ -43,8 +43,8 @@ def temporary_name(prefix: str, kind: str) -> str:
 
 def rename_noreplace(src_dir: int, src: str, dst_dir: int, dst: str) -> None:
     """rename(2) that fails with EEXIST when `dst` exists, whatever it is (an empty directory too)."""
-    if _renameat2 is not None:
-        if _renameat2(src_dir, src.encode(), dst_dir, dst.encode(), RENAME_NOREPLACE) == 0:
+    if _renameat2 is not None:  # names as bytes, as os.rename would pass them (names.py)
+        if _renameat2(src_dir, os.fsencode(src), dst_dir, os.fsencode(dst), RENAME_NOREPLACE) == 0:
             return
         code = ctypes.get_errno()
         if code not in (errno.ENOSYS, errno.EINVAL) or code == errno.EINVAL and _exists(dst_dir, dst):

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from zarrfs import names
 from zarrfs.format.v3 import ArrayMetadata
 
 
@@ -17,7 +18,7 @@ class ArrayInfo:
     data_type: str  # see type_name
     dimension_names: tuple[str | None, ...] | None
     attributes: dict
-    data_file: str  # NAME.bin, relative to the header
+    data_file: str | None  # NAME.bin, relative to the header; None when the name is no UTF-8 text
     georef: object = None  # a views.georef.Georef, where the metadata gives one
 
     @property
@@ -48,7 +49,7 @@ def dimension_names(meta: ArrayMetadata) -> tuple[str | None, ...] | None:
 def info_of(meta: ArrayMetadata, name: str, data_file: str, georef=None) -> ArrayInfo:
     name = "".join(c if c.isprintable() else "?" for c in name)  # it only goes into descriptions
     return ArrayInfo(name, tuple(meta.shape), meta.data_type.numpy, type_name(meta.data_type.numpy),
-                     dimension_names(meta), meta.attributes, data_file, georef)
+                     dimension_names(meta), meta.attributes, names.text(data_file), georef)
 
 
 @functools.lru_cache(maxsize=256)  # numpy's dtype.name is slow, and a listing asks per array
@@ -59,10 +60,10 @@ def type_name(dtype: np.dtype) -> str:
     return {"b": "bool", "V": "raw"}.get(dtype.kind, dtype.name)
 
 
-def plain(text: str) -> bool:
-    """A name a line-based header can hold as a value: no whitespace (which would start a
-    file-name pattern in MetaImage and NRRD) and no control characters."""
-    return text.isprintable() and not any(c.isspace() for c in text)
+def plain(text: str | None) -> bool:
+    """A name a line-based header can hold as a value: UTF-8 text, no whitespace (which would
+    start a file-name pattern in MetaImage and NRRD) and no control characters."""
+    return text is not None and text.isprintable() and not any(c.isspace() for c in text)
 
 
 def data_file_field(data_file: str) -> str | None:

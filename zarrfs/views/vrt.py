@@ -17,7 +17,7 @@ MAX_BANDS = 4096
 
 def header(info: ArrayInfo) -> bytes | None:
     gdal_type = GDAL_TYPES.get(info.data_type)
-    if gdal_type is None or not raster(info) or info.bands > MAX_BANDS:
+    if gdal_type is None or not raster(info) or info.bands > MAX_BANDS or info.data_file is None:  # XML is text
         return None
     lines, samples = info.plane
     item = info.dtype.itemsize

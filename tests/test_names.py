@@ -1,0 +1,227 @@
+"""Names are bytes: node names with a newline or bytes that are not UTF-8 are listed, read,
+written, copied, created and moved like any other, and never hide their siblings (docs/names.md).
+
+The store is made with bytes paths (os, json): zarr-python cannot name such nodes itself. It
+reads them once given the str Python's os module makes of the bytes (os.fsdecode)."""
+
+import errno
+import json
+import os
+import subprocess
+
+import numpy as np
+import obstore.store
+import pytest
+import zarr
+from hypothesis import given, strategies as st
+
+from helpers import array_doc, group_doc
+from mounting import mounted
+from zarrfs import names
+from zarrfs.errors import StoreError
+from zarrfs.stores.object_store import ObjectStore
+
+# store path (bytes) -> a multiplier of the oracle's values
+ARRAYS = {b"good": 1, b"new\nline": 2, b"bad\xff\xfename": 3, b"grp\xc3/in\xe9ner": 4}
+SHAPE, CHUNKS = (4, 6), (2, 3)
+
+
+def oracle(path: bytes) -> np.ndarray:
+    return (np.arange(24, dtype="<i4") * ARRAYS[path]).reshape(SHAPE)
+
+
+def write_json(path: bytes, doc: dict) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(json.dumps(doc).encode())
+
+
+def make_tree(root: bytes) -> None:
+    """The root group, group `grp\\xc3`, and ARRAYS, each chunk written with the bytes codec."""
+    write_json(root + b"/zarr.json", group_doc())
+    write_json(root + b"/grp\xc3/zarr.json", group_doc())
+    for path in ARRAYS:
+        write_json(root + b"/" + path + b"/zarr.json", array_doc(SHAPE, "int32", CHUNKS))
+        values = oracle(path)
+        for i in range(SHAPE[0] // CHUNKS[0]):
+            for j in range(SHAPE[1] // CHUNKS[1]):
+                chunk = values[i * 2:i * 2 + 2, j * 3:j * 3 + 3]
+                os.makedirs(root + b"/%s/c/%d" % (path, i), exist_ok=True)
+                with open(root + b"/%s/c/%d/%d" % (path, i, j), "wb") as f:
+                    f.write(chunk.tobytes())
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> bytes:
+    root = os.fsencode(tmp_path_factory.mktemp("names")) + b"/odd.zarr"
+    make_tree(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def mnt(tree, tmp_path_factory):
+    with mounted(os.fsdecode(tree), tmp_path_factory.mktemp("m"), "ro") as m:
+        yield m
+
+
+@pytest.fixture
+def writable(tmp_path):
+    root = os.fsencode(tmp_path) + b"/odd.zarr"
+    make_tree(root)
+    with mounted(os.fsdecode(root), tmp_path) as m:
+        yield root, m
+
+
+def at(m, path: bytes) -> bytes:
+    return os.fsencode(m.path) + b"/" + path
+
+
+def test_ls_lists_every_name_and_the_log_stays_clean(mnt):
+    out = subprocess.run(["ls", "-A", "--quoting-style=escape", at(mnt, b"")], capture_output=True)
+    assert out.returncode == 0, out.stderr
+    listed = set(out.stdout.split(b"\n"))
+    assert {b"good.bin", b"good.json", b"new\\nline.bin", b"new\\nline.json", b"bad\\377\\376name.bin",
+            b"bad\\377\\376name.json", b"grp\\303", b"zarr.json"} <= listed
+    assert subprocess.run(["ls", "-l", at(mnt, b"grp\xc3")], capture_output=True).returncode == 0
+    assert "Traceback" not in mnt.log() and "UnicodeEncodeError" not in mnt.log()
+
+
+def test_find_print0_finds_every_node_as_its_bytes(mnt):
+    out = subprocess.run(["find", at(mnt, b""), "-print0"], capture_output=True, check=True).stdout
+    found = {os.path.relpath(p, at(mnt, b"")) for p in out.split(b"\0") if p}
+    for path in ARRAYS:
+        assert {path + b".bin", path + b".json", path + b".npy"} <= found
+    assert {b"grp\xc3", b"grp\xc3/zarr.json"} <= found
+
+
+def test_bytes_paths_list_and_read_every_array(mnt):
+    assert {b"good.bin", b"new\nline.bin", b"bad\xff\xfename.bin", b"grp\xc3"} <= set(os.listdir(at(mnt, b"")))
+    assert set(os.listdir(at(mnt, b"grp\xc3"))) >= {b"zarr.json", b"in\xe9ner.bin", b"in\xe9ner.json"}
+    for path in ARRAYS:
+        with open(at(mnt, path + b".bin"), "rb") as f:
+            assert f.read() == oracle(path).tobytes(), path
+        assert np.array_equal(np.load(at(mnt, path + b".npy")), oracle(path)), path
+
+
+def test_cp_copies_odd_names(mnt, tmp_path):
+    out = os.fsencode(tmp_path)
+    subprocess.run(["cp", at(mnt, b"bad\xff\xfename.bin"), at(mnt, b"new\nline.bin"), out], check=True)
+    subprocess.run(["cp", "-r", at(mnt, b"grp\xc3"), out], check=True)
+    assert open(out + b"/bad\xff\xfename.bin", "rb").read() == oracle(b"bad\xff\xfename").tobytes()
+    assert open(out + b"/new\nline.bin", "rb").read() == oracle(b"new\nline").tobytes()
+    assert open(out + b"/grp\xc3/in\xe9ner.bin", "rb").read() == oracle(b"grp\xc3/in\xe9ner").tobytes()
+
+
+def strict_json(raw: bytes):
+    """JSON a strict reader takes: UTF-8, and no string holding a lone surrogate (the \\uDCxx
+    that Python's json writes for a surrogateescape'd byte)."""
+    doc = json.loads(raw.decode("utf-8"))
+    json.dumps(doc, ensure_ascii=False).encode("utf-8")  # UnicodeEncodeError on a lone surrogate
+    return doc
+
+
+def sidecar_of(m, path: bytes) -> dict:
+    return strict_json(open(at(m, path + b".json"), "rb").read())
+
+
+def test_sidecars_carry_names_as_text_or_as_bytes(mnt):
+    assert sidecar_of(mnt, b"new\nline")["data_file"] == "new\nline.bin"
+    odd = sidecar_of(mnt, b"bad\xff\xfename")
+    assert odd["data_file"] == list(b"bad\xff\xfename.bin")  # not UTF-8: the byte values
+    assert odd["views"]["npy"] == list(b"bad\xff\xfename.npy")
+    assert bytes(odd["data_file"]) in os.listdir(at(mnt, b""))
+    assert names.from_json(odd["data_file"]) == os.fsdecode(b"bad\xff\xfename.bin")
+    assert sidecar_of(mnt, b"grp\xc3/in\xe9ner")["data_file"] == list(b"in\xe9ner.bin")
+
+
+def test_extended_attributes_of_odd_nodes(mnt):
+    for path in ARRAYS:
+        assert os.getxattr(at(mnt, path + b".bin"), b"user.zarr.shape") == b"[4, 6]"
+        assert os.getxattr(at(mnt, path + b".json"), b"user.mime_type") == b"application/json"
+    assert os.getxattr(at(mnt, b"grp\xc3"), b"user.zarr.attributes") == b"{}"
+
+
+def test_views_name_only_what_their_format_can_hold(mnt):
+    listed = set(os.listdir(at(mnt, b"")))
+    assert b"good.vrt" in listed and b"good.mhd" in listed
+    assert b"bad\xff\xfename.vrt" not in listed  # XML is Unicode text: a name that is none stays out
+    assert b"bad\xff\xfename.bin.hdr" in listed  # ENVI names no file: GDAL finds it beside the .bin
+    header = open(at(mnt, b"bad\xff\xfename.bin.hdr"), "rb").read()
+    assert header.decode("utf-8").startswith("ENVI")
+
+
+def test_a_write_to_an_odd_array_keeps_its_bytes(writable):
+    root, m = writable
+    path = b"bad\xff\xfename"
+    with open(at(m, path + b".bin"), "r+b") as f:
+        f.seek(4 * 7)
+        f.write(np.array([-5, -6], "<i4").tobytes())
+    expected = oracle(path)
+    expected.flat[7:9] = [-5, -6]
+    assert np.array_equal(zarr.open_array(os.fsdecode(root + b"/" + path), mode="r")[...], expected)
+    with open(root + b"/" + path + b"/c/0/0", "rb") as f:  # the chunk holding elements 7 and 8
+        assert f.read() == expected[0:2, 0:3].tobytes()
+    assert open(at(m, path + b".bin"), "rb").read() == expected.tobytes()
+
+
+def test_new_nodes_and_moves_keep_their_bytes(writable, tmp_path):
+    root, m = writable
+    os.mkdir(at(m, b"made\xfe"))
+    assert os.path.isfile(root + b"/made\xfe/zarr.json")
+    values = np.arange(10, dtype="<u2")
+    np.save(tmp_path / "v.npy", values)
+    subprocess.run(["cp", os.fsencode(tmp_path / "v.npy"), at(m, b"made\xfe/arr\n\xff.npy")], check=True)
+    made = zarr.open_array(os.fsdecode(root + b"/made\xfe/arr\n\xff"), mode="r")
+    assert np.array_equal(made[...], values)
+    assert sidecar_of(m, b"made\xfe/arr\n\xff")["data_file"] == list(b"arr\n\xff.bin")
+    os.rename(at(m, b"bad\xff\xfename.bin"), at(m, b"made\xfe/moved\xfd.bin"))
+    assert os.path.isfile(root + b"/made\xfe/moved\xfd/zarr.json")
+    assert open(at(m, b"made\xfe/moved\xfd.bin"), "rb").read() == oracle(b"bad\xff\xfename").tobytes()
+    os.unlink(at(m, b"new\nline.bin"))
+    assert not os.path.exists(root + b"/new\nline")
+    assert open(at(m, b"good.bin"), "rb").read() == oracle(b"good").tobytes()
+
+
+def test_an_attribute_key_that_is_no_text_is_refused(writable):
+    root, m = writable
+    with pytest.raises(OSError) as refused:
+        os.setxattr(at(m, b"good.json"), b"user.zarr.attr.k\xff", b"1")
+    assert refused.value.errno == errno.EILSEQ
+    os.setxattr(at(m, b"bad\xff\xfename.json"), b"user.zarr.attr.unit", b'"m"')
+    doc = strict_json(open(root + b"/good/zarr.json", "rb").read())
+    assert doc["attributes"] == {}
+    doc = strict_json(open(root + b"/bad\xff\xfename/zarr.json", "rb").read())
+    assert doc["attributes"] == {"unit": "m"}
+
+
+def test_consolidated_copy_leaves_out_what_json_cannot_name(tmp_path):
+    root = tmp_path / "c.zarr"
+    zarr.open_group(str(root), mode="w").create_array("a", shape=(3,), dtype="<i4", fill_value=0)
+    zarr.consolidate_metadata(str(root))
+    with mounted(root, tmp_path) as m:
+        os.mkdir(at(m, b"g\xff"))
+        os.mkdir(at(m, b"tab\tname"))
+        entries = strict_json((root / "zarr.json").read_bytes())["consolidated_metadata"]["metadata"]
+        assert "tab\tname" in entries and not any(key.startswith("g") for key in entries)
+        assert "left out of the consolidated metadata" in m.log()
+        assert b"g\xff" in os.listdir(at(m, b""))
+    with mounted(root, tmp_path, name="again") as m:  # listed from the store, not the copy
+        assert {b"g\xff", b"tab\tname", b"a.bin"} <= set(os.listdir(at(m, b"")))
+    assert zarr.open_group(str(root), mode="r")["a"].shape == (3,)
+
+
+def test_object_store_keys_are_text():
+    store = ObjectStore(obstore.store.MemoryStore(), "memory://")
+    with pytest.raises(StoreError) as refused:
+        store.set(os.fsdecode(b"bad\xff/zarr.json"), b"{}")
+    assert refused.value.errno == errno.EILSEQ and "not UTF-8" in str(refused.value)
+    store.set("new\nline/zarr.json", b"{}")  # UTF-8, control character or not
+    assert store.get("new\nline/zarr.json") == b"{}"
+    assert store.list_dir("") == ["new\nline"]
+
+
+@given(st.binary(min_size=1, max_size=12))
+def test_json_names_round_trip_as_utf8_json(raw):
+    name = os.fsdecode(raw)
+    value = strict_json(json.dumps(names.to_json(name)).encode())
+    assert os.fsencode(names.from_json(value)) == raw
