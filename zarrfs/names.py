@@ -12,8 +12,9 @@ Only where a name must become Unicode text does it meet a rule, and each such pl
     JSON value (sidecar, intent record, recovery manifest)   a string when the bytes are UTF-8,
                                                              else an array of the byte values
     JSON object key (the consolidated copy)                  only UTF-8 names; others left out
-    object-store and HTTP keys                                only UTF-8 names; others refused
-                                                             (EILSEQ)
+    object-store and HTTP keys                                only UTF-8 names (others: EILSEQ)
+                                                             without ASCII control characters,
+                                                             which obstore refuses (EINVAL)
 """
 
 import errno
@@ -54,12 +55,16 @@ def from_json(value: str | list[int]) -> str:
 
 
 def text_key(key: str) -> str:
-    """`key` as the Unicode text an object store or URL needs. StoreError(EILSEQ) naming the key
-    when a name in it is not UTF-8: that key alone is refused."""
+    """`key` as the Unicode text an object store or URL needs; StoreError naming the key when it
+    cannot be one: EILSEQ for a name that is not UTF-8, EINVAL for an ASCII control character
+    (a newline, a tab), which obstore's paths refuse. That key alone is refused."""
     as_text = text(key)
     if as_text is None:
         raise StoreError(f"{printable(key)}: the name is not UTF-8, and object-store keys are Unicode text",
                          errno.EILSEQ)
+    if any(c < " " or c == "\x7f" for c in as_text):
+        raise StoreError(f"{printable(key)}: the name holds a control character, which object-store keys "
+                         f"cannot hold", errno.EINVAL)
     return as_text
 
 

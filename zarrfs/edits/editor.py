@@ -27,6 +27,7 @@ from zarrfs.edits import new_nodes as newnode
 from zarrfs.nodes import documents as nodes
 from zarrfs.nodes import reconsolidate
 from zarrfs.errors import RefusedError, StoreError, ZarrfsError
+from zarrfs.names import from_json, to_json
 from zarrfs.nodes.reconsolidate import Edit
 from zarrfs.stores.local import TEMP_PREFIX
 
@@ -119,7 +120,7 @@ class Editor:
         if self.hierarchy.consolidated is None:
             yield
             return
-        self.store.set(INTENT, json.dumps({"paths": paths}).encode())
+        self.store.set(INTENT, json.dumps({"paths": [to_json(p) for p in paths]}).encode())
         try:
             yield
         except BaseException:
@@ -140,7 +141,7 @@ class Editor:
         if raw is None:
             return
         try:
-            paths = json.loads(raw)["paths"]
+            paths = [from_json(p) for p in json.loads(raw)["paths"]]
         except (ValueError, KeyError, TypeError):
             paths = [""]  # unreadable: the whole tree
         if self.hierarchy.consolidated is not None:

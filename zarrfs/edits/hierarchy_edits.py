@@ -26,11 +26,12 @@ import time
 
 from zarrfs.edits import new_nodes as newnode
 from zarrfs.nodes import documents as nodes
-from zarrfs.engine.writeback import CONFLICT_RETRIES
 from zarrfs.edits.drafts import NpyDraft, TextDraft
 from zarrfs.edits.editor import Editor
 from zarrfs.errors import ReadOnlyError, RefusedError
 from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, SIDECAR, TEXT, Entry
+from zarrfs.engine.writeback import CONFLICT_RETRIES
+from zarrfs.names import printable, text as name_text
 
 log = logging.getLogger(__name__)
 
@@ -286,7 +287,11 @@ class Shaping:
             raise ReadOnlyError(f"{path}: the mount is read-only")
         if not name.startswith(ATTRIBUTE) or len(name) == len(ATTRIBUTE):
             raise RefusedError(f"{path}: {name}: only user.zarr.attr.KEY attributes can be set", errno.ENOTSUP)
-        return name[len(ATTRIBUTE):]
+        key = name[len(ATTRIBUTE):]
+        if name_text(key) is None:  # it would be a JSON key in the node's document
+            raise RefusedError(f"{printable(path)}: attribute {printable(key)}: the name is not UTF-8, "
+                               f"and attribute names are JSON text", errno.EILSEQ)
+        return key
 
     def _edit(self, path: str, change) -> None:
         entry = self._existing(path)

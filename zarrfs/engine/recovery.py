@@ -5,7 +5,8 @@ each array's unstored chunks as a recovery directory, exits non-zero, and `zarrf
 writes them into the store once it can take them:
 
     RECOVERY_DIR/20261122T142233-4711-temperature/
-        recovery.json    the store, the array, its zarr.json, and one record per piece
+        recovery.json    the store, the array (names as docs/names.md writes them in JSON), its
+                         zarr.json, and one record per piece
         0.npy, 1.npy...  the pieces: boxes of the array's elements, as written
 """
 
@@ -25,6 +26,7 @@ from zarrfs.engine.array import open_array
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.errors import ZarrfsError
 from zarrfs.format.v3 import ArrayMetadata, parse_object
+from zarrfs.names import from_json, to_json
 from zarrfs.nodes.documents import parse_v2, read_metadata
 from zarrfs.stores.local import LocalStore
 
@@ -66,7 +68,7 @@ def _save_in(directory: str, store_root: str, array_path: str, document: dict, p
         for i, (box, values) in enumerate(pieces):
             np.save(os.path.join(work, f"{i}.npy"), np.ascontiguousarray(values), allow_pickle=False)
             records.append({"file": f"{i}.npy", "start": [s.start for s in box]})
-        manifest = {"store": store_root, "array": array_path, "zarr.json": document,
+        manifest = {"store": to_json(store_root), "array": to_json(array_path), "zarr.json": document,
                     "zarr_format": document.get("zarr_format", 3), "pieces": records,
                     "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         with open(os.path.join(work, MANIFEST), "w") as f:
@@ -86,8 +88,8 @@ def replay(directory: str, force: bool = False) -> int:
     many pieces. Refuses (unless forced) when the array's shape or data type has changed."""
     with open(os.path.join(directory, MANIFEST)) as f:
         manifest = json.load(f)
-    store = LocalStore(manifest["store"])
-    path = manifest["array"]
+    store = LocalStore(from_json(manifest["store"]))
+    path = from_json(manifest["array"])
     key = path or "/"
     meta = read_metadata(store, path)
     if meta is None:

@@ -9,8 +9,9 @@ documents when the node is opened, and they win where both exist. Only the root'
 is used (zarr-python flattens the whole tree into it).
 
 It needs nothing of the store but the root's documents, so any store can serve it. An entry
-whose key is no node path below the root (empty, '.', '..') is left out with a warning naming
-it; the other entries still serve.
+whose key is no node path below the root (empty, '.', '..', or no Unicode text: a lone
+surrogate escape such as \\uDCFF) is left out with a warning naming it; the other entries
+still serve.
 """
 
 import json
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 
 from zarrfs.errors import MetadataError
 from zarrfs.format.v3 import load_document
+from zarrfs.names import text as name_text
 from zarrfs.nodes.documents import ZARR_JSON, ZARRAY, ZATTRS, ZGROUP, ZMETADATA, Documents
 
 log = logging.getLogger(__name__)
@@ -99,7 +101,7 @@ def _path(name, where: str, key=None) -> str | None:
     """A store path from a consolidated key: relative, '/'-separated, no '.' or '..'. None, with
     a warning naming the key, for any other: that entry alone is left out."""
     parts = name.strip("/").split("/") if isinstance(name, str) else None
-    if not parts or any(p in ("", ".", "..") for p in parts):
+    if not parts or any(p in ("", ".", "..") for p in parts) or name_text(name) is None:  # \uDCxx: no text
         log.warning("%s: %r is not a node path below the root: the entry is left out", where,
                     name if key is None else key)
         return None

@@ -8,9 +8,13 @@ The copy is edited as JSON, so members zarrfs does not know are kept as they are
 """
 
 import json
+import logging
 
+from zarrfs import names
 from zarrfs.format.v3 import load_document
 from zarrfs.nodes.documents import ZARR_JSON, ZMETADATA
+
+log = logging.getLogger(__name__)
 
 
 class Edit:
@@ -31,6 +35,10 @@ def _apply(entries: dict[str, dict], edit: Edit) -> dict[str, dict]:
     for prefix in edit.removed:
         entries = {p: d for p, d in entries.items() if not _below(p, prefix)}
     for path, documents in edit.put.items():
+        if names.text(path) is None:  # a JSON key is text: the node is listed from the store instead
+            log.warning("%s: the name is not UTF-8, so the node is left out of the consolidated metadata "
+                        "(JSON keys are text)", names.printable(path))
+            continue
         entries[path] = {name: json.loads(raw) for name, raw in documents.items()}
     return entries
 

@@ -35,8 +35,9 @@ NOT_FOUND = (NotFoundError, FileNotFoundError)  # obstore raises the builtin for
 from zarrfs.stores.contained import key_parts
 from zarrfs.errors import ConflictError, StoreError
 from zarrfs.stores import object_nodes as objecttree
-from zarrfs.byte_ranges import ByteRange, Range, Suffix
+from zarrfs.names import text_key
 from zarrfs.stores.local import TEMP_PREFIX, Staged
+from zarrfs.byte_ranges import ByteRange, Range, Suffix
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ class ObjectStore:
     # reads
 
     def get(self, key: str, byte_range: ByteRange = None) -> bytes | None:
-        key_parts(key)
+        _parts(key)
         if _is_document(key) and byte_range is None:
             return self._document(key).data
         options = {}
@@ -138,7 +139,7 @@ class ObjectStore:
     def get_ranges(self, key: str, ranges: list[Range]) -> list[bytes] | None:
         """Several ranges of one value in one call: obstore coalesces nearby ranges into one
         request and sends distant ones concurrently. None if there is no such key."""
-        key_parts(key)
+        _parts(key)
         log.debug("GET %s %d ranges", key, len(ranges))
         try:
             values = obstore.get_ranges(self.store, key, starts=[r.start for r in ranges],
@@ -175,7 +176,7 @@ class ObjectStore:
 
     def stat(self, key: str) -> os.stat_result | None:
         """A key's stat: a document's from its GET, anything else from its parent's LIST."""
-        parts = key_parts(key)
+        parts = _parts(key)
         if not parts:
             return self._directory_stat(self._listing("") if self.can_list else None)
         if _is_document(key):
@@ -202,7 +203,7 @@ class ObjectStore:
         add: an object deleted leaves no trace there."""
         if not self.can_list:
             return
-        key_parts(prefix)
+        _parts(prefix)
         log.debug("LIST %s/ recursive", prefix)
         try:
             for page in obstore.list(self.store, f"{prefix}/" if prefix else None, chunk_size=1000):
@@ -227,7 +228,7 @@ class ObjectStore:
         return listing
 
     def _list(self, prefix: str) -> tuple[dict, set]:
-        key_parts(prefix)
+        _parts(prefix)
         start = f"{prefix}/" if prefix else None
         log.debug("LIST %s/", prefix)
         try:
@@ -262,7 +263,7 @@ class ObjectStore:
     def stage(self, key: str, data) -> Staged:
         """Hold a new value (None: a deletion) for publish(); nothing is sent yet."""
         self._check_writable(key)
-        key_parts(key)
+        _parts(key)
         return Staged(key, None if data is None else bytes(memoryview(data).cast("B")))
 
     def publish(self, staged: list[Staged]) -> None:
@@ -367,6 +368,7 @@ class ObjectStore:
                 log.warning("%s: removed %d leftovers of interrupted creations and deletions", self.root, removed)
 
     def _check_writable(self, key: str) -> None:
+        _parts(key)  # a node made, moved or deleted through the mount is checked here first
         if self.read_only:
             raise StoreError(f"cannot write {key!r}: the store is read-only", errno.EROFS)
 
@@ -386,3 +388,10 @@ def _store_error(what: str, key: str, error: Exception) -> StoreError:
     code = errno.EACCES if isinstance(error, (PermissionDeniedError, UnauthenticatedError)) else errno.EIO
     first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     return StoreError(f"{what} {key!r}: {first[:300]}", code)
+
+
+def _parts(key: str) -> list[str]:
+    """The key's names (beneath.key_parts), refused with EILSEQ when they are not UTF-8: object
+    keys and URLs are Unicode text (names.py). Only that key fails; its siblings never meet it."""
+    text_key(key)
+    return key_parts(key)
