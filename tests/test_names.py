@@ -38,8 +38,12 @@ def write_json(path: bytes, doc: dict) -> None:
 
 
 def make_tree(root: bytes) -> None:
-    """The root group, group `grp\\xc3`, and ARRAYS, each chunk written with the bytes codec."""
+    """The root group, group `grp\\xc3`, ARRAYS (each chunk written with the bytes codec), and a
+    node `broken\\n\\xff` whose zarr.json is no JSON."""
     write_json(root + b"/zarr.json", group_doc())
+    os.makedirs(root + b"/broken\n\xff")
+    with open(root + b"/broken\n\xff/zarr.json", "wb") as f:
+        f.write(b"{not json")
     write_json(root + b"/grp\xc3/zarr.json", group_doc())
     for path in ARRAYS:
         write_json(root + b"/" + path + b"/zarr.json", array_doc(SHAPE, "int32", CHUNKS))
@@ -90,6 +94,16 @@ def test_ls_lists_every_name_and_the_log_stays_clean(mnt):
             b"bad\\377\\376name.json", b"grp\\303", b"zarr.json"} <= listed
     assert subprocess.run(["ls", "-l", at(mnt, b"grp\xc3")], capture_output=True, check=False).returncode == 0
     assert "Traceback" not in mnt.log() and "UnicodeEncodeError" not in mnt.log()
+
+
+def test_a_broken_odd_node_is_one_log_line_and_hides_nothing(mnt):
+    listed = os.listdir(at(mnt, b""))
+    assert {b"broken\n\xff.bin", b"good.bin", b"bad\xff\xfename.bin"} <= set(listed)
+    with pytest.raises(OSError) as refused:
+        read(at(mnt, b"broken\n\xff.bin"))
+    assert refused.value.errno == errno.EIO
+    lines = [line for line in mnt.log().splitlines() if "broken" in line]
+    assert len(lines) == 1 and "broken\\n\\xff/zarr.json" in lines[0], lines  # the bytes, on one line
 
 
 def test_find_print0_finds_every_node_as_its_bytes(mnt):

@@ -18,6 +18,7 @@ Only where a name must become Unicode text does it meet a rule, and each such pl
 """
 
 import errno
+import logging
 import os
 
 from zarrfs.errors import StoreError
@@ -70,7 +71,7 @@ def text_key(key: str) -> str:
 
 def printable(name: str) -> str:
     """The name for a log line: bytes that are not UTF-8 as \\xNN, control characters (a
-    newline would split the line) as Python escapes them."""
+    newline would split the line) as Python escapes them. Any text: a message too."""
     decoded = to_bytes(name).decode("utf-8", "surrogateescape")  # the fs encoding may not be UTF-8
     return "".join(_printable(c) for c in decoded)
 
@@ -79,3 +80,13 @@ def _printable(c: str) -> str:
     if "\udc80" <= c <= "\udcff":
         return f"\\x{ord(c) - 0xdc00:02x}"
     return c if c.isprintable() else repr(c)[1:-1]
+
+
+class LineFormatter(logging.Formatter):
+    """Every log record's message as one line of UTF-8, whatever names it holds: a newline in a
+    name would split it, and a byte that is not UTF-8 (a lone surrogate here) made the syslog
+    handler drop the line (it encodes strict UTF-8). A traceback after it stays as it is."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = printable(record.message)
+        return super().formatMessage(record)

@@ -16,8 +16,8 @@ import stat
 import sys
 import threading
 
-from zarrfs.cli import daemon_log
 from zarrfs.errors import ZarrfsError
+from zarrfs.names import LineFormatter
 from zarrfs.fuse.binding import ZarrFUSE
 from zarrfs.cli.help import epilog
 from zarrfs.fuse.tracing import TracingFUSE, quiet_binding
@@ -256,8 +256,9 @@ def main(argv=None) -> int:
     try:
         options, fuse_options, debug = parse_options(args.o)
         # before anything can log: a refusal found while opening SOURCE is one line, in this format
-        logging.basicConfig(level=logging.DEBUG if debug or args.d else logging.INFO, stream=sys.stderr,
-                            format="zarrfs[%(process)d] %(levelname)s %(name)s: %(message)s")
+        stderr = logging.StreamHandler(sys.stderr)
+        stderr.setFormatter(LineFormatter("zarrfs[%(process)d] %(levelname)s %(name)s: %(message)s"))
+        logging.basicConfig(level=logging.DEBUG if debug or args.d else logging.INFO, handlers=[stderr])
         quiet_binding()
         source = args.source if is_remote(args.source) else os.path.abspath(args.source)
         mountpoint = os.path.abspath(args.mountpoint)

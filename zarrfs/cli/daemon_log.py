@@ -7,6 +7,8 @@ import logging
 import logging.handlers
 import os
 
+from zarrfs.names import LineFormatter
+
 SYSLOG_SOCKET = "/dev/log"
 FILE_FORMAT = "%(asctime)s zarrfs[%(process)d] %(levelname)s %(name)s: %(message)s"
 SYSLOG_FORMAT = "zarrfs[%(process)d]: %(levelname)s %(name)s: %(message)s"  # the ident journalctl -t zarrfs finds
@@ -37,7 +39,7 @@ def file_handler(path: str) -> logging.Handler:
     Raises OSError when it cannot be opened."""
     os.makedirs(os.path.dirname(path) or ".", mode=0o755, exist_ok=True)
     handler = logging.handlers.WatchedFileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter(FILE_FORMAT))
+    handler.setFormatter(LineFormatter(FILE_FORMAT))  # one line of UTF-8 whatever names it holds
     return handler
 
 
@@ -45,7 +47,7 @@ def syslog_handler() -> logging.Handler | None:
     if not os.path.exists(SYSLOG_SOCKET):
         return None
     handler = logging.handlers.SysLogHandler(SYSLOG_SOCKET)
-    handler.setFormatter(logging.Formatter(SYSLOG_FORMAT))
+    handler.setFormatter(LineFormatter(SYSLOG_FORMAT))
     return handler
 
 
