@@ -17,6 +17,7 @@ from helpers import array_doc, group_doc
 from hypothesis import given
 from hypothesis import strategies as st
 from mounting import mounted
+from zarrfs.testing.seaweed import unique_prefix
 
 from zarrfs import names
 from zarrfs.errors import StoreError
@@ -241,6 +242,21 @@ def test_object_store_keys_are_text():
     store.set("caf\xe9 50% a\\b/zarr.json", b"{}")  # any other text
     assert store.get("caf\xe9 50% a\\b/zarr.json") == b"{}"
     assert store.list_dir("") == ["caf\xe9 50% a\\b"]
+
+
+def test_an_object_store_mount_refuses_only_the_name_it_cannot_hold(seaweed, tmp_path):
+    prefix = unique_prefix("names")
+    zarr.open_group(seaweed.zarr_store(prefix), mode="w").create_array("a", shape=(3,), dtype="<i4", fill_value=7)
+    with mounted(seaweed.url(prefix), tmp_path, *seaweed.mount_options(), env=seaweed.env("admin")) as m:
+        for name, code in ((b"g\xff", errno.EILSEQ), (b"tab\tname", errno.EINVAL)):
+            with pytest.raises(OSError) as refused:
+                os.mkdir(at(m, name))
+            assert refused.value.errno == code
+        os.mkdir(at(m, b"caf\xc3\xa9 50%"))
+        assert set(os.listdir(at(m, b""))) >= {b"a.bin", b"caf\xc3\xa9 50%"}
+        assert read(at(m, b"a.bin")) == np.full(3, 7, "<i4").tobytes()
+        assert "g\\xff: the name is not UTF-8" in m.log()
+    assert sorted(zarr.open_group(seaweed.zarr_store(prefix), mode="r").keys()) == ["a", "caf\xe9 50%"]
 
 
 @given(st.binary(min_size=1, max_size=12))

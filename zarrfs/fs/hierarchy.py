@@ -11,7 +11,7 @@ whose file names (with every view chosen) would collide with one of them or with
 array before it in name order (an array called `zarr`, a group called `x.bin`, an array `x.bin`
 whose NIfTI header would be the ENVI header of `x`) is shown with `.array` added to its name
 (`NAME.array.bin`, `NAME.array.json`, ...) instead, and a warning is logged. Nothing is ever
-hidden.
+hidden. Names are bytes, held as os.fsdecode's str (names.py, docs/names.md).
 """
 
 import errno
