@@ -4,6 +4,7 @@ written, copied, created and moved like any other, and never hide their siblings
 The store is made with bytes paths (os, json): zarr-python cannot name such nodes itself. It
 reads them once given the str Python's os module makes of the bytes (os.fsdecode)."""
 
+import contextlib
 import errno
 import json
 import os
@@ -13,10 +14,10 @@ import numpy as np
 import obstore.store
 import pytest
 import zarr
-from helpers import array_doc, group_doc
+from helpers import array_doc, fill_disk, group_doc
 from hypothesis import given
 from hypothesis import strategies as st
-from mounting import mounted
+from mounting import ZARRFS, mounted
 from zarrfs.testing.seaweed import unique_prefix
 
 from zarrfs import names
@@ -26,6 +27,7 @@ from zarrfs.stores.object_store import ObjectStore
 # store path (bytes) -> a multiplier of the oracle's values
 ARRAYS = {b"good": 1, b"new\nline": 2, b"bad\xff\xfename": 3, b"grp\xc3/in\xe9ner": 4}
 SHAPE, CHUNKS = (4, 6), (2, 3)
+RECOVER = ZARRFS + "-recover"
 
 
 def oracle(path: bytes) -> np.ndarray:
@@ -215,20 +217,46 @@ def test_an_attribute_key_that_is_no_text_is_refused(writable):
     assert doc["attributes"] == {"unit": "m"}
 
 
-def test_consolidated_copy_leaves_out_what_json_cannot_name(tmp_path):
+@pytest.mark.filterwarnings("ignore:Consolidated metadata is currently not part")
+@pytest.mark.parametrize("zarr_format", [3, 2])
+def test_consolidated_copy_leaves_out_what_json_cannot_name(tmp_path, zarr_format):
     root = tmp_path / "c.zarr"
-    zarr.open_group(str(root), mode="w").create_array("a", shape=(3,), dtype="<i4", fill_value=0)
-    zarr.consolidate_metadata(str(root))
+    group = zarr.open_group(str(root), mode="w", zarr_format=zarr_format)
+    group.create_array("a", shape=(3,), dtype="<i4", fill_value=0)
+    zarr.consolidate_metadata(str(root), zarr_format=zarr_format)
     with mounted(root, tmp_path) as m:
         os.mkdir(at(m, b"g\xff"))
         os.mkdir(at(m, b"tab\tname"))
-        entries = strict_json((root / "zarr.json").read_bytes())["consolidated_metadata"]["metadata"]
+        if zarr_format == 3:
+            entries = strict_json((root / "zarr.json").read_bytes())["consolidated_metadata"]["metadata"]
+        else:
+            entries = {key.rpartition("/")[0] for key in strict_json((root / ".zmetadata").read_bytes())["metadata"]}
         assert "tab\tname" in entries and not any(key.startswith("g") for key in entries)
         assert "left out of the consolidated metadata" in m.log()
         assert b"g\xff" in os.listdir(at(m, b""))
     with mounted(root, tmp_path, name="again") as m:  # listed from the store, not the copy
         assert {b"g\xff", b"tab\tname", b"a.bin"} <= set(os.listdir(at(m, b"")))
     assert zarr.open_group(str(root), mode="r")["a"].shape == (3,)
+
+
+def test_data_an_odd_array_could_not_store_is_saved_and_replayed(tmp_path, tiny_tmpfs):
+    """The recovery manifest names the array as the sidecar does, and zarrfs-recover finds it."""
+    root = os.fsencode(tiny_tmpfs) + b"/odd.zarr"
+    make_tree(root)
+    fill_disk(tiny_tmpfs / "filler")
+    recovery = tmp_path / "recovery"
+    with mounted(os.fsdecode(root), tmp_path, f"recovery_dir={recovery}") as m:
+        fd = os.open(at(m, b"bad\xff\xfename.bin"), os.O_WRONLY)
+        os.pwrite(fd, np.full(24, -1, "<i4").tobytes(), 0)
+        with contextlib.suppress(OSError):
+            os.close(fd)  # the write-back fails: the disk is full
+    (saved,) = recovery.iterdir()
+    manifest = strict_json((saved / "recovery.json").read_bytes())
+    assert manifest["array"] == list(b"bad\xff\xfename")
+    os.unlink(tiny_tmpfs / "filler")
+    subprocess.run([RECOVER, saved], check=True, capture_output=True, timeout=60)
+    stored = zarr.open_array(os.fsdecode(root + b"/bad\xff\xfename"), mode="r")[...]
+    assert np.array_equal(stored, np.full(SHAPE, -1, "<i4"))
 
 
 def test_object_store_keys_are_text():
