@@ -41,9 +41,11 @@ def write_json(path: bytes, doc: dict) -> None:
 
 
 def make_tree(root: bytes) -> None:
-    """The root group, group `grp\\xc3`, ARRAYS (each chunk written with the bytes codec), and a
-    node `broken\\n\\xff` whose zarr.json is no JSON."""
+    """The root group, group `grp\\xc3`, ARRAYS (each chunk written with the bytes codec), a node
+    `broken\\n\\xff` whose zarr.json is no JSON, and an array `dims` with a dimension name that is
+    no Unicode text (json writes it as a \\uDCFF escape)."""
     write_json(root + b"/zarr.json", group_doc())
+    write_json(root + b"/dims/zarr.json", array_doc((2, 2), "int8", (2, 2), dimension_names=["t\udcff", "x"]))
     os.makedirs(root + b"/broken\n\xff")
     with open(root + b"/broken\n\xff/zarr.json", "wb") as f:
         f.write(b"{not json")
@@ -109,6 +111,16 @@ def test_a_broken_odd_node_is_one_log_line_and_hides_nothing(mnt):
     assert len(lines) == 1 and "broken\\n\\xff/zarr.json" in lines[0], lines  # the bytes, on one line
 
 
+def test_a_refused_source_with_an_odd_name_is_said_in_one_line(tmp_path):
+    source = os.fsencode(tmp_path) + b"/not\xff zarr"
+    os.mkdir(source)
+    (tmp_path / "m").mkdir()
+    result = subprocess.run([ZARRFS, source, tmp_path / "m"], capture_output=True, timeout=60, check=False)
+    assert result.returncode == 1
+    assert result.stderr.endswith(b"/not\\xff zarr: not a Zarr hierarchy: neither zarr.json (v3) nor .zgroup or "
+                                  b".zarray (v2)\n"), result.stderr
+
+
 def test_find_print0_finds_every_node_as_its_bytes(mnt):
     out = subprocess.run(["find", at(mnt, b""), "-print0"], capture_output=True, check=True).stdout
     found = {os.path.relpath(p, at(mnt, b"")) for p in out.split(b"\0") if p}
@@ -166,6 +178,8 @@ def test_extended_attributes_of_odd_nodes(mnt):
 
 def test_views_name_only_what_their_format_can_hold(mnt):
     listed = set(os.listdir(at(mnt, b"")))
+    assert {b"dims.bin", b"dims.npy", b"dims.mhd", b"dims.vrt"} <= listed and b"dims.nhdr" not in listed  # NRRD labels
+    assert "dims: no nrrd view" in mnt.log()
     assert b"good.vrt" in listed and b"good.mhd" in listed
     assert b"bad\xff\xfename.vrt" not in listed  # XML is Unicode text: a name that is none stays out
     assert b"bad\xff\xfename.bin.hdr" in listed  # ENVI names no file: GDAL finds it beside the .bin

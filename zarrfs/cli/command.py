@@ -17,7 +17,7 @@ import sys
 import threading
 
 from zarrfs.errors import ZarrfsError
-from zarrfs.names import LineFormatter
+from zarrfs.names import LineFormatter, printable
 from zarrfs.fuse.binding import ZarrFUSE
 from zarrfs.cli.help import epilog
 from zarrfs.fuse.tracing import TracingFUSE, quiet_binding
@@ -367,7 +367,8 @@ def daemonize(make_mount, log_file: str | None) -> int:
     except Exception as e:  # a refusal, said in one line by the parent
         if not isinstance(e, ZarrfsError):
             log.exception("unexpected error while opening the store")
-        pipe.write(str(e).encode() if isinstance(e, ZarrfsError) else f"{type(e).__name__}: {e}".encode())
+        message = str(e) if isinstance(e, ZarrfsError) else f"{type(e).__name__}: {e}"
+        pipe.write(printable(message).encode())  # SOURCE's name may be any bytes
         os._exit(1)
     try:
         handler = daemon_log.file_handler(log_file) if log_file else daemon_log.syslog_handler()
@@ -384,7 +385,7 @@ def daemonize(make_mount, log_file: str | None) -> int:
     mount.on_ready = ready
     error = mount.serve()
     if not pipe.closed:
-        pipe.write((error or f"cannot mount {mount.mountpoint}").encode())
+        pipe.write(printable(error or f"cannot mount {mount.mountpoint}").encode())
         pipe.close()
     os._exit(1 if error else 0)
 

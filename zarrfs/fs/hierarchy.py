@@ -264,7 +264,7 @@ class Hierarchy:
             georef = self._georeferencer.of(node) if self._georeferencer and isinstance(node.meta, ArrayMetadata) \
                 else None
             info = info_of(node.meta, node.name or stem, f"{stem}.bin", georef)
-            made = {view.name: view.header(info) for view in self.views}
+            made = {view.name: _header(view, info, node) for view in self.views}
             return {name: header for name, header in made.items() if header is not None}
 
         return self._headers.get((node.path, stem), node, make)
@@ -350,6 +350,18 @@ def _parse_node(path: str, docs: nodes.Documents) -> Node:
                     MetadataError(f"{key}: cannot parse ({e!r})"), docs.version, docs.zarr_format)
     kind = "array" if isinstance(meta, ArrayMetadata) else "group"
     return Node(path, kind, docs.documents, docs.stat, meta, None, docs.version, docs.zarr_format)
+
+
+def _header(view, info, node: Node) -> bytes | None:
+    """The view's header, None when the format cannot express the array. A text header holding
+    a string that is no Unicode text (a lone surrogate: a \\uDCxx escape in a dimension name or
+    an attribute of the document) cannot be written as UTF-8: that view alone is left out."""
+    try:
+        return view.header(info)
+    except UnicodeEncodeError:
+        log.warning("%s: no %s view: its metadata holds a string that is not Unicode text (a \\uDCxx escape)",
+                    node.path or "/", view.name)
+        return None
 
 
 def _consolidated(root: nodes.Documents) -> consolidated.Consolidated | None:
