@@ -72,6 +72,8 @@ def text_key(key: str) -> str:
 def printable(name: str) -> str:
     """The name for a log line: bytes that are not UTF-8 as \\xNN, control characters (a
     newline would split the line) as Python escapes them. Any text: a message too."""
+    if name.isprintable():  # nearly every log line: no surrogate, no control character
+        return name
     decoded = to_bytes(name).decode("utf-8", "surrogateescape")  # the fs encoding may not be UTF-8
     return "".join(_printable(c) for c in decoded)
 
