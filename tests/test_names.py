@@ -17,7 +17,7 @@ import zarr
 from helpers import array_doc, fill_disk, group_doc
 from hypothesis import given
 from hypothesis import strategies as st
-from mounting import ZARRFS, mounted
+from mounting import ZARRFS, mounted, unmount
 from zarrfs.testing.seaweed import unique_prefix
 
 from zarrfs import names
@@ -115,7 +115,10 @@ def test_a_refused_source_with_an_odd_name_is_said_in_one_line(tmp_path):
     source = os.fsencode(tmp_path) + b"/not\xff zarr"
     os.mkdir(source)
     (tmp_path / "m").mkdir()
-    result = subprocess.run([ZARRFS, source, tmp_path / "m"], capture_output=True, timeout=60, check=False)
+    try:  # daemonized: the parent says the child's refusal
+        result = subprocess.run([ZARRFS, source, tmp_path / "m"], capture_output=True, timeout=60, check=False)
+    finally:
+        unmount(tmp_path / "m")  # had it mounted after all
     assert result.returncode == 1
     assert result.stderr.endswith(b"/not\\xff zarr: not a Zarr hierarchy: neither zarr.json (v3) nor .zgroup or "
                                   b".zarray (v2)\n"), result.stderr
