@@ -7,6 +7,8 @@ import sys
 import subprocess
 import threading
 
+import pytest
+
 
 from zarrfs.engine.array import open_array
 from zarrfs.engine.chunk_cache import ChunkCache

@@ -17,6 +17,7 @@ import sys
 import threading
 
 from zarrfs.errors import ZarrfsError
+from zarrfs.cli import daemon_log
 from zarrfs.names import LineFormatter, printable
 from zarrfs.fuse.binding import ZarrFUSE
 from zarrfs.cli.help import epilog
