@@ -18,7 +18,7 @@ from zarrfs.format.data_types import parse_data_type
 from zarrfs.errors import ZarrfsError
 from zarrfs.fs.hierarchy import sidecar
 from zarrfs.format.v3 import ArrayMetadata, parse_document
-from zarrfs.codecs.shard_format import ShardChunks
+from zarrfs.engine.chunk_sources import ShardChunks
 from zarrfs.stores.local import LocalStore
 
 EXAMPLES = int(os.environ.get("ZARRFS_EXAMPLES", 600))

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from helpers import CountingStore, array_doc, open_raw_file, sharding, write_doc
+from zarrfs.stores.contract import Capabilities
 from zarrfs.engine.array import Array
 from zarrfs.errors import ConflictError, StoreError
 from zarrfs.stores.local import TEMP_PREFIX, LocalStore
@@ -179,7 +180,7 @@ def test_write_back_threads_yield_the_cores_to_requests(tmp_path):
 class VersionedStore(LocalStore):
     """A local store with an object store's versions: a PUT is conditional on the version of
     the chunk last read whole, and a conflict forgets it (as objectstore.py does)."""
-    remote = True
+    capabilities = Capabilities(remote=True, conditional_writes=True)
 
     def __init__(self, root):
         super().__init__(root)

@@ -23,66 +23,14 @@ from zarrfs.codecs.chain import ChunkSpec, CodecChain
 from zarrfs.errors import CorruptChunkError
 from zarrfs.geometry import Box, box_shape, chunk_parts, flat_index
 from zarrfs.format.v3 import ArrayMetadata
-from zarrfs.codecs.shard_format import ShardChunks
+from zarrfs.engine.chunk_sources import ChunkSource, ShardChunks, StoreChunks
+from zarrfs.stores.contract import Capabilities, Store
 from zarrfs.engine.writeback import WriteBack
 from zarrfs.engine.written_masks import WrittenMasks
-from zarrfs.byte_ranges import ByteRange, Range
-from zarrfs.stores.local import LocalStore, Staged
 
 log = logging.getLogger(__name__)
 
 MAX_SHARD_VIEWS = 4096  # clean shard views kept (each holds its decoded index)
-
-
-class StoreChunks:
-    """The chunks of an array stored as values of a store, named by the chunk key encoding."""
-
-    def __init__(self, store: LocalStore, path: str, meta: ArrayMetadata):
-        self.store = store
-        self.prefix = f"{path}/" if path else ""
-        self.encoding = meta.chunk_key_encoding
-
-    def key(self, coords: tuple[int, ...]) -> str:
-        return self.prefix + self.encoding.key(coords)
-
-    def read(self, coords: tuple[int, ...], byte_range: ByteRange = None) -> bytes | None:
-        data = self.store.get(self.key(coords), byte_range)
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug("store read %s %s -> %s", self.key(coords), tuple(byte_range) if byte_range else "whole",
-                      "not stored" if data is None else f"{len(data)} bytes")
-        return data
-
-    @property
-    def batched_reads(self) -> bool:
-        return getattr(self.store, "batched_reads", False)
-
-    @property
-    def remote(self) -> bool:
-        return getattr(self.store, "remote", False)
-
-    def read_many(self, coords_list: list[tuple], max_bytes: int) -> dict:
-        """{coords: bytes, or None if not stored} for each chunk, fetched concurrently (see
-        batchread.py). Whole chunks' sizes are not known beforehand: max_bytes is not used."""
-        keys = {self.key(coords): coords for coords in coords_list}
-        return {keys[key]: data for key, data in self.store.get_many(list(keys)).items()}
-
-    def read_ranges(self, coords: tuple[int, ...], ranges: list[Range]) -> list[bytes] | None:
-        return self.store.get_ranges(self.key(coords), ranges)
-
-    def version_known(self, coords: tuple[int, ...]) -> bool:
-        """Whether the store remembers the version of the chunk that a conditional PUT needs
-        (object stores; a local store needs none)."""
-        known = getattr(self.store, "version_known", None)
-        return True if known is None else known(self.key(coords))
-
-    def stage(self, coords: tuple[int, ...], data) -> Staged:
-        return self.store.stage(self.key(coords), data)
-
-    def publish(self, staged: list[Staged]) -> None:
-        self.store.publish(staged)
-
-    def discard(self, staged: list[Staged]) -> None:
-        self.store.discard(staged)
 
 
 @dataclass
@@ -99,7 +47,7 @@ class Shared:
 
 
 class Array(WriteBack):
-    def __init__(self, shape, chunk_shape, chain: CodecChain, source, shared: Shared, cache_key: tuple):
+    def __init__(self, shape, chunk_shape, chain: CodecChain, source: ChunkSource, shared: Shared, cache_key: tuple):
         self.shape = tuple(shape)
         self.chunk_shape = tuple(chunk_shape)
         self.chain = chain
@@ -115,10 +63,10 @@ class Array(WriteBack):
         self._flushing_shards: set[tuple] = set()
         self._written_whole: set[tuple] = set()  # dirty chunks that no stored data went into
         # remote stores, which other machines write too: the elements written here (written.py)
-        self._written = WrittenMasks(self.spec.shape) if getattr(source, "remote", False) else None
+        self._written = WrittenMasks(self.spec.shape) if source.capabilities.remote else None
         self._unmerged: set[str] = set()  # keys that met another writer and are not merged with it yet
         # a store where each request is a round trip: a read's chunks are fetched together (batchread.py)
-        self._batched = not self.sharding and getattr(source, "batched_reads", False)
+        self._batched = not self.sharding and source.capabilities.batched_reads
 
     @functools.cached_property
     def leaf_nbytes(self) -> int:
@@ -348,11 +296,13 @@ class Array(WriteBack):
         origin = [c * s for c, s in zip(coords, self.chunk_shape, strict=False)]
         shape = [min(s, n - o) for s, n, o in zip(self.chunk_shape, self.shape, origin, strict=False)]
         key = self.source.key(coords)
+        around = self.source.capabilities
+        outermost = isinstance(self.source, StoreChunks)  # a shard in a store value, not in an inner chunk
+        capabilities = Capabilities(remote=around.remote, batched_reads=outermost and around.batched_reads,
+                                    metadata_ttl=around.metadata_ttl if outermost else None)
         source = ShardChunks(lambda byte_range: self.source.read(coords, byte_range), self.sharding, key,
                              read_ranges=lambda ranges: self.source.read_ranges(coords, ranges),
-                             batched_reads=isinstance(self.source, StoreChunks) and self.source.batched_reads,
-                             index_ttl=getattr(getattr(self.source, "store", None), "metadata_ttl", None),
-                             remote=getattr(self.source, "remote", False))
+                             capabilities=capabilities)
         return Array(shape, self.sharding.inner_chunk_shape, self.sharding.inner_chain, source,
                      self.shared, self.cache_key + (coords,))
 
@@ -415,7 +365,7 @@ class Array(WriteBack):
         return all((c + 1) * s <= n for c, s, n in zip(coords, self.chunk_shape, self.shape, strict=False))
 
 
-def open_array(store: LocalStore, path: str, meta: ArrayMetadata, cache: ChunkCache) -> Array:
+def open_array(store: Store, path: str, meta: ArrayMetadata, cache: ChunkCache) -> Array:
     """The Array for `meta` stored at `path` (the node's key prefix, '' for a root array)."""
     where = f"{path + '/' if path else ''}{'zarr.json' if meta.zarr_format == 3 else '.zarray'}"
     spec = ChunkSpec(meta.chunk_shape, meta.data_type, meta.fill_value)

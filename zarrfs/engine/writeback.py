@@ -69,9 +69,9 @@ class WriteBack:
         """Keys of chunks written here only in part whose version, read when the write began,
         the store no longer remembers (it keeps a bounded number): their PUT would overwrite
         unconditionally whatever another writer stored since, so they are merged first."""
-        known = getattr(self.source, "version_known", None)
-        if self._written is None or known is None:
+        if self._written is None:
             return set()
+        known = self.source.version_known
         with self.shared.lock:  # writes mark the masks meanwhile
             partial = self._written.partial()
         return {self.source.key(coords) for coords, _ in partial if not known(coords)}

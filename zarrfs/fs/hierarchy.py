@@ -31,7 +31,7 @@ from zarrfs.names import to_json as json_name
 from zarrfs.errors import MetadataError, StoreError, UnsupportedError, ZarrfsError
 from zarrfs.format.v3 import ArrayMetadata, GroupMetadata
 from zarrfs.views.georeferencing import Georeferencer
-from zarrfs.stores.local import LocalStore
+from zarrfs.stores.contract import Store
 from zarrfs.views import DEFAULT_VIEWS, VIEWS, info_of
 from zarrfs.views import preview
 from zarrfs.views.header_cache import HeaderCache
@@ -71,7 +71,7 @@ class Entry:
 
 
 class Hierarchy:
-    def __init__(self, store: LocalStore, views=DEFAULT_VIEWS, header_cache_bytes: int = 32 << 20,
+    def __init__(self, store: Store, views=DEFAULT_VIEWS, header_cache_bytes: int = 32 << 20,
                  previews: bool = False):
         self.store = store
         self.previews = preview.Plans(self.node) if previews else None
@@ -88,7 +88,7 @@ class Hierarchy:
         self.consolidated = _consolidated(root)
         self._verified: set[str] = set()  # nodes from consolidated metadata checked against their own documents
         self._nodes[""] = _parse_node("", root)  # an unsupported root is served like any unsupported node
-        if self._nodes[""].kind == "group" and self.consolidated is None and not getattr(store, "can_list", True):
+        if self._nodes[""].kind == "group" and self.consolidated is None and not store.capabilities.listing:
             raise StoreError(f"{store.root}: this store cannot list (plain HTTP), so a group needs consolidated "
                              f"metadata (zarr.consolidate_metadata), and this one has none", errno.EOPNOTSUPP)
 

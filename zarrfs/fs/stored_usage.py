@@ -123,7 +123,7 @@ class Usage:
         group they are in serves them all when it ends within WARM_KEYS keys (a group of small
         arrays); else each array's is sent, concurrently. A local store lists in microseconds:
         nothing to gain there."""
-        if not getattr(self.store, "remote", False):
+        if not self.store.capabilities.remote:
             return
         below = f"{directory}/" if directory else ""
         cold = [p for p in paths if self._stored.get(p) is None]

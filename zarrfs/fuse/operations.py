@@ -96,7 +96,8 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
         self.hierarchy = Hierarchy(self.store, options.views, options.header_cache_bytes, options.previews)
         self.previews = preview.Previews(options.cache_bytes // 16)
         self.cache = ChunkCache(options.cache_bytes, *self._read_ahead())
-        self.usage = Usage(self.store, getattr(self.store, "metadata_ttl", LIFETIME))  # mtimes, stored sizes
+        ttl = self.store.capabilities.metadata_ttl  # None: nobody else writes, trust for LIFETIME
+        self.usage = Usage(self.store, LIFETIME if ttl is None else ttl)  # mtimes, stored sizes
         self.texts = Texts(options.cache_bytes // 4)  # rendered NAME.txt files, within the cache's bound
         self._arrays: dict[str, OpenArray] = {}
         self.siblings = Siblings()
@@ -119,7 +120,7 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
     def _read_ahead(self) -> tuple[int, int | None]:
         """(budget, workers) for chunks decoded ahead of sequential readers. An object store
         answers after a round trip: there, many chunks are fetched at once, within prefetch_size."""
-        if getattr(self.store, "remote", False):
+        if self.store.capabilities.remote:
             return self.options.remote.prefetch_size, REMOTE_FETCHERS
         return self.options.ahead_bytes, None
 
@@ -135,10 +136,10 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
             config.attr_timeout = config.entry_timeout = TIMEOUT
             config.negative_timeout = 1.0
             config.hard_remove = 1  # unlink removes at once: never a rename to .fuse_hidden while open
-            if getattr(self.store, "remote", False):
+            if self.store.capabilities.remote:
                 # other machines write it: pages are kept across opens only while the file's
                 # mtime and size are unchanged, looked at again after metadata_ttl
-                ttl = self.store.metadata_ttl
+                ttl = self.store.capabilities.metadata_ttl
                 config.auto_cache, config.ac_attr_timeout_set, config.ac_attr_timeout = 1, 1, ttl
                 config.attr_timeout = config.entry_timeout = min(TIMEOUT, ttl)
             else:
@@ -293,13 +294,13 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
         if opened is None or ((opened.node is not node or self._written_elsewhere(opened))
                               and not opened.raw.array.dirty and not opened.handles):
             array = open_array(self.store, node.path, node.meta, self.cache)
-            version = self.usage.of(node.path).version if getattr(self.store, "remote", False) else 0
+            version = self.usage.of(node.path).version if self.store.capabilities.remote else 0
             opened = OpenArray(RawFile(array, writable=not self.options.read_only), node, stored_version=version)
             self._arrays[node.path] = opened
         return opened
 
     def _written_elsewhere(self, opened: OpenArray) -> bool:
-        return getattr(self.store, "remote", False) and self.usage.of(opened.node.path).version != opened.stored_version
+        return self.store.capabilities.remote and self.usage.of(opened.node.path).version != opened.stored_version
 
     def _add_handle(self, handle: Handle) -> int:
         with self._lock:

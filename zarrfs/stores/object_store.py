@@ -33,6 +33,7 @@ from obstore.exceptions import (AlreadyExistsError, NotFoundError, NotSupportedE
 NOT_FOUND = (NotFoundError, FileNotFoundError)  # obstore raises the builtin for a missing key
 
 from zarrfs.stores.contained import key_parts
+from zarrfs.stores.contract import Capabilities
 from zarrfs.errors import ConflictError, StoreError
 from zarrfs.stores import object_nodes as objecttree
 from zarrfs.names import text_key
@@ -65,16 +66,15 @@ class _Document:
 class ObjectStore:
     """`store` is an obstore store whose root is the hierarchy's root; `url` names it in messages."""
 
-    batched_reads = True  # each request is a round trip: fetch a read's chunks together
-    remote = True  # other machines write it too: stored state is looked at again after metadata_ttl
-
     def __init__(self, store, url: str, read_only: bool = False, metadata_ttl: float = 60.0,
                  can_list: bool = True):
         self.store = store
         self.root = url
         self.read_only = read_only
-        self.metadata_ttl = metadata_ttl
-        self.can_list = can_list
+        # each request is a round trip (a read's chunks are fetched together), other machines write
+        # it too (stored state is looked at again after metadata_ttl), PUTs are conditional on ETags
+        self.capabilities = Capabilities(remote=True, conditional_writes=True, batched_reads=True,
+                                         listing=can_list, metadata_ttl=metadata_ttl)
         self._listings: dict[str, _Listing] = {}
         self._documents: dict[str, _Document] = {}
         self._etags: OrderedDict[str, str | None] = OrderedDict()  # ETags to PUT on (_remember); None: absent
@@ -156,7 +156,7 @@ class ObjectStore:
 
     def _document(self, key: str) -> _Document:
         cached = self._documents.get(key)
-        if cached is not None and time.monotonic() - cached.fetched < self.metadata_ttl:
+        if cached is not None and time.monotonic() - cached.fetched < self.capabilities.metadata_ttl:
             return cached
         fetched = time.monotonic()
         log.debug("GET %s whole (document)", key)
@@ -178,10 +178,10 @@ class ObjectStore:
         """A key's stat: a document's from its GET, anything else from its parent's LIST."""
         parts = _parts(key)
         if not parts:
-            return self._directory_stat(self._listing("") if self.can_list else None)
+            return self._directory_stat(self._listing("") if self.capabilities.listing else None)
         if _is_document(key):
             return self._document(key).stat
-        if not self.can_list:
+        if not self.capabilities.listing:
             return self._directory_stat(None)  # plain HTTP: every non-document key may be a group
         parent, name = "/".join(parts[:-1]), parts[-1]
         listing = self._listing(parent)
@@ -192,7 +192,7 @@ class ObjectStore:
 
     def list_dir(self, prefix: str) -> list[str]:
         """Names directly below `prefix`, without staged nodes (objecttree.py)."""
-        if not self.can_list:
+        if not self.capabilities.listing:
             return []
         listing = self._listing(prefix)
         return sorted(name for name in {*listing.objects, *listing.prefixes} if not name.startswith(TEMP_PREFIX))
@@ -201,7 +201,7 @@ class ObjectStore:
         """(key relative to `prefix`, stat) of every object below `prefix`, from one recursive
         LIST (paged by the server): no value is read. An object store has no directories to
         add: an object deleted leaves no trace there."""
-        if not self.can_list:
+        if not self.capabilities.listing:
             return
         _parts(prefix)
         log.debug("LIST %s/ recursive", prefix)
@@ -219,7 +219,7 @@ class ObjectStore:
     def _listing(self, prefix: str) -> _Listing:
         cached = self._listings.get(prefix)
         now = time.monotonic()
-        if cached is not None and now - cached.fetched < self.metadata_ttl:
+        if cached is not None and now - cached.fetched < self.capabilities.metadata_ttl:
             return cached
         objects, prefixes = self._list(prefix)
         changed = cached.changed_ns if cached and (set(objects), prefixes) == (set(cached.objects), cached.prefixes) \

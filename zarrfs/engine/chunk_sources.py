@@ -1,0 +1,205 @@
+"""Where an Array's chunks come from: a store (StoreChunks), or a shard (ShardChunks), which is
+itself a source of inner chunks over a value of the source around it, so nested sharding needs
+no special code. Both carry the capabilities of the store beneath them (stores/contract.py).
+"""
+
+import logging
+import math
+import threading
+import time
+from dataclasses import replace
+from typing import Callable, Protocol
+
+import numpy as np
+
+from zarrfs.byte_ranges import ByteRange, Range, Suffix
+from zarrfs.codecs.shard_format import EMPTY
+from zarrfs.errors import CorruptChunkError
+from zarrfs.format.v3 import ArrayMetadata
+from zarrfs.geometry import flat_index
+from zarrfs.stores.contract import Capabilities, Store
+from zarrfs.stores.local import Staged
+
+log = logging.getLogger(__name__)
+
+
+class ChunkSource(Protocol):
+    """What an Array asks of where its chunks are."""
+
+    capabilities: Capabilities
+
+    def key(self, coords: tuple[int, ...]) -> str: ...
+
+    def read(self, coords: tuple[int, ...], byte_range: ByteRange = None) -> bytes | None: ...
+
+    def read_many(self, coords_list: list[tuple], max_bytes: int) -> dict: ...
+
+    def version_known(self, coords: tuple[int, ...]) -> bool: ...
+
+
+class StoreChunks:
+    """The chunks of an array stored as values of a store, named by the chunk key encoding."""
+
+    def __init__(self, store: Store, path: str, meta: ArrayMetadata):
+        self.store = store
+        self.prefix = f"{path}/" if path else ""
+        self.encoding = meta.chunk_key_encoding
+
+    def key(self, coords: tuple[int, ...]) -> str:
+        return self.prefix + self.encoding.key(coords)
+
+    def read(self, coords: tuple[int, ...], byte_range: ByteRange = None) -> bytes | None:
+        data = self.store.get(self.key(coords), byte_range)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("store read %s %s -> %s", self.key(coords), tuple(byte_range) if byte_range else "whole",
+                      "not stored" if data is None else f"{len(data)} bytes")
+        return data
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.store.capabilities
+
+    def read_many(self, coords_list: list[tuple], max_bytes: int) -> dict:
+        """{coords: bytes, or None if not stored} for each chunk, fetched concurrently (see
+        batched_fetch.py). Whole chunks' sizes are not known beforehand: max_bytes is not used."""
+        keys = {self.key(coords): coords for coords in coords_list}
+        return {keys[key]: data for key, data in self.store.get_many(list(keys)).items()}
+
+    def read_ranges(self, coords: tuple[int, ...], ranges: list[Range]) -> list[bytes] | None:
+        return self.store.get_ranges(self.key(coords), ranges)
+
+    def version_known(self, coords: tuple[int, ...]) -> bool:
+        """Whether the store remembers the version of the chunk that a conditional PUT needs
+        (object stores; a local store needs none)."""
+        return self.store.version_known(self.key(coords))
+
+    def stage(self, coords: tuple[int, ...], data) -> Staged:
+        return self.store.stage(self.key(coords), data)
+
+    def publish(self, staged: list[Staged]) -> None:
+        self.store.publish(staged)
+
+    def discard(self, staged: list[Staged]) -> None:
+        self.store.discard(staged)
+
+
+class ShardChunks:
+    """One shard as a chunk source for an Array over its inner chunk grid.
+
+    `codec` is the ShardingCodec; `read_value(byte_range)` returns the shard's bytes (or a range
+    of them), None if the shard does not exist. The index is read once and kept.
+    """
+
+    def __init__(self, read_value: Callable[[ByteRange], bytes | None], codec, key: str,
+                 read_ranges: Callable[[list[Range]], list[bytes] | None] | None = None,
+                 capabilities: Capabilities | None = None):
+        self.read_value = read_value
+        self.read_ranges = read_ranges  # several ranges of the shard in one call (batched_fetch.py)
+        # remote: written by other machines too (its writers keep written masks); metadata_ttl:
+        # another machine may rewrite the shard, so its index is read again after that long
+        around = capabilities or Capabilities()
+        self.capabilities = replace(around, listing=False, batched_reads=around.batched_reads and read_ranges is not None)
+        self.codec = codec
+        self.shard_key = key
+        self._index: np.ndarray | None = None
+        self._loaded = False
+        self._loaded_at = 0.0
+        self._lock = threading.Lock()  # decode-ahead threads start on a shard's inner chunks together
+
+    def key(self, coords: tuple[int, ...]) -> str:
+        return f"{self.shard_key} inner chunk {list(coords)}"
+
+    def version_known(self, coords: tuple[int, ...]) -> bool:
+        """Always: an inner chunk is written with its shard, whose version the outer source keeps."""
+        return True
+
+    def index(self) -> np.ndarray | None:
+        """The (n, 2) index, None when the shard does not exist."""
+        if not self._fresh():
+            with self._lock:
+                if not self._fresh():  # read once, whichever thread comes first
+                    size = self.codec.index_nbytes
+                    raw = self.read_value(Range(0, size) if self.codec.index_location == "start" else Suffix(size))
+                    self._index = None if raw is None else self.codec.decode_index(raw)
+                    self._loaded_at = time.monotonic()
+                    self._loaded = True
+        return self._index
+
+    def _fresh(self) -> bool:
+        ttl = self.capabilities.metadata_ttl
+        return self._loaded and (ttl is None or time.monotonic() - self._loaded_at <= ttl)
+
+    def forget_index(self) -> None:
+        """The shard was rewritten: read its index again next time."""
+        self._loaded = False
+        self._index = None
+
+    def stored_chunks(self) -> list:
+        """The shard as stored, read whole: its encoded inner chunks in flat order (None for an
+        empty one, all None when the shard is not stored)."""
+        old = self.read_value(None)
+        return [None] * math.prod(self.codec.chunks_per_shard) if old is None else self.codec.split(old)
+
+    def flat(self, coords) -> int:
+        """The position of inner chunk `coords` in the flat order of the index."""
+        return flat_index(coords, self.codec.chunks_per_shard)
+
+    def read(self, coords: tuple[int, ...], byte_range: ByteRange = None) -> bytes | None:
+        """The encoded inner chunk (or a range of it), None when it is empty."""
+        index = self.index()
+        if index is None:
+            return None
+        offset, nbytes = (int(v) for v in index[self.flat(coords)])
+        if offset == EMPTY:
+            return None
+        if isinstance(byte_range, Suffix):
+            length = min(byte_range.length, nbytes)
+            start = offset + nbytes - length
+        elif isinstance(byte_range, Range):
+            start = offset + min(byte_range.start, nbytes)
+            length = max(0, min(byte_range.length, nbytes - byte_range.start))
+        else:
+            start, length = offset, nbytes
+        data = self.read_value(Range(start, length))
+        if data is None or len(data) != length:
+            raise CorruptChunkError(f"truncated shard: index entry [{offset}, {offset + nbytes}) points "
+                                    f"outside the shard")
+        return data
+
+    def read_many(self, coords_list: list[tuple], max_bytes: int) -> dict:
+        """{coords: encoded bytes, or None if empty} for inner chunks, up to max_bytes of them,
+        from one ranged read of several ranges. Entries that do not fit the shard are left out:
+        read one by one, they raise the precise error."""
+        index = self.index()
+        if index is None:
+            return {coords: None for coords in coords_list}
+        found, wanted, total = {}, [], 0
+        for coords in coords_list:
+            offset, nbytes = (int(v) for v in index[self.flat(coords)])
+            if offset == EMPTY:
+                found[coords] = None
+            elif total + nbytes <= max_bytes:
+                total += nbytes
+                wanted.append((coords, offset, nbytes))
+        if wanted:
+            values = self.read_ranges([Range(offset, nbytes) for _, offset, nbytes in wanted])
+            for (coords, _, nbytes), data in zip(wanted, values or (), strict=False):
+                if len(data) == nbytes:
+                    found[coords] = data
+        return found
+
+    def build(self, updates: dict[tuple[int, ...], bytes | None], live: list[tuple[int, ...]],
+              stored: list | None = None) -> bytes | None:
+        """The new shard with `updates` applied, None if it ends up empty.
+
+        `live` lists the inner chunks that lie inside the array; others are dropped. The old
+        shard is read (once, whole) only if some live inner chunk is not being replaced, unless
+        the caller has read it already: `stored` (stored_chunks()).
+        """
+        if stored is None and any(c not in updates for c in live):
+            stored = self.stored_chunks()
+        chunks = list(stored) if stored is not None else [None] * math.prod(self.codec.chunks_per_shard)
+        for coords, data in updates.items():
+            chunks[self.flat(coords)] = data
+        live_flat = {self.flat(c) for c in live}
+        return self.codec.assemble([c if i in live_flat else None for i, c in enumerate(chunks)])
