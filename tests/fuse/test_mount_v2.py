@@ -34,7 +34,7 @@ def test_mixed_tree_lists_reads_and_writes(tmp_path):
         assert sorted(os.listdir(m.path)) == ["legacy", "v3.bin", "v3.bin.hdr", "v3.json", "v3.mhd", "v3.nhdr",
                                               "v3.npy", "v3.vrt", "zarr.json"]
         assert sorted(os.listdir(m / "legacy")) == [".zattrs", ".zgroup", "temp.bin", "temp.bin.hdr", "temp.json",
-                                                  "temp.mhd", "temp.nhdr", "temp.npy", "temp.vrt", "when.bin",
+                                                  "temp.mhd", "temp.nhdr", "temp.npy", "temp.tif", "temp.vrt", "when.bin",
                                                   "when.json", "when.npy"]  # datetimes: .npy only
         assert json.loads((m / "legacy" / ".zattrs").read_text()) == {"title": "old data"}
         assert json.loads((m / "legacy" / ".zgroup").read_text())["zarr_format"] == 2
@@ -64,7 +64,7 @@ def test_whole_v2_store(tmp_path):
     z[...] = np.arange(16).reshape(4, 4)
     with mounted(tmp_path / "v2.zarr", tmp_path, "ro") as m:
         assert sorted(os.listdir(m.path)) == [".zattrs", ".zgroup", "a.bin", "a.bin.hdr", "a.json", "a.mhd",
-                                              "a.nhdr", "a.npy", "a.vrt"]  # views for v2 arrays too
+                                              "a.nhdr", "a.npy", "a.tif", "a.vrt"]  # views for v2 arrays too
         assert (m / "a.bin").read_bytes() == np.arange(16, dtype="<u2").tobytes()
 
 

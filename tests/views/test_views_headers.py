@@ -29,7 +29,7 @@ def made(shape, data_type="float32", name="a", **extra) -> set[str]:
 
 
 def test_what_each_format_refuses():
-    assert made((4, 5), "float16") == {"npy"}
+    assert made((4, 5), "float16") == {"npy", "tiff"}
     assert made((4, 5), "r24") == {"npy", "nrrd"}
     assert made((4, 5), "int8") == set(ALL_VIEWS) - {"envi"}
     assert made((4, 5), "complex128") == set(ALL_VIEWS)
@@ -40,6 +40,7 @@ def test_what_each_format_refuses():
     assert made((4097, 1, 1)) == set(ALL_VIEWS) - {"vrt"}  # a VRT of more planes would be megabytes
     assert made((4096, 1, 1)) == set(ALL_VIEWS)
     assert made((3, 4), name="with space") == set(ALL_VIEWS) - {"mhd", "nrrd"}  # would read as a file pattern
+    assert made((5,)) == set(ALL_VIEWS) - {"tiff"}  # a TIFF page has two dimensions
 
 
 def test_header_text():
@@ -101,7 +102,7 @@ def test_sidecar_names_the_views(tmp_path):
     entries = hierarchy.entries_of(hierarchy.lookup("/"))
     sidecar = json.loads(hierarchy.content(entries["data.zarr.json"]))
     assert sidecar["views"] == {"npy": "data.zarr.npy", "mhd": "data.zarr.mhd", "nrrd": "data.zarr.nhdr",
-                                "vrt": "data.zarr.vrt", "nifti": "data.zarr.hdr"}  # ENVI has no int8
+                                "vrt": "data.zarr.vrt", "nifti": "data.zarr.hdr", "tiff": "data.zarr.tif"}  # no int8 ENVI
 
 
 @pytest.fixture
@@ -135,11 +136,12 @@ def test_npy_view_writes_past_the_header_only(npy_file):
 
 
 def test_views_option():
-    assert parse_options([])[0].views == DEFAULT_VIEWS == ("npy", "envi", "mhd", "nrrd", "vrt")
+    assert parse_options([])[0].views == DEFAULT_VIEWS == ("npy", "envi", "mhd", "nrrd", "vrt", "tiff")
+    assert parse_options(["views=tiff,ro"])[0].views == ("tiff",)
     assert parse_options(["views=none"])[0].views == ()
     options = parse_options(["ro,views=nifti,npy,cache_size=1M", "views=vrt"])[0]
     assert options.views == ("vrt",) and options.read_only and options.cache_bytes == 1 << 20
     assert parse_options(["views=mhd,envi,ro"])[0].views == ("mhd", "envi")
-    for bad in ["views=tiff", "views=", "views=none,npy"]:
+    for bad in ["views=tif", "views=", "views=none,npy"]:
         with pytest.raises(UsageError):
             parse_options([bad])

@@ -27,13 +27,12 @@ from zarrfs.nodes import consolidated
 from zarrfs.nodes import documents as nodes
 from zarrfs.views import text as textview
 from zarrfs.codecs.chain import ChunkSpec, CodecChain
-from zarrfs.names import to_json as json_name
 from zarrfs.errors import MetadataError, StoreError, UnsupportedError, ZarrfsError
 from zarrfs.format.v3 import ArrayMetadata, GroupMetadata
 from zarrfs.views.georeferencing import Georeferencer
-from zarrfs.stores.contract import Store
+from zarrfs.stores.local import LocalStore
 from zarrfs.views import DEFAULT_VIEWS, VIEWS, info_of
-from zarrfs.views import preview
+from zarrfs.views import ome, preview
 from zarrfs.views.header_cache import HeaderCache
 
 log = logging.getLogger(__name__)
@@ -79,6 +78,7 @@ class Hierarchy:
         self._headers = HeaderCache(header_cache_bytes)
         georeferenced = any(view.name in ("vrt", "envi") for view in self.views)
         self._georeferencer = Georeferencer(store, self.node) if georeferenced else None
+        self._ome = any(view.name == "tiff" for view in self.views)  # OME-TIFF for OME-Zarr images
         self._nodes: dict[str, Node] = {}
         self._listings: dict[str, tuple[int, dict[str, Entry]]] = {}
         self._sidecars: dict[tuple[str, str], tuple[Node, bytes]] = {}
@@ -263,11 +263,17 @@ class Hierarchy:
         def make():
             georef = self._georeferencer.of(node) if self._georeferencer and isinstance(node.meta, ArrayMetadata) \
                 else None
-            info = info_of(node.meta, node.name or stem, f"{stem}.bin", georef)
+            image = ome.image_of(node.path, self._known_node) if self._ome else None
+            info = info_of(node.meta, node.name or stem, f"{stem}.bin", georef, image)
             made = {view.name: _header(view, info, node) for view in self.views}
             return {name: header for name, header in made.items() if header is not None}
 
         return self._headers.get((node.path, stem), node, make)
+
+    def _known_node(self, path: str) -> Node | None:
+        """The node at `path` as last read (a listing reads its group first), else read: on an
+        object store, a parent looked up again for each of its arrays would cost a request each."""
+        return self._nodes.get(path) or self.node(path)
 
     def prefix(self, entry: Entry) -> bytes:
         """The bytes a data view shows before the array's bytes (the .npy header), else b''."""
@@ -332,6 +338,11 @@ class Hierarchy:
             stem = os.path.basename(self.store.root.rstrip("/")) or "array"
             return self._array_entries(directory.node, stem)
         return self.listing(directory.node.path)
+
+
+def read_only_view(entry: Entry) -> bool:
+    """A data view none of whose bytes may be written, even on a writable mount (NAME.tif)."""
+    return entry.kind == DATA and bool(entry.view) and VIEWS[entry.view].read_only
 
 
 def _parse_node(path: str, docs: nodes.Documents) -> Node:

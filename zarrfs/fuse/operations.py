@@ -22,7 +22,7 @@ from zarrfs.fuse.errno_boundary import errno_boundary, fail
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.fuse.page_invalidation import Siblings
 from zarrfs.errors import ZarrfsError
-from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, PREVIEW, SIDECAR, TEXT, Entry, Hierarchy, Node
+from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, PREVIEW, SIDECAR, TEXT, Entry, Hierarchy, Node, read_only_view
 from zarrfs.views.prefixed_file import PrefixedFile
 from zarrfs.engine.flat_file import RawFile
 from zarrfs.edits.hierarchy_edits import Shaping
@@ -180,7 +180,8 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
         elif entry.kind == SIDECAR or entry.kind == DOCUMENT and entry.node.kind == "group":
             mode, size = stat.S_IFREG | 0o444 | (write_bits & 0o200), len(self.hierarchy.content(entry))
         elif entry.kind == DATA:
-            mode, size = stat.S_IFREG | (st.st_mode & (0o444 | write_bits)), self._data_size(entry)
+            bits = 0o444 if read_only_view(entry) else 0o444 | write_bits
+            mode, size = stat.S_IFREG | (st.st_mode & bits), self._data_size(entry)
         elif entry.kind == PREVIEW:  # uncompressed: its size follows from its width and height
             mode, size = stat.S_IFREG | 0o444, preview.png_size(*self.hierarchy.previews.of(entry.node)[1].size)
         elif entry.kind == TEXT:  # size 0, as /proc files: knowing it would mean decoding the whole array
@@ -260,6 +261,8 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
             return self._open_draft(self.shaping.open_edit(entry, path, flags))
         if writable and entry.kind != DATA:
             fail(errno.EACCES)
+        if writable and read_only_view(entry):
+            self._refuse_view(path)
         if entry.kind == TEXT:
             return self._add_handle(Handle(entry, content=self.texts.text(self.store, entry.node, self.cache)))
         if entry.kind == PREVIEW:
@@ -419,6 +422,8 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
             fail(errno.EACCES)
         if self.options.read_only:
             fail(errno.EROFS)
+        if read_only_view(entry):
+            self._refuse_view(path)
         size = self._data_size(entry)
         if length != size:
             log.warning("%s: refused truncate to %d bytes: an array file keeps its size, %d", path, length, size)
@@ -468,12 +473,19 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
         if self.shaping.draft_at(path) is not None:
             return 0
         entry = self._entry(path)
-        writable = entry.kind in (DATA, DIR, SIDECAR) or entry.kind == DOCUMENT and entry.node.kind == "group"
+        writable = entry.kind in (DATA, DIR, SIDECAR) and not read_only_view(entry) or \
+            entry.kind == DOCUMENT and entry.node.kind == "group"
         if amode & os.W_OK and (self.options.read_only or not writable):
             fail(errno.EROFS if self.options.read_only else errno.EACCES)
         if amode & os.X_OK and entry.kind != DIR:
             fail(errno.EACCES)
         return 0
+
+    @staticmethod
+    def _refuse_view(path: str):
+        log.warning("%s: refused a write: this view's header points into the data, so it is read-only; write "
+                    "NAME.bin or NAME.npy instead", path)
+        fail(errno.EPERM)
 
     def _open_draft(self, draft) -> int:
         return self._add_handle(Handle(None, draft=draft, writable=True))

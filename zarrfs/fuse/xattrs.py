@@ -23,7 +23,7 @@ from zarrfs.format.v3 import ArrayMetadata
 
 OCTETS, JSON, TEXT_PLAIN = "application/octet-stream", "application/json", "text/plain"
 HEADER_TYPES = {"envi": TEXT_PLAIN, "mhd": TEXT_PLAIN, "nrrd": TEXT_PLAIN, "vrt": "application/xml",
-                "nifti": OCTETS}  # by view; any other header is bytes to a guesser
+                "nifti": OCTETS, "tiff": "image/tiff"}  # by view; any other header is bytes to a guesser
 
 
 def _json(value) -> bytes:
@@ -32,7 +32,7 @@ def _json(value) -> bytes:
 
 def mime_type(entry: Entry) -> str | None:
     if entry.kind == DATA:
-        return OCTETS
+        return HEADER_TYPES.get(entry.view, OCTETS)  # NAME.tif is an image; .bin, .npy, .img bytes
     if entry.kind in (SIDECAR, DOCUMENT):
         return JSON
     if entry.kind == TEXT:

@@ -2,14 +2,21 @@
 
 Each format is a small module with one pure function, `header(info) -> bytes | None`, from the
 array's description to the bytes of its header, or None when the format cannot express the
-data type or shape honestly. `VIEWS` is the registry; `hierarchy` asks it which files an array
+data type or shape honestly (the TIFF header is bytes-like, made on demand: views/tiff.py).
+`VIEWS` is the registry; `hierarchy` asks it which files an array
 has, and nothing here reads a chunk.
 """
 
 from dataclasses import dataclass
 from typing import Callable
 
-from zarrfs.views import envi, mhd, nifti, npy, nrrd, vrt
+from zarrfs.views import envi
+from zarrfs.views import mhd
+from zarrfs.views import nifti
+from zarrfs.views import npy
+from zarrfs.views import nrrd
+from zarrfs.views import tiff
+from zarrfs.views import vrt
 from zarrfs.views.info import ArrayInfo, info_of
 
 
@@ -19,6 +26,7 @@ class View:
     suffix: str  # the file name is stem + suffix
     header: Callable[[ArrayInfo], bytes | None]
     prefixed: bool = False  # the file is the header followed by the data (writable past the header)
+    read_only: bool = False  # a prefixed view none of whose bytes may be written (its header points into the data)
     alias: str = ""  # suffix of a second file that is the data itself (NIfTI's .img)
 
 
@@ -29,7 +37,8 @@ VIEWS = {
     "nrrd": View("nrrd", ".nhdr", nrrd.header),
     "vrt": View("vrt", ".vrt", vrt.header),
     "nifti": View("nifti", ".hdr", nifti.header, alias=".img"),
+    "tiff": View("tiff", ".tif", tiff.header, prefixed=True, read_only=True),
 }
-DEFAULT_VIEWS = ("npy", "envi", "mhd", "nrrd", "vrt")
+DEFAULT_VIEWS = ("npy", "envi", "mhd", "nrrd", "vrt", "tiff")
 
 __all__ = ["VIEWS", "DEFAULT_VIEWS", "View", "ArrayInfo", "info_of"]

@@ -1,6 +1,7 @@
 """A byte-bounded LRU of generated headers: a listing asks for every header's size, again and
 again, and a header is made from metadata alone, so one dropped is simply made again."""
 
+import sys
 import threading
 from collections import OrderedDict
 
@@ -20,7 +21,7 @@ class HeaderCache:
                 self._items.move_to_end(key)
                 return item[1]
         value = make()
-        size = sum(len(v) for v in value.values()) + 200
+        size = sum(sys.getsizeof(v) for v in value.values()) + 200  # what is held: a TIFF header makes its bytes
         with self._lock:
             old = self._items.pop(key, None)
             if old is not None:

@@ -20,6 +20,7 @@ class ArrayInfo:
     attributes: dict
     data_file: str | None  # NAME.bin, relative to the header; None when the name is no UTF-8 text
     georef: object = None  # a views.georef.Georef, where the metadata gives one
+    ome: object = None  # a views.ome.Image, where the array is a level of an OME-Zarr image
 
     @property
     def size(self) -> int:
@@ -46,10 +47,10 @@ def dimension_names(meta: ArrayMetadata) -> tuple[str | None, ...] | None:
     return None
 
 
-def info_of(meta: ArrayMetadata, name: str, data_file: str, georef=None) -> ArrayInfo:
+def info_of(meta: ArrayMetadata, name: str, data_file: str, georef=None, ome=None) -> ArrayInfo:
     name = "".join(c if c.isprintable() else "?" for c in name)  # it only goes into descriptions
     return ArrayInfo(name, tuple(meta.shape), meta.data_type.numpy, type_name(meta.data_type.numpy),
-                     dimension_names(meta), meta.attributes, names.text(data_file), georef)
+                     dimension_names(meta), meta.attributes, names.text(data_file), georef, ome)
 
 
 @functools.lru_cache(maxsize=256)  # numpy's dtype.name is slow, and a listing asks per array

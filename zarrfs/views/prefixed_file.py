@@ -1,9 +1,10 @@
-"""A data view that shows a header before the array's flat bytes (NAME.npy): the same RawFile,
-shifted by the header's length. Writes may repeat the header's bytes (a `cp` of a same-shape
-.npy) but never change them."""
+"""A data view that shows a header before the array's flat bytes (NAME.npy, NAME.tif): the same
+RawFile, shifted by the header's length. Writes may repeat the header's bytes (a `cp` of a
+same-shape .npy) but never change them. The header is bytes, or bytes-like (views/tiff.py)."""
 
 import numpy as np
 
+from zarrfs.engine.buffers import free, malloc_array
 from zarrfs.errors import HeaderWriteError
 from zarrfs.engine.flat_file import RawFile
 
@@ -27,6 +28,19 @@ class PrefixedFile:
         if n < len(out):
             n += self.raw.read_into(offset + n - len(self.header), out[n:])
         return n
+
+    def read_malloced(self, offset: int, size: int) -> tuple[int, int]:
+        """(address, count) of the bytes from `offset` in memory from malloc (replies.py): past the
+        header, the array's own answer, so a chunk decoded ahead is sent as it is."""
+        if offset >= len(self.header):
+            return self.raw.read_malloced(offset - len(self.header), size)
+        address, out = malloc_array((max(0, min(size, self.size - offset)),), "u1")
+        try:
+            return address, self.read_into(offset, out)
+        except BaseException:
+            del out
+            free(address)
+            raise
 
     def write(self, offset: int, data) -> int:
         data = memoryview(data).cast("B")
