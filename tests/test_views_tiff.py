@@ -1,0 +1,375 @@
+"""NAME.tif, the TIFF view: opened through a real mount by tifffile, Pillow, GDAL (rasterio) and
+imageio for every data type TIFF holds, 2-D to 5-D, v2 and v3, sharded, with fill-value holes,
+and read as zarr-python reads the store; ImageJ hyperstack and OME-TIFF metadata; read-only,
+and coherent with NAME.bin. The header's layout itself (strips, BigTIFF, a header made on
+demand) is checked without a mount, with tifffile as the oracle."""
+
+import errno
+import io
+import json
+import os
+import stat
+import sys
+import warnings
+
+import imageio.v3 as iio
+import numpy as np
+import pytest
+import rasterio
+import tifffile
+import zarr
+from PIL import Image
+
+from mounting import mounted
+from zarr_layouts import NUMERIC
+from zarrfs.views import tiff
+from zarrfs.views.info import ArrayInfo, type_name
+from zarrfs.views.ome import Axis
+from zarrfs.views.ome import Image as OmeImage
+
+pytestmark = pytest.mark.filterwarnings("ignore::rasterio.errors.NotGeoreferencedWarning")
+
+SHAPES = {2: (5, 7), 3: (3, 5, 7), 4: (2, 3, 5, 7), 5: (2, 3, 2, 5, 7)}
+CHUNKS = {2: (2, 3), 3: (2, 2, 3), 4: (1, 2, 2, 3), 5: (1, 2, 1, 2, 3)}
+NAMES = {2: ("y", "x"), 3: ("z", "y", "x"), 4: ("t", "c", "y", "x"), 5: ("t", "z", "c", "y", "x")}
+IMAGEJ = {"bool", "uint8", "uint16", "float32"}
+PILLOW = {"bool", "int8", "int16", "int32", "uint8", "uint16", "uint32", "float32"}  # the types Pillow opens
+OME_AXES = [{"name": "t", "type": "time", "unit": "second"}, {"name": "c", "type": "channel"},
+            {"name": "z", "type": "space", "unit": "micrometer"}, {"name": "y", "type": "space", "unit": "micrometer"},
+            {"name": "x", "type": "space", "unit": "micrometer"}]
+
+
+def values_of(dtype: str, shape, rng) -> np.ndarray:
+    if dtype == "bool":
+        return rng.integers(0, 2, shape).astype(bool)
+    if np.dtype(dtype).kind == "c":  # real and imaginary parts differ: their order shows
+        return (rng.normal(size=shape) * 100 + 1j * rng.normal(size=shape)).astype(dtype)
+    if np.dtype(dtype).kind == "f":
+        return (rng.normal(size=shape) * 100).astype(dtype)
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+
+
+def ome_attributes(axes, scale, version="0.4", channels=None) -> dict:
+    image = {"version": version, "name": "cells", "axes": axes,
+             "datasets": [{"path": "0", "coordinateTransformations": [{"type": "scale", "scale": scale}]}]}
+    attributes = {"multiscales": [image]}
+    if channels:
+        attributes["omero"] = {"channels": [{"label": c} for c in channels]}
+    return {"ome": {"version": version, **attributes}} if version == "0.5" else attributes
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """{path: expected values, as zarr-python reads them}."""
+    root = tmp_path_factory.mktemp("tiff") / "data.zarr"
+    rng = np.random.default_rng(24)
+    group = zarr.open_group(str(root), mode="w")
+    expected = {}
+
+    def add(parent, name, values, prefix="", **kwargs):
+        z = parent.create_array(name, shape=values.shape, dtype=values.dtype, **kwargs)
+        z[...] = values
+        expected[prefix + name] = np.asarray(z[...])
+
+    for dtype in NUMERIC:
+        for ndim, shape in SHAPES.items():
+            add(group, f"{dtype}_{ndim}d", values_of(dtype, shape, rng), chunks=CHUNKS[ndim],
+                dimension_names=NAMES[ndim])
+    for dtype in ("uint16", "float32"):  # names ImageJ cannot order, and names that are no axis of its
+        add(group, f"{dtype}_czyx", values_of(dtype, (2, 3, 5, 7), rng), chunks=(1, 2, 2, 3),
+            dimension_names=("c", "z", "y", "x"))
+        add(group, f"{dtype}_band", values_of(dtype, (3, 5, 7), rng), chunks=(1, 5, 7),
+            dimension_names=("band", "y", "x"))
+    add(group, "sharded", values_of("int16", (4, 12, 10), rng), chunks=(1, 2, 5), shards=(2, 6, 10))
+    holes = group.create_array("holes", shape=(3, 8, 9), chunks=(1, 4, 3), dtype="float32", fill_value=-1.5)
+    holes[1, 2:5, 1:4] = 9.25  # most chunks are never written: they read as the fill value
+    expected["holes"] = np.asarray(holes[...])
+    zeros = group.create_array("zero_holes", shape=(2, 8, 9), chunks=(1, 4, 3), dtype="uint8", fill_value=0)
+    zeros[0, 0, 0] = 200
+    expected["zero_holes"] = np.asarray(zeros[...])
+    add(group, "line", values_of("float32", (9,), rng), chunks=(3,))
+    legacy = zarr.open_group(str(root / "legacy"), mode="w", zarr_format=2)
+    for dtype in (">u2", "<i4", ">f8", "|b1", ">c8"):
+        add(legacy, f"v2_{np.dtype(dtype).name}", values_of(np.dtype(dtype).name, (3, 5, 7), rng).astype(dtype),
+            "legacy/", chunks=(2, 2, 3))
+    legacy["v2_uint16"].attrs["_ARRAY_DIMENSIONS"] = ["t", "y", "x"]  # xarray's names: an ImageJ time series
+    expected["legacy/v2_uint16"] = np.asarray(legacy["v2_uint16"][...])
+    image = zarr.open_group(str(root / "image"), mode="w", attributes=ome_attributes(
+        OME_AXES, [2.0, 1.0, 0.5, 0.25, 0.125], channels=["DAPI", "GFP"]))
+    add(image, "0", values_of("uint16", (3, 2, 4, 5, 7), rng), "image/", chunks=(1, 1, 2, 5, 7))
+    axes = [OME_AXES[i] for i in (2, 1, 3, 4)]  # z before c: an order ImageJ has not, OME-XML has
+    zc = zarr.open_group(str(root / "zc"), mode="w", attributes=ome_attributes(axes, [0.5, 1, 0.25, 0.25], "0.5"))
+    add(zc, "0", values_of("int32", (4, 2, 5, 7), rng), "zc/", chunks=(2, 1, 5, 7))
+    return root, expected
+
+
+@pytest.fixture(scope="module")
+def mnt(store, tmp_path_factory):
+    with mounted(store[0], tmp_path_factory.mktemp("m"), "ro") as m:
+        yield m
+
+
+def as_stored(values: np.ndarray) -> np.ndarray:
+    """The flat file's values: little-endian, bool as a byte 0 or 1."""
+    return values.astype("u1") if values.dtype == bool else values.astype(values.dtype.newbyteorder("<"))
+
+
+def all_arrays(store):
+    return sorted(name for name, values in store[1].items() if values.ndim >= 2)
+
+
+def test_every_array_of_two_or_more_dimensions_has_a_tif_that_tifffile_reads(mnt, store):
+    for name in all_arrays(store):
+        expected = as_stored(store[1][name])
+        with tifffile.TiffFile(mnt / f"{name}.tif") as tif:
+            assert len(tif.pages) == int(np.prod(expected.shape[:-2])), name
+            series = tif.series[0]
+            values = series.asarray()
+            assert values.dtype == expected.dtype, name
+            assert values.size == expected.size and np.array_equal(values.reshape(expected.shape), expected), name
+            if not tif.is_ome and not tif.is_imagej:  # tifffile's shaped description: the array's own shape
+                assert series.shape == expected.shape and tif.shaped_metadata[0]["shape"] == list(expected.shape)
+        sidecar = json.loads((mnt / f"{name}.json").read_text())
+        assert sidecar["views"]["tiff"] == f"{os.path.basename(name)}.tif"
+    assert not (mnt / "line.tif").exists()  # one dimension: no TIFF page
+    assert "tiff" not in json.loads((mnt / "line.json").read_text())["views"]
+
+
+def test_the_file_is_a_header_then_the_bin_bytes(mnt, store):
+    for name in ("uint16_3d", "complex128_5d", "holes", "legacy/v2_float64"):
+        data, whole = (mnt / f"{name}.bin").read_bytes(), (mnt / f"{name}.tif").read_bytes()
+        header = len(whole) - len(data)
+        assert header % 4096 == 0 and whole[header:] == data and os.path.getsize(mnt / f"{name}.tif") == len(whole)
+        assert whole[:4] == b"II*\0"  # little-endian classic TIFF: the whole file is under 4 GiB
+
+
+@pytest.mark.parametrize("dtype", sorted(IMAGEJ))
+def test_imagej_hyperstacks(mnt, store, dtype):
+    for ndim, axes in ((3, "ZYX"), (4, "TCYX"), (5, "TZCYX")):
+        name = f"{dtype}_{ndim}d"
+        with tifffile.TiffFile(mnt / f"{name}.tif") as tif:
+            assert tif.is_imagej, name
+            series = tif.series[0]
+            assert series.axes == axes and series.shape == SHAPES[ndim]
+            meta = tif.imagej_metadata
+            sizes = dict(zip(NAMES[ndim], SHAPES[ndim]))
+            assert meta["images"] == np.prod(SHAPES[ndim][:-2]) and meta.get("hyperstack") is True
+            assert (meta.get("frames", 1), meta.get("slices", 1), meta.get("channels", 1)) == \
+                (sizes.get("t", 1), sizes.get("z", 1), sizes.get("c", 1))
+            assert np.array_equal(series.asarray(), as_stored(store[1][name]))
+    with tifffile.TiffFile(mnt / "legacy" / "v2_uint16.tif") as tif:  # xarray's _ARRAY_DIMENSIONS
+        assert tif.is_imagej and tif.series[0].axes == "TYX" and tif.imagej_metadata["frames"] == 3
+
+
+def test_no_imagej_metadata_for_other_types_orders_or_names(mnt):
+    for name in ("int16_5d", "float64_3d", "uint16_czyx", "float32_band", "uint16_2d"):
+        with tifffile.TiffFile(mnt / f"{name}.tif") as tif:
+            assert not tif.is_imagej and tif.is_shaped, name
+
+
+def test_ome_zarr_images_are_ome_tiffs(mnt, store):
+    with tifffile.TiffFile(mnt / "image" / "0.tif") as tif:
+        assert tif.is_ome and not tif.is_imagej
+        series = tif.series[0]
+        assert series.axes == "TCZYX" and series.shape == (3, 2, 4, 5, 7)
+        assert np.array_equal(series.asarray(), store[1]["image/0"])
+        pixels = tifffile.xml2dict(tif.ome_metadata)["OME"]["Image"]["Pixels"]
+    assert pixels["DimensionOrder"] == "XYZCT" and pixels["Type"] == "uint16"
+    assert (pixels["SizeX"], pixels["SizeY"], pixels["SizeZ"], pixels["SizeC"], pixels["SizeT"]) == (7, 5, 4, 2, 3)
+    assert (pixels["PhysicalSizeX"], pixels["PhysicalSizeY"], pixels["PhysicalSizeZ"]) == (0.125, 0.25, 0.5)
+    assert pixels["PhysicalSizeXUnit"] == pixels["PhysicalSizeZUnit"] == "µm"
+    assert (pixels["TimeIncrement"], pixels["TimeIncrementUnit"]) == (2.0, "s")
+    assert [c["Name"] for c in pixels["Channel"]] == ["DAPI", "GFP"]
+    with tifffile.TiffFile(mnt / "zc" / "0.tif") as tif:  # OME-Zarr 0.5 (under "ome"), z slower than c
+        assert tif.is_ome
+        series = tif.series[0]
+        assert series.axes == "ZCYX" and np.array_equal(series.asarray(), store[1]["zc/0"])
+        pixels = tifffile.xml2dict(tif.ome_metadata)["OME"]["Image"]["Pixels"]
+    assert pixels["DimensionOrder"] == "XYCZT" and pixels["Type"] == "int32" and pixels["PhysicalSizeZ"] == 0.5
+
+
+@pytest.mark.parametrize("dtype", sorted(PILLOW))
+def test_pillow_opens_2d(mnt, store, dtype):
+    expected = as_stored(store[1][f"{dtype}_2d"])
+    with Image.open(mnt / f"{dtype}_2d.tif") as image:
+        assert image.size == expected.shape[::-1]
+        assert np.array_equal(np.asarray(image).astype(expected.dtype), expected)  # Pillow widens some types
+
+
+@pytest.mark.parametrize("dtype", NUMERIC)
+def test_gdal_opens_2d_and_every_page_of_3d(mnt, store, dtype):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = as_stored(store[1][f"{dtype}_2d"])
+        with rasterio.open(mnt / f"{dtype}_2d.tif") as src:
+            assert (src.count, src.height, src.width) == (1, 5, 7)
+            assert np.array_equal(src.read(1), expected.astype(src.dtypes[0]))  # float16 is read as float32
+        expected = as_stored(store[1][f"{dtype}_3d"])
+        path = mnt / f"{dtype}_3d.tif"
+        with rasterio.open(path) as src:
+            assert len(src.subdatasets) == 3  # one subdataset per page
+        for page in range(3):
+            with rasterio.open(f"GTIFF_DIR:{page + 1}:{path}") as src:
+                assert np.array_equal(src.read(1), expected[page].astype(src.dtypes[0]))
+
+
+def test_imageio_reads_every_type(mnt, store):
+    for dtype in NUMERIC:
+        for ndim in (2, 4):
+            name = f"{dtype}_{ndim}d"
+            values = iio.imread(mnt / f"{name}.tif")
+            expected = as_stored(store[1][name])
+            assert values.dtype == expected.dtype and np.array_equal(values.reshape(expected.shape), expected), name
+
+
+def test_the_tif_is_read_only(store, tmp_path):
+    with mounted(store[0], tmp_path) as m:
+        path = m / "uint16_3d.tif"
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o444 and not os.access(path, os.W_OK)
+        assert stat.S_IMODE(os.stat(m / "uint16_3d.bin").st_mode) & 0o200  # while NAME.bin is writable
+        for flags in (os.O_WRONLY, os.O_RDWR, os.O_WRONLY | os.O_TRUNC):
+            with pytest.raises(OSError) as info:
+                os.open(path, flags)
+            assert info.value.errno == errno.EPERM
+        with pytest.raises(OSError) as info:
+            os.truncate(path, os.path.getsize(path))
+        assert info.value.errno == errno.EPERM
+        with pytest.raises(OSError) as info:
+            os.unlink(path)
+        assert info.value.errno == errno.EPERM
+        assert os.getxattr(path, "user.mime_type") == b"image/tiff"
+        assert "uint16_3d.tif: refused a write" in m.log()
+    with mounted(store[0], tmp_path, "ro") as m:
+        with pytest.raises(OSError) as info:
+            open(m / "uint16_3d.tif", "r+b")
+        assert info.value.errno == errno.EROFS
+    assert np.array_equal(zarr.open_array(str(store[0] / "uint16_3d"))[...], store[1]["uint16_3d"])
+
+
+def test_a_write_to_the_bin_drops_the_tif_pages(tmp_path):
+    """A reader holding NAME.tif open, its pages in the kernel's cache, sees a write to NAME.bin."""
+    root = tmp_path / "w.zarr"
+    z = zarr.open_group(str(root), mode="w").create_array("a", shape=(4, 64, 256), chunks=(1, 16, 256), dtype="int32")
+    z[...] = np.arange(4 * 64 * 256, dtype="int32").reshape(4, 64, 256)
+    element = 2 * 64 * 256 + 10 * 256 + 5
+    with mounted(root, tmp_path) as m:
+        with tifffile.TiffFile(m / "a.tif") as tif:
+            offset = tif.pages[2].dataoffsets[0] + 4 * (10 * 256 + 5)
+        fd = os.open(m / "a.tif", os.O_RDONLY)
+        try:
+            whole = os.pread(fd, os.path.getsize(m / "a.tif"), 0)  # every page of it now cached
+            assert np.frombuffer(whole, "<i4", 1, offset)[0] == element
+            with open(m / "a.bin", "r+b") as f:
+                f.seek(4 * element)
+                f.write(np.int32(-7).tobytes())
+            assert np.frombuffer(os.pread(fd, 4, offset), "<i4")[0] == -7
+        finally:
+            os.close(fd)
+        with tifffile.TiffFile(m / "a.tif") as tif:
+            assert tif.series[0].asarray()[2, 10, 5] == -7
+    assert zarr.open_array(str(root / "a"))[2, 10, 5] == -7
+
+
+def test_views_option_chooses_the_tif(store, tmp_path):
+    with mounted(store[0], tmp_path, "ro,views=tiff") as m:
+        assert sorted(os.listdir(m.path))[:4] == ["bool_2d.bin", "bool_2d.json", "bool_2d.tif", "bool_3d.bin"]
+    with mounted(store[0], tmp_path, "ro,views=npy") as m:
+        assert not [n for n in os.listdir(m.path) if n.endswith(".tif")]
+
+
+# the header without a mount: tifffile as the oracle
+
+
+def info(shape, dtype="uint16", names=None, image=None) -> ArrayInfo:
+    dt = np.dtype(dtype)
+    return ArrayInfo("a", tuple(shape), dt, type_name(dt), names, {}, "a.bin", None, image)
+
+
+def read_back(header, values: np.ndarray) -> tifffile.TiffFile:
+    return tifffile.TiffFile(io.BytesIO(bytes(header) + as_stored(values).tobytes()))
+
+
+def test_what_has_no_tif():
+    assert tiff.header(info((7,))) is None  # one dimension
+    assert tiff.header(info((0, 5))) is None and tiff.header(info((3, 0, 5))) is None  # no pixels
+    assert tiff.header(info((3, 4), "V3")) is None and tiff.header(info((3, 4), "M8[s]")) is None
+    assert tiff.header(info((3, 4), "uint8")) is not None
+
+
+@pytest.fixture
+def small_limits(monkeypatch):
+    """Limits small enough to reach: strips of at most 40 bytes, classic TIFF under 2 KiB."""
+    tiff.layout.cache_clear()
+    monkeypatch.setattr(tiff, "STRIP_MAX", 40)
+    yield monkeypatch
+    tiff.layout.cache_clear()
+
+
+def test_several_strips_a_page_and_bigtiff(small_limits):
+    values = np.arange(3 * 4 * 11 * 7, dtype="<u2").reshape(3, 4, 11, 7)  # a page is 154 bytes: 4 strips
+    header = tiff.header(info(values.shape))
+    with read_back(header, values) as tif:
+        assert not tif.is_bigtiff and len(tif.pages) == 12 and len(tif.pages[5].dataoffsets) == 6
+        assert np.array_equal(tif.series[0].asarray(), values)
+    small_limits.setattr(tiff, "CLASSIC_MAX", 2047)  # the file no longer fits: BigTIFF
+    tiff.layout.cache_clear()
+    header = tiff.header(info(values.shape))
+    with read_back(header, values) as tif:
+        assert tif.is_bigtiff and len(tif.pages[11].dataoffsets) == 6
+        assert np.array_equal(tif.series[0].asarray(), values)
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_any_slice_of_the_header_is_the_slice_of_its_bytes(big):
+    header = tiff.TiffHeader((50, 3, 4), 8, (3, 64), b'{"shape": [50, 3, 4]}', big)
+    whole = bytes(header)
+    assert len(whole) == len(header) == header.data
+    for start in range(0, len(whole), 37):
+        assert header[start:start + 101] == whole[start:start + 101]
+    assert header[len(whole) - 3:] == whole[-3:] and header[10:5] == b""
+
+
+def test_a_header_of_many_pages_is_made_on_demand():
+    """A million pages: some 126 MB of IFDs, never held; the last one points at the last page."""
+    shape = (1000, 1000, 2, 3)
+    header = tiff.header(info(shape, "uint8"))
+    assert len(header) > 120_000_000 and sys.getsizeof(header) < 65536
+    last = header.records_end - header._other.size
+    ifd = header[last:last + header._other.size]
+    entries = {int.from_bytes(ifd[2 + 12 * k:4 + 12 * k], "little"): ifd[10 + 12 * k:14 + 12 * k] for k in range(11)}
+    assert int.from_bytes(entries[273], "little") == len(header) + (10 ** 6 - 1) * 6  # StripOffsets
+    assert ifd[2 + 12 * 11:6 + 12 * 11] == b"\0\0\0\0"  # no IFD after it
+
+
+def test_large_data_starts_at_a_mebibyte():
+    """So that the kernel's 1 MiB reads of NAME.tif fall on the chunks' boundaries as in NAME.bin."""
+    assert len(tiff.header(info((64, 1024, 1024), "uint8"))) % (1 << 20) == 0
+    assert len(tiff.header(info((63, 1024, 1024), "uint8"))) == 3 * 4096  # less data: a 4 KiB page (63 IFDs)
+
+
+def test_imagej_axis_names_and_order():
+    def described(names, dtype="uint8", shape=(2, 3, 4, 5, 6)):
+        return tiff.description(info(shape, dtype, names)).decode()
+    text = described(("time", "Z", "channel", "y", "x"))
+    assert text.startswith("ImageJ=") and "images=24\nchannels=4\nslices=3\nframes=2\nhyperstack=true" in text
+    assert described(("t", "c", "z", "y", "x")).startswith('{"shape"')  # ImageJ's order is TZC
+    assert described(("t", "t", "z", "y", "x")).startswith('{"shape"')
+    assert described(("t", "z", "c", "y", "x"), "int16").startswith('{"shape"')  # ImageJ reads no int16
+    assert described(None).startswith('{"shape"')
+    assert described(("y", "x"), shape=(5, 6)) == '{"shape": [5, 6]}'
+
+
+def test_ome_axes_that_cannot_be_an_ome_tiff_fall_back():
+    def axis(name, kind=None, unit=None):
+        return Axis(name, kind, unit)
+    space = [axis("y", "space", "meter"), axis("x", "space", "meter")]
+    image = OmeImage("i", (axis("t", "time"), axis("q", "time"), *space), (1.0,) * 4, ())
+    assert tiff.description(info((2, 3, 4, 5), image=image)).startswith(b'{"shape"')  # two time axes
+    image = OmeImage("i", (axis("c", "channel"), *space), (1.0, 2.0, None), ())
+    assert tiff.description(info((3, 4, 5), "int64", image=image)).startswith(b'{"shape"')  # OME has no int64
+    xml = tiff.description(info((3, 4, 5), image=image)).decode()
+    assert 'DimensionOrder="XYCZT"' in xml and 'PhysicalSizeY="2.0" PhysicalSizeYUnit="m"' in xml
+    assert "PhysicalSizeX" not in xml  # no scale given for x
+    image = OmeImage("i", (axis("c", "channel"), axis("y", "space"), axis("x", "space", "furlong")), (1.0,) * 3, ())
+    assert "PhysicalSize" not in tiff.description(info((3, 4, 5), image=image)).decode()  # no unit OME knows
