@@ -6,7 +6,8 @@ Builds float32 arrays (1 MiB zstd chunks; 64 MiB shards of 1 MiB zstd inner chun
 blosc-lz4 chunks) with zarr-python, then measures side by side: the page-cache read of the same
 bytes (the limit), the same bytes served from memory by a trivial FUSE file system (the limit
 of any FUSE file: scripts/trivial_fuse.py), zarr-python and tensorstore in-process, and zarrfs
-through a real mount.
+through a real mount. NAME.tif, which needs two dimensions, is read from a 2-D copy of the same
+values (1 MiB chunks of whole rows, so the same bytes in the same chunks) against that copy's NAME.bin.
 Every ratio is taken within a round (the machine's speed drifts between rounds); the report gives
 each one's median over --runs interleaved rounds and its spread (min-max). Needs the bench extra (pip install -e '.[bench]') and root for mounts.
 """
@@ -33,20 +34,38 @@ ZARRFS = str(Path(sys.executable).parent / "zarrfs")
 TRIVIAL_FUSE = Path(__file__).parent / "trivial_fuse.py"
 
 
+IMAGE_WIDTH = 1024  # of the 2-D copy NAME.tif is read from
+
+
+def layout_options(layout: str, chunks: tuple, shards: tuple) -> dict:
+    from zarr.codecs import BloscCodec, ZstdCodec
+    return {"zstd": dict(chunks=chunks, compressors=[ZstdCodec(level=0)]),
+            "sharded": dict(chunks=chunks, shards=shards, compressors=[ZstdCodec(level=0)]),
+            "blosc": dict(chunks=chunks, compressors=[BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")])}[layout]
+
+
 def build(root: Path, layout: str, size_mib: int) -> tuple[Path, np.ndarray]:
     import zarr
-    from zarr.codecs import BloscCodec, ZstdCodec
     n = size_mib * MIB // 4
     rng = np.random.default_rng(0)
     data = (np.sin(np.arange(n, dtype=np.float32) / 1000) + rng.normal(0, 0.01, n).astype(np.float32)).astype("<f4")
     chunk = MIB // 4
-    kwargs = {"zstd": dict(chunks=(chunk,), compressors=[ZstdCodec(level=0)]),
-              "sharded": dict(chunks=(chunk,), shards=(64 * chunk,), compressors=[ZstdCodec(level=0)]),
-              "blosc": dict(chunks=(chunk,), compressors=[BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")])}
     path = root / f"{layout}.zarr"
-    z = zarr.create_array(str(path), shape=(n,), dtype="float32", fill_value=0.0, overwrite=True, **kwargs[layout])
+    z = zarr.create_array(str(path), shape=(n,), dtype="float32", fill_value=0.0, overwrite=True,
+                          **layout_options(layout, (chunk,), (64 * chunk,)))
     z[...] = data
     return path, data
+
+
+def build_image(root: Path, layout: str, data: np.ndarray) -> Path:
+    """The same values as a 2-D array, for NAME.tif: chunks of whole rows, 1 MiB each as before."""
+    import zarr
+    rows = MIB // 4 // IMAGE_WIDTH
+    path = root / f"{layout}-image.zarr"
+    z = zarr.create_array(str(path), shape=(data.size // IMAGE_WIDTH, IMAGE_WIDTH), dtype="float32", fill_value=0.0,
+                          overwrite=True, **layout_options(layout, (rows, IMAGE_WIDTH), (64 * rows, IMAGE_WIDTH)))
+    z[...] = data.reshape(-1, IMAGE_WIDTH)
+    return path
 
 
 @contextmanager
@@ -143,7 +162,7 @@ def p50_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
 
-def bench_layout(layout: str, path: Path, data: np.ndarray, raw: Path, seed: int, samples: int) -> dict:
+def bench_layout(layout: str, path: Path, data: np.ndarray, raw: Path, image: Path, seed: int, samples: int) -> dict:
     import zarr
     nbytes = data.nbytes
     r = {}
@@ -162,6 +181,10 @@ def bench_layout(layout: str, path: Path, data: np.ndarray, raw: Path, seed: int
         cpu = cpu_seconds(process.pid)
         r["zarrfs warm re-read"] = nbytes / warm_read(bin_path)
         r["daemon cpu ms in warm re-read"] = (cpu_seconds(process.pid) - cpu) * 1000
+    with mount(image) as (bin_path, _):  # NAME.tif against NAME.bin of the same 2-D array, each mounted cold
+        r["image bin cold read"] = nbytes / read_through(bin_path)
+    with mount(image) as (bin_path, _):
+        r["image tif cold read"] = nbytes / read_through(bin_path.with_suffix(".tif"))
     with mount_limit(raw, pace=r["zarrfs cold read"]) as (limit_path, _):  # filled as slowly as zarrfs's
         read_through(limit_path)
         r["fuse limit paced warm re-read"] = nbytes / warm_read(limit_path)
@@ -215,9 +238,11 @@ def build_many(root: Path, count: int) -> Path:
 
 
 def bench_listing(path: Path) -> dict[str, tuple[float, float]]:
-    """First and second `ls -lR`, with the default header views (7 files an array) and without (2)."""
+    """First and second `ls -lR`, with the default header views (8 files a 2-D array), with them
+    but NAME.tif, and without any (2)."""
     times = {}
-    for label, options in [("views on", ()), ("views=none", ("views=none",))]:
+    for label, options in [("views on", ()), ("views on but tiff", ("views=npy,envi,mhd,nrrd,vrt",)),
+                           ("views=none", ("views=none",))]:
         with mount(path, *options) as (bin_path, _):
             ls = lambda: subprocess.run(["ls", "-lR", str(bin_path.parent)], stdout=subprocess.DEVNULL, check=True)  # noqa
             times[label] = timed(ls), timed(ls)
@@ -247,6 +272,8 @@ ROWS = [
     ("  / FUSE limit cold", ratio("zarrfs cold read", "fuse limit cold read"), "{:.2f}x"),
     ("  / zarr-python", ratio("zarrfs cold read", "zarr-python read"), "{:.2f}x"),
     ("  daemon CPU during the cold read, ms", lambda r: r["daemon cpu ms in cold read"], "{:.0f}"),
+    ("zarrfs NAME.tif cold read GB/s (2-D copy)", lambda r: r["image tif cold read"] / GB, "{:.2f}"),
+    ("  / NAME.bin of the 2-D copy (target >= 0.95)", ratio("image tif cold read", "image bin cold read"), "{:.2f}x"),
     ("zarrfs warm re-read GB/s (median of 3)", lambda r: r["zarrfs warm re-read"] / GB, "{:.2f}"),
     ("  / FUSE limit warm (target >= 0.95)", ratio("zarrfs warm re-read", "fuse limit warm re-read"), "{:.2f}x"),
     ("  / FUSE limit filled at zarrfs's cold pace, warm", ratio("zarrfs warm re-read", "fuse limit paced warm re-read"),
@@ -293,6 +320,9 @@ def report(runs: dict[str, list[dict]], memory: dict, listing, args) -> str:
     for label, (first, second) in listing.items():
         lines.append(f"listing {args.listing} arrays, {label}: first ls -lR {first:.2f} s (target < 5), "
                      f"second {second:.2f} s (target < 0.5)")
+    if "views on" in listing and "views on but tiff" in listing:
+        lines.append("  NAME.tif's cost: first ls -lR {:.2f}x, second {:.2f}x (target <= 1.2)".format(
+            *(a / b for a, b in zip(listing["views on"], listing["views on but tiff"]))))
     return "\n".join(lines)
 
 
@@ -323,15 +353,15 @@ def main(argv=None):
             path, data = build(work, layout, args.size_mib)
             raw = work / f"{layout}.raw"
             raw.write_bytes(data.tobytes())
-            arrays[layout] = (path, data, raw)
+            arrays[layout] = (path, data, raw, build_image(work, layout, data))
         runs: dict[str, list[dict]] = {layout: [] for layout in arrays}
         for run in range(args.runs):  # interleaved: every layout in every round, so ratios compare like moments
-            for layout, (path, data, raw) in arrays.items():
-                runs[layout].append(bench_layout(layout, path, data, raw, seed=run, samples=args.samples))
+            for layout, (path, data, raw, image) in arrays.items():
+                runs[layout].append(bench_layout(layout, path, data, raw, image, seed=run, samples=args.samples))
         if args.json:
             Path(args.json).write_text(json.dumps(runs, indent=1))
         cache_mib = max(1, args.size_mib // 4)
-        memory = {layout: bench_memory(path, data.nbytes, cache_mib) for layout, (path, data, _) in arrays.items()}
+        memory = {layout: bench_memory(path, data.nbytes, cache_mib) for layout, (path, data, *_) in arrays.items()}
         listing = bench_listing(build_many(work, args.listing)) if args.listing else {}
         print(report(runs, memory, listing, args))
     finally:

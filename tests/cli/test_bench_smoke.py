@@ -21,7 +21,8 @@ def test_bench_smoke_run(tmp_path):
     assert result.returncode == 0, result.stderr
     for row in ["page cache read", "FUSE limit", "zarr-python read", "tensorstore read", "zarrfs cold read", "warm re-read",
                 "filled at zarrfs's cold pace",
-                "4 KiB pread p50", "dd overwrite", "peak RSS", "listing 50 arrays, views on", "listing 50 arrays, views=none"]:
+                "4 KiB pread p50", "dd overwrite", "peak RSS", "listing 50 arrays, views on", "listing 50 arrays, views=none",
+                "NAME.tif cold read", "/ NAME.bin of the 2-D copy", "listing 50 arrays, views on but tiff", "NAME.tif's cost"]:
         assert row in result.stdout, row
     assert "2 interleaved rounds" in result.stdout
     ratio = next(line for line in result.stdout.splitlines() if "zarrfs / min(FUSE limit, tensorstore)" in line)
