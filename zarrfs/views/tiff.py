@@ -99,63 +99,76 @@ def layout(shape: tuple[int, ...], itemsize: int, kind: tuple[int, int], text: b
 
 
 class TiffHeader:
-    """The bytes before the data, made on demand: `len()` is the data's offset, and a slice gives
-    those bytes. Layout: the file header, the description, the StripByteCounts all pages share
-    (when a page has several strips), IFD 0, then one fixed-size record per further page (its
-    IFD, and its StripOffsets when it has several strips), then zeros up to the data."""
+    """The bytes before the data, made on demand: `len()` is the data's offset, worked out from a
+    few numbers (a listing asks only that), and a slice gives those bytes. Layout: the file
+    header, the description, the StripByteCounts all pages share (when a page has several
+    strips), IFD 0, then one fixed-size record per further page (its IFD, and its StripOffsets
+    when it has several strips), then zeros up to the data."""
+
+    ENTRIES = 11  # tags in every IFD; the first has the description too
 
     def __init__(self, shape, itemsize: int, kind: tuple[int, int], text: bytes, big: bool):
+        self.shape, self.kind, self.text = tuple(shape), kind, text
         self.big, self.word = big, 8 if big else 4
         self.pages = math.prod(shape[:-2])
         rows, width = shape[-2:]
-        row_bytes = width * itemsize
-        self.page_bytes = rows * row_bytes
-        per_strip = rows if self.page_bytes <= STRIP_MAX else max(1, STRIP_MAX // row_bytes)
-        self.strips = -(-rows // per_strip)
-        self.strip_starts = np.arange(self.strips, dtype=np.int64) * (per_strip * row_bytes)
-        counts = [per_strip * row_bytes] * (self.strips - 1) + [(rows - (self.strips - 1) * per_strip) * row_bytes]
-        offsets = LONG8 if big else LONG
-        tags = {WIDTH: (LONG, [width]), LENGTH: (LONG, [rows]), BITS: (SHORT, [kind[1]]), COMPRESSION: (SHORT, [1]),
-                PHOTOMETRIC: (SHORT, [1]), SAMPLES: (SHORT, [1]), ROWS_PER_STRIP: (LONG, [per_strip]),
-                PLANAR: (SHORT, [1]), SAMPLE_FORMAT: (SHORT, [kind[0]]), STRIP_OFFSETS: (offsets, [0] * self.strips)}
-        head = bytearray(b"II+\0\x08\0\0\0" + bytes(8) if big else b"II*\0" + bytes(4))
+        self.row_bytes = width * itemsize
+        self.page_bytes = rows * self.row_bytes
+        self.rows_per_strip = rows if self.page_bytes <= STRIP_MAX else max(1, STRIP_MAX // self.row_bytes)
+        self.strips = -(-rows // self.rows_per_strip)
+        shared = _rounded(self.strips * self.word, 8) if self.strips > 1 else 0  # the StripByteCounts
+        self.ifd0_at = (16 if big else 8) + _rounded(len(text) + 1, 8) + shared
+        self.record_bytes = _record_bytes(self.ENTRIES, self.strips, big)
+        self.records_at = self.ifd0_at + _record_bytes(self.ENTRIES + 1, self.strips, big)
+        self.records_end = self.records_at + (self.pages - 1) * self.record_bytes
+        self.data = _data_start(self.records_end, self.pages * self.page_bytes)
+
+    @functools.cached_property
+    def _built(self) -> tuple[bytes, "_Template", "_Template"]:
+        """(the bytes up to the first record, IFD 0's template, the other pages' template)."""
+        rows = self.shape[-2]
+        counts = [self.rows_per_strip * self.row_bytes] * (self.strips - 1)
+        counts.append((rows - (self.strips - 1) * self.rows_per_strip) * self.row_bytes)
+        offsets = LONG8 if self.big else LONG
+        tags = {WIDTH: (LONG, [self.shape[-1]]), LENGTH: (LONG, [rows]), BITS: (SHORT, [self.kind[1]]),
+                COMPRESSION: (SHORT, [1]), PHOTOMETRIC: (SHORT, [1]), SAMPLES: (SHORT, [1]),
+                ROWS_PER_STRIP: (LONG, [self.rows_per_strip]), PLANAR: (SHORT, [1]),
+                SAMPLE_FORMAT: (SHORT, [self.kind[0]]), STRIP_OFFSETS: (offsets, [0] * self.strips)}
+        head = bytearray(b"II+\0\x08\0\0\0" if self.big else b"II*\0")
+        head += _words([self.ifd0_at], self.word)  # where IFD 0 is
         text_at = len(head)
-        head += _padded(text + b"\0", 8)
+        head += _padded(self.text + b"\0", 8)
         if self.strips > 1:  # the same sizes on every page: one array for all
             tags[STRIP_COUNTS] = (offsets, self.strips, len(head))
             head += _padded(_words(counts, self.word), 8)
         else:
             tags[STRIP_COUNTS] = (offsets, counts)
-        self.ifd0_at = len(head)
-        self._first = _template({**tags, DESCRIPTION: (ASCII, len(text) + 1, text_at)}, self.strips, big)
-        self._other = _template(tags, self.strips, big)
-        self.records_at = self.ifd0_at + self._first.size
-        self.records_end = self.records_at + (self.pages - 1) * self._other.size
-        self.data = _data_start(self.records_end, self.pages * self.page_bytes)
-        first_ifd = 8 if big else 4  # where the file header says where IFD 0 is
-        head[first_ifd:first_ifd + self.word] = _words([self.ifd0_at], self.word)
-        self.head = bytes(head) + self._records(np.zeros(1, np.int64), self._first, self.ifd0_at).tobytes()
+        assert len(head) == self.ifd0_at and len(tags) == self.ENTRIES
+        first = _template({**tags, DESCRIPTION: (ASCII, len(self.text) + 1, text_at)}, self.strips, self.big)
+        other = _template(tags, self.strips, self.big)
+        return bytes(head) + self._records(np.zeros(1, np.int64), first, self.ifd0_at).tobytes(), first, other
 
     def _records(self, pages: np.ndarray, template: "_Template", first_at: int) -> np.ndarray:
         """The IFD records of these consecutive pages, the first at `first_at`: one row each."""
         at = first_at + np.arange(len(pages), dtype=np.int64) * template.size
         out = np.tile(template.bytes, (len(pages), 1))
-        following = np.where(pages + 1 < self.pages, self.records_at + pages * self._other.size, 0)
+        following = np.where(pages + 1 < self.pages, self.records_at + pages * self.record_bytes, 0)
         _put(out, template.next_ifd, following, self.word)
         starts = self.data + pages * self.page_bytes
         if self.strips == 1:
             _put(out, template.strip_offsets, starts, self.word)
         else:
             _put(out, template.strip_offsets, at + template.array, self.word)
-            own = (starts[:, None] + self.strip_starts[None, :]).astype(f"<u{self.word}")
+            strip_starts = np.arange(self.strips, dtype=np.int64) * (self.rows_per_strip * self.row_bytes)
+            own = (starts[:, None] + strip_starts[None, :]).astype(f"<u{self.word}")
             out[:, template.array:template.array + self.strips * self.word] = own.view(np.uint8).reshape(len(pages), -1)
         return out
 
     def __len__(self) -> int:
         return self.data
 
-    def __sizeof__(self) -> int:  # what the header cache counts: the bytes held, not len()
-        return len(self.head) + self._first.size + self._other.size + 8 * self.strips + 400
+    def __sizeof__(self) -> int:  # what the header cache counts: the bytes held (once made), not len()
+        return self.records_at + 2 * self.record_bytes + len(self.text) + 400
 
     def __bytes__(self) -> bytes:
         return self[0:len(self)]
@@ -164,12 +177,13 @@ class TiffHeader:
         start, stop, step = key.indices(len(self))
         if step != 1:
             raise ValueError("a TIFF header is sliced in steps of 1")
-        parts = [self.head[start:stop]]
+        head, _, other = self._built
+        parts = [head[start:stop]]
         lo, hi = max(start, self.records_at), min(stop, self.records_end)
         if lo < hi:
-            size = self._other.size
+            size = self.record_bytes
             first, last = (lo - self.records_at) // size, (hi - 1 - self.records_at) // size
-            block = self._records(np.arange(first + 1, last + 2, dtype=np.int64), self._other,
+            block = self._records(np.arange(first + 1, last + 2, dtype=np.int64), other,
                                   self.records_at + first * size)
             skip = lo - self.records_at - first * size
             parts.append(block.reshape(-1)[skip:skip + hi - lo].tobytes())
@@ -208,9 +222,20 @@ def _template(tags: dict, strips: int, big: bool) -> _Template:
     next_ifd = len(out)
     out += bytes(word)
     array = len(out)
-    size = _rounded(array + (strips * word if strips > 1 else 0), 8 if big else 2)
+    size = _record_bytes(len(tags), strips, big)
+    assert array == _ifd_bytes(len(tags), big)
     return _Template(np.frombuffer(bytes(out) + bytes(size - len(out)), np.uint8), size, strip_offsets, next_ifd,
                      array)
+
+
+def _ifd_bytes(entries: int, big: bool) -> int:
+    return 8 + 20 * entries + 8 if big else 2 + 12 * entries + 4
+
+
+def _record_bytes(entries: int, strips: int, big: bool) -> int:
+    """An IFD, then its page's StripOffsets array when it has several strips; word-aligned."""
+    word = 8 if big else 4
+    return _rounded(_ifd_bytes(entries, big) + (strips * word if strips > 1 else 0), 8 if big else 2)
 
 
 def _data_start(header_end: int, data_bytes: int) -> int:
