@@ -271,6 +271,16 @@ def test_a_write_to_the_bin_drops_the_tif_pages(tmp_path):
     assert zarr.open_array(str(root / "a"))[2, 10, 5] == -7
 
 
+def test_mv_of_the_tif_renames_the_array(tmp_path):
+    root = tmp_path / "r.zarr"
+    zarr.open_group(str(root), mode="w").create_array("a", shape=(2, 3), chunks=(2, 3), dtype="uint8")[...] = 5
+    with mounted(root, tmp_path) as m:
+        os.rename(m / "a.tif", m / "b.tif")
+        assert {"b.bin", "b.tif", "b.npy"} <= set(os.listdir(m.path)) and not (m / "a.tif").exists()
+        assert np.array_equal(tifffile.imread(m / "b.tif"), np.full((2, 3), 5, "u1"))
+    assert zarr.open_array(str(root / "b"))[1, 2] == 5
+
+
 def test_views_option_chooses_the_tif(store, tmp_path):
     with mounted(store[0], tmp_path, "ro,views=tiff") as m:
         assert sorted(os.listdir(m.path))[:4] == ["bool_2d.bin", "bool_2d.json", "bool_2d.tif", "bool_3d.bin"]
