@@ -383,3 +383,31 @@ def test_ome_axes_that_cannot_be_an_ome_tiff_fall_back():
     assert "PhysicalSizeX" not in xml  # no scale given for x
     image = OmeImage("i", (axis("c", "channel"), axis("y", "space"), axis("x", "space", "furlong")), (1.0,) * 3, ())
     assert "PhysicalSize" not in tiff.description(info((3, 4, 5), image=image)).decode()  # no unit OME knows
+
+
+def test_malformed_ome_metadata_makes_no_image():
+    """Whatever a group's attributes hold, finding the image never fails: it finds none, or
+    leaves out what it cannot use."""
+    from types import SimpleNamespace
+
+    from zarrfs.views.ome import image_of
+
+    def found(attributes, path="img/0"):
+        return image_of(path, lambda _: SimpleNamespace(meta=SimpleNamespace(attributes=attributes)))
+    axes = [{"name": "y", "type": "space"}, {"name": "x", "type": "space"}]
+    good = {"axes": axes, "datasets": [{"path": "0", "coordinateTransformations": [{"type": "scale",
+                                                                                     "scale": [2, 3]}]}]}
+    assert found({"multiscales": [good]}).scale == (2.0, 3.0) == found({"multiscales": [good]}, "0").scale  # a root image
+    for bad in [None, 3, "x", [None], [3], [{}], [{"datasets": 3}], [{"datasets": [{"path": "0"}]}],
+                [{"datasets": [{"path": "0"}], "axes": [3]}], [{"datasets": [{"path": "1"}], "axes": axes}],
+                [{"datasets": [None, {"path": "0"}], "axes": {"y": 1}}]]:
+        assert found({"multiscales": bad}) is None, bad
+    assert found({"ome": 3}) is None and found(None) is None and found({"multiscales": [good]}, "") is None
+    for scale, expected in [([2, "3"], (2.0, None)), ([0, -1], (None, None)), ([True, float("nan")], (None, None)),
+                            ([1], (None, None)), ("2", (None, None))]:
+        level = {**good, "datasets": [{"path": "0", "coordinateTransformations": [{"type": "scale", "scale": scale}]}]}
+        assert found({"multiscales": [level]}).scale == expected, scale
+    overall = {**good, "coordinateTransformations": [{"type": "scale", "scale": [10, 10]}]}
+    assert found({"multiscales": [overall]}).scale == (20.0, 30.0)  # the image's scale applies after the level's
+    labels = found({"multiscales": [good], "omero": {"channels": [{"label": "a"}, {}, 3]}}).channels
+    assert labels == ("a", None, None)
