@@ -271,6 +271,24 @@ def test_a_write_to_the_bin_drops_the_tif_pages(tmp_path):
     assert zarr.open_array(str(root / "a"))[2, 10, 5] == -7
 
 
+def test_past_4_gib_the_tif_is_a_bigtiff_of_several_strips_a_page(tmp_path):
+    """6.4 GB of fill value but one chunk: tifffile maps it and reads the written corner."""
+    root = tmp_path / "big.zarr"
+    z = zarr.open_group(str(root), mode="w").create_array("a", shape=(2, 40000, 40000), chunks=(1, 1000, 1000),
+                                                          dtype="uint16", fill_value=3)
+    corner = np.arange(1000 * 1000, dtype="uint16").reshape(1000, 1000)
+    z[1, -1000:, -1000:] = corner
+    with mounted(root, tmp_path, "ro") as m:
+        with tifffile.TiffFile(m / "a.tif") as tif:
+            assert tif.is_bigtiff and len(tif.pages) == 2 and tif.series[0].shape == (2, 40000, 40000)
+            assert len(tif.pages[1].dataoffsets) == 2  # a page is 3.2 GB: strips under 2 GiB
+            assert tif.pages[1].dataoffsets[0] == os.path.getsize(m / "a.tif") - 40000 * 40000 * 2
+        values = tifffile.memmap(m / "a.tif", mode="r")
+        assert values.shape == (2, 40000, 40000)
+        assert np.array_equal(values[1, -1000:, -1000:], corner) and values[0, 123, 456] == 3
+        del values
+
+
 def test_mv_of_the_tif_renames_the_array(tmp_path):
     root = tmp_path / "r.zarr"
     zarr.open_group(str(root), mode="w").create_array("a", shape=(2, 3), chunks=(2, 3), dtype="uint8")[...] = 5
