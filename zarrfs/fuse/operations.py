@@ -473,8 +473,8 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
         if self.shaping.draft_at(path) is not None:
             return 0
         entry = self._entry(path)
-        writable = entry.kind in (DATA, DIR, SIDECAR) and not read_only_view(entry) or \
-            entry.kind == DOCUMENT and entry.node.kind == "group"
+        writable = (entry.kind in (DATA, DIR, SIDECAR) and not read_only_view(entry)) or \
+            (entry.kind == DOCUMENT and entry.node.kind == "group")
         if amode & os.W_OK and (self.options.read_only or not writable):
             fail(errno.EROFS if self.options.read_only else errno.EACCES)
         if amode & os.X_OK and entry.kind != DIR:

@@ -3,8 +3,8 @@
 Each format is a small module with one pure function, `header(info) -> bytes | None`, from the
 array's description to the bytes of its header, or None when the format cannot express the
 data type or shape honestly (the TIFF header is bytes-like, made on demand: views/tiff.py).
-`VIEWS` is the registry; `hierarchy` asks it which files an array
-has, and nothing here reads a chunk.
+`VIEWS` is the registry; `hierarchy` asks it which files an array has, and nothing here reads
+a chunk.
 """
 
 from dataclasses import dataclass
