@@ -401,6 +401,9 @@ def test_ome_axes_that_cannot_be_an_ome_tiff_fall_back():
     assert "PhysicalSizeX" not in xml  # no scale given for x
     image = OmeImage("i", (axis("c", "channel"), axis("y", "space"), axis("x", "space", "furlong")), (1.0,) * 3, ())
     assert "PhysicalSize" not in tiff.description(info((3, 4, 5), image=image)).decode()  # no unit OME knows
+    image = OmeImage("i", (axis("t", "time"), axis("c", "channel"), axis("y", "time"), axis("x", "space")),
+                     (1.0,) * 4, ())  # an axis OME-XML cannot take as Y: ImageJ, by the axes' names
+    assert tiff.description(info((2, 3, 4, 5), image=image)).startswith(b"ImageJ=1.11a\nimages=6\nchannels=3\n")
 
 
 def test_malformed_ome_metadata_makes_no_image():

@@ -71,8 +71,11 @@ def description(info: ArrayInfo) -> bytes:
 
 def imagej(info: ArrayInfo) -> bytes | None:
     """An ImageJ hyperstack description (as tifffile writes it), when the leading axes are named
-    as time, z and channel in ImageJ's order (TZCYX); None otherwise."""
+    as time, z and channel in ImageJ's order (TZCYX): by the dimension names, else by the axes
+    of the OME-Zarr image the array belongs to (one OME-XML cannot describe); None otherwise."""
     names = info.dimension_names
+    if not names and info.ome is not None and len(info.ome.axes) == len(info.shape):
+        names = tuple(axis.name for axis in info.ome.axes)
     if not names or len(info.shape) < 3:
         return None
     letters = "".join(IMAGEJ_AXES.get((name or "").lower(), "?") for name in names[:-2])
