@@ -322,7 +322,7 @@ def report(runs: dict[str, list[dict]], memory: dict, listing, args) -> str:
                      f"second {second:.2f} s (target < 0.5)")
     if "views on" in listing and "views on but tiff" in listing:
         lines.append("  NAME.tif's cost: first ls -lR {:.2f}x, second {:.2f}x (target <= 1.2)".format(
-            *(a / b for a, b in zip(listing["views on"], listing["views on but tiff"]))))
+            *(a / b for a, b in zip(listing["views on"], listing["views on but tiff"], strict=False))))
     return "\n".join(lines)
 
 

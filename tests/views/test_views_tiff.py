@@ -153,7 +153,7 @@ def test_imagej_hyperstacks(mnt, store, dtype):
             series = tif.series[0]
             assert series.axes == axes and series.shape == SHAPES[ndim]
             meta = tif.imagej_metadata
-            sizes = dict(zip(NAMES[ndim], SHAPES[ndim]))
+            sizes = dict(zip(NAMES[ndim], SHAPES[ndim], strict=False))
             assert meta["images"] == np.prod(SHAPES[ndim][:-2]) and meta.get("hyperstack") is True
             assert (meta.get("frames", 1), meta.get("slices", 1), meta.get("channels", 1)) == \
                 (sizes.get("t", 1), sizes.get("z", 1), sizes.get("c", 1))

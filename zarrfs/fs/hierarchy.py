@@ -30,7 +30,8 @@ from zarrfs.codecs.chain import ChunkSpec, CodecChain
 from zarrfs.errors import MetadataError, StoreError, UnsupportedError, ZarrfsError
 from zarrfs.format.v3 import ArrayMetadata, GroupMetadata
 from zarrfs.views.georeferencing import Georeferencer
-from zarrfs.stores.local import LocalStore
+from zarrfs.names import to_json as json_name
+from zarrfs.stores.contract import Store
 from zarrfs.views import DEFAULT_VIEWS, VIEWS, info_of
 from zarrfs.views import ome, preview
 from zarrfs.views.header_cache import HeaderCache

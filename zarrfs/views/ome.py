@@ -58,7 +58,7 @@ def _level(image, name: str):
         return None
     scale = _scale(dataset.get("coordinateTransformations"), len(axes)) or (None,) * len(axes)
     overall = _scale(image.get("coordinateTransformations"), len(axes)) or (1.0,) * len(axes)  # applied after
-    combined = tuple(None if a is None or b is None else a * b for a, b in zip(scale, overall))
+    combined = tuple(None if a is None or b is None else a * b for a, b in zip(scale, overall, strict=False))
     title = image.get("name")
     return (title if isinstance(title, str) else None), axes, combined
 
@@ -139,7 +139,7 @@ def xml(info: ArrayInfo, image: Image) -> bytes | None:
     letters = dimensions(image, len(info.shape))
     if pixel_type is None or letters is None:
         return None
-    sizes = dict(zip(letters, info.shape[:-2]))
+    sizes = dict(zip(letters, info.shape[:-2], strict=False))
     order = "XY" + letters[::-1] + "".join(d for d in "ZCT" if d not in letters)  # fastest first
     planes = math.prod(info.shape[:-2])
     pixels = {"ID": "Pixels:0", "DimensionOrder": order, "Type": pixel_type, "SizeX": info.shape[-1],
@@ -160,7 +160,7 @@ def _physical(image: Image, letters: str) -> dict:
     """PhysicalSizeX/Y/Z and TimeIncrement, with their units, where the scale and a unit OME
     knows are both given (a size without its unit would be read as micrometres or seconds)."""
     out = {}
-    axes = dict(zip(letters, zip(image.axes, image.scale)))
+    axes = dict(zip(letters, zip(image.axes, image.scale, strict=False), strict=False))
     axes.update({"Y": (image.axes[-2], image.scale[-2]), "X": (image.axes[-1], image.scale[-1])})
     for letter, (axis, scale) in axes.items():
         units, name = (TIME_UNITS, "TimeIncrement") if letter == "T" else (LENGTH_UNITS, f"PhysicalSize{letter}")

@@ -81,7 +81,7 @@ def imagej(info: ArrayInfo) -> bytes | None:
     letters = "".join(IMAGEJ_AXES.get((name or "").lower(), "?") for name in names[:-2])
     if "?" in letters or letters not in _ORDERED:
         return None
-    sizes = dict(zip(letters, info.shape[:-2]))
+    sizes = dict(zip(letters, info.shape[:-2], strict=False))
     lines = ["ImageJ=1.11a", f"images={math.prod(info.shape[:-2])}"]
     lines += [f"{key}={sizes[axis]}" for axis, key in (("c", "channels"), ("z", "slices"), ("t", "frames"))
               if sizes.get(axis, 1) > 1]
