@@ -55,7 +55,7 @@ def test_a_48k_entry_string_array_through_a_mount(tmp_path):
         assert grep.stdout.strip() == "40001:Zürich"
         lines = (m / "cities.txt").read_text(encoding="utf-8").split("\n")
         assert lines[-1] == "" and [unescape(line).decode() for line in lines[:-1]] == list(values)
-        assert os.stat(m / "cities.txt").st_size == 0  # as /proc files: listing decodes nothing
+        assert os.stat(m / "cities.txt").st_size == len("\n".join(lines).encode())  # the true size
         wc = subprocess.run(["wc", "-c", str(m / "cities.txt")], capture_output=True, text=True, check=True)
         assert int(wc.stdout.split()[0]) == len("\n".join(lines).encode())
         side = json.loads((m / "cities.json").read_text())
@@ -67,3 +67,54 @@ def test_a_48k_entry_string_array_through_a_mount(tmp_path):
         with pytest.raises(OSError) as info:
             open(m / "cities.txt", "r+b")
         assert info.value.errno in (errno.EACCES, errno.EROFS)
+
+
+def splice_all(path) -> bytes:
+    """The file's bytes as GIO copies them: splice(2) into a pipe until it returns 0."""
+    out, (r, w) = bytearray(), os.pipe()
+    with open(path, "rb") as f:
+        while n := os.splice(f.fileno(), w, 1 << 16):
+            out += os.read(r, n)
+    os.close(r), os.close(w)
+    return bytes(out)
+
+
+def test_splice_gio_copy_and_tar_copy_a_text_file_whole(tmp_path):
+    """GIO copies with splice(), which stops at the size the file shows: a size of 0 made an
+    empty copy (Thunar's copy and paste, `gio copy`); tar archives st_size bytes."""
+    root = zarr.open_group(str(tmp_path / "t.zarr"), mode="w")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        root.create_array("labels", shape=(4,), chunks=(2,), dtype=str)[...] = np.array(
+            ["land", "sea ice", "open water", "café"], dtype=object)
+    expected = "land\nsea ice\nopen water\ncafé\n".encode()
+    with mounted(tmp_path / "t.zarr", tmp_path, "ro") as m:
+        assert os.stat(m / "labels.txt").st_size == len(expected)
+        assert splice_all(m / "labels.txt") == expected
+        (tmp_path / "copy").mkdir()
+        subprocess.run(["gio", "copy", str(m / "labels.txt"), str(tmp_path / "copy")], check=True)
+        assert (tmp_path / "copy" / "labels.txt").read_bytes() == expected
+        subprocess.run(["tar", "-cf", str(tmp_path / "t.tar"), "-C", str(m.path), "labels.txt"], check=True)
+        subprocess.run(["tar", "-xf", str(tmp_path / "t.tar"), "-C", str(tmp_path / "copy"), "--overwrite"],
+                       check=True)
+        assert (tmp_path / "copy" / "labels.txt").read_bytes() == expected
+
+
+def test_a_large_text_file_shows_its_size_once_opened(tmp_path, monkeypatch):
+    """Listing never decodes an array above SIZED_ELEMENTS; opening it makes the text, and from
+    then on its size is known."""
+    from zarrfs.views import text as textview
+    from zarrfs.engine.chunk_cache import ChunkCache
+    from zarrfs.fs.hierarchy import Hierarchy
+    from zarrfs.stores.local import LocalStore
+    root = zarr.open_group(str(tmp_path / "t.zarr"), mode="w")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        root.create_array("names", shape=(5,), chunks=(5,), dtype=str)[...] = np.array(list("abcde"), dtype=object)
+    monkeypatch.setattr(textview, "SIZED_ELEMENTS", 4)
+    store = LocalStore(str(tmp_path / "t.zarr"))
+    node = Hierarchy(store, ()).lookup("/names.txt").node
+    texts, cache = textview.Texts(), ChunkCache(1 << 20)
+    assert texts.size(store, node, cache) == 0
+    assert texts.text(store, node, cache) == b"a\nb\nc\nd\ne\n"
+    assert texts.size(store, node, cache) == 10

@@ -184,8 +184,8 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
             mode, size = stat.S_IFREG | (st.st_mode & bits), self._data_size(entry)
         elif entry.kind == PREVIEW:  # uncompressed: its size follows from its width and height
             mode, size = stat.S_IFREG | 0o444, preview.png_size(*self.hierarchy.previews.of(entry.node)[1].size)
-        elif entry.kind == TEXT:  # size 0, as /proc files: knowing it would mean decoding the whole array
-            mode, size = stat.S_IFREG | 0o444, 0
+        elif entry.kind == TEXT:  # the true size, worked out once (textview.Texts.size): splice copies no further
+            mode, size = stat.S_IFREG | 0o444, self.texts.size(self.store, entry.node, self.cache)
         else:
             mode, size = stat.S_IFREG | 0o444, len(self.hierarchy.content(entry))
         mtime, blocks = self._stored(entry, size)

@@ -6,13 +6,19 @@ of valid UTF-8 (only variable-length bytes can hold one) `\\xNN`. Every line end
 
 Elements of a v2 array of JSON values (json2) are written as one line of JSON each instead.
 
-These arrays have no fixed element size, so the text is made whole when the file is opened
-(TEXT_LIMIT bounds it) and its size is shown as 0, as /proc files show theirs: listing never
-decodes a whole array, and readers read to the end of the file (direct I/O). This module is the seam for a view-file registry: `render(array)` is a
-pure function of the decoded elements.
+These arrays have no fixed element size, so the text is made whole (TEXT_LIMIT bounds it) and
+its true size is shown: splice(2) (GIO's copy: Thunar, Nautilus, `gio copy`) and tar read no
+further than the size, so a size of 0 copied an empty file. The size is worked out once per
+version of the array and kept (Texts.size); listing an array of more than SIZED_ELEMENTS
+elements does not decode it: such a file shows size 0 until it is first opened, then its true
+size. Reads are served with direct I/O, so a reader never sees pages of an older rendering.
+This module is the seam for a view-file registry: `render(array)` is a pure function of the
+decoded elements.
 """
 
 import json
+import logging
+import math
 import re
 import threading
 from collections import OrderedDict
@@ -20,9 +26,12 @@ from collections import OrderedDict
 import numpy as np
 
 from zarrfs.engine.array import open_array
-from zarrfs.errors import UnsupportedError
+from zarrfs.errors import UnsupportedError, ZarrfsError
+
+log = logging.getLogger(__name__)
 
 TEXT_LIMIT = 1 << 30  # bytes of text made for one file: a larger array is refused, not rendered
+SIZED_ELEMENTS = 1 << 18  # arrays up to this many elements are rendered to tell their size (~0.1 s)
 FORMAT = ("UTF-8, one element per line in C order; escapes: \\\\ is a backslash, \\n a newline, "
           "\\xNN a byte that is not UTF-8")
 JSON_FORMAT = "UTF-8, one element per line in C order, each a JSON value"
@@ -88,7 +97,25 @@ class Texts:
     def __init__(self, limit: int = 64 << 20):
         self.limit = limit
         self._texts: OrderedDict[str, tuple[object, bytes]] = OrderedDict()
+        self._sizes: dict[str, tuple[object, int]] = {}  # path -> (node, size of its text): a few ints each
         self._lock = threading.Lock()
+
+    def size(self, store, node, cache) -> int:
+        """The text's size in bytes: once per node (a changed array is a new node). Within
+        SIZED_ELEMENTS it is rendered for this; above, 0 until the file was opened once. A text
+        that cannot be made (too large, a corrupt chunk) shows 0: opening it reports the error."""
+        known = self._sizes.get(node.path)
+        if known is not None and known[0] is node:
+            return known[1]
+        if math.prod(node.meta.shape) > SIZED_ELEMENTS:
+            return 0
+        try:
+            return len(self.text(store, node, cache))
+        except ZarrfsError as e:
+            log.warning("%s: its text's size is not known (%s): shown as 0", node.path or "/", e)
+            with self._lock:
+                self._sizes[node.path] = (node, 0)
+            return 0
 
     def text(self, store, node, cache) -> bytes:
         cached = self._texts.get(node.path)
@@ -98,6 +125,7 @@ class Texts:
         text = render(array.read(tuple(slice(0, n) for n in node.meta.shape)), node.path or "/",
                       lines_of(node.meta.data_type.name)[0])
         with self._lock:
+            self._sizes[node.path] = (node, len(text))
             self._texts[node.path] = (node, text)
             self._texts.move_to_end(node.path)
             while sum(len(t) for _, t in self._texts.values()) > self.limit and len(self._texts) > 1:
