@@ -118,3 +118,41 @@ def test_gio_offers_only_what_works(store, tmp_path):
         assert gio_info(m / "raw")["access::can-write"] == "TRUE"  # new folders, arrays from .npy files
         assert gio_info(m / "temperature.json")["access::can-write"] == "TRUE"  # its attributes
         assert gio_info(m / "temperature.mhd")["access::can-write"] == "FALSE"
+
+
+def test_dot_and_dotdot_carry_real_inode_numbers_and_types(store, tmp_path):
+    """libfuse sent '.' as inode 0, which glibc drops (`ls -fa` showed no '.'), and '..' as
+    0xffffffff of unknown type."""
+    with mounted(store, tmp_path, "ro") as m:
+        for directory in (m / "raw", m.path):  # (ls shows the root's '..' from outside the mount)
+            out = subprocess.run(["ls", "-fai", str(directory)], capture_output=True, text=True, check=True).stdout
+            inodes = {name: int(ino) for ino, name in (line.split(None, 1) for line in out.splitlines())}
+            assert inodes["."] == os.stat(directory).st_ino
+        assert inodes_of(m / "raw")[".."] == (os.stat(m.path).st_ino, DT_DIR)
+        assert inodes_of(m.path)["."] == (1, DT_DIR) and inodes_of(m.path)[".."][1] == DT_DIR
+        listed = {e.name: e.inode() for e in os.scandir(m.path)}
+        assert listed == {name: os.stat(m / name).st_ino for name in listed}
+        assert len(set(listed.values())) == len(listed)
+
+
+DT_DIR = 4
+
+
+def inodes_of(directory) -> dict:
+    """{name: (d_ino, d_type)} as getdents64 returns them, '.' and '..' included."""
+    import ctypes
+    fd, out = os.open(directory, os.O_RDONLY | os.O_DIRECTORY), {}
+    try:
+        buf = ctypes.create_string_buffer(1 << 16)
+        libc = ctypes.CDLL(None, use_errno=True)
+        while (n := libc.syscall(217, fd, buf, len(buf))) > 0:  # SYS_getdents64 on x86-64
+            pos = 0
+            while pos < n:
+                ino = int.from_bytes(buf.raw[pos:pos + 8], "little")
+                reclen = int.from_bytes(buf.raw[pos + 16:pos + 18], "little")
+                kind, name = buf.raw[pos + 18], buf.raw[pos + 19:pos + reclen].split(b"\0", 1)[0].decode()
+                out[name] = (ino, kind)
+                pos += reclen
+    finally:
+        os.close(fd)
+    return out

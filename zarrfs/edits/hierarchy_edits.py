@@ -32,6 +32,14 @@ from zarrfs.errors import ReadOnlyError, RefusedError
 from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, SIDECAR, TEXT, Entry
 from zarrfs.engine.writeback import CONFLICT_RETRIES
 from zarrfs.names import printable, text as name_text
+from zarrfs.edits import new_nodes as newnode
+from zarrfs.nodes import documents as nodes
+from zarrfs.engine.writeback import CONFLICT_RETRIES
+from zarrfs.edits.drafts import NpyDraft, TextDraft
+from zarrfs.edits.editor import Editor
+from zarrfs.errors import ReadOnlyError, RefusedError
+from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, SIDECAR, TEXT, Entry
+from zarrfs.inodes import inode_number
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +69,11 @@ class Shaping:
         draft = self.drafts.get(path)
         return draft if draft is not None and not draft.committed else None
 
-    def attributes(self, draft) -> dict:
+    def attributes(self, draft, path: str) -> dict:
         st = self.hierarchy.node("").stat
         now = int(time.time() * 1e9)
-        return {"st_mode": stat.S_IFREG | 0o644, "st_nlink": 1, "st_size": draft.size, "st_uid": st.st_uid,
+        return {"st_ino": inode_number(f"draft\0{path}"), "st_mode": stat.S_IFREG | 0o644, "st_nlink": 1,
+                "st_size": draft.size, "st_uid": st.st_uid,
                 "st_gid": st.st_gid, "st_mtime": now, "st_ctime": now, "st_atime": now, "st_blocks": 0}
 
     # groups

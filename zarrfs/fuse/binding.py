@@ -118,7 +118,8 @@ def pack(st: mfusepy.c_stat, attributes: dict) -> bytes:
     """The attributes (times in ns, as Operations gives them) as a struct stat: mfusepy's
     set_st_attrs, without its per-key loop, for the tens of thousands of entries of a listing."""
     ctypes.memset(ctypes.byref(st), 0, ctypes.sizeof(st))
-    st.st_mode, st.st_nlink, st.st_size = attributes["st_mode"], attributes["st_nlink"], attributes["st_size"]
+    st.st_ino, st.st_mode, st.st_nlink = attributes["st_ino"], attributes["st_mode"], attributes["st_nlink"]
+    st.st_size = attributes["st_size"]
     st.st_uid, st.st_gid = attributes["st_uid"], attributes["st_gid"]
     st.st_blksize, st.st_blocks = attributes["st_blksize"], attributes["st_blocks"]
     for name in ("st_atime", "st_mtime", "st_ctime"):

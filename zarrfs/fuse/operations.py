@@ -34,6 +34,27 @@ from zarrfs.fuse.hierarchy_edit_methods import ShapingMethods
 from zarrfs.fuse.write_back_methods import WriteBackMethods
 from zarrfs.fuse.libfuse import mfusepy
 from zarrfs.views import DEFAULT_VIEWS, preview
+from zarrfs.engine import holes
+from zarrfs.engine import recovery
+from zarrfs.fuse import replies
+from zarrfs.engine.array import open_array
+from zarrfs.fuse.errno_boundary import errno_boundary, fail
+from zarrfs.engine.chunk_cache import ChunkCache
+from zarrfs.fuse.page_invalidation import Siblings
+from zarrfs.errors import ZarrfsError
+from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, PREVIEW, SIDECAR, TEXT, Entry, Hierarchy, Node
+from zarrfs.inodes import entry_key, inode_number
+from zarrfs.views.prefixed_file import PrefixedFile
+from zarrfs.engine.flat_file import RawFile
+from zarrfs.edits.hierarchy_edits import Shaping
+from zarrfs.views.text import Texts
+from zarrfs.stores.source_url import RemoteOptions, open_store
+from zarrfs.fs.stored_usage import LIFETIME, Usage
+from zarrfs.fuse.xattrs import ExtendedAttributes
+from zarrfs.fuse.hierarchy_edit_methods import ShapingMethods
+from zarrfs.fuse.write_back_methods import WriteBackMethods
+from zarrfs.fuse.libfuse import mfusepy
+from zarrfs.views import DEFAULT_VIEWS, preview
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +157,7 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
             config.attr_timeout = config.entry_timeout = TIMEOUT
             config.negative_timeout = 1.0
             config.hard_remove = 1  # unlink removes at once: never a rename to .fuse_hidden while open
+            config.use_ino = 1  # inode numbers of ours (inode_number): readdir's '.' and '..' carry them too
             if self.store.capabilities.remote:
                 # other machines write it: pages are kept across opens only while the file's
                 # mtime and size are unchanged, looked at again after metadata_ttl
@@ -169,7 +191,7 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
     def getattr(self, path, fh=None):
         draft = self.shaping.draft_at(path)
         if draft is not None:
-            return self.shaping.attributes(draft)
+            return self.shaping.attributes(draft, path)
         return self.attributes(self._entry(path))
 
     def attributes(self, entry: Entry) -> dict:
@@ -189,7 +211,7 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
         else:
             mode, size = stat.S_IFREG | 0o444, len(self.hierarchy.content(entry))
         mtime, blocks = self._stored(entry, size)
-        return {"st_mode": mode, "st_nlink": 2 if entry.kind == DIR else 1, "st_size": size,
+        return {"st_ino": inode_number(entry_key(entry)), "st_mode": mode, "st_nlink": 2 if entry.kind == DIR else 1, "st_size": size,
                 "st_uid": st.st_uid, "st_gid": st.st_gid, "st_blksize": BLKSIZE, "st_blocks": blocks,
                 "st_mtime": mtime, "st_ctime": mtime, "st_atime": mtime}
 
@@ -219,7 +241,7 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
 
     @errno_boundary
     def readdir(self, path, fh):
-        """[(name, entry)] ('..' has None), one list while the listing holds: the binding reads it
+        """[(name, entry)] ('.' and '..' with theirs, so that they carry inode numbers), one list while the listing holds: the binding reads it
         from an offset, a kernel page of entries at a time, and asks attributes() for each."""
         entry = self._entry(path)
         if entry.kind != DIR:
@@ -227,7 +249,8 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
         listing = self.hierarchy.entries_of(entry)
         cached = self._listed.get(path)
         if cached is None or cached[0] is not listing:
-            cached = self._listed[path] = (listing, [(".", entry), ("..", None), *listing.items()])
+            parent = self.hierarchy.lookup(os.path.dirname(path)) if path != "/" else entry  # the root's '..' is itself
+            cached = self._listed[path] = (listing, [(".", entry), ("..", parent), *listing.items()])
             self.usage.warm(entry.node.path, list({e.node.path for e in listing.values() if e.kind == DATA and e.node.meta}))
         return cached[1]
 
@@ -494,3 +517,4 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
         fail(errno.EROFS if self.options.read_only else errno.EPERM)
 
     symlink = link = mknod = _refuse
+
