@@ -6,7 +6,7 @@ each checked here (names, collisions, what may be removed alone) and done by edi
     create NAME.json           an empty array from a written sidecar (drafts.TextDraft)
     write NAME.json, zarr.json attributes, applied at close (only attributes may change)
     setfattr user.zarr.attr.K  one attribute, as JSON
-    unlink NAME.bin            the array (sidecars and views alone: EPERM)
+    unlink NAME.bin            the array (its sidecar, views, a group's documents alone: nothing)
     rename                     an array through any of its files (the suffix stays), a group
     editors' temporary files   kept in memory, applied when renamed over NAME.json
 
@@ -49,6 +49,7 @@ TRASH = re.compile(r"^\.Trash(-\d+)?$")  # freedesktop.org trash directories
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
 ATTRIBUTE = "user.zarr.attr."
 XATTR_CREATE, XATTR_REPLACE = 1, 2
+GONE_FOR = 30.0  # seconds: the kernel's entry timeout (operations.TIMEOUT)
 FLUSH_WAIT = 30.0  # seconds an unlink or rename waits for a write-back in progress (local stores)
 
 
@@ -60,6 +61,7 @@ class Shaping:
         if not ops.options.read_only:
             self.editor.recover()  # before the temporaries go: the intent record is one
         self.drafts: dict[str, NpyDraft | TextDraft] = {}  # file-system path -> file being written
+        self._gone: dict[str, float] = {}  # file names of arrays deleted lately -> until when (_went)
         self._lock = threading.Lock()
 
     # what the mount shows of drafts
@@ -188,18 +190,44 @@ class Shaping:
         return apply
 
     def unlink(self, path: str) -> None:
+        """rm NAME.bin (or NAME.txt) deletes the array. Its other files (sidecar, views) and a
+        group's documents are made from the node: removing one alone deletes nothing and
+        succeeds, and it is shown again. So a file manager that deletes every file of an array
+        (or a whole folder, documents first), in whatever order, deletes it without an error:
+        the files of an array deleted a moment ago through another name are gone already."""
         draft = self.drafts.get(path)
         if draft is not None and not draft.committed and isinstance(draft, TextDraft):
             self.drafts.pop(path)
             return
+        entry = self.hierarchy.lookup(path)
+        if entry is None and self._gone_lately(path):
+            return
         entry = self._existing(path)
+        if self.ops.options.read_only:
+            raise ReadOnlyError(f"{path}: the mount is read-only")
+        if entry.kind == DIR:
+            raise RefusedError(f"{path}: a group: rmdir deletes it", errno.EISDIR)
         if entry.kind not in (DATA, TEXT) or entry.view or not entry.node.path:
-            raise RefusedError(f"{path}: rm NAME.bin deletes an array; its sidecar, documents and views cannot be "
-                               f"removed alone", errno.EPERM)
+            log.info("%s: made from %s, so nothing was deleted (rm NAME.bin deletes an array, rmdir a group)",
+                     path, entry.node.path or "the root")
+            return
         names = self._names_of(entry, path)
         self._retire(entry.node.path, keep=False)
         self.editor.delete(entry.node.path)
         self._drop(names)
+        self._went(names)
+
+    def _went(self, paths: list[str]) -> None:
+        """Remember an array's file names for as long as the kernel may keep their entries, so
+        that unlinking them after the array went succeeds (a file manager deleting a selection)."""
+        now = time.monotonic()
+        with self._lock:
+            self._gone = {p: t for p, t in self._gone.items() if t > now}
+            self._gone.update(dict.fromkeys(paths, now + GONE_FOR))
+
+    def _gone_lately(self, path: str) -> bool:
+        with self._lock:
+            return self._gone.get(path, 0.0) > time.monotonic()
 
     def rename(self, old: str, new: str, flags: int) -> None:
         if flags & RENAME_EXCHANGE:
