@@ -6,7 +6,10 @@ import json
 import os
 import re
 import stat
+import shutil
 import subprocess
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -83,7 +86,7 @@ def test_getfattr_lists_what_an_array_is(store, tmp_path):
         assert set(found) == {"user.zarr.shape", "user.zarr.dtype", "user.zarr.dimension_names",
                               "user.zarr.chunk_shape", "user.zarr.codecs", "user.zarr.attributes",
                               "user.mime_type"}
-        assert found["user.mime_type"] == "application/octet-stream"
+        assert found["user.mime_type"] == "application/x-zarrfs-raw"
         value = lambda name: json.loads(os.getxattr(m / "temperature.bin", name))  # noqa: E731
         assert value("user.zarr.shape") == [30, 40]
         assert value("user.zarr.dtype") == "<f4"
@@ -102,15 +105,29 @@ def test_getfattr_lists_what_an_array_is(store, tmp_path):
         assert e.value.errno in (errno.EROFS, errno.EPERM)
 
 
-def gio_info(path) -> dict[str, str]:
-    out = subprocess.run(["gio", "info", str(path)], capture_output=True, text=True, check=True).stdout
+MIME_PACKAGE = Path(__file__).parent.parent / "share/mime/packages/zarrfs.xml"
+
+
+@pytest.fixture(scope="module")
+def mime_env(tmp_path_factory) -> dict:
+    """The environment of a desktop session with zarrfs's MIME package installed (as scripts/setup
+    does in /usr/local/share/mime), in a directory of the test's own."""
+    home = tmp_path_factory.mktemp("xdg")
+    (home / "mime" / "packages").mkdir(parents=True)
+    shutil.copy(MIME_PACKAGE, home / "mime" / "packages")
+    subprocess.run(["update-mime-database", str(home / "mime")], check=True, capture_output=True)
+    return {**os.environ, "XDG_DATA_HOME": str(home)}
+
+
+def gio_info(path, env=None) -> dict[str, str]:
+    out = subprocess.run(["gio", "info", str(path)], capture_output=True, text=True, check=True, env=env).stdout
     return dict(re.findall(r"^\s+([\w-]+::[\w.-]+): (.*)$", out, re.M))
 
 
-def test_gio_offers_only_what_works(store, tmp_path):
+def test_gio_offers_only_what_works(store, tmp_path, mime_env):
     with mounted(store, tmp_path) as m:
-        info = gio_info(m / "temperature.bin")
-        assert info["standard::content-type"] == "application/octet-stream"
+        info = gio_info(m / "temperature.bin", mime_env)
+        assert info["standard::content-type"] == "application/x-zarrfs-raw"
         assert (info["access::can-write"], info["access::can-delete"], info["access::can-rename"]) == \
                ("TRUE", "TRUE", "TRUE")  # rm NAME.bin deletes the array, mv renames it
         assert info["xattr::zarr.shape"] == "[30, 40]"
@@ -156,3 +173,47 @@ def inodes_of(directory) -> dict:
     finally:
         os.close(fd)
     return out
+
+
+LOOKALIKES = {  # first bytes that GLib's sniffing took for a type a double click runs or shows
+    "matlab": b"% a comment\nfid=fopen('OCTAVE_RAN','w');\n",
+    "text": b"just some words, as text\n",
+    "icon": b"\x00\x00\x01\x00\x01\x00\x10\x10",  # a uint16 ramp 0, 1, ... starts like a Windows icon
+    "script": b"#!/bin/sh\ntouch RAN\n",
+    "elf": b"\x7fELF\x02\x01\x01\x00" + bytes(8) + b"\x02\x00\x3e\x00",
+}
+
+
+@pytest.fixture(scope="module")
+def lookalikes(tmp_path_factory):
+    root = tmp_path_factory.mktemp("look") / "store"
+    group = zarr.open_group(str(root), mode="w", zarr_format=3)
+    for name, data in LOOKALIKES.items():
+        array = group.create_array(name, shape=(64,), chunks=(64,), dtype="uint8")
+        array[...] = np.frombuffer(data.ljust(64, b"\n"), dtype="uint8")
+    return root
+
+
+def test_data_files_have_one_certain_type_whatever_their_bytes(lookalikes, tmp_path, mime_env):
+    """With zarrfs's MIME package, NAME.bin is raw data and NAME.npy a NumPy array by their names:
+    GIO and xdg-mime read no byte, so no array is taken for a script, a text or an icon."""
+    with mounted(lookalikes, tmp_path, "ro") as m:
+        for name in LOOKALIKES:
+            assert (m / f"{name}.bin").read_bytes().startswith(LOOKALIKES[name])
+            assert gio_info(m / f"{name}.bin", mime_env)["standard::content-type"] == "application/x-zarrfs-raw"
+            assert gio_info(m / f"{name}.npy", mime_env)["standard::content-type"] == "application/x-npy"
+            for file, expected in ((f"{name}.bin", "application/x-zarrfs-raw"), (f"{name}.npy", "application/x-npy")):
+                out = subprocess.run(["xdg-mime", "query", "filetype", str(m / file)], capture_output=True,
+                                     text=True, check=True, env=mime_env).stdout.strip()
+                assert out == expected
+        assert os.getxattr(m / "elf.npy", "user.mime_type") == b"application/x-npy"
+        parents = subprocess.run(["gio", "mime", "application/x-zarrfs-raw"], capture_output=True, text=True,
+                                 env=mime_env).stdout
+        assert "octave" not in parents.lower()
+
+
+def test_without_the_package_glib_sniffs_the_bytes(lookalikes, tmp_path):
+    """What the package is for: GLib alone takes an array of bytes for MATLAB code and others."""
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "none"), "XDG_DATA_DIRS": "/usr/share"}
+    with mounted(lookalikes, tmp_path, "ro") as m:
+        assert gio_info(m / "matlab.bin", env)["standard::content-type"] == "text/x-matlab"

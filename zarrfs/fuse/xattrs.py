@@ -22,6 +22,8 @@ from zarrfs.fs.hierarchy import DATA, DESCRIBED, DIR, DOCUMENT, HEADER, PREVIEW,
 from zarrfs.format.v3 import ArrayMetadata
 
 OCTETS, JSON, TEXT_PLAIN = "application/octet-stream", "application/json", "text/plain"
+# the mount's own types (share/mime/packages/zarrfs.xml), kinds of application/octet-stream
+DATA_TYPES = {"": "application/x-zarrfs-raw", "npy": "application/x-npy"}  # by view; "" is NAME.bin
 HEADER_TYPES = {"envi": TEXT_PLAIN, "mhd": TEXT_PLAIN, "nrrd": TEXT_PLAIN, "vrt": "application/xml",
                 "nifti": OCTETS, "tiff": "image/tiff"}  # by view; any other header is bytes to a guesser
 
@@ -32,7 +34,8 @@ def _json(value) -> bytes:
 
 def mime_type(entry: Entry) -> str | None:
     if entry.kind == DATA:
-        return HEADER_TYPES.get(entry.view, OCTETS)  # NAME.tif is an image; .bin, .npy, .img bytes
+        # NAME.bin and NAME.npy have the mount's own types, NAME.tif is an image, NAME.img bytes
+        return DATA_TYPES.get(entry.view) or HEADER_TYPES.get(entry.view, OCTETS)
     if entry.kind in (SIDECAR, DOCUMENT):
         return JSON
     if entry.kind == TEXT:
