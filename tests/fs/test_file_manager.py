@@ -8,7 +8,6 @@ import re
 import stat
 import shutil
 import subprocess
-
 from pathlib import Path
 
 import numpy as np
