@@ -202,3 +202,23 @@ def test_group_is_not_an_array(tmp_path):
     (tmp_path / "zarr.json").write_text(json.dumps({"zarr_format": 3, "node_type": "group"}))
     with pytest.raises(MetadataError, match="is a group"):
         zarrfs.open_raw(str(tmp_path), "")
+
+
+@pytest.mark.parametrize("codec", [{"name": "gzip", "configuration": {"level": 1}},
+                                   {"name": "numcodecs.zlib", "configuration": {"level": 1}},
+                                   {"name": "numcodecs.gzip", "configuration": {"level": 1}}])
+def test_a_small_read_decodes_deflate_only_as_far_as_it_wants(tmp_path, codec):
+    """gzip and zlib decode in order, as zstd does: a read of a chunk's first bytes (a file
+    manager's sniff) decodes only them, so a chunk cut short still serves them; a whole decode
+    of the same chunk fails."""
+    write_doc(tmp_path, "g/a", array_doc([1 << 17], "int32", [1 << 17], [BYTES, codec]))
+    values = np.random.default_rng(0).integers(0, 1000, 1 << 17, dtype="<i4")
+    with zarrfs.open_raw(str(tmp_path), "g/a", mode="r+") as view:
+        view.write(0, values.tobytes())
+    stored = tmp_path / "g" / "a" / "c" / "0"
+    stored.write_bytes(stored.read_bytes()[:len(stored.read_bytes()) // 2])
+    view = zarrfs.open_raw(str(tmp_path), "g/a")
+    assert view.read(0, 4096) == values.tobytes()[:4096]
+    view = zarrfs.open_raw(str(tmp_path), "g/a")
+    with pytest.raises(CorruptChunkError, match="g/a/c/0: .*(deflate|gzip|zlib|stream)"):
+        view.read((1 << 19) - 4, 4)

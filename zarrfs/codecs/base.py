@@ -27,6 +27,7 @@ MAX_INNER_CHUNKS = 1 << 24  # inner chunks per shard: a 256 MiB index
 class Codec:
     kind: str  # "array->array", "array->bytes" or "bytes->bytes"
     decoded_limit: int = 0  # bytes->bytes: the most bytes decode() may produce (set by CodecChain)
+    decodes_parts: bool = False  # bytes->bytes: decode_into may decode only the bytes `wanted`
 
     def __init__(self, config: dict, spec: ChunkSpec, where: str):
         self.where = where

@@ -23,6 +23,15 @@ from zarrfs.codecs.base import config_value as _config
 from zarrfs.format.data_types import DataType, fill_is_all
 from zarrfs.errors import CorruptChunkError, MetadataError, UnsupportedError
 from zarrfs.format.v3 import normalise_extension
+from zarrfs.codecs import shard_format as sharding
+from zarrfs.codecs import numcodecs_adapter as numcodecs_codecs
+from zarrfs.codecs.blosc_blocks import blosc_blocks
+from zarrfs.codecs.bounded_decode import GZIP_WBITS, check_blosc_header, deflate_prefix, gzip_decode, zstd_decode
+from zarrfs.codecs.base import MAX_CHUNK_NBYTES, MAX_INNER_CHUNKS, ChunkSpec, Codec
+from zarrfs.codecs.base import config_value as _config
+from zarrfs.format.data_types import DataType, fill_is_all
+from zarrfs.errors import CorruptChunkError, MetadataError, UnsupportedError
+from zarrfs.format.v3 import normalise_extension
 
 
 class TransposeCodec(Codec):
@@ -106,12 +115,22 @@ class GzipCodec(_NumcodecsCodec):
             raise MetadataError(f"{where}: level must be an integer 0..9, not {level!r}")
         self.impl = numcodecs.GZip(level)
 
+    decodes_parts = True  # a prefix: deflate decodes in order
+
     def decode(self, data):
         return gzip_decode(data, self.decoded_limit)
+
+    def decode_into(self, data, out, wanted=None):
+        """A part of a chunk costs the bytes up to its end, as with zstd."""
+        if wanted is not None and wanted[1] < len(out):
+            wanted[0] = 0
+            return deflate_prefix(data, out[:wanted[1]], GZIP_WBITS)
+        return super().decode_into(data, out)
 
 
 class ZstdCodec(_NumcodecsCodec):
     label = "zstd"
+    decodes_parts = True  # a prefix (_decode_prefix)
 
     def __init__(self, config, spec, where):
         super().__init__(config, spec, where)
@@ -176,6 +195,7 @@ def zstd_content_size(data) -> int | None:
 
 class BloscCodec(_NumcodecsCodec):
     label = "blosc"
+    decodes_parts = True  # the blocks that hold the bytes wanted (blosc_parts.py)
     SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 
     def __init__(self, config, spec, where):
@@ -407,7 +427,7 @@ class CodecChain:
     def decodes_parts(self) -> bool:
         """decode_into may decode only the bytes `wanted` (zstd up to their end, blosc the blocks
         that hold them), leaving the rest of `out` undefined."""
-        return self._stored_as_decoded and bool(self.bytes_bytes) and isinstance(self.bytes_bytes[0], (ZstdCodec, BloscCodec))
+        return self._stored_as_decoded and bool(self.bytes_bytes) and self.bytes_bytes[0].decodes_parts
 
     @functools.cached_property
     def _stored_as_decoded(self) -> bool:
