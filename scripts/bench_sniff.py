@@ -20,7 +20,7 @@ import zarr
 import zarrfs
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
-from mounting import mounted  # noqa: E402
+from mounting import mounted
 
 CODECS = {
     "gzip": {"name": "gzip", "configuration": {"level": 1}},
