@@ -74,12 +74,12 @@ class Hierarchy:
     def __init__(self, store: Store, views=DEFAULT_VIEWS, header_cache_bytes: int = 32 << 20,
                  previews: bool = False):
         self.store = store
-        self.previews = preview.Plans(self.node) if previews else None
         self.views = [VIEWS[name] for name in views]
         self._headers = HeaderCache(header_cache_bytes)
-        georeferenced = any(view.name in ("vrt", "envi") for view in self.views)
+        georeferenced = previews or any(view.name in ("vrt", "envi") for view in self.views)
         self._georeferencer = Georeferencer(store, self.node) if georeferenced else None
         self._ome = any(view.name == "tiff" for view in self.views)  # OME-TIFF for OME-Zarr images
+        self.previews = preview.Plans(self.node, self._north_up) if previews else None
         self._nodes: dict[str, Node] = {}
         self._listings: dict[str, tuple[int, dict[str, Entry]]] = {}
         self._sidecars: dict[tuple[str, str], tuple[Node, bytes]] = {}
@@ -110,6 +110,20 @@ class Hierarchy:
                 raise type(e)(f"{self.store.root}: a Zarr v2 store that cannot be served: {e}", e.errno) from None
             raise
         return docs
+
+    def _north_up(self, node: Node) -> bool:
+        """Whether the array's rows go north, as its georeference says (dy > 0, no rotation):
+        its preview is then drawn bottom up, north up as a map is."""
+        if not isinstance(node.meta, ArrayMetadata):
+            return False
+        try:
+            georef = self._georeferencer.of(node)
+        except ZarrfsError:  # logged where it was found; the preview is drawn as stored
+            return False
+        if georef is None:
+            return False
+        _, _, rx, _, ry, dy = georef.transform
+        return rx == 0 and ry == 0 and dy > 0
 
     def node(self, path: str) -> Node | None:
         """The node at store path `path`, None if there is none; cached while its documents are

@@ -310,8 +310,8 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
         with self._lock:
             opened = self._open_array(source)
         version = (source, self.usage.of(path).mtime_ns, opened.mtime)
-        return self.previews.get(path, version, lambda: preview.encode(preview.scale(
-            preview.sample(opened.raw.array, the_plan))))
+        return self.previews.get(path, version, lambda: preview.image(preview.sample(opened.raw.array, the_plan),
+                                                                      the_plan))
 
     def _open_array(self, node: Node) -> OpenArray:
         """The array's shared view; made anew, with no cached chunk, when its node changed or

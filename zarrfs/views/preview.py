@@ -1,16 +1,22 @@
-"""Previews (`-o previews`): NAME.png, a small grayscale image of an array's first 2-D plane,
-so that a file manager shows thumbnails of the images and fields themselves.
+"""Previews (`-o previews`): NAME.png, a small image of an array's first 2-D plane, so that a
+file manager shows thumbnails of the images and fields themselves.
 
 - The plane is the last two axes at index 0 of every other axis. It is sampled with one stride
-  on both axes, so that the image is at most MAX_SIDE pixels on a side, and scaled to the
-  sample's robust range (the 1st to 99th percentile of its finite values); NaN and infinities
-  are black.
-- The sample is read chunk by chunk, each touched chunk once. Whether an array gets a preview
-  is decided from its metadata alone: one whose sample would decode more than BUDGET bytes gets
-  none. An array of an OME-Zarr multiscale image is previewed from the coarsest level.
-- The PNG is written without compression (Pillow, an optional extra), so its size follows from
-  its width and height alone and a listing can show it without decoding anything; it is made
-  when opened, and kept per array version.
+  on both axes, so that the image is at most MAX_SIDE pixels on a side, and drawn in gray over
+  the plane's robust range (the 1st to 99th percentile of its finite values). NaN is magenta,
+  +inf orange and -inf blue: colours no value gets, so missing data (a land mask) is never
+  taken for the lowest values.
+- North is up: where the georeference (the VRT's geotransform) says the rows go north (latitude
+  or northing ascending, as many xarray datasets are stored), the image is flipped.
+- The sample is read chunk by chunk, each touched chunk once, and decodes at most BUDGET
+  bytes: decided from the metadata alone. A plane whose sample would decode more is sampled
+  from evenly spaced chunks (as many as the budget allows), each shown whole in the image:
+  a mosaic that spans the whole plane at the cost of the chunks between.
+- An array of an OME-Zarr multiscale image is previewed from the coarsest level that still has
+  at least the preview's size (itself when none is coarser): the same picture, decoded cheaply.
+- The PNG (RGB) is written without compression (Pillow, an optional extra), so its size follows
+  from its width and height alone and a listing can show it without decoding anything; it is
+  made when opened, and kept per array version.
 """
 
 import io
@@ -26,6 +32,7 @@ MAX_SIDE = 512
 BUDGET = 8 << 20  # decoded bytes one preview may cost
 KINDS = "biuf"  # numeric data types; complex, raw, datetimes and text get no preview
 SUFFIX = ".png"
+NAN, POS_INF, NEG_INF = (255, 0, 255), (255, 140, 0), (0, 90, 255)  # not gray: no value is drawn so
 
 
 def available() -> bool:
@@ -38,30 +45,63 @@ def available() -> bool:
 
 @dataclass(frozen=True)
 class Plan:
-    """Which elements a preview samples: rows and columns range(0, n, step) of the first plane."""
+    """Which elements a preview samples: rows `ys` and columns `xs` of the first plane."""
 
     shape: tuple[int, ...]  # of the array sampled
     chunk_shape: tuple[int, ...]  # the chunks (inner chunks, if sharded) decoded to read it
-    step: int
+    ys: tuple[int, ...]
+    xs: tuple[int, ...]
+    flip: bool = False  # the rows go north: drawn bottom up
 
     @property
     def size(self) -> tuple[int, int]:
         """(height, width) of the image."""
-        return -(-self.shape[-2] // self.step), -(-self.shape[-1] // self.step)
+        return len(self.ys), len(self.xs)
 
 
-def plan(meta) -> Plan | None:
+def plan(meta, flip: bool = False) -> Plan | None:
     """The preview of an array with this metadata, None if it gets none."""
     if len(meta.shape) < 2 or meta.data_type.numpy.kind not in KINDS or 0 in meta.shape:
         return None
     chunk_shape = _decoded_chunk_shape(meta)
-    step = max(1, -(-max(meta.shape[-2:]) // MAX_SIDE))
-    touched = 1
-    for n, c in zip(meta.shape[-2:], chunk_shape[-2:], strict=False):
-        touched *= len({i // c for i in range(0, n, step)})
-    if touched * math.prod(chunk_shape) * meta.data_type.numpy.itemsize > BUDGET:
+    chunk_nbytes = math.prod(chunk_shape) * meta.data_type.numpy.itemsize
+    allowed = BUDGET // chunk_nbytes  # chunks the sample may decode
+    if not allowed:
         return None
-    return Plan(tuple(meta.shape), chunk_shape, step)
+    (ny, nx), (cy, cx) = meta.shape[-2:], chunk_shape[-2:]
+    grid = (-(-ny // cy), -(-nx // cx))
+    for picked in _chunk_choices(grid, allowed):
+        ys, xs = _axis(picked[0], cy, ny), _axis(picked[1], cx, nx)
+        step = max(1, -(-max(len(ys), len(xs)) // MAX_SIDE))
+        ys, xs = ys[::step], xs[::step]
+        if len({y // cy for y in ys}) * len({x // cx for x in xs}) <= allowed:
+            return Plan(tuple(meta.shape), chunk_shape, tuple(ys), tuple(xs), flip)
+    return None
+
+
+def _chunk_choices(grid: tuple[int, int], allowed: int):
+    """The chunk rows and columns to sample: all of them, then evenly spaced fewer, keeping the
+    grid's proportions, until the budget allows them."""
+    gy, gx = grid
+    yield range(gy), range(gx)
+    scale = math.sqrt(allowed / (gy * gx))
+    while True:
+        ky, kx = max(1, min(gy, int(gy * scale))), max(1, min(gx, int(gx * scale)))
+        yield _spread(gy, ky), _spread(gx, kx)
+        if ky == kx == 1:
+            return
+        scale *= 0.8
+
+
+def _spread(n: int, k: int) -> list[int]:
+    return sorted({round(i * (n - 1) / (k - 1)) for i in range(k)}) if k > 1 else [0]
+
+
+def _axis(chunks, c: int, n: int):
+    """The element indices along one axis of the chosen chunks, in order (a range for all)."""
+    if chunks == range(-(-n // c)):
+        return range(n)
+    return [i for chunk in chunks for i in range(chunk * c, min(chunk * c + c, n))]
 
 
 def _decoded_chunk_shape(meta) -> tuple[int, ...]:
@@ -73,10 +113,11 @@ def _decoded_chunk_shape(meta) -> tuple[int, ...]:
     return shape
 
 
-def coarsest_level(path: str, node_of) -> str:
-    """The store path to preview for the array at `path`: the coarsest level of the OME-Zarr
-    multiscale image it belongs to (`multiscales` in its group's attributes, v0.4 or under
-    `ome` for v0.5), else itself. node_of(path) gives a node or None."""
+def source_level(path: str, node_of, covers) -> str:
+    """The store path to preview for the array at `path`: in an OME-Zarr multiscale image
+    (`multiscales` in its group's attributes, v0.4 or under `ome` for v0.5), the coarsest of
+    its own and the coarser levels for which covers(node) holds; else itself. node_of(path)
+    gives a node or None."""
     parent, _, name = path.rpartition("/")
     group = node_of(parent)
     attributes = getattr(getattr(group, "meta", None), "attributes", None) or {}
@@ -86,42 +127,67 @@ def coarsest_level(path: str, node_of) -> str:
     for image in multiscales:
         paths = [d.get("path") for d in (image.get("datasets") or []) if isinstance(d, dict)] \
             if isinstance(image, dict) else []
-        if name in paths and isinstance(paths[-1], str):
-            return f"{parent}/{paths[-1]}" if parent else paths[-1]
+        if name not in paths:
+            continue
+        found = path
+        for level in paths[paths.index(name) + 1:]:
+            level_path = f"{parent}/{level}" if parent else str(level)
+            node = node_of(level_path) if isinstance(level, str) else None
+            if node is None or not covers(node):
+                break
+            found = level_path
+        return found
     return path
 
 
+def preview_side(meta) -> int:
+    """The longer side of a preview of the whole plane."""
+    return min(MAX_SIDE, max(meta.shape[-2:]))
+
+
 def sample(array, the_plan: Plan) -> np.ndarray:
-    """The strided sample of the first plane, read one chunk at a time (each touched once)."""
-    step, lead = the_plan.step, tuple(slice(0, 1) for _ in the_plan.shape[:-2])
+    """The plan's rows and columns of the first plane, read one chunk at a time (each touched once)."""
+    lead = tuple(slice(0, 1) for _ in the_plan.shape[:-2])
     out = np.empty(the_plan.size, array.dtype)
     cy, cx = the_plan.chunk_shape[-2:]
-    ny, nx = the_plan.shape[-2:]
-    for y0 in range(0, ny, cy):
-        rows = range(-(-y0 // step) * step, min(y0 + cy, ny), step)
-        if not rows:
-            continue
-        for x0 in range(0, nx, cx):
-            cols = range(-(-x0 // step) * step, min(x0 + cx, nx), step)
-            if not cols:
-                continue
-            box = (*lead, slice(rows[0], rows[-1] + 1), slice(cols[0], cols[-1] + 1))
-            block = array.read(box).reshape(rows[-1] + 1 - rows[0], cols[-1] + 1 - cols[0])
-            out[rows[0] // step:rows[-1] // step + 1, cols[0] // step:cols[-1] // step + 1] = block[::step, ::step]
+    for (oy, ys), (ox, xs) in ((r, c) for r in _by_chunk(the_plan.ys, cy) for c in _by_chunk(the_plan.xs, cx)):
+        box = (*lead, slice(ys[0], ys[-1] + 1), slice(xs[0], xs[-1] + 1))
+        block = array.read(box).reshape(ys[-1] + 1 - ys[0], xs[-1] + 1 - xs[0])
+        out[oy:oy + len(ys), ox:ox + len(xs)] = block[np.ix_(np.subtract(ys, ys[0]), np.subtract(xs, xs[0]))]
     return out
 
 
+def _by_chunk(indices: tuple[int, ...], c: int):
+    """(position in the image, the indices) of each chunk's run of `indices`."""
+    start = 0
+    for i in range(1, len(indices) + 1):
+        if i == len(indices) or indices[i] // c != indices[start] // c:
+            yield start, indices[start:i]
+            start = i
+
+
 def scale(values: np.ndarray) -> np.ndarray:
-    """8-bit gray over the robust range of the finite values; NaN and infinities are black."""
+    """RGB: gray over the robust range of the finite values; NaN and infinities in colours of their own."""
     values = values.astype("f8")
     finite = np.isfinite(values)
-    if not finite.any():
-        return np.zeros(values.shape, "u1")
-    low, high = np.percentile(values[finite], [1, 99])
-    if high <= low:
-        high = low + 1
-    gray = np.clip((values - low) / (high - low) * 255, 0, 255)
-    return np.where(finite, np.rint(np.nan_to_num(gray)), 0).astype("u1")
+    gray = np.zeros(values.shape, "u1")
+    if finite.any():
+        low, high = np.percentile(values[finite], [1, 99])
+        if high <= low:
+            high = low + 1
+        levels = np.clip((np.where(finite, values, low) - low) / (high - low) * 255, 0, 255)
+        gray = np.rint(levels).astype("u1")
+    rgb = np.repeat(gray[..., None], 3, axis=-1)
+    rgb[np.isnan(values)] = NAN
+    rgb[values == np.inf] = POS_INF
+    rgb[values == -np.inf] = NEG_INF
+    return rgb
+
+
+def image(values: np.ndarray, the_plan: Plan) -> bytes:
+    """The PNG of a sample: scaled, north up."""
+    rgb = scale(values)
+    return encode(rgb[::-1] if the_plan.flip else rgb)
 
 
 def encode(gray: np.ndarray) -> bytes:
@@ -134,7 +200,7 @@ def encode(gray: np.ndarray) -> bytes:
 @lru_cache(maxsize=1024)
 def png_size(height: int, width: int) -> int:
     """The size of any preview of this size: stored (level 0) deflate depends on the length only."""
-    return len(encode(np.zeros((height, width), "u1")))
+    return len(encode(np.zeros((height, width, 3), "u1")))
 
 
 class Previews:
@@ -164,8 +230,9 @@ class Previews:
 class Plans:
     """Which arrays have a preview, and what it samples: from metadata alone, once per node."""
 
-    def __init__(self, node_of):
+    def __init__(self, node_of, north_up=None):
         self.node_of = node_of  # store path -> node or None
+        self.north_up = north_up  # node -> True when its rows go north (from its georeference)
         self._plans: dict[str, tuple[object, tuple[str, Plan] | None]] = {}
 
     def of(self, node) -> tuple[str, Plan] | None:
@@ -174,10 +241,19 @@ class Plans:
         if cached is not None and cached[0] is node:
             return cached[1]
         found = None
-        if node.meta is not None and hasattr(node.meta, "shape"):
-            source_path = coarsest_level(node.path, self.node_of)
+        if node.meta is not None and hasattr(node.meta, "shape") and len(node.meta.shape) >= 2:
+            side = preview_side(node.meta)
+            source_path = source_level(node.path, self.node_of, lambda level: _covers(level, side))
             source = node if source_path == node.path else self.node_of(source_path)
-            the_plan = plan(source.meta) if source is not None and hasattr(source.meta, "shape") else None
+            flip = bool(self.north_up and self.north_up(node))
+            the_plan = plan(source.meta, flip) if source is not None and hasattr(source.meta, "shape") else None
             found = (source_path, the_plan) if the_plan is not None else None
         self._plans[node.path] = (node, found)
         return found
+
+
+def _covers(node, side: int) -> bool:
+    """A level that can stand for an array whose preview's longer side is `side`."""
+    meta = node.meta
+    return hasattr(meta, "shape") and len(meta.shape) >= 2 and max(meta.shape[-2:]) >= side \
+        and plan(meta) is not None
