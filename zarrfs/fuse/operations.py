@@ -287,7 +287,7 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
         if writable and read_only_view(entry):
             self._refuse_view(path)
         if entry.kind == TEXT:
-            return self._add_handle(Handle(entry, content=self.texts.text(self.store, entry.node, self.cache)))
+            return self._add_handle(Handle(entry, content=self._text(entry, path)))
         if entry.kind == PREVIEW:
             return self._add_handle(Handle(entry, content=self._preview(entry)))
         if entry.kind != DATA:
@@ -302,6 +302,15 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
         self.siblings.opened(path)
         siblings = self.siblings.of(path, self.hierarchy.data_names(entry))
         return self._add_handle(Handle(entry, array=opened, file=file, writable=writable, siblings=siblings))
+
+    def _text(self, entry: Entry, path: str) -> bytes:
+        """NAME.txt's text. A large array's size was shown as 0 until now: the kernel is told to
+        ask again, so that a copy that stats the open file (GIO) sees the true size."""
+        shown = self.texts.size(self.store, entry.node, self.cache)
+        text = self.texts.text(self.store, entry.node, self.cache)
+        if len(text) != shown:
+            self.siblings.refresh(path)
+        return text
 
     def _preview(self, entry: Entry) -> bytes:
         """NAME.png, rendered from the array sampled (written data included) once per version."""
