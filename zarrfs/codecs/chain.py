@@ -23,15 +23,7 @@ from zarrfs.codecs.base import config_value as _config
 from zarrfs.format.data_types import DataType, fill_is_all
 from zarrfs.errors import CorruptChunkError, MetadataError, UnsupportedError
 from zarrfs.format.v3 import normalise_extension
-from zarrfs.codecs import shard_format as sharding
-from zarrfs.codecs import numcodecs_adapter as numcodecs_codecs
-from zarrfs.codecs.blosc_blocks import blosc_blocks
-from zarrfs.codecs.bounded_decode import GZIP_WBITS, check_blosc_header, deflate_prefix, gzip_decode, zstd_decode
-from zarrfs.codecs.base import MAX_CHUNK_NBYTES, MAX_INNER_CHUNKS, ChunkSpec, Codec
-from zarrfs.codecs.base import config_value as _config
-from zarrfs.format.data_types import DataType, fill_is_all
-from zarrfs.errors import CorruptChunkError, MetadataError, UnsupportedError
-from zarrfs.format.v3 import normalise_extension
+from zarrfs.codecs.bounded_decode import GZIP_WBITS, deflate_prefix
 
 
 class TransposeCodec(Codec):
