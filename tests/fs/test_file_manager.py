@@ -104,7 +104,7 @@ def test_getfattr_lists_what_an_array_is(store, tmp_path):
         assert e.value.errno in (errno.EROFS, errno.EPERM)
 
 
-MIME_PACKAGE = Path(__file__).parent.parent / "share/mime/packages/zarrfs.xml"
+MIME_PACKAGE = Path(__file__).parents[2] / "share/mime/packages/zarrfs.xml"
 
 
 @pytest.fixture(scope="module")
