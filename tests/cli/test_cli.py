@@ -55,7 +55,7 @@ def test_debug_logs_each_request_and_chunk_and_nothing_of_the_bindings_set_up(tm
     log = m.log()
     assert re.search(r"DEBUG zarrfs\.fuse\.tracing: read /store\.bin offset=\d+ size=\d+ -> \d+ \(\d+\.\d+ ms\)$", log, re.M)
     assert re.search(r"DEBUG zarrfs\.fuse\.tracing: open /store\.bin -> \d+ \(", log, re.M)
-    assert re.search(r"DEBUG zarrfs\.engine\.array: store read c/0/0 whole -> \d+ bytes$", log, re.M)
+    assert re.search(r"DEBUG zarrfs\.engine\.chunk_sources: store read c/0/0 whole -> \d+ bytes$", log, re.M)
     assert re.search(r"DEBUG zarrfs\.engine\.array: decoded / chunk c/0/0 \(\d+ stored bytes.*\) in \d+\.\d+ ms$", log, re.M)
     assert "libFUSE callback" not in log
     assert "Warning" not in log  # no dependency warns on start-up

@@ -1,6 +1,6 @@
 """`-d`: one log line per FUSE request, so that a user can see what a tool does to the mount.
 
-    zarrfs[41] DEBUG zarrfs.tracing: read /temperature.bin offset=0 size=131072 -> 131072 (1.84 ms)
+    zarrfs[41] DEBUG zarrfs.fuse.tracing: read /temperature.bin offset=0 size=131072 -> 131072 (1.84 ms)
 
 Chunk decodes and store reads are logged by the modules that do them (array, store). The
 binding's own set-up chatter is silenced: it says nothing a user can act on.
