@@ -16,45 +16,19 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import subprocess
-import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
-from zarrfs.cli.command import raise_read_ahead
-
-MIB = 1 << 20
-GB = 1e9
-ZARRFS = str(Path(sys.executable).parent / "zarrfs")
-TRIVIAL_FUSE = Path(__file__).parent / "trivial_fuse.py"
+from benchlib import (GB, MIB, build, cpu_seconds, evict, layout_options, mount,
+                      mount_limit, open_tensorstore, p50_ms, random_offsets, read_through, table, timed,
+                      warm_read)
 
 
 IMAGE_WIDTH = 1024  # of the 2-D copy NAME.tif is read from
-
-
-def layout_options(layout: str, chunks: tuple, shards: tuple) -> dict:
-    from zarr.codecs import BloscCodec, ZstdCodec
-    return {"zstd": dict(chunks=chunks, compressors=[ZstdCodec(level=0)]),
-            "sharded": dict(chunks=chunks, shards=shards, compressors=[ZstdCodec(level=0)]),
-            "blosc": dict(chunks=chunks, compressors=[BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")])}[layout]
-
-
-def build(root: Path, layout: str, size_mib: int) -> tuple[Path, np.ndarray]:
-    import zarr
-    n = size_mib * MIB // 4
-    rng = np.random.default_rng(0)
-    data = (np.sin(np.arange(n, dtype=np.float32) / 1000) + rng.normal(0, 0.01, n).astype(np.float32)).astype("<f4")
-    chunk = MIB // 4
-    path = root / f"{layout}.zarr"
-    z = zarr.create_array(str(path), shape=(n,), dtype="float32", fill_value=0.0, overwrite=True,
-                          **layout_options(layout, (chunk,), (64 * chunk,)))
-    z[...] = data
-    return path, data
 
 
 def build_image(root: Path, layout: str, data: np.ndarray) -> Path:
@@ -66,100 +40,6 @@ def build_image(root: Path, layout: str, data: np.ndarray) -> Path:
                           overwrite=True, **layout_options(layout, (rows, IMAGE_WIDTH), (64 * rows, IMAGE_WIDTH)))
     z[...] = data.reshape(-1, IMAGE_WIDTH)
     return path
-
-
-@contextmanager
-def mount(source: Path, *options: str):
-    """zarrfs on `source`; yields the array's file and the daemon."""
-    args = [ZARRFS, str(source), "{mnt}", "-f"] + (["-o", ",".join(options)] if options else [])
-    with _mounted(args, f"{source.name}.bin") as mounted:
-        yield mounted
-
-
-@contextmanager
-def mount_limit(raw: Path, pace: float | None = None):
-    """The FUSE limit: `raw`'s bytes served from memory by scripts/trivial_fuse.py; at most
-    `pace` bytes per second if given."""
-    command = [sys.executable, str(TRIVIAL_FUSE), str(raw), "{mnt}"] + ([str(pace / GB)] if pace else [])
-    with _mounted(command, "data.bin") as mounted:
-        raise_read_ahead(str(mounted[0].parent))  # as zarrfs does for itself
-        yield mounted
-
-
-@contextmanager
-def _mounted(command: list[str], name: str, log: Path | None = None):
-    mnt = Path(tempfile.mkdtemp(prefix="zarrfs-bench-"))
-    args = [a.replace("{mnt}", str(mnt)) for a in command]
-    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(log, "wb") if log else subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 20
-        while not os.path.ismount(mnt):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{' '.join(args)} did not mount")
-            time.sleep(0.01)
-        yield mnt / name, process
-    finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        os.rmdir(mnt)
-
-
-def read_through(path: Path) -> float:
-    """Seconds to read a file in 1 MiB blocks."""
-    buf = bytearray(MIB)
-    t0 = time.perf_counter()
-    with open(path, "rb", buffering=0) as f:
-        while f.readinto(buf):
-            pass
-    return time.perf_counter() - t0
-
-
-def warm_read(path: Path) -> float:
-    """Seconds to read a file the page cache holds: the median of 3 reads. The first read after
-    the one that filled the cache is slower for every file system (the kernel moves each page to
-    its active list), so a single read would measure that, not the cache."""
-    return statistics.median(read_through(path) for _ in range(3))
-
-
-def evict(path: Path) -> None:
-    """Drop a file's pages from the page cache."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def timed(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
-def open_tensorstore(path: Path):
-    import tensorstore as ts
-    spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path)},
-            "context": {"cache_pool": {"total_bytes_limit": 0}}}
-    return ts.open(spec).result()
-
-
-def random_offsets(nbytes: int, count: int, seed: int) -> list[int]:
-    return [int(x) * 4096 for x in np.random.default_rng(seed).integers(0, nbytes // 4096, count)]
-
-
-def p50_ms(samples: list[float]) -> float:
-    return statistics.median(samples) * 1000
 
 
 def bench_layout(layout: str, path: Path, data: np.ndarray, raw: Path, image: Path, seed: int, samples: int) -> dict:
@@ -249,8 +129,6 @@ def bench_listing(path: Path) -> dict[str, tuple[float, float]]:
     return times
 
 
-
-
 def ratio(a: str, b: str):
     return lambda r: r[a] / r[b]
 
@@ -288,27 +166,6 @@ ROWS = [
     ("zarr-python write GB/s", lambda r: r["zarr-python write"] / GB, "{:.2f}"),
     ("  / zarr-python (target >= 1.2)", ratio("zarrfs dd write", "zarr-python write"), "{:.2f}x"),
 ]
-
-
-def summary(values: list[float], fmt: str) -> str:
-    """The median, and the spread (min-max) when there was more than one round."""
-    cell = fmt.format(statistics.median(values))
-    if len(values) > 1:
-        cell += f" ({fmt.format(min(values)).rstrip('x')}-{fmt.format(max(values)).rstrip('x')})"
-    return cell
-
-
-def table(runs: dict[str, list[dict]], rows: list, memory: dict, rss_limit_mib: int) -> list[str]:
-    """The rows as a Markdown table, a column per layout, and the daemon's peak RSS."""
-    width = max(len(label) for label, _, _ in rows) + 1
-    cells = {label: [summary([fn(r) for r in rs], fmt) for rs in runs.values()] for label, fn, fmt in rows}
-    cells["daemon peak RSS MiB, cache = size/4"] = [f"{memory[layout] / MIB:.0f} (<= {rss_limit_mib})" for layout in runs]
-    cw = max(22, *(len(c) for row in cells.values() for c in row))
-    lines = [f"| {'row':<{width}} | " + " | ".join(f"{layout:>{cw}}" for layout in runs) + " |",
-             f"|{'-' * (width + 2)}|" + "|".join("-" * (cw + 2) for _ in runs) + "|"]
-    for label, row in cells.items():
-        lines.append(f"| {label:<{width}} | " + " | ".join(f"{c:>{cw}}" for c in row) + " |")
-    return lines
 
 
 def report(runs: dict[str, list[dict]], memory: dict, listing, args) -> str:

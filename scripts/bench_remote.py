@@ -22,12 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the servers' fixtures
-
-from bench import GB, ZARRFS, _mounted, build, cpu_seconds, p50_ms, random_offsets, read_through, table, \
-    timed  # noqa: E402
-from zarrfs.testing.nginx import Nginx  # noqa: E402
-from zarrfs.testing.seaweed import BUCKET, Seaweed  # noqa: E402
+from benchlib import GB, ZARRFS, _mounted, build, cpu_seconds, p50_ms, random_offsets, read_through, table, \
+    timed
+from zarrfs.testing.nginx import Nginx
+from zarrfs.testing.seaweed import BUCKET, Seaweed
 
 
 @contextlib.contextmanager
