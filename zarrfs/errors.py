@@ -84,3 +84,13 @@ class RefusedError(ZarrfsError):
     def __init__(self, message: str, code: int):
         super().__init__(message)
         self.errno = code
+
+
+class RoutineError(ZarrfsError):
+    """An answer callers expect all the time, not a failure: no such attribute (ENODATA),
+    attributes not supported (ENOTSUP, ENOSYS), no such file (ENOENT). The errno boundary
+    logs nothing for it: `ls -l` asks every file for attributes it has not."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.errno = code

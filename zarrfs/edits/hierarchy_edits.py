@@ -371,42 +371,9 @@ class Shaping:
         return [posixpath.join(posixpath.dirname(path), n) for n in self.hierarchy._file_names(stem)] + [path]
 
     def _retire(self, path: str, keep: bool) -> None:
-        """Arrays open at or below store path `path` stop serving (their handles get ESTALE from
-        now on); a write-back in progress finishes first, so nothing is written under `path`
-        after it moves or goes. What was written is stored first when the node is moved, not
-        when it is deleted. On failure, or when a write-back outlasts its bound (EBUSY), every
-        array serves again and the change is refused."""
-        ops = self.ops
-        retired = []
-        try:
-            for p, opened in list(ops._arrays.items()):
-                if p == path or p.startswith(path + "/"):
-                    with ops._lock:
-                        opened.retired = True
-                        ops._arrays.pop(p, None)
-                    retired.append((p, opened))
-                    self._settle(opened, keep)
-        except BaseException:
-            with ops._lock:
-                for p, opened in retired:
-                    opened.retired = False
-                    ops._arrays.setdefault(p, opened)
-            raise
-        for p, _ in retired:
-            ops.usage.forget(p)
-
-    def _settle(self, opened, keep: bool) -> None:
-        """Wait, within a bound, for the write-back in progress; then store what is written
-        if the node is kept. (No new write-back starts: the array is retired.)"""
-        wait = self._flush_wait()
-        lock = opened.raw.array.shared.flush_lock
-        if not lock.acquire(timeout=wait):
-            name = opened.raw.array.shared.name
-            raise RefusedError(f"array {name!r}: a write-back to the store is still in progress after {wait:g} s: "
-                               f"the array is left as it was; try again", errno.EBUSY)
-        lock.release()
-        if keep:
-            opened.raw.flush()
+        """Arrays open at or below store path `path` stop serving, once a write-back in
+        progress is done; what was written is stored first if the node is kept (OpenArrays.retire)."""
+        self.ops.arrays.retire(path, keep, self._flush_wait())
 
     def _flush_wait(self) -> float:
         """The longest a write-back may take: on an object store, each request is bounded by the

@@ -1,21 +1,138 @@
-"""The write-back methods of Operations (which gives _arrays, options, store, usage, unstored,
-_stop and _wake_flusher): the flusher thread, a request's own flush, and at unmount the last
-write-back, whose failures are saved as recovery data (recovery.py)."""
+"""The open-array table: one shared flat view per array open through the mount, and its
+write-back. It owns the table and its lock; opens, retires and flushes arrays; runs the flusher
+thread; and at unmount does the last write-back, whose failures are saved as recovery data
+(recovery.py). The FUSE adapter and hierarchy edits use it through its public methods."""
 
+import errno
 import logging
 import os
 import tempfile
+import threading
 import time
+from dataclasses import dataclass
 
 from zarrfs.engine import recovery
-from zarrfs.errors import ZarrfsError
+from zarrfs.engine.array import open_array
+from zarrfs.engine.chunk_cache import ChunkCache
+from zarrfs.engine.flat_file import RawFile
+from zarrfs.errors import RefusedError, ZarrfsError
+from zarrfs.fs.hierarchy import Node
+from zarrfs.fs.stored_usage import Usage
 
 log = logging.getLogger(__name__)
 
 SHUTDOWN_TRIES = 4  # write-back attempts at unmount, a second apart, before the data is saved aside
 
 
-class WriteBackMethods:
+@dataclass
+class OpenArray:
+    """One array's flat view, shared by every handle open on it."""
+
+    raw: RawFile
+    node: Node
+    handles: int = 0
+    mtime: float = 0.0  # of the last write through the mount
+    error: ZarrfsError | None = None  # a background flush failure, reported at the next fsync/close
+    failing: str = ""  # the last write-back failure, until one succeeds
+    stored_version: int = 0  # on a remote store: its stored values' fingerprint when opened
+    retired: bool = False  # the array was deleted or moved through the mount: its handles are stale
+
+
+class OpenArrays:
+    """Store path -> OpenArray, for every array open through the mount, and their write-back."""
+
+    def __init__(self, store, cache: ChunkCache, usage: Usage, read_only: bool, flush_interval: float,
+                 recovery_dir: str):
+        self.store = store
+        self.cache = cache
+        self.usage = usage
+        self.read_only = read_only
+        self.flush_interval = flush_interval
+        self.recovery_dir = recovery_dir
+        self.unstored: list[str] = []  # arrays whose written data could not be stored at shutdown
+        self._arrays: dict[str, OpenArray] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._wake_flusher = threading.Event()
+        self._flusher_thread: threading.Thread | None = None
+
+    # the table
+
+    def open(self, node: Node, hold: bool = True) -> OpenArray:
+        """The array's shared view, with one more handle on it when `hold` (close() gives it back)."""
+        with self._lock:
+            opened = self._open_array(node)
+            if hold:
+                opened.handles += 1
+        return opened
+
+    def close(self, opened: OpenArray) -> None:
+        """A handle taken by open() is gone."""
+        with self._lock:
+            opened.handles -= 1
+
+    def get(self, path: str) -> OpenArray | None:
+        """The array open at store path `path`, if any (no lock: a dict lookup is atomic)."""
+        return self._arrays.get(path)
+
+    def _open_array(self, node: Node) -> OpenArray:
+        """The array's shared view; made anew, with no cached chunk, when its node changed or
+        (on a remote store, which other machines write) a stored value is newer than it."""
+        opened = self._arrays.get(node.path)
+        if opened is None or ((opened.node is not node or self._written_elsewhere(opened))
+                              and not opened.raw.array.dirty and not opened.handles):
+            array = open_array(self.store, node.path, node.meta, self.cache)
+            version = self.usage.of(node.path).version if getattr(self.store, "remote", False) else 0
+            opened = OpenArray(RawFile(array, writable=not self.read_only), node, stored_version=version)
+            self._arrays[node.path] = opened
+        return opened
+
+    def _written_elsewhere(self, opened: OpenArray) -> bool:
+        return getattr(self.store, "remote", False) and self.usage.of(opened.node.path).version != opened.stored_version
+
+    def retire(self, path: str, keep: bool, wait: float) -> None:
+        """Arrays open at or below store path `path` stop serving (their handles get ESTALE from
+        now on); a write-back in progress finishes first, so nothing is written under `path`
+        after it moves or goes. What was written is stored first when the node is moved, not
+        when it is deleted. On failure, or when a write-back outlasts `wait` seconds (EBUSY), every
+        array serves again and the change is refused."""
+        retired = []
+        try:
+            for p, opened in list(self._arrays.items()):
+                if p == path or p.startswith(path + "/"):
+                    with self._lock:
+                        opened.retired = True
+                        self._arrays.pop(p, None)
+                    retired.append((p, opened))
+                    _settle(opened, keep, wait)
+        except BaseException:
+            with self._lock:
+                for p, opened in retired:
+                    opened.retired = False
+                    self._arrays.setdefault(p, opened)
+            raise
+        for p, _ in retired:
+            self.usage.forget(p)
+
+    # write-back
+
+    def start(self) -> None:
+        """Start the flusher thread (after the daemon forked: see init_with_config)."""
+        self._flusher_thread = threading.Thread(target=self._flusher, name="flusher", daemon=True)
+        self._flusher_thread.start()
+
+    def stop(self) -> None:
+        """Stop the flusher and store every write (at unmount)."""
+        self._stop.set()
+        self._wake_flusher.set()
+        if self._flusher_thread is not None:
+            self._flusher_thread.join()  # it may be mid-flush or mid-log: let it finish
+        self._final_write_back()
+
+    def wake(self) -> None:
+        """Start a write-back now, while writing goes on (early write-back)."""
+        self._wake_flusher.set()
+
     def _final_write_back(self) -> None:
         """Store every write, retrying a few times; what still cannot be stored is saved as
         recovery data (see recovery.py), and the daemon will exit non-zero."""
@@ -29,9 +146,9 @@ class WriteBackMethods:
         for opened in failed:
             self._save_unstored(opened)
 
-    def _save_unstored(self, opened: "OpenArray") -> None:
+    def _save_unstored(self, opened: OpenArray) -> None:
         name = opened.node.path or "/"
-        places = [self.options.recovery_dir, os.path.join(tempfile.gettempdir(), "zarrfs-recovery")]
+        places = [self.recovery_dir, os.path.join(tempfile.gettempdir(), "zarrfs-recovery")]
         try:
             saved = recovery.save(places, self.store.root, opened.node.path, opened.node.meta.document,
                                   opened.raw.array.unstored())
@@ -49,9 +166,9 @@ class WriteBackMethods:
         chunks a write-back frees are written into again instead of new memory."""
         last_full = time.monotonic()
         while not self._stop.is_set():
-            early = self._wake_flusher.wait(self.options.flush_interval)
+            early = self._wake_flusher.wait(self.flush_interval)
             self._wake_flusher.clear()
-            whole_only = early and time.monotonic() - last_full < self.options.flush_interval
+            whole_only = early and time.monotonic() - last_full < self.flush_interval
             self.flush_all(whole_only)
             if not whole_only:
                 last_full = time.monotonic()
@@ -60,9 +177,9 @@ class WriteBackMethods:
         for opened in list(self._arrays.values()):
             self._write_back(opened, whole_only)
 
-    def _write_back(self, opened: "OpenArray", whole_only: bool) -> None:
+    def _write_back(self, opened: OpenArray, whole_only: bool) -> None:
         """One array's write-back; a failure is kept for the next fsync/close and logged once."""
-        if opened.retired:  # deleted or moved through the mount (shaping.py)
+        if opened.retired:  # deleted or moved through the mount (hierarchy_edits.py)
             return
         name = opened.node.path or "/"
         try:
@@ -81,7 +198,8 @@ class WriteBackMethods:
                 log.warning("write-back of %s succeeds again", name)
                 opened.failing = ""
 
-    def _flush(self, opened: "OpenArray") -> None:
+    def flush(self, opened: OpenArray) -> None:
+        """A request's own write-back (fsync, close): raises the error a background one kept."""
         if opened.retired:
             return
         error, opened.error = opened.error, None
@@ -91,3 +209,16 @@ class WriteBackMethods:
             opened.raw.flush()
         finally:
             self.usage.forget(opened.node.path)
+
+
+def _settle(opened: OpenArray, keep: bool, wait: float) -> None:
+    """Wait, within a bound, for the write-back in progress; then store what is written
+    if the node is kept. (No new write-back starts: the array is retired.)"""
+    lock = opened.raw.array.shared.flush_lock
+    if not lock.acquire(timeout=wait):
+        name = opened.raw.array.shared.name
+        raise RefusedError(f"array {name!r}: a write-back to the store is still in progress after {wait:g} s: "
+                           f"the array is left as it was; try again", errno.EBUSY)
+    lock.release()
+    if keep:
+        opened.raw.flush()

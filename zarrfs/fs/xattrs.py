@@ -1,5 +1,6 @@
 """Extended attributes: what an array is, for `getfattr`, GIO and scripts; user.zarr.attr.KEY
-sets and removes one attribute of the node (shaping.py).
+sets and removes one attribute of the node (edits/hierarchy_edits.py; the FUSE adapter checks
+the name here first).
 
     user.zarr.shape, user.zarr.dtype, user.zarr.dimension_names, user.zarr.chunk_shape,
     user.zarr.codecs, user.zarr.attributes   JSON, on every file of an array
@@ -17,8 +18,9 @@ which the kernel remembers: it asks no more and answers ENOTSUP itself.
 import errno
 import json
 
-from zarrfs.fuse.errno_boundary import errno_boundary, fail
-from zarrfs.fs.hierarchy import DATA, DESCRIBED, DIR, DOCUMENT, HEADER, PREVIEW, SIDECAR, TEXT, Entry, described
+from zarrfs.errors import RoutineError
+from zarrfs.fs.hierarchy import (DATA, DESCRIBED, DIR, DOCUMENT, HEADER, PREVIEW, SIDECAR, TEXT, Entry, Hierarchy,
+                                 described)
 from zarrfs.format.v3 import ArrayMetadata
 
 OCTETS, JSON, TEXT_PLAIN = "application/octet-stream", "application/json", "text/plain"
@@ -76,36 +78,36 @@ def extended_attributes(entry: Entry) -> dict[str, bytes]:
 
 
 class ExtendedAttributes:
-    """The extended-attribute methods of Operations (which gives _entry, shaping and options)."""
+    """What listxattr and getxattr answer for a path, and which names setxattr may be asked
+    for; knows nothing of FUSE: each refusal is a RoutineError carrying its errno."""
 
-    def _supported(self, name: str | None = None) -> None:
-        if not self.options.xattrs:
-            fail(errno.ENOSYS)
+    def __init__(self, hierarchy: Hierarchy, enabled: bool, is_draft=lambda path: False):
+        self.hierarchy = hierarchy
+        self.enabled = enabled
+        self.is_draft = is_draft  # a file being written (drafts.py) has none
+
+    def check(self, name: str | None = None) -> None:
+        """ENOSYS when attributes are off (-o noxattr), ENOTSUP for a name outside user.*."""
+        if not self.enabled:
+            raise RoutineError("extended attributes are off", errno.ENOSYS)
         if name is not None and not name.startswith("user."):
-            fail(errno.ENOTSUP)
+            raise RoutineError(f"{name}: only user.* attributes exist here", errno.ENOTSUP)
 
-    @errno_boundary
-    def listxattr(self, path):
-        self._supported()
-        return [] if self.shaping.draft_at(path) else names(self._entry(path))
+    def list(self, path: str) -> list[str]:
+        self.check()
+        return [] if self.is_draft(path) else names(self._entry(path))
 
-    @errno_boundary
-    def getxattr(self, path, name, position=0):
-        self._supported(name)
-        if self.shaping.draft_at(path):
-            fail(errno.ENODATA)
+    def get(self, path: str, name: str) -> bytes:
+        self.check(name)
+        if self.is_draft(path):
+            raise RoutineError(f"{path}: no attribute {name}", errno.ENODATA)
         value = extended_attributes(self._entry(path)).get(name)
-        return value if value is not None else fail(errno.ENODATA)
+        if value is None:
+            raise RoutineError(f"{path}: no attribute {name}", errno.ENODATA)
+        return value
 
-    @errno_boundary
-    def setxattr(self, path, name, value, options, position=0):
-        """user.zarr.attr.KEY sets one of the node's attributes (shaping.py)."""
-        self._supported(name)
-        self.shaping.setxattr(path, name, value, options)
-        return 0
-
-    @errno_boundary
-    def removexattr(self, path, name):
-        self._supported(name)
-        self.shaping.removexattr(path, name)
-        return 0
+    def _entry(self, path: str) -> Entry:
+        entry = self.hierarchy.lookup(path)
+        if entry is None:
+            raise RoutineError(f"{path}: no such file", errno.ENOENT)
+        return entry

@@ -6,7 +6,7 @@ import logging
 
 from zarrfs.fuse.libfuse import mfusepy
 
-from zarrfs.errors import CorruptChunkError, ZarrfsError
+from zarrfs.errors import CorruptChunkError, RoutineError, ZarrfsError
 
 log = logging.getLogger(__name__)
 
@@ -20,6 +20,8 @@ def errno_boundary(method):
             return method(self, *args)
         except mfusepy.FuseOSError:
             raise
+        except RoutineError as e:  # an expected answer (no such attribute...): nothing to log
+            raise mfusepy.FuseOSError(e.errno) from None
         except ZarrfsError as e:
             level = logging.ERROR if isinstance(e, CorruptChunkError) or e.errno == errno.EIO else logging.WARNING
             log.log(level, "%s: %s", method.__name__, e)

@@ -17,21 +17,20 @@ import numpy as np
 from zarrfs.engine import holes
 from zarrfs.engine import recovery
 from zarrfs.fuse import replies
-from zarrfs.engine.array import open_array
 from zarrfs.fuse.errno_boundary import errno_boundary, fail
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.fuse.page_invalidation import Siblings
 from zarrfs.errors import ZarrfsError
 from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, PREVIEW, SIDECAR, TEXT, Entry, Hierarchy, Node, read_only_view
+from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, PREVIEW, SIDECAR, TEXT, Entry, Hierarchy, Node
+from zarrfs.fs.open_arrays import OpenArray, OpenArrays
+from zarrfs.fs.xattrs import ExtendedAttributes
 from zarrfs.views.prefixed_file import PrefixedFile
 from zarrfs.engine.flat_file import RawFile
 from zarrfs.edits.hierarchy_edits import Shaping
 from zarrfs.views.text import Texts
 from zarrfs.stores.source_url import RemoteOptions, open_store
 from zarrfs.fs.stored_usage import LIFETIME, Usage
-from zarrfs.fuse.xattrs import ExtendedAttributes
-from zarrfs.fuse.hierarchy_edit_methods import ShapingMethods
-from zarrfs.fuse.write_back_methods import WriteBackMethods
 from zarrfs.fuse.libfuse import mfusepy
 from zarrfs.views import DEFAULT_VIEWS, preview
 from zarrfs.fs.inodes import entry_key, inode_number
@@ -43,20 +42,6 @@ REMOTE_FETCHERS = 16  # chunks fetched ahead at once from an object store (the G
 TIMEOUT = 30.0  # seconds the kernel may keep attributes and entries
 EARLY_WRITE_BACK = 16 << 20  # dirty bytes of an array that start its write-back while writing goes on
 FUSE_CAP_READDIRPLUS_AUTO = 1 << 14
-
-
-@dataclass
-class OpenArray:
-    """One array's flat view, shared by every handle open on it."""
-
-    raw: RawFile
-    node: Node
-    handles: int = 0
-    mtime: float = 0.0  # of the last write through the mount
-    error: ZarrfsError | None = None  # a background flush failure, reported at the next fsync/close
-    failing: str = ""  # the last write-back failure, until one succeeds
-    stored_version: int = 0  # on a remote store: its stored values' fingerprint when opened
-    retired: bool = False  # the array was deleted or moved through the mount: its handles are stale
 
 
 @dataclass
@@ -88,7 +73,7 @@ class Options:
     xattrs: bool = True  # user.zarr.* and user.mime_type; off: none, and the kernel stops asking
 
 
-class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.Operations):
+class Operations(mfusepy.Operations):
     use_ns = True
 
     def __init__(self, source: str, options: Options):
@@ -100,19 +85,19 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
         ttl = self.store.capabilities.metadata_ttl  # None: nobody else writes, trust for LIFETIME
         self.usage = Usage(self.store, LIFETIME if ttl is None else ttl)  # mtimes, stored sizes
         self.texts = Texts(options.cache_bytes // 4)  # rendered NAME.txt files, within the cache's bound
-        self._arrays: dict[str, OpenArray] = {}
+        self.arrays = OpenArrays(self.store, self.cache, self.usage, options.read_only, options.flush_interval,
+                                 options.recovery_dir)  # arrays open through the mount, and their write-back
         self.siblings = Siblings()
         self._listed: dict[str, tuple[dict, list]] = {}  # path -> (listing, its entries as a list)
         self.writes = 0
         self._handles: dict[int, Handle] = {}
         self._next_fh = 1
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # of the handle table
         self.on_ready = self.on_stop = None  # callbacks: the mount is live / is going away
-        self._stop = threading.Event()
-        self._wake_flusher = threading.Event()
-        self._flusher_thread: threading.Thread | None = None
-        self.unstored: list[str] = []  # arrays whose written data could not be stored at shutdown
+        self.unstored = self.arrays.unstored  # arrays whose written data could not be stored at shutdown
         self.shaping = Shaping(self)  # mkdir, create, unlink, rename, attribute edits
+        self.xattrs = ExtendedAttributes(self.hierarchy, options.xattrs, lambda path: self.shaping.draft_at(path)
+                                         is not None)
         if not options.read_only:
             removed = self.store.remove_temporaries()
             if removed:
@@ -146,18 +131,13 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
                 config.attr_timeout = config.entry_timeout = min(TIMEOUT, ttl)
             else:
                 config.kernel_cache = 1  # only this daemon changes the data, and writes go through the cache
-        self._flusher_thread = threading.Thread(target=self._flusher, name="flusher", daemon=True)
-        self._flusher_thread.start()
+        self.arrays.start()
         self.siblings.start()
         if self.on_ready:
             self.on_ready()
 
     def destroy(self, path):
-        self._stop.set()
-        self._wake_flusher.set()
-        if self._flusher_thread is not None:
-            self._flusher_thread.join()  # it may be mid-flush or mid-log: let it finish
-        self._final_write_back()
+        self.arrays.stop()  # the flusher ends, then every write is stored
         if self.on_stop:
             self.on_stop()
 
@@ -209,14 +189,14 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
         return mtime, -(-(stored.nbytes + len(self.hierarchy.prefix(entry))) // 512)
 
     def _unstored(self, node: Node) -> bool:
-        opened = self._arrays.get(node.path)
+        opened = self.arrays.get(node.path)
         return opened is not None and opened.raw.array.dirty
 
     def _data_size(self, entry: Entry) -> int:
         return 0 if entry.node.meta is None else entry.node.meta.nbytes + len(self.hierarchy.prefix(entry))
 
     def _last_write(self, node: Node) -> float:
-        opened = self._arrays.get(node.path)
+        opened = self.arrays.get(node.path)
         return opened.mtime if opened else 0.0
 
     @errno_boundary
@@ -274,9 +254,7 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
             return self._add_handle(Handle(entry, content=self.hierarchy.content(entry)))
         if entry.node.error is not None:  # logged once, when the node was read
             fail(entry.node.error.errno)
-        with self._lock:
-            opened = self._open_array(entry.node)
-            opened.handles += 1
+        opened = self.arrays.open(entry.node)
         prefix = self.hierarchy.prefix(entry)
         file = PrefixedFile(opened.raw, prefix, path) if prefix else opened.raw
         self.siblings.opened(path)
@@ -296,26 +274,10 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
         """NAME.png, rendered from the array sampled (written data included) once per version."""
         path, the_plan = self.hierarchy.previews.of(entry.node)
         source = entry.node if path == entry.node.path else self.hierarchy.node(path)
-        with self._lock:
-            opened = self._open_array(source)
+        opened = self.arrays.open(source, hold=False)
         version = (source, self.usage.of(path).mtime_ns, opened.mtime)
         return self.previews.get(path, version, lambda: preview.image(preview.sample(opened.raw.array, the_plan),
                                                                       the_plan))
-
-    def _open_array(self, node: Node) -> OpenArray:
-        """The array's shared view; made anew, with no cached chunk, when its node changed or
-        (on a remote store, which other machines write) a stored value is newer than it."""
-        opened = self._arrays.get(node.path)
-        if opened is None or ((opened.node is not node or self._written_elsewhere(opened))
-                              and not opened.raw.array.dirty and not opened.handles):
-            array = open_array(self.store, node.path, node.meta, self.cache)
-            version = self.usage.of(node.path).version if self.store.capabilities.remote else 0
-            opened = OpenArray(RawFile(array, writable=not self.options.read_only), node, stored_version=version)
-            self._arrays[node.path] = opened
-        return opened
-
-    def _written_elsewhere(self, opened: OpenArray) -> bool:
-        return self.store.capabilities.remote and self.usage.of(opened.node.path).version != opened.stored_version
 
     def _add_handle(self, handle: Handle) -> int:
         with self._lock:
@@ -418,9 +380,9 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
         self.writes += 1  # attributes listed before are stale (see binding.ZarrFUSE)
         dirty = handle.array.raw.array.shared.dirty_nbytes
         if dirty > self.options.dirty_limit:  # the writer waits: memory stays bounded
-            self._flush(handle.array)
+            self.arrays.flush(handle.array)
         elif dirty > min(self.options.dirty_limit // 4, EARLY_WRITE_BACK):  # encoding starts while the writer goes on
-            self._wake_flusher.set()
+            self.arrays.wake()
         return written
 
     @errno_boundary
@@ -449,7 +411,7 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
         if handle.draft is not None:
             self.shaping.closed(handle.draft)
         if handle.wrote:
-            self._flush(handle.array)
+            self.arrays.flush(handle.array)
             handle.wrote = False
         return 0
 
@@ -457,19 +419,19 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
     def fsync(self, path, datasync, fh):
         handle = self._handle(fh)
         if handle.array is not None and handle.writable:
-            self._flush(handle.array)
+            self.arrays.flush(handle.array)
         return 0
 
     @errno_boundary
     def release(self, path, fh):
         with self._lock:
             handle = self._handles.pop(fh, None)
-            if handle is not None and handle.array is not None:
-                handle.array.handles -= 1
+        if handle is not None and handle.array is not None:
+            self.arrays.close(handle.array)
         if handle is not None and handle.draft is not None:
             self.shaping.release(handle.draft)
         if handle is not None and handle.wrote:  # mmap write-back that came after close()
-            self._flush(handle.array)
+            self.arrays.flush(handle.array)
         return 0
 
     @errno_boundary
@@ -498,6 +460,70 @@ class Operations(WriteBackMethods, ShapingMethods, ExtendedAttributes, mfusepy.O
         log.warning("%s: refused a write: this view's header points into the data, so it is read-only; write "
                     "NAME.bin or NAME.npy instead", path)
         fail(errno.EPERM)
+
+    # hierarchy edits: done by hierarchy_edits.Shaping
+
+    @errno_boundary
+    def mkdir(self, path, mode):
+        self.shaping.mkdir(path)
+        return 0
+
+    @errno_boundary
+    def rmdir(self, path):
+        self._writable()
+        self.shaping.rmdir(path)
+        return 0
+
+    @errno_boundary
+    def unlink(self, path):
+        self._writable()
+        self.shaping.unlink(path)
+        return 0
+
+    @errno_boundary
+    def rename(self, old, new, flags=0):
+        self._writable()
+        self.shaping.rename(old, new, flags)
+        return 0
+
+    @errno_boundary
+    def create(self, path, mode, flags=0):
+        return self._open_draft(self.shaping.create(path, flags))
+
+    @errno_boundary
+    def chmod(self, path, mode):  # accepted on files being written (editors copy modes), refused elsewhere
+        return 0 if self.shaping.draft_at(path) is not None else self._refuse()
+
+    @errno_boundary
+    def chown(self, path, uid, gid):
+        return 0 if self.shaping.draft_at(path) is not None else self._refuse()
+
+    def _writable(self):
+        if self.options.read_only:
+            fail(errno.EROFS)
+
+    # extended attributes: read by fs/xattrs.py, edited by hierarchy_edits.Shaping
+
+    @errno_boundary
+    def listxattr(self, path):
+        return self.xattrs.list(path)
+
+    @errno_boundary
+    def getxattr(self, path, name, position=0):
+        return self.xattrs.get(path, name)
+
+    @errno_boundary
+    def setxattr(self, path, name, value, options, position=0):
+        """user.zarr.attr.KEY sets one of the node's attributes (hierarchy_edits.py)."""
+        self.xattrs.check(name)
+        self.shaping.setxattr(path, name, value, options)
+        return 0
+
+    @errno_boundary
+    def removexattr(self, path, name):
+        self.xattrs.check(name)
+        self.shaping.removexattr(path, name)
+        return 0
 
     def _open_draft(self, draft) -> int:
         return self._add_handle(Handle(None, draft=draft, writable=True))
