@@ -82,13 +82,13 @@ class OpenArrays:
         if opened is None or ((opened.node is not node or self._written_elsewhere(opened))
                               and not opened.raw.array.dirty and not opened.handles):
             array = open_array(self.store, node.path, node.meta, self.cache)
-            version = self.usage.of(node.path).version if getattr(self.store, "remote", False) else 0
+            version = self.usage.of(node.path).version if self.store.capabilities.remote else 0
             opened = OpenArray(RawFile(array, writable=not self.read_only), node, stored_version=version)
             self._arrays[node.path] = opened
         return opened
 
     def _written_elsewhere(self, opened: OpenArray) -> bool:
-        return getattr(self.store, "remote", False) and self.usage.of(opened.node.path).version != opened.stored_version
+        return self.store.capabilities.remote and self.usage.of(opened.node.path).version != opened.stored_version
 
     def retire(self, path: str, keep: bool, wait: float) -> None:
         """Arrays open at or below store path `path` stop serving (their handles get ESTALE from

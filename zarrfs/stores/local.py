@@ -7,7 +7,7 @@ import os
 from typing import NamedTuple
 
 from zarrfs.stores import local_nodes as localtree
-from zarrfs.stores.local_nodes import TEMP_PREFIX, NodeDirectories
+from zarrfs.stores.local_nodes import TEMP_PREFIX, LocalNodes
 from zarrfs.stores.contained import Beneath, key_parts
 from zarrfs.byte_ranges import ByteRange, Range, Suffix
 from zarrfs.errors import StoreError
@@ -28,7 +28,7 @@ class Staged(NamedTuple):
     temporary: str | None
 
 
-class LocalStore(NodeDirectories):
+class LocalStore:
     """A Zarr store in a local directory. Keys are '/'-separated paths below `root`, and nothing
     outside `root` is ever listed, read, written or created (see beneath.py); with
     `follow_symlinks` (a trusted store that shares chunks), symlinks out of it are read through,
@@ -44,6 +44,24 @@ class LocalStore(NodeDirectories):
         except OSError as e:
             raise StoreError(f"{self.root}: {e.strerror}", e.errno) from None
         self.hold_replaced = worth_holding(self.root)  # releases.py
+        self.nodes = LocalNodes(self.beneath, self.set_many, self.check_writable)  # whole nodes: local_nodes.py
+
+    # whole nodes (see local_nodes.py for how each is one rename)
+
+    def begin_node(self, path: str) -> str:
+        return self.nodes.begin_node(path)
+
+    def commit_node(self, staging: str, path: str, documents: dict[str, bytes]) -> None:
+        self.nodes.commit_node(staging, path, documents)
+
+    def abort_node(self, staging: str) -> None:
+        self.nodes.abort_node(staging)
+
+    def delete_node(self, path: str) -> None:
+        self.nodes.delete_node(path)
+
+    def move_node(self, src: str, dst: str) -> None:
+        self.nodes.move_node(src, dst)
 
     def path(self, key: str) -> str:
         """The key's path, for messages and tests only: every access goes through `beneath`."""
@@ -116,7 +134,7 @@ class LocalStore(NodeDirectories):
     def stage(self, key: str, data) -> "Staged":
         """Write a new value (None: a deletion) to a durable temporary file beside the old one.
         Readers still see the old value until publish(); stage() may run on several threads."""
-        self._check_writable(key)
+        self.check_writable(key)
         key_parts(key)
         if data is None:
             return Staged(key, None)
@@ -301,7 +319,7 @@ class LocalStore(NodeDirectories):
                 os.close(fd)
         return removed
 
-    def _check_writable(self, key: str) -> None:
+    def check_writable(self, key: str) -> None:
         if self.read_only:
             raise StoreError(f"cannot write {key!r}: the store is read-only", errno.EROFS)
 

@@ -105,17 +105,21 @@ def remove_tree(parent: int, name: str) -> None:
         shutil.rmtree(name, dir_fd=parent)
 
 
-class NodeDirectories:
-    """The node interface of a local store (LocalStore gives beneath, set_many, _check_writable).
-    Every store implements these five; `set` is the atomic replacement of one document."""
+class LocalNodes:
+    """The node interface of a local store, which LocalStore delegates to. Every store
+    implements these five; `set_many` is the atomic replacement of documents."""
 
+    def __init__(self, beneath: Beneath, set_many, check_writable):
+        self.beneath = beneath  # every descriptor opened beneath the store's root
+        self.set_many = set_many  # LocalStore.set_many: documents written atomically, synced
+        self.check_writable = check_writable  # StoreError(EROFS) on a read-only store
 
     def begin_node(self, path: str) -> str:
         """The store path under which a new node meant for `path` is written (chunks through
         stage/publish) before it exists: nothing below it is listed, or seen at `path`, until
         commit_node. Local: a temporary directory beside `path`; an interrupted creation leaves
         only that, and remove_temporaries removes it at the next mount."""
-        self._check_writable(path)
+        self.check_writable(path)
         staging = "/".join(filter(None, [split(path)[0], temporary_name(TEMP_PREFIX, "node")]))
         try:
             make_directory(self.beneath, staging)
@@ -144,7 +148,7 @@ class NodeDirectories:
         check that a group is empty). The node vanishes in one step, before its chunks go; a
         deletion cut short is finished by remove_temporaries at the next mount. Local: the
         directory is renamed to a temporary beside it (atomic), then removed."""
-        self._check_writable(path)
+        self.check_writable(path)
         if not path:
             raise StoreError("the root cannot be deleted", errno.EPERM)
         doomed = "/".join(filter(None, [split(path)[0], temporary_name(TEMP_PREFIX, "deleted")]))
@@ -158,7 +162,7 @@ class NodeDirectories:
         """Move the node at `src`, with every key below it, to `dst` (in another group too).
         StoreError(EEXIST) when anything exists at `dst`, ENOENT when `src` does not.
         Local: one rename(RENAME_NOREPLACE) of the directory: atomic."""
-        self._check_writable(dst)
+        self.check_writable(dst)
         try:
             move(self.beneath, src, dst)
         except OSError as e:

@@ -35,28 +35,28 @@ STALE = 3600.0  # seconds untouched before a leftover is taken for an interrupte
 
 
 def begin_node(store, path: str) -> str:
-    store._check_writable(path)
+    store.check_writable(path)
     parent = path.rpartition("/")[0]
     return "/".join(filter(None, [parent, f"{TEMP_PREFIX}node-{uuid.uuid4().hex[:12]}"]))
 
 
 def commit_node(store, staging: str, path: str, documents: dict[str, bytes]) -> None:
-    store._check_writable(path)
+    store.check_writable(path)
     if _keys(store, path):
         raise StoreError(f"cannot create {path!r}: something is stored there already", errno.EEXIST)
     _copy(store, {f"{staging}/{key}": f"{path}/{key}" for key in _keys(store, staging)})
     _put_documents(store, path, documents)
     _delete(store, [f"{staging}/{key}" for key in _keys(store, staging)])
-    store._forget_prefix(path)
+    store.forget_prefix(path)
 
 
 def abort_node(store, staging: str) -> None:
     _delete(store, [f"{staging}/{key}" for key in _keys(store, staging)])
-    store._forget_prefix(staging)
+    store.forget_prefix(staging)
 
 
 def delete_node(store, path: str) -> None:
-    store._check_writable(path)
+    store.check_writable(path)
     if not path:
         raise StoreError("the root cannot be deleted", errno.EPERM)
     keys = _keys(store, path)
@@ -70,7 +70,7 @@ def delete_node(store, path: str) -> None:
     _delete(store, [f"{path}/{key}" for key in documents])  # the node vanishes here
     _delete(store, [f"{path}/{key}" for key in keys if key not in DOCUMENT_NAMES and key != TOMBSTONE])
     _delete(store, [f"{path}/{TOMBSTONE}"])
-    store._forget_prefix(path)
+    store.forget_prefix(path)
 
 
 def clean_leftovers(store, stale: float = STALE) -> int:
@@ -97,13 +97,13 @@ def clean_leftovers(store, stale: float = STALE) -> int:
         if not any(key in DOCUMENT_NAMES for key in keys):  # the node had vanished: finish the deletion
             _delete(store, [f"{root}/{key}" for key in keys if key != TOMBSTONE])
         _delete(store, [f"{root}/{TOMBSTONE}"])
-        store._forget_prefix(root)
+        store.forget_prefix(root)
         removed += 1
     return removed
 
 
 def move_node(store, src: str, dst: str) -> None:
-    store._check_writable(dst)
+    store.check_writable(dst)
     keys = _keys(store, src)
     if not keys:
         raise StoreError(f"cannot move {src!r}: no such node", errno.ENOENT)
@@ -114,8 +114,8 @@ def move_node(store, src: str, dst: str) -> None:
     _put_documents(store, dst, {key: _fresh(store, f"{src}/{key}") for key in own})
     _delete(store, [f"{src}/{key}" for key in own])
     _delete(store, [f"{src}/{key}" for key in keys if key not in own])
-    store._forget_prefix(src)
-    store._forget_prefix(dst)
+    store.forget_prefix(src)
+    store.forget_prefix(dst)
 
 
 def _keys(store, prefix: str) -> list[str]:

@@ -262,7 +262,7 @@ class ObjectStore:
 
     def stage(self, key: str, data) -> Staged:
         """Hold a new value (None: a deletion) for publish(); nothing is sent yet."""
-        self._check_writable(key)
+        self.check_writable(key)
         _parts(key)
         return Staged(key, None if data is None else bytes(memoryview(data).cast("B")))
 
@@ -340,7 +340,7 @@ class ObjectStore:
     def move_node(self, src: str, dst: str) -> None:
         objecttree.move_node(self, src, dst)
 
-    def _forget_prefix(self, prefix: str) -> None:
+    def forget_prefix(self, prefix: str) -> None:
         """Everything remembered of keys below `prefix`, and of its parent's listing."""
         below = f"{prefix}/"
         with self._lock:
@@ -367,7 +367,7 @@ class ObjectStore:
             if removed:
                 log.warning("%s: removed %d leftovers of interrupted creations and deletions", self.root, removed)
 
-    def _check_writable(self, key: str) -> None:
+    def check_writable(self, key: str) -> None:
         _parts(key)  # a node made, moved or deleted through the mount is checked here first
         if self.read_only:
             raise StoreError(f"cannot write {key!r}: the store is read-only", errno.EROFS)
