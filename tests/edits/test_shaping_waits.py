@@ -13,7 +13,7 @@ import pytest
 from helpers import Worker
 from test_shaping import make_store
 from zarrfs.edits import hierarchy_edits as shaping
-from zarrfs.engine.array import Array
+from zarrfs.engine.writeback import WriteBack
 from zarrfs.fuse.libfuse import mfusepy
 from zarrfs.fuse.operations import Operations, Options
 
@@ -28,14 +28,14 @@ def test_a_write_back_that_outlasts_its_bound_refuses_rm_and_mv_and_loses_nothin
     root = make_store(tmp_path / "s.zarr")
     ops = Operations(str(root), Options(recovery_dir=str(tmp_path / "recovery")))  # not the machine's
     encoding, go_on = threading.Event(), threading.Event()
-    original = Array._encode
+    original = WriteBack._encode
 
-    def held_encode(array, coords, chunk):
+    def held_encode(write_back, coords, chunk):
         encoding.set()
         go_on.wait(10)  # bounded, so that code which waits for ever fails here instead of hanging
-        return original(array, coords, chunk)
+        return original(write_back, coords, chunk)
 
-    monkeypatch.setattr(Array, "_encode", held_encode)
+    monkeypatch.setattr(WriteBack, "_encode", held_encode)
     monkeypatch.setattr(shaping, "FLUSH_WAIT", 0.05)
     fh = ops.open("/a.bin", os.O_RDWR)
     ops.write("/a.bin", np.array([7, 8], "<i4").tobytes(), 0, fh)

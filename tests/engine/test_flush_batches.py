@@ -9,6 +9,7 @@ import pytest
 from helpers import CountingStore, array_doc, open_raw_file, sharding, write_doc
 from zarrfs.stores.contract import Capabilities
 from zarrfs.engine.array import Array
+from zarrfs.engine.writeback import WriteBack
 from zarrfs.errors import ConflictError, StoreError
 from zarrfs.stores.local import TEMP_PREFIX, LocalStore
 
@@ -27,14 +28,14 @@ class Paused:
     def __init__(self, monkeypatch):
         self.encoding = threading.Event()
         self.release = threading.Event()
-        original = Array._encode
+        original = WriteBack._encode
 
-        def encode(array, coords, chunk):
+        def encode(write_back, coords, chunk):
             self.encoding.set()
             assert self.release.wait(10)
-            return original(array, coords, chunk)
+            return original(write_back, coords, chunk)
 
-        monkeypatch.setattr(Array, "_encode", encode)
+        monkeypatch.setattr(WriteBack, "_encode", encode)
 
     def flush_in_background(self, raw) -> threading.Thread:
         self.errors = []

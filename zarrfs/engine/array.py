@@ -3,7 +3,7 @@
 A sharded array (codecs = [sharding_indexed]) sees each shard as an Array of its own over
 ShardChunks, so nested sharding needs no special code. Dirty chunks are kept decoded, pinned
 outside the cache, until flush() encodes them and commits every touched shard once: the
-write-back, in writeback.py.
+write-back, a component (array.write_back, writeback.py).
 """
 
 import functools
@@ -27,6 +27,8 @@ from zarrfs.engine.chunk_sources import ChunkSource, ShardChunks, StoreChunks
 from zarrfs.stores.contract import Capabilities, Store
 from zarrfs.engine.writeback import WriteBack
 from zarrfs.engine.written_masks import WrittenMasks
+from zarrfs.byte_ranges import ByteRange, Range
+from zarrfs.stores.local import LocalStore, Staged
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,7 @@ class Shared:
     dirty_nbytes: int = 0  # decoded bytes pinned by dirty chunks and by the flush in progress
 
 
-class Array(WriteBack):
+class Array:
     def __init__(self, shape, chunk_shape, chain: CodecChain, source: ChunkSource, shared: Shared, cache_key: tuple):
         self.shape = tuple(shape)
         self.chunk_shape = tuple(chunk_shape)
@@ -56,15 +58,8 @@ class Array(WriteBack):
         self.shared = shared
         self.cache_key = cache_key
         self.sharding = chain.sharding
-        self._dirty: dict[tuple, np.ndarray] = {}
-        self._flushing: dict[tuple, np.ndarray] = {}  # the batch a flush is encoding: read-only
         self._shards: OrderedDict[tuple, Array] = OrderedDict()
-        self._dirty_shards: set[tuple] = set()
-        self._flushing_shards: set[tuple] = set()
-        self._written_whole: set[tuple] = set()  # dirty chunks that no stored data went into
-        # remote stores, which other machines write too: the elements written here (written.py)
-        self._written = WrittenMasks(self.spec.shape) if source.capabilities.remote else None
-        self._unmerged: set[str] = set()  # keys that met another writer and are not merged with it yet
+        self.write_back = WriteBack(self)  # the chunks written and not yet stored, and their flush
         # a store where each request is a round trip: a read's chunks are fetched together (batchread.py)
         self._batched = not self.sharding and source.capabilities.batched_reads
 
@@ -79,6 +74,21 @@ class Array(WriteBack):
     @property
     def dtype(self) -> np.dtype:
         return self.spec.data_type.numpy
+
+    # the write-back (writeback.py)
+
+    def flush(self, whole_only: bool = False) -> None:
+        """Store every written chunk (see WriteBack.flush)."""
+        self.write_back.flush(whole_only)
+
+    @property
+    def dirty(self) -> bool:
+        """Some write is not committed yet (or is being committed)."""
+        return self.write_back.dirty
+
+    def unstored(self):
+        """(box, values) of every chunk written and not stored (see WriteBack.unstored)."""
+        return self.write_back.unstored()
 
     # reads
 
@@ -100,7 +110,7 @@ class Array(WriteBack):
         for part in chunk_parts(box, self.chunk_shape, self.shape):
             target = out[(*part.out_box, ...)]  # a view, even for 0-d arrays
             if self.sharding:
-                self._shard(part.coords).read_into(part.chunk_box, target, sparse, whole)
+                self.shard_view(part.coords).read_into(part.chunk_box, target, sparse, whole)
             elif part.complete and target.shape == self.spec.shape and target.flags.c_contiguous:
                 self._copy_part(part, target, self._chunk(part.coords, into=target))
             elif sparse:
@@ -230,7 +240,7 @@ class Array(WriteBack):
         if part is None or next(parts, None) is not None:
             return None
         if self.sharding:  # one inner chunk is part of its shard
-            return self._shard(part.coords).whole_chunk(part.chunk_box)
+            return self.shard_view(part.coords).whole_chunk(part.chunk_box)
         return (self, part.coords) if part.complete and box_shape(box) == self.spec.shape else None
 
     def decode_ahead(self, box: Box) -> bool:
@@ -239,7 +249,7 @@ class Array(WriteBack):
         ahead, cache = self.shared.cache.ahead, self.shared.cache
         for part in chunk_parts(box, self.chunk_shape, self.shape):
             if self.sharding:
-                if not self._shard(part.coords).decode_ahead(part.chunk_box):
+                if not self.shard_view(part.coords).decode_ahead(part.chunk_box):
                     return False
                 continue
             key = self.cache_key + (part.coords,)
@@ -262,10 +272,8 @@ class Array(WriteBack):
         return version
 
     def _unflushed(self, coords) -> np.ndarray | None:
-        """The chunk as written but not yet committed. _dirty is looked at first: a flush moves
-        its chunks to _flushing before it empties _dirty, so a lock-free reader sees one."""
-        chunk = self._dirty.get(coords)
-        return self._flushing.get(coords) if chunk is None else chunk
+        """The chunk as written but not yet committed (WriteBack.unflushed)."""
+        return self.write_back.unflushed(coords)
 
     def _decode(self, data, into: np.ndarray | None, wanted: list[int] | None = None) -> np.ndarray | None:
         if data is None:
@@ -275,7 +283,7 @@ class Array(WriteBack):
         self.chain.decode_into(data, into, wanted)
         return into
 
-    def _shard(self, coords) -> "Array":
+    def shard_view(self, coords) -> "Array":
         """The shard's view. Looking up an existing one takes no lock, so reads never wait for a
         flush's encoding; clean views are evicted oldest-created first."""
         view = self._shards.get(coords)
@@ -290,7 +298,7 @@ class Array(WriteBack):
 
     def shard_index(self, coords) -> np.ndarray | None:
         """The stored index of shard `coords`, None when the shard is not stored."""
-        return self._shard(coords).source.index()
+        return self.shard_view(coords).source.index()
 
     def _open_shard(self, coords) -> "Array":
         origin = [c * s for c, s in zip(coords, self.chunk_shape, strict=False)]
@@ -308,7 +316,7 @@ class Array(WriteBack):
 
     def _evict_shard_views(self) -> None:
         for coords in list(self._shards)[: max(0, len(self._shards) - MAX_SHARD_VIEWS)]:
-            if coords not in self._dirty_shards and coords not in self._flushing_shards:
+            if not self.write_back.holds_shard(coords):
                 del self._shards[coords]
 
     # writes
@@ -328,22 +336,21 @@ class Array(WriteBack):
     def _load_partial_chunks(self, box: Box) -> None:
         for part in chunk_parts(box, self.chunk_shape, self.shape):
             if self.sharding:
-                self._shard(part.coords)._load_partial_chunks(part.chunk_box)
+                self.shard_view(part.coords)._load_partial_chunks(part.chunk_box)
             elif not part.complete:
                 self._chunk(part.coords)
 
     def _write(self, box: Box, values: np.ndarray) -> None:
         for part in chunk_parts(box, self.chunk_shape, self.shape):
             if self.sharding:
-                self._shard(part.coords)._write(part.chunk_box, values[(*part.out_box, ...)])
-                self._dirty_shards.add(part.coords)
+                self.shard_view(part.coords)._write(part.chunk_box, values[(*part.out_box, ...)])
+                self.write_back.shard_written(part.coords)
                 continue
-            chunk = self._dirty.get(part.coords)
+            chunk = self.write_back.dirty_chunk(part.coords)
             if chunk is None:
                 chunk = self._make_dirty(part)
             chunk[part.chunk_box] = values[part.out_box]
-            if self._written is not None:
-                self._written.mark(part.coords, part.chunk_box, part.complete)
+            self.write_back.mark_written(part)
 
     def _make_dirty(self, part) -> np.ndarray:
         if part.complete and self._inside(part.coords):
@@ -351,13 +358,8 @@ class Array(WriteBack):
         else:
             old = None if part.complete else self._chunk(part.coords)
             chunk = np.full(self.spec.shape, self.spec.fill_value) if old is None else old.copy()
-        if part.complete:
-            self._written_whole.add(part.coords)
-        else:
-            self._written_whole.discard(part.coords)
         self.shared.cache.pop(self.cache_key + (part.coords,))
-        self._dirty[part.coords] = chunk
-        self.shared.dirty_nbytes += chunk.nbytes
+        self.write_back.add_dirty(part.coords, chunk, part.complete)
         return chunk
 
     def _inside(self, coords) -> bool:

@@ -27,7 +27,7 @@ _local = threading.local()
 
 @contextlib.contextmanager
 def fetched(array, box):
-    """Within this block, array._chunk finds the stored bytes of the box's chunks fetched."""
+    """Within this block, the array's reads find the stored bytes of the box's chunks fetched (take)."""
     wanted = _wanted(array, box)
     if len(wanted) < 2:
         yield
@@ -56,7 +56,7 @@ def take(source, coords):
 def _wanted(array, box) -> list[tuple]:
     cache = array.shared.cache
     return [part.coords for part in chunk_parts(box, array.chunk_shape, array.shape)
-            if array._unflushed(part.coords) is None and not _held(cache, array.cache_key + (part.coords,))]
+            if array.write_back.unflushed(part.coords) is None and not _held(cache, array.cache_key + (part.coords,))]
 
 
 def _held(cache, key) -> bool:

@@ -8,8 +8,10 @@ touched chunk or shard replaced once; a shard is rebuilt from its view's encoded
 object store's conditional PUT finds another writer got there first, the chunks written here
 only in part are merged with the stored ones and the flush is done again.
 
-WriteBack is a mixin of Array (array.py), whose state it uses: _dirty, _flushing, _dirty_shards,
-_flushing_shards, _shards, _written, _written_whole, shared, source, chain, spec.
+WriteBack is a component of Array (array.write_back): it holds the chunks written and not yet
+stored (_dirty, _flushing, the shard views they touch, the written masks) and flushes them; the
+array asks it for unflushed chunks when it reads and hands it the chunks it makes dirty. A
+sharded array's write-back builds each shard from its shard view's own write-back.
 """
 
 import logging
@@ -23,7 +25,7 @@ import numpy as np
 from zarrfs.errors import ConflictError, CorruptChunkError
 from zarrfs.geometry import Box, grid_shape
 from zarrfs.stores.local import Staged
-from zarrfs.engine.written_masks import overlay
+from zarrfs.engine.written_masks import WrittenMasks, overlay
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,60 @@ CONFLICT_RETRIES = 5  # flushes of one batch against writers that keep changing 
 
 class WriteBack:
     """Flush, conflict merge and the unstored chunks of an Array and its shard views."""
+
+    def __init__(self, array):
+        self.array = array
+        # what an array is never changes: taken once, for the encoding and the store
+        self.shared, self.source, self.chain, self.spec = array.shared, array.source, array.chain, array.spec
+        self.shape, self.chunk_shape, self.cache_key = array.shape, array.chunk_shape, array.cache_key
+        self._dirty: dict[tuple, np.ndarray] = {}
+        self._flushing: dict[tuple, np.ndarray] = {}  # the batch a flush is encoding: read-only
+        self._dirty_shards: set[tuple] = set()
+        self._flushing_shards: set[tuple] = set()
+        self._written_whole: set[tuple] = set()  # dirty chunks that no stored data went into
+        # remote stores, which other machines write too: the elements written here (written.py)
+        self._written = WrittenMasks(self.spec.shape) if self.source.capabilities.remote else None
+        self._unmerged: set[str] = set()  # keys that met another writer and are not merged with it yet
+
+    # what the array asks as it reads and writes (under shared.lock when it writes)
+
+    def unflushed(self, coords) -> np.ndarray | None:
+        """The chunk as written but not yet committed. _dirty is looked at first: a flush moves
+        its chunks to _flushing before it empties _dirty, so a lock-free reader sees one."""
+        chunk = self._dirty.get(coords)
+        return self._flushing.get(coords) if chunk is None else chunk
+
+    def dirty_chunk(self, coords) -> np.ndarray | None:
+        """The chunk being written to, not yet taken by a flush."""
+        return self._dirty.get(coords)
+
+    def add_dirty(self, coords, chunk: np.ndarray, complete: bool) -> None:
+        """`chunk` is written to from now on; `complete`: wholly, with no stored data in it."""
+        if complete:
+            self._written_whole.add(coords)
+        else:
+            self._written_whole.discard(coords)
+        self._dirty[coords] = chunk
+        self.shared.dirty_nbytes += chunk.nbytes
+
+    def mark_written(self, part) -> None:
+        """The elements of a ChunkPart were written here (remote stores merge by them)."""
+        if self._written is not None:
+            self._written.mark(part.coords, part.chunk_box, part.complete)
+
+    def shard_written(self, coords) -> None:
+        self._dirty_shards.add(coords)
+
+    def holds_shard(self, coords) -> bool:
+        """Shard `coords` has written chunks not stored yet: its view must be kept."""
+        return coords in self._dirty_shards or coords in self._flushing_shards
+
+    def _view(self, coords) -> "WriteBack":
+        """The write-back of shard `coords`'s view."""
+        return self.array.shard_view(coords).write_back
+
+    def _decoded(self, data) -> np.ndarray | None:
+        return None if data is None else self.chain.decode(data)
 
     def flush(self, whole_only: bool = False) -> None:
         """Encode every dirty chunk and commit: each touched chunk or shard is replaced once.
@@ -84,14 +140,14 @@ class WriteBack:
                 partial = self._written.partial()
             for coords, _ in partial:
                 if keys is None or self.source.key(coords) in keys:
-                    stored = self._decode(self.source.read(coords), None)  # the new version, read whole
+                    stored = self._decoded(self.source.read(coords))  # the new version, read whole
                     with self.shared.lock:
                         chunk, mask = self._dirty.get(coords), self._written.mask(coords)
                         if chunk is not None and mask is not None:  # still written only in part
                             overlay(stored, self.spec.fill_value, chunk, mask)
         for coords in list(self._dirty_shards):
             if keys is None or self.source.key(coords) in keys:
-                self._shards[coords]._merge_stored(None)
+                self._view(coords)._merge_stored(None)
         # merged: their next PUT builds on the version read here (a merge that raised keeps them,
         # lest a stale chunk be written over the other writer's values, conditionally on a
         # version some reader of this mount fetched meanwhile)
@@ -152,10 +208,10 @@ class WriteBack:
 
     def _take_batch(self, whole_only: bool = False) -> None:
         self._flushing, self._dirty = self._dirty, {}  # this order: see _unflushed
-        shards = {c for c in self._dirty_shards if not whole_only or self._shards[c]._wholly_dirty()}
+        shards = {c for c in self._dirty_shards if not whole_only or self._view(c)._wholly_dirty()}
         self._flushing_shards, self._dirty_shards = shards, self._dirty_shards - shards
         for coords in self._flushing_shards:
-            self._shards[coords]._take_batch()
+            self._view(coords)._take_batch()
 
     def _wholly_dirty(self) -> bool:
         """Every chunk of this shard view is dirty: writing it back reads nothing stored."""
@@ -170,7 +226,7 @@ class WriteBack:
         return updates
 
     def _build_shard(self, coords) -> bytes | None:
-        view = self._shards[coords]
+        view = self._view(coords)
         stored = None
         partial = view._partial_in_batch()
         if partial:  # a remote shard with inner chunks written in part: merged with what the PUT builds on
@@ -192,7 +248,7 @@ class WriteBack:
         chunks are never changed in place (readers may be copying from them)."""
         for coords, mask in partial:
             merged = self._flushing[coords].copy()
-            overlay(self._decode(stored[self.source.flat(coords)], None), self.spec.fill_value, merged, mask)
+            overlay(self._decoded(stored[self.source.flat(coords)]), self.spec.fill_value, merged, mask)
             self._flushing[coords] = merged
 
     def _encode(self, coords, chunk: np.ndarray) -> bytes | None:
@@ -206,7 +262,7 @@ class WriteBack:
 
     def _forget_shard_indices(self) -> None:
         for coords in self._flushing_shards:
-            view = self._shards[coords]
+            view = self._view(coords)
             view.source.forget_index()
             view._forget_shard_indices()
 
@@ -228,7 +284,7 @@ class WriteBack:
                 self._dirty[coords] = chunk
         self._flushing = {}
         for coords in self._flushing_shards:
-            self._shards[coords]._end_batch(committed)
+            self._view(coords)._end_batch(committed)
         if not committed:
             self._dirty_shards |= self._flushing_shards
         self._flushing_shards = set()
@@ -241,7 +297,7 @@ class WriteBack:
             yield box, chunk[tuple(slice(0, s.stop - s.start) for s in box)]
         for coords in self._dirty_shards | self._flushing_shards:
             origin = [s.start for s in self._chunk_box(coords)]
-            for box, values in self._shards[coords].unstored():
+            for box, values in self._view(coords).unstored():
                 yield tuple(slice(o + s.start, o + s.stop) for o, s in zip(origin, box, strict=False)), values
 
     def _chunk_box(self, coords) -> Box:
