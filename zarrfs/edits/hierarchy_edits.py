@@ -107,7 +107,7 @@ class Shaping:
         stem, suffix = _stem(name)
         if suffix in (".npy", ".json") and stem:
             newnode.check_name(stem)
-            self._free(parent, path, self.hierarchy._file_names(stem), stem)
+            self._free(parent, path, self.hierarchy.file_names(stem), stem)
             if suffix == ".npy":
                 draft = NpyDraft(path, _child(parent, stem), self.editor, self.ops.cache, self.ops.options.dirty_limit)
             else:
@@ -176,7 +176,7 @@ class Shaping:
         def apply(raw: bytes) -> None:
             current = self._existing(path)
             if name == nodes.ZATTRS:
-                attributes = newnode._object(raw, path)
+                attributes = newnode.parsed_object(raw, path)
             else:
                 attributes = newnode.edited_attributes(current.node.meta, self.hierarchy.content(current), raw, path)
             self.editor.edit_attributes(current.node.path, lambda _: attributes)
@@ -248,7 +248,7 @@ class Shaping:
                                f"name must end with {suffix!r} too", errno.EINVAL)
         stem = name[:-len(suffix)]
         newnode.check_name(stem)
-        self._free(parent, new, self.hierarchy._file_names(stem), stem)
+        self._free(parent, new, self.hierarchy.file_names(stem), stem)
         names = self._names_of(entry, old)
         self._retire(entry.node.path, keep=True)
         self.editor.move(entry.node.path, _child(parent, stem))
@@ -273,7 +273,7 @@ class Shaping:
             parent, _ = self._parent(new)
             stem = name[:-5]
             newnode.check_name(stem)
-            self._free(parent, new, self.hierarchy._file_names(stem), stem)
+            self._free(parent, new, self.hierarchy.file_names(stem), stem)
             self._creator(_child(parent, stem), new)(bytes(draft.content))
         else:
             raise RefusedError(f"{new}: a temporary file can only become NAME.json", errno.EPERM)
@@ -368,7 +368,7 @@ class Shaping:
 
     def _names_near(self, path: str) -> list[str]:
         stem = _stem(posixpath.basename(path))[0] or posixpath.basename(path)
-        return [posixpath.join(posixpath.dirname(path), n) for n in self.hierarchy._file_names(stem)] + [path]
+        return [posixpath.join(posixpath.dirname(path), n) for n in self.hierarchy.file_names(stem)] + [path]
 
     def _retire(self, path: str, keep: bool) -> None:
         """Arrays open at or below store path `path` stop serving, once a write-back in

@@ -71,7 +71,7 @@ def npy_documents(dtype: np.dtype, shape: tuple[int, ...], fortran: bool, zarr_f
 
 def sidecar_documents(raw: bytes, zarr_format: int, where: str) -> dict[str, bytes]:
     """An empty array (all fill value) as a written sidecar describes it."""
-    return array_documents(_object(raw, where), zarr_format, where)
+    return array_documents(parsed_object(raw, where), zarr_format, where)
 
 
 def array_documents(spec: dict, zarr_format: int, where: str) -> dict[str, bytes]:
@@ -155,7 +155,7 @@ def check(documents: dict[str, bytes], where: str) -> ArrayMetadata:
 def edited_attributes(meta: ArrayMetadata | GroupMetadata, current: bytes, raw: bytes, where: str) -> dict:
     """The attributes of a written sidecar (or group document), whose every other member must
     be as `current` shows it."""
-    old, new = load_document(current, where), _object(raw, where)
+    old, new = load_document(current, where), parsed_object(raw, where)
     for member in sorted(set(old) | set(new)):
         if member != "attributes" and old.get(member) != new.get(member):
             raise InvalidNodeError(f"{where}: {member}: only attributes can be changed (was "
@@ -184,7 +184,8 @@ def attributes_of(documents: dict[str, bytes], zarr_format: int) -> dict:
     return dict(json.loads(documents[nodes.ZARR_JSON]).get("attributes") or {})
 
 
-def _object(raw: bytes, where: str) -> dict:
+def parsed_object(raw: bytes, where: str) -> dict:
+    """The JSON object `raw` holds; InvalidNodeError naming `where` when it holds none."""
     try:
         return load_document(raw, where)
     except ZarrfsError as e:

@@ -238,7 +238,7 @@ class Hierarchy:
                 arrays.append(child)
         for child in arrays:
             stem = child.name
-            while any(name in entries for name in self._file_names(stem)):
+            while any(name in entries for name in self.file_names(stem)):
                 stem = f"{stem}.array"
             if stem != child.name:
                 log.warning("%s: array %r collides with another entry; shown as %s.bin, %s.json, ...",
@@ -246,7 +246,7 @@ class Hierarchy:
             entries.update(self._array_entries(child, stem))
         return entries
 
-    def _file_names(self, stem: str) -> list[str]:
+    def file_names(self, stem: str) -> list[str]:
         """Every name an array may take: the collision rule does not depend on its data type."""
         names = [f"{stem}.bin", f"{stem}.txt", f"{stem}.json"]
         if self.previews is not None:
