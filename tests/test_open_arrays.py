@@ -1,0 +1,92 @@
+"""The open-array table (fs/open_arrays.py) without a mount: one shared view per array, its
+handles, retiring an array that is deleted or moved, and the write-back at unmount."""
+
+import errno
+
+import numpy as np
+import pytest
+import zarr
+
+from test_shaping import make_store
+from zarrfs.engine.chunk_cache import ChunkCache
+from zarrfs.errors import RefusedError
+from zarrfs.fs.hierarchy import Hierarchy
+from zarrfs.fs.open_arrays import OpenArrays
+from zarrfs.fs.stored_usage import Usage
+from zarrfs.stores.local import LocalStore
+
+
+def table(root, tmp_path) -> tuple[OpenArrays, Hierarchy]:
+    store = LocalStore(str(root))
+    arrays = OpenArrays(store, ChunkCache(1 << 20), Usage(store), read_only=False, flush_interval=600.0,
+                        recovery_dir=str(tmp_path / "recovery"))
+    return arrays, Hierarchy(store)
+
+
+def stored(root) -> list[int]:
+    return zarr.open_array(str(root / "a"))[...].tolist()
+
+
+@pytest.fixture
+def root(tmp_path):
+    return make_store(tmp_path / "s.zarr")
+
+
+def test_every_handle_shares_one_view_until_the_last_closes(root, tmp_path):
+    arrays, hierarchy = table(root, tmp_path)
+    node = hierarchy.node("a")
+    first, second = arrays.open(node), arrays.open(node)
+    assert first is second and first.handles == 2 and arrays.get("a") is first
+    assert arrays.open(node, hold=False).handles == 2  # a preview's look holds no handle
+    arrays.close(first)
+    arrays.close(second)
+    assert first.handles == 0
+
+
+def test_a_flush_stores_what_was_written_and_reports_a_kept_background_error(root, tmp_path):
+    arrays, hierarchy = table(root, tmp_path)
+    opened = arrays.open(hierarchy.node("a"))
+    opened.raw.write(4, np.array([9], "<i4").tobytes())
+    assert stored(root) == [0, 1, 2, 3]
+    arrays.flush(opened)
+    assert stored(root) == [0, 9, 2, 3] and not opened.raw.array.dirty
+    opened.error = RefusedError("from the flusher", errno.ENOSPC)
+    with pytest.raises(RefusedError):
+        arrays.flush(opened)
+    arrays.flush(opened)  # reported once
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_a_retired_array_serves_no_more_and_is_stored_only_when_kept(root, tmp_path, keep):
+    arrays, hierarchy = table(root, tmp_path)
+    opened = arrays.open(hierarchy.node("a"))
+    opened.raw.write(0, np.array([7], "<i4").tobytes())
+    arrays.retire("a", keep=keep, wait=10.0)
+    assert opened.retired and arrays.get("a") is None
+    assert stored(root) == ([7, 1, 2, 3] if keep else [0, 1, 2, 3])
+    arrays.stop()  # the final write-back leaves a retired array alone
+    assert stored(root) == ([7, 1, 2, 3] if keep else [0, 1, 2, 3])
+
+
+def test_a_write_back_that_outlasts_the_bound_refuses_the_retirement_and_the_array_serves_again(root, tmp_path):
+    arrays, hierarchy = table(root, tmp_path)
+    opened = arrays.open(hierarchy.node("a"))
+    lock = opened.raw.array.shared.flush_lock
+    lock.acquire()  # as a write-back in progress holds it
+    try:
+        with pytest.raises(RefusedError) as refused:
+            arrays.retire("a", keep=True, wait=0.01)
+    finally:
+        lock.release()
+    assert refused.value.errno == errno.EBUSY
+    assert not opened.retired and arrays.get("a") is opened
+
+
+def test_stop_ends_the_flusher_and_stores_every_write(root, tmp_path):
+    arrays, hierarchy = table(root, tmp_path)
+    arrays.start()
+    opened = arrays.open(hierarchy.node("a"))
+    opened.raw.write(8, np.array([5, 6], "<i4").tobytes())
+    arrays.close(opened)
+    arrays.stop()
+    assert stored(root) == [0, 1, 5, 6] and arrays.unstored == []
