@@ -8,7 +8,6 @@ import pytest
 
 from helpers import CountingStore, array_doc, open_raw_file, sharding, write_doc
 from zarrfs.stores.contract import Capabilities
-from zarrfs.engine.array import Array
 from zarrfs.engine.writeback import WriteBack
 from zarrfs.errors import ConflictError, StoreError
 from zarrfs.stores.local import TEMP_PREFIX, LocalStore

@@ -26,9 +26,6 @@ from zarrfs.format.v3 import ArrayMetadata
 from zarrfs.engine.chunk_sources import ChunkSource, ShardChunks, StoreChunks
 from zarrfs.stores.contract import Capabilities, Store
 from zarrfs.engine.writeback import WriteBack
-from zarrfs.engine.written_masks import WrittenMasks
-from zarrfs.byte_ranges import ByteRange, Range
-from zarrfs.stores.local import LocalStore, Staged
 
 log = logging.getLogger(__name__)
 

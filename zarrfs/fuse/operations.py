@@ -20,9 +20,7 @@ from zarrfs.fuse import replies
 from zarrfs.fuse.errno_boundary import errno_boundary, fail
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.fuse.page_invalidation import Siblings
-from zarrfs.errors import ZarrfsError
 from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, PREVIEW, SIDECAR, TEXT, Entry, Hierarchy, Node, read_only_view
-from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, PREVIEW, SIDECAR, TEXT, Entry, Hierarchy, Node
 from zarrfs.fs.open_arrays import OpenArray, OpenArrays
 from zarrfs.fs.xattrs import ExtendedAttributes
 from zarrfs.views.prefixed_file import PrefixedFile
