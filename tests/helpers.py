@@ -6,8 +6,11 @@ import os
 import sys
 import subprocess
 import threading
+import warnings
 
 import pytest
+import numpy as np
+import zarr
 
 
 from zarrfs.engine.array import open_array
@@ -172,3 +175,15 @@ def probe(code: str, *args) -> subprocess.CompletedProcess:
 OPEN_ERRNO = "import os, sys\ntry:\n    os.close(os.open(sys.argv[1], os.O_RDONLY))\n    print(0)\nexcept OSError as e:\n    print(e.errno)"
 READ = ("import os, sys\nfd = os.open(sys.argv[1], os.O_RDONLY)\ntry:\n    print(os.pread(fd, int(sys.argv[3]), "
         "int(sys.argv[2])).hex())\nexcept OSError as e:\n    print('errno', e.errno)")
+
+
+def make_store(root, zarr_format=3, consolidated=False):
+    """A small hierarchy: array a (4 int32 in chunks of 2) and group sub with an attribute."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        group = zarr.open_group(str(root), mode="w", zarr_format=zarr_format)
+        group.create_array("a", shape=(4,), chunks=(2,), dtype="<i4", fill_value=0)[...] = np.arange(4)
+        group.create_group("sub").attrs["title"] = "inner"
+        if consolidated:
+            zarr.consolidate_metadata(str(root), zarr_format=zarr_format)
+    return root

@@ -12,19 +12,9 @@ import warnings
 import numpy as np
 import pytest
 import zarr
+from helpers import make_store
 
 from mounting import mounted
-
-
-def make_store(root, zarr_format=3, consolidated=False):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        group = zarr.open_group(str(root), mode="w", zarr_format=zarr_format)
-        group.create_array("a", shape=(4,), chunks=(2,), dtype="<i4", fill_value=0)[...] = np.arange(4)
-        group.create_group("sub").attrs["title"] = "inner"
-        if consolidated:
-            zarr.consolidate_metadata(str(root), zarr_format=zarr_format)
-    return root
 
 
 def open_group(root, consolidated=False):

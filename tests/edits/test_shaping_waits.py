@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from helpers import Worker
-from test_shaping import make_store
+from helpers import make_store
 from zarrfs.edits import hierarchy_edits as shaping
 from zarrfs.engine.writeback import WriteBack
 from zarrfs.fuse.libfuse import mfusepy

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import zarr
 
-from test_shaping import make_store
+from helpers import make_store
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.errors import RefusedError
 from zarrfs.fs.hierarchy import Hierarchy

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from test_shaping import make_store
+from helpers import make_store
 from zarrfs.errors import RoutineError
 from zarrfs.fs.hierarchy import Hierarchy
 from zarrfs.fs.xattrs import ExtendedAttributes
