@@ -24,6 +24,16 @@ from zarrfs.format.data_types import DataType, fill_is_all
 from zarrfs.errors import CorruptChunkError, MetadataError, UnsupportedError
 from zarrfs.format.v3 import normalise_extension
 from zarrfs.codecs.bounded_decode import GZIP_WBITS, deflate_prefix
+from zarrfs import ml_types
+from zarrfs.codecs import numcodecs_adapter as numcodecs_codecs
+from zarrfs.codecs import shard_format as sharding
+from zarrfs.codecs.blosc_blocks import blosc_blocks
+from zarrfs.codecs.bounded_decode import check_blosc_header, gzip_decode, zstd_decode
+from zarrfs.codecs.base import MAX_CHUNK_NBYTES, MAX_INNER_CHUNKS, ChunkSpec, Codec
+from zarrfs.codecs.base import config_value as _config
+from zarrfs.format.data_types import DataType, fill_is_all
+from zarrfs.errors import CorruptChunkError, MetadataError, UnsupportedError
+from zarrfs.format.v3 import normalise_extension
 
 
 class TransposeCodec(Codec):
@@ -57,7 +67,8 @@ class BytesCodec(Codec):
     def __init__(self, config, spec, where):
         super().__init__(config, spec, where)
         endian = config.get("endian")
-        if endian is None and spec.data_type.itemsize > 1 and spec.data_type.numpy.kind in "iufcMmU":
+        multibyte = spec.data_type.numpy.kind in "iufcMmU" or ml_types.is_ml(spec.data_type.name)
+        if endian is None and spec.data_type.itemsize > 1 and multibyte:
             raise MetadataError(f"{where}: missing configuration.endian for {spec.data_type.name}")
         if endian not in (None, "little", "big"):
             raise MetadataError(f"{where}: endian must be 'little' or 'big', not {endian!r}")
@@ -67,6 +78,7 @@ class BytesCodec(Codec):
     def encode(self, array: np.ndarray) -> np.ndarray:
         """The stored bytes as a uint8 array: a view when no conversion is needed (flushes
         never change a chunk they are encoding), so a 1 MiB chunk is not copied to compress it."""
+        array = self.spec.data_type.stored(array)
         return np.ascontiguousarray(array, dtype=self.stored).reshape(-1).view("u1")
 
     def decode(self, data) -> np.ndarray:
@@ -75,6 +87,8 @@ class BytesCodec(Codec):
         array = np.frombuffer(data, dtype=self.stored).reshape(self.spec.shape)
         if self.stored.kind == "b":  # any nonzero byte is true; the flat view shows 0 or 1
             return array.view("u1") != 0
+        if self.spec.data_type.needs_cleaning:  # bits above a sub-byte type's width never show
+            return self.spec.data_type.clean(array.astype(self.spec.data_type.numpy))
         return array.astype(self.spec.data_type.numpy, copy=False)
 
     def encoded_size(self, nbytes):
@@ -275,7 +289,8 @@ class ShardingCodec(Codec):
                                       ChunkSpec(inner, spec.data_type, spec.fill_value), f"{where}.codecs")
         n = math.prod(self.chunks_per_shard)
         index_spec = ChunkSpec((*self.chunks_per_shard, 2), DataType("uint64", np.dtype("<u8")), np.array(0, "<u8"))
-        self.index_chain = CodecChain(_config(config, "index_codecs", where), index_spec, f"{where}.index_codecs")
+        self.index_chain = CodecChain(_little_endian_index(_config(config, "index_codecs", where)), index_spec,
+                                      f"{where}.index_codecs")
         self.index_nbytes = self.index_chain.encoded_size(16 * n)
         if self.index_nbytes is None:
             raise MetadataError(f"{where}: index_codecs must have a fixed encoded size (no compression)")
@@ -315,6 +330,19 @@ class ShardingCodec(Codec):
             region = tuple(slice(i * c, (i + 1) * c) for i, c in zip(coords, inner, strict=False))
             chunks.append(self.inner_chain.encode_or_none(np.ascontiguousarray(array[region])))
         return self.assemble(chunks)
+
+
+def _little_endian_index(codecs):
+    """The shard index's codecs, a `bytes` without `endian` (the short-hand "bytes", as zarr-python
+    reads it) taken as little-endian. Data of unstated byte order is refused, as wrong bytes
+    would pass unseen; an index of the wrong order could not: its offsets fall outside the shard."""
+    if not isinstance(codecs, list):
+        return codecs
+    def unstated(codec):
+        return codec == "bytes" or (isinstance(codec, dict) and codec.get("name") == "bytes"
+                                    and codec.get("configuration", {}) == {})
+    return [{**({} if codec == "bytes" else codec), "name": "bytes", "configuration": {"endian": "little"}}
+            if unstated(codec) else codec for codec in codecs]
 
 
 CODECS = {
@@ -426,7 +454,7 @@ class CodecChain:
         """No transpose, and the bytes codec stores the in-memory dtype (little-endian, not bool)."""
         codec = self.array_bytes
         return (not self.array_array and isinstance(codec, BytesCodec) and codec.stored == self.spec.data_type.numpy
-                and codec.stored.kind != "b")
+                and codec.stored.kind != "b" and not self.spec.data_type.needs_cleaning)
 
     def encode(self, array: np.ndarray) -> bytes | None:
         """The stored value: bytes-like (bytes, or a uint8 array from the bytes codec)."""

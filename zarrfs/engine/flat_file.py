@@ -142,6 +142,7 @@ class RawFile:
         if elements.dtype.kind == "U" and (elements.view("<u4") > MAX_CODE_POINT).any():  # numpy cannot hold it
             raise InvalidValueError(f"{self.array.shared.name}: write at {offset}: not UTF-32 (a code point past "
                                     f"U+10FFFF)")
+        self.array.spec.data_type.check_values(elements, f"{self.array.shared.name}: write at {offset}")
         pieces, pos = [], 0
         for box in c_order_boxes(self.array.shape, first, last):
             n = math.prod(box_shape(box))

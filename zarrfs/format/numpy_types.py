@@ -50,26 +50,6 @@ def _time(kind: str):
     return parse
 
 
-def _structured(config: dict, where: str, field_type) -> np.dtype:
-    """field_type(document, where) -> np.dtype: the fields are Zarr data types themselves, parsed by
-    the data-type module that calls this one."""
-    fields = config.get("fields")
-    if not isinstance(fields, list) or not fields:
-        raise MetadataError(f"{where}.fields must be a non-empty list of [name, data_type] pairs")
-    parsed = []
-    for i, field in enumerate(fields):
-        if not (isinstance(field, list) and len(field) == 2 and isinstance(field[0], str)):
-            raise MetadataError(f"{where}.fields[{i}] must be a [name, data_type] pair, not {field!r}")
-        dt = field_type(field[1], f"{where}.fields[{i}]")
-        if dt.kind == "O":
-            raise UnsupportedError(f"{where}.fields[{i}]: a variable-length field has no fixed size")
-        parsed.append((field[0], dt))
-    try:
-        return _bounded(np.dtype(parsed), f"{where}.fields")
-    except (ValueError, TypeError) as e:
-        raise MetadataError(f"{where}.fields: {e}") from None
-
-
 def _bounded(dtype: np.dtype, where: str) -> np.dtype:
     if not 0 < dtype.itemsize <= MAX_ITEMSIZE:
         raise UnsupportedError(f"{where}: a struct of {dtype.itemsize} bytes (zarrfs takes 1 to {MAX_ITEMSIZE})")
@@ -80,11 +60,10 @@ PARAMETRIC = {
     # each parser: (configuration, where, field_type) -> np.dtype; only structs use field_type
     "numpy.datetime64": _time("M"),
     "numpy.timedelta64": _time("m"),
-    "fixed_length_utf32": lambda c, w, _: np.dtype(f"<U{_length(c, w, 4) // 4}"),
-    "null_terminated_bytes": lambda c, w, _: np.dtype(f"S{_length(c, w)}"),
-    "raw_bytes": lambda c, w, _: np.dtype(f"V{_length(c, w)}"),
-    "structured": _structured,
-}
+    "fixed_length_utf32": lambda c, w: np.dtype(f"<U{_length(c, w, 4) // 4}"),
+    "null_terminated_bytes": lambda c, w: np.dtype(f"S{_length(c, w)}"),
+    "raw_bytes": lambda c, w: np.dtype(f"V{_length(c, w)}"),
+}  # struct and structured: dtypes.py, as their fields are Zarr data types
 
 
 def parse_v2_dtype(value, where: str) -> np.dtype:

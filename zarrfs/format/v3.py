@@ -53,10 +53,23 @@ class ArrayMetadata:
         return math.prod(self.shape) * self.data_type.itemsize
 
 
+class JsonNumber(float):
+    """A JSON number with a fraction or exponent, as a float that remembers its text: a fill
+    value is rounded from the decimal text to its type in one step, not through float64 first
+    (which rounds twice, and may land on the wrong side of a tie). Anywhere else it is a float."""
+
+    text: str
+
+    def __new__(cls, text: str):
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
 def load_document(raw: bytes, where: str) -> dict:
     """A metadata document's JSON object; `where` names it in every error."""
     try:
-        doc = json.loads(raw)
+        doc = json.loads(raw, parse_float=JsonNumber)
     except RecursionError:
         raise MetadataError(f"{where}: not valid JSON (nested too deeply)") from None
     except ValueError as e:  # malformed, not UTF-8, or an integer past Python's digit limit
@@ -109,12 +122,26 @@ def _parse_array(doc: dict, where: str) -> ArrayMetadata:
         data_type=data_type,
         chunk_shape=chunk_shape,
         chunk_key_encoding=_chunk_key_encoding(doc["chunk_key_encoding"], where),
-        fill_value=data_type.fill_value(doc["fill_value"], f"{where}: fill_value"),
+        fill_value=data_type.fill_value(doc["fill_value"], f"{where}: fill_value", _stores_big_endian(codecs)),
         codecs=tuple(normalise_extension(c, f"{where}: codecs") for c in codecs),
         attributes=_attributes(doc, where),
         dimension_names=_dimension_names(doc, len(shape), where),
         document=doc,
     )
+
+
+def _stores_big_endian(codecs: list) -> bool:
+    """The bytes codec (of the chain, or inside sharding) stores big-endian: a struct's base64
+    fill value follows its byte order (zarr-extensions, data-types/structured)."""
+    for codec in codecs:
+        if not isinstance(codec, dict):
+            continue
+        config = codec.get("configuration") if isinstance(codec.get("configuration"), dict) else {}
+        if codec.get("name") == "bytes":
+            return config.get("endian") == "big"
+        if codec.get("name") == "sharding_indexed" and isinstance(config.get("codecs"), list):
+            return _stores_big_endian(config["codecs"])
+    return False
 
 
 def _check_depth(doc, where: str) -> None:

@@ -229,6 +229,8 @@ class Hierarchy:
         arrays = []
         listed = self.consolidated.children.get(dir_path, []) if self.consolidated else []
         for name in sorted({*listed, *self.store.list_dir(dir_path)} - nodes.DOCUMENT_NAMES):
+            if name.startswith("__") and group.zarr_format == 3:
+                continue  # reserved by Zarr v3.1 (node names): extensions' data, never a node
             child = self.node(f"{dir_path}/{name}" if dir_path else name)
             if child is None:
                 continue  # a chunk directory or anything else that is not a node

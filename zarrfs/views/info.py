@@ -58,7 +58,17 @@ def type_name(dtype: np.dtype) -> str:
     """The name the formats' tables use, from the flat file's dtype (so v2 arrays, whose stored
     names differ, get the same views): int8..uint64, float16..complex128, bool, raw, or numpy's
     own name (datetime64[s], ...) that no table but npy's knows."""
+    if not numpy_own(dtype):  # bfloat16, float8_e4m3...: a name no format's table knows
+        return dtype.name if dtype.fields is None else "raw"
     return {"b": "bool", "V": "raw"}.get(dtype.kind, dtype.name)
+
+
+def numpy_own(dtype: np.dtype) -> bool:
+    """NumPy itself has the type (and every field's): not ml_dtypes' bfloat16, float8..., whose
+    .npy descr would be a raw '<V2' that NumPy reads without ml_dtypes as bytes."""
+    if dtype.fields is not None:
+        return all(numpy_own(dtype.fields[name][0]) for name in dtype.names)
+    return dtype.type.__module__ != "ml_dtypes"
 
 
 def plain(text: str | None) -> bool:

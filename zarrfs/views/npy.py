@@ -1,5 +1,6 @@
 """NAME.npy: NumPy's format, version 1.0 (2.0 past 64 KiB of header): the header, then the same
-bytes as NAME.bin. Every data type fits, float16 and raw `|V n` included."""
+bytes as NAME.bin. Every NumPy data type fits, float16 and raw `|V n` included; ml_dtypes' (bfloat16,
+float8...) do not: NumPy without ml_dtypes would read them as raw bytes."""
 
 import functools
 import io
@@ -7,9 +8,12 @@ import io
 import numpy as np
 
 from zarrfs.views.info import ArrayInfo
+from zarrfs.views.info import ArrayInfo, numpy_own
 
 
-def header(info: ArrayInfo) -> bytes:
+def header(info: ArrayInfo) -> bytes | None:
+    if not numpy_own(info.dtype):
+        return None
     return _header(info.dtype, info.shape)
 
 
