@@ -34,6 +34,24 @@ from zarrfs.codecs.base import config_value as _config
 from zarrfs.format.data_types import DataType, fill_is_all
 from zarrfs.errors import CorruptChunkError, MetadataError, UnsupportedError
 from zarrfs.format.v3 import normalise_extension
+from zarrfs import ml_types
+from zarrfs.codecs import numcodecs_adapter as numcodecs_codecs
+from zarrfs.codecs import shard_format as sharding
+from zarrfs.codecs.blosc_blocks import blosc_blocks
+from zarrfs.codecs.bounded_decode import check_blosc_header, gzip_decode, zstd_decode
+from zarrfs.codecs.base import MAX_CHUNK_NBYTES, MAX_INNER_CHUNKS, ChunkSpec, Codec
+from zarrfs.codecs.base import config_value as _config
+from zarrfs.codec_bitround import BitroundCodec
+from zarrfs.codec_cast_value import CastValueCodec
+from zarrfs.codec_conditional import ConditionalCodec
+from zarrfs.codec_n5 import N5DefaultCodec
+from zarrfs.codec_packbits import PackbitsCodec
+from zarrfs.codec_reshape import ReshapeCodec
+from zarrfs.codec_scale_offset import ScaleOffsetCodec
+from zarrfs.codec_zfp import ZfpCodec
+from zarrfs.format.data_types import DataType, fill_is_all
+from zarrfs.errors import CorruptChunkError, MetadataError, UnsupportedError
+from zarrfs.format.v3 import normalise_extension
 
 
 class TransposeCodec(Codec):
@@ -353,6 +371,14 @@ CODECS = {
     "zstd": ZstdCodec,
     "blosc": BloscCodec,
     "crc32c": Crc32cCodec,
+    "bitround": BitroundCodec,
+    "packbits": PackbitsCodec,
+    "cast_value": CastValueCodec,
+    "scale_offset": ScaleOffsetCodec,
+    "reshape": ReshapeCodec,
+    "conditional": ConditionalCodec,
+    "n5_default": N5DefaultCodec,
+    "zfp": ZfpCodec,
 }
 _ORDER = {"array->array": 0, "array->bytes": 1, "bytes->bytes": 2}
 
