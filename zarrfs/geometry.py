@@ -1,10 +1,56 @@
 """Pure box arithmetic: boxes are tuples of unit-step slices with explicit bounds."""
 
+import bisect
 import itertools
 import math
 from typing import Iterator, NamedTuple
 
 Box = tuple[slice, ...]
+
+
+class Edges(tuple):
+    """The chunk edge lengths along one dimension of a rectilinear chunk grid. A chunk shape
+    (a grid) is a tuple whose entries are an int (regular along that dimension) or Edges; the
+    functions below take either. A chunk past the array's end keeps its declared length."""
+
+    starts: tuple[int, ...]  # starts[g]: the first element of chunk g; starts[-1]: their sum
+
+    def __new__(cls, lengths):
+        edges = super().__new__(cls, lengths)
+        edges.starts = tuple(itertools.accumulate(edges, initial=0))
+        return edges
+
+
+def index_of(c, i: int) -> int:
+    """The chunk along a dimension of chunk size (or Edges) `c` that holds element `i`."""
+    return i // c if isinstance(c, int) else bisect.bisect_right(c.starts, i) - 1
+
+
+def start_of(c, g: int) -> int:
+    return g * c if isinstance(c, int) else c.starts[g]
+
+
+def size_of(c, g: int) -> int:
+    """Chunk g's declared length along the dimension (whatever part overhangs the array)."""
+    return c if isinstance(c, int) else c[g]
+
+
+def chunk_extent(chunk_shape, coords) -> tuple[int, ...]:
+    """The declared shape of chunk `coords`: what it decodes to."""
+    return tuple(size_of(c, g) for c, g in zip(chunk_shape, coords))
+
+
+def chunk_origin(chunk_shape, coords) -> tuple[int, ...]:
+    return tuple(start_of(c, g) for c, g in zip(chunk_shape, coords))
+
+
+def regular(chunk_shape) -> bool:
+    return all(isinstance(c, int) for c in chunk_shape)
+
+
+def largest_chunk(chunk_shape) -> tuple[int, ...]:
+    """The largest chunk's shape (a bound for budgets and limits)."""
+    return tuple(c if isinstance(c, int) else max(c, default=1) for c in chunk_shape)
 
 
 class ChunkPart(NamedTuple):
@@ -28,11 +74,13 @@ def full_box(shape: tuple[int, ...]) -> Box:
     return tuple(slice(0, n) for n in shape)
 
 
-def grid_shape(shape: tuple[int, ...], chunk_shape: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(-(-n // c) for n, c in zip(shape, chunk_shape, strict=False))
+def grid_shape(shape: tuple[int, ...], chunk_shape) -> tuple[int, ...]:
+    """Chunks per dimension: those that hold any element (a rectilinear grid may declare more)."""
+    return tuple(-(-n // c) if isinstance(c, int) else min(len(c), bisect.bisect_left(c.starts, n))
+                 for n, c in zip(shape, chunk_shape, strict=False))
 
 
-def chunk_parts(box: Box, chunk_shape: tuple[int, ...], shape: tuple[int, ...]) -> Iterator[ChunkPart]:
+def chunk_parts(box: Box, chunk_shape, shape: tuple[int, ...]) -> Iterator[ChunkPart]:
     """Split a box of an array of `shape` into the parts each chunk holds, in C order.
 
     A chunk counts as complete when the box covers all of it that lies inside the array,
@@ -43,8 +91,9 @@ def chunk_parts(box: Box, chunk_shape: tuple[int, ...], shape: tuple[int, ...]) 
     per_dim = []
     for s, c, n in zip(box, chunk_shape, shape, strict=False):
         dim = []
-        for index in range(s.start // c, (s.stop - 1) // c + 1):
-            lo, hi = index * c, min((index + 1) * c, n)
+        for index in range(index_of(c, s.start), index_of(c, s.stop - 1) + 1):
+            lo = start_of(c, index)
+            hi = min(lo + size_of(c, index), n)
             start, stop = max(s.start, lo), min(s.stop, hi)
             dim.append((index, slice(start - lo, stop - lo), slice(start - s.start, stop - s.start),
                         start == lo and stop == hi))

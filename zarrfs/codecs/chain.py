@@ -390,6 +390,7 @@ class CodecChain:
         if not isinstance(codecs, (list, tuple)) or not codecs:
             raise MetadataError(f"{where}: must be a non-empty list of codecs")
         self.spec = spec
+        self.codecs, self.where = list(codecs), where
         self.array_array: list[Codec] = []
         self.array_bytes: Codec | None = None
         self.bytes_bytes: list[Codec] = []
@@ -436,6 +437,22 @@ class CodecChain:
             self.array_bytes = codec
         else:
             self.bytes_bytes.append(codec)
+
+    def check_grid(self, chunk_shape, where: str) -> None:
+        """Every chunk shape of a rectilinear grid binds this chain (a shard's inner chunks must
+        divide it): checked when the array is listed and opened, so no read fails on it later.
+        A shape is one length per dimension, so the lengths are checked dimension by dimension."""
+        if self.sharding is None:
+            return
+        for k, (c, n) in enumerate(zip(chunk_shape, self.sharding.inner_chunk_shape)):
+            for length in sorted(set([c] if isinstance(c, int) else c)):
+                if length % n:
+                    raise MetadataError(f"{where}: chunk_grid: a chunk of length {length} along dimension {k} is "
+                                        f"not a multiple of the sharding codec's inner chunk length {n}")
+
+    def rebound(self, shape: tuple[int, ...]) -> "CodecChain":
+        """The same codecs bound to chunks of another shape (a rectilinear grid's chunks)."""
+        return CodecChain(self.codecs, ChunkSpec(tuple(shape), self.spec.data_type, self.spec.fill_value), self.where)
 
     @property
     def sharding(self) -> ShardingCodec | None:

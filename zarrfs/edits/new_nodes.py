@@ -27,7 +27,8 @@ ZSTD_V3 = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
 BYTES_V3 = {"name": "bytes", "configuration": {"endian": "little"}}
 ZSTD_V2 = {"id": "zstd", "level": 0}
 OPTIONAL = {"chunk_shape", "inner_chunk_shape", "codecs", "fill_value", "dimension_names", "attributes"}
-DERIVED = {"itemsize", "nbytes", "order", "byte_order", "data_file", "views", "zarr_format", "datetime_unit"}
+DERIVED = {"itemsize", "nbytes", "order", "byte_order", "data_file", "views", "zarr_format", "datetime_unit",
+           "chunk_grid", "chunk_shapes"}
 DTYPES = {np.dtype(v).str: k for k, v in _NUMERIC.items()}  # "<f8" -> "float64"
 
 

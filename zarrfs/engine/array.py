@@ -26,6 +26,18 @@ from zarrfs.format.v3 import ArrayMetadata
 from zarrfs.engine.chunk_sources import ChunkSource, ShardChunks, StoreChunks
 from zarrfs.stores.contract import Capabilities, Store
 from zarrfs.engine.writeback import WriteBack
+from zarrfs.engine import batched_fetch as batchread
+from zarrfs.engine.buffers import free, scratch
+from zarrfs.engine.chunk_cache import MISSING, ChunkCache
+from zarrfs.codecs.chain import ChunkSpec, CodecChain
+from zarrfs.errors import CorruptChunkError
+from zarrfs.geometry import Box, box_shape, chunk_extent, chunk_origin, chunk_parts, flat_index, largest_chunk, regular
+from zarrfs.format.v3 import ArrayMetadata
+from zarrfs.codecs.shard_format import ShardChunks
+from zarrfs.engine.writeback import WriteBack
+from zarrfs.engine.written_masks import WrittenMasks
+from zarrfs.byte_ranges import ByteRange, Range
+from zarrfs.stores.local import LocalStore, Staged
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +67,8 @@ class Array:
         self.shared = shared
         self.cache_key = cache_key
         self.sharding = chain.sharding
+        self.regular = regular(self.chunk_shape)
+        self._chains: dict[tuple, CodecChain] = {}  # rectilinear grids: chunk shape -> its chain
         self._shards: OrderedDict[tuple, Array] = OrderedDict()
         self.write_back = WriteBack(self)  # the chunks written and not yet stored, and their flush
         # a store where each request is a round trip: a read's chunks are fetched together (batchread.py)
@@ -87,6 +101,19 @@ class Array:
         """(box, values) of every chunk written and not stored (see WriteBack.unstored)."""
         return self.write_back.unstored()
 
+    def chain_at(self, coords) -> CodecChain:
+        """The chain of chunk `coords`: the array's, or on a rectilinear grid its shape's."""
+        if self.regular:
+            return self.chain
+        shape = chunk_extent(self.chunk_shape, coords)
+        chain = self._chains.get(shape)
+        if chain is None:
+            chain = self._chains[shape] = self.chain if shape == self.spec.shape else self.chain.rebound(shape)
+        return chain
+
+    def spec_at(self, coords) -> ChunkSpec:
+        return self.chain_at(coords).spec
+
     # reads
 
     def read(self, box: Box) -> np.ndarray:
@@ -108,7 +135,7 @@ class Array:
             target = out[(*part.out_box, ...)]  # a view, even for 0-d arrays
             if self.sharding:
                 self.shard_view(part.coords).read_into(part.chunk_box, target, sparse, whole)
-            elif part.complete and target.shape == self.spec.shape and target.flags.c_contiguous:
+            elif part.complete and target.shape == self.spec_at(part.coords).shape and target.flags.c_contiguous:
                 self._copy_part(part, target, self._chunk(part.coords, into=target))
             elif sparse:
                 self._read_small(part, target, whole)
@@ -120,14 +147,15 @@ class Array:
         reaches far enough (recent.py); else, the first time, decoded into scratch (a zstd chunk
         only as far as wanted) and kept there; else decoded and cached (ChunkCache.admit)."""
         key, cache = self.cache_key + (part.coords,), self.shared.cache
-        wanted = None if whole else self._span_nbytes(part.chunk_box)  # a decode may widen it
+        shape = self.spec_at(part.coords).shape
+        wanted = None if whole else self._span_nbytes(part.chunk_box, shape)  # a decode may widen it
         if self._unflushed(part.coords) is None and cache.get(key) is None \
                 and cache.recent.copy_out(key, part.chunk_box, target, wanted):
             return
         if cache.admit(key):
             self._copy_part(part, target, self._chunk(part.coords))
             return
-        base, buffer = scratch.take(self.spec.shape, self.dtype)
+        base, buffer = scratch.take(shape, self.dtype)
         version = self.shared.version
         try:
             chunk = self._chunk(part.coords, into=buffer, wanted=wanted)
@@ -137,7 +165,8 @@ class Array:
             raise
         with self.shared.lock:  # a write since the decode makes it stale: keep nothing then
             if chunk is buffer and version == self.shared.version and self._unflushed(part.coords) is None:
-                cache.recent.keep(key, base, buffer, tuple(wanted) if wanted and self.chain.decodes_parts else None)
+                parts = wanted and self.chain_at(part.coords).decodes_parts
+                cache.recent.keep(key, base, buffer, tuple(wanted) if parts else None)
             else:
                 scratch.give(base)
 
@@ -145,12 +174,13 @@ class Array:
         if chunk is not target:
             target[...] = self.spec.fill_value if chunk is None else chunk[part.chunk_box]
 
-    def _span_nbytes(self, box: Box) -> list[int]:
-        """The bytes of the decoded chunk from the first to the last element of `box`, in C order."""
+    def _span_nbytes(self, box: Box, shape: tuple[int, ...]) -> list[int]:
+        """The bytes of the decoded chunk (of `shape`) from the first to the last element of
+        `box`, in C order."""
         if not box:
             return [0, self.dtype.itemsize]
-        first = flat_index([s.start for s in box], self.spec.shape)
-        last = flat_index([s.stop - 1 for s in box], self.spec.shape)
+        first = flat_index([s.start for s in box], shape)
+        last = flat_index([s.stop - 1 for s in box], shape)
         return [first * self.dtype.itemsize, (last + 1) * self.dtype.itemsize]
 
     def _chunk(self, coords, into: np.ndarray | None = None, wanted: list[int] | None = None) -> np.ndarray | None:
@@ -179,7 +209,7 @@ class Array:
                 if data is batchread.NOT_FETCHED:
                     data = self.source.read(coords)
                 started = time.perf_counter()
-                chunk = self._decode(data, into, wanted)
+                chunk = self._decode(data, into, wanted, coords)
                 if data is not None and log.isEnabledFor(logging.DEBUG):
                     log.debug("decoded %s chunk %s (%d stored bytes%s) in %.2f ms", self.shared.name,
                               self.source.key(coords), len(data), "" if wanted is None else ", bytes %d-%d wanted" % tuple(wanted),
@@ -238,7 +268,7 @@ class Array:
             return None
         if self.sharding:  # one inner chunk is part of its shard
             return self.shard_view(part.coords).whole_chunk(part.chunk_box)
-        return (self, part.coords) if part.complete and box_shape(box) == self.spec.shape else None
+        return (self, part.coords) if part.complete and box_shape(box) == self.spec_at(part.coords).shape else None
 
     def decode_ahead(self, box: Box) -> bool:
         """Start decoding the stored chunks `box` touches that no one holds decoded yet, nearest
@@ -252,7 +282,8 @@ class Array:
             key = self.cache_key + (part.coords,)
             if key in ahead or key in cache or self._unflushed(part.coords) is not None:
                 continue
-            if not ahead.submit(key, self.spec.shape, self.dtype, lambda out, c=part.coords: self._decode_ahead(c, out)):
+            shape = self.spec_at(part.coords).shape
+            if not ahead.submit(key, shape, self.dtype, lambda out, c=part.coords: self._decode_ahead(c, out)):
                 return False
         return True
 
@@ -265,19 +296,25 @@ class Array:
         data = self.source.read(coords)
         if data is None:
             return None
-        self.chain.decode_into(data, out)
+        self.chain_at(coords).decode_into(data, out)
         return version
 
     def _unflushed(self, coords) -> np.ndarray | None:
         """The chunk as written but not yet committed (WriteBack.unflushed)."""
         return self.write_back.unflushed(coords)
 
-    def _decode(self, data, into: np.ndarray | None, wanted: list[int] | None = None) -> np.ndarray | None:
+    def decode(self, data, coords) -> np.ndarray | None:
+        """Chunk `coords` decoded whole from its stored bytes (None stays None)."""
+        return self._decode(data, None, None, coords)
+
+    def _decode(self, data, into: np.ndarray | None, wanted: list[int] | None = None, coords=None) -> np.ndarray | None:
+        """`coords`: the chunk's, whose chain decodes it (needed on a rectilinear grid only)."""
         if data is None:
             return None
+        chain = self.chain if coords is None else self.chain_at(coords)
         if into is None:
-            return self.chain.decode(data)
-        self.chain.decode_into(data, into, wanted)
+            return chain.decode(data)
+        chain.decode_into(data, into, wanted)
         return into
 
     def shard_view(self, coords) -> "Array":
@@ -298,17 +335,18 @@ class Array:
         return self.shard_view(coords).source.index()
 
     def _open_shard(self, coords) -> "Array":
-        origin = [c * s for c, s in zip(coords, self.chunk_shape, strict=False)]
-        shape = [min(s, n - o) for s, n, o in zip(self.chunk_shape, self.shape, origin, strict=False)]
+        origin = chunk_origin(self.chunk_shape, coords)
+        shape = [min(s, n - o) for s, n, o in zip(chunk_extent(self.chunk_shape, coords), self.shape, origin, strict=False)]
         key = self.source.key(coords)
+        sharding = self.chain_at(coords).sharding  # on a rectilinear grid, each shard shape has its own
         around = self.source.capabilities
         outermost = isinstance(self.source, StoreChunks)  # a shard in a store value, not in an inner chunk
         capabilities = Capabilities(remote=around.remote, batched_reads=outermost and around.batched_reads,
                                     metadata_ttl=around.metadata_ttl if outermost else None)
-        source = ShardChunks(lambda byte_range: self.source.read(coords, byte_range), self.sharding, key,
+        source = ShardChunks(lambda byte_range: self.source.read(coords, byte_range), sharding, key,
                              read_ranges=lambda ranges: self.source.read_ranges(coords, ranges),
                              capabilities=capabilities)
-        return Array(shape, self.sharding.inner_chunk_shape, self.sharding.inner_chain, source,
+        return Array(shape, sharding.inner_chunk_shape, sharding.inner_chain, source,
                      self.shared, self.cache_key + (coords,))
 
     def _evict_shard_views(self) -> None:
@@ -350,30 +388,33 @@ class Array:
             self.write_back.mark_written(part)
 
     def _make_dirty(self, part) -> np.ndarray:
+        shape = self.spec_at(part.coords).shape
         if part.complete and self._inside(part.coords):
-            chunk = np.empty(self.spec.shape, self.dtype)
+            chunk = np.empty(shape, self.dtype)
         else:
             old = None if part.complete else self._chunk(part.coords)
-            chunk = np.full(self.spec.shape, self.spec.fill_value) if old is None else old.copy()
+            chunk = np.full(shape, self.spec.fill_value) if old is None else old.copy()
         self.shared.cache.pop(self.cache_key + (part.coords,))
         self.write_back.add_dirty(part.coords, chunk, part.complete)
         return chunk
 
     def _inside(self, coords) -> bool:
         """The chunk lies wholly inside the array (it does not overhang the edge)."""
-        return all((c + 1) * s <= n for c, s, n in zip(coords, self.chunk_shape, self.shape, strict=False))
+        ends = (o + s for o, s in zip(chunk_origin(self.chunk_shape, coords), chunk_extent(self.chunk_shape, coords), strict=True))
+        return all(end <= n for end, n in zip(ends, self.shape, strict=False))
 
 
 def open_array(store: Store, path: str, meta: ArrayMetadata, cache: ChunkCache) -> Array:
     """The Array for `meta` stored at `path` (the node's key prefix, '' for a root array)."""
     where = f"{path + '/' if path else ''}{'zarr.json' if meta.zarr_format == 3 else '.zarray'}"
-    spec = ChunkSpec(meta.chunk_shape, meta.data_type, meta.fill_value)
+    spec = ChunkSpec(largest_chunk(meta.chunk_shape), meta.data_type, meta.fill_value)
     chain = CodecChain(list(meta.codecs), spec, f"{where}: codecs")
+    if not regular(meta.chunk_shape):
+        chain.check_grid(meta.chunk_shape, where)
     shared = Shared(name=path or "/", cache=cache)
     cache_key = (next(_cache_namespaces),)  # never reused, unlike id(): no stale chunks of another array
     return Array(meta.shape, meta.chunk_shape, chain, StoreChunks(store, path, meta), shared, cache_key)
 
 
 _cache_namespaces = itertools.count()
-
 

@@ -20,6 +20,9 @@ import numpy as np
 from zarrfs.errors import ZarrfsError
 from zarrfs.geometry import grid_shape
 from zarrfs.codecs.shard_format import EMPTY
+from zarrfs.errors import ZarrfsError
+from zarrfs.geometry import grid_shape, index_of, size_of, start_of
+from zarrfs.codecs.shard_format import EMPTY
 
 SEEK_DATA = getattr(os, "SEEK_DATA", 3)
 SEEK_HOLE = getattr(os, "SEEK_HOLE", 4)
@@ -77,9 +80,11 @@ class Presence:
         sharding = array.chain.sharding
         if sharding is None:
             return shards
-        per_shard, inner = tuple(sharding.chunks_per_shard), tuple(sharding.inner_chunk_shape)
+        inner = tuple(sharding.inner_chunk_shape)  # regular across shards: each shard is a multiple of it
         present = []
         for coords in shards.stored:
+            per_shard = tuple(array.chain_at(coords).sharding.chunks_per_shard)  # rectilinear: per shard
+            first = [start_of(c, s) // n for c, s, n in zip(meta.chunk_shape, coords, inner)]
             try:
                 index = array.shard_index(coords)
             except ZarrfsError:
@@ -87,7 +92,7 @@ class Presence:
             stored = range(math.prod(per_shard)) if index is None else np.flatnonzero(index[:, 0] != EMPTY)
             for flat in stored:
                 local = np.unravel_index(int(flat), per_shard) if per_shard else ()
-                present.append(tuple(s * n + int(i) for s, n, i in zip(coords, per_shard, local, strict=False)))
+                present.append(tuple(f + int(i) for f, i in zip(first, local, strict=False)))
         return cls(meta.shape, inner, present)
 
     def find(self, element: int, data: bool) -> int | None:
@@ -113,7 +118,9 @@ class Presence:
         n = len(self.shape)
         lo = start[k] if tight else 0
         while lo < self.shape[k]:
-            g = lo // self.chunks[k]
+            c = self.chunks[k]
+            g = index_of(c, lo)
+            end = start_of(c, g) + size_of(c, g)
             p = prefix + (g,)
             count = self.counts.get(p, 0)
             full, empty = count == self.below[k + 1], count == 0
@@ -121,11 +128,11 @@ class Presence:
                 return elements + [lo] + (start[k + 1:] if tight else [0] * (n - k - 1))
             if not (empty or full):  # mixed: look inside this row, and (the same) at the next
                 found = self._find(k + 1, p, elements + [lo], start, tight, data)
-                if found is None and tight and lo + 1 < min((g + 1) * self.chunks[k], self.shape[k]):
+                if found is None and tight and lo + 1 < min(end, self.shape[k]):
                     found = self._find(k + 1, p, elements + [lo + 1], start, False, data)
                 if found is not None:
                     return found
-            lo, tight = (g + 1) * self.chunks[k], False
+            lo, tight = end, False
         return None
 
 

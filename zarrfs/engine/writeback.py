@@ -26,6 +26,10 @@ from zarrfs.errors import ConflictError, CorruptChunkError
 from zarrfs.geometry import Box, grid_shape
 from zarrfs.stores.local import Staged
 from zarrfs.engine.written_masks import WrittenMasks, overlay
+from zarrfs.errors import ConflictError, CorruptChunkError
+from zarrfs.geometry import Box, chunk_extent, chunk_origin, grid_shape
+from zarrfs.stores.local import Staged
+from zarrfs.engine.written_masks import overlay
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +51,8 @@ class WriteBack:
         self._flushing_shards: set[tuple] = set()
         self._written_whole: set[tuple] = set()  # dirty chunks that no stored data went into
         # remote stores, which other machines write too: the elements written here (written.py)
-        self._written = WrittenMasks(self.spec.shape) if self.source.capabilities.remote else None
+        self._written = WrittenMasks(self.spec.shape if array.regular else lambda c: array.spec_at(c).shape) \
+            if self.source.capabilities.remote else None
         self._unmerged: set[str] = set()  # keys that met another writer and are not merged with it yet
 
     # what the array asks as it reads and writes (under shared.lock when it writes)
@@ -86,9 +91,6 @@ class WriteBack:
     def _view(self, coords) -> "WriteBack":
         """The write-back of shard `coords`'s view."""
         return self.array.shard_view(coords).write_back
-
-    def _decoded(self, data) -> np.ndarray | None:
-        return None if data is None else self.chain.decode(data)
 
     def flush(self, whole_only: bool = False) -> None:
         """Encode every dirty chunk and commit: each touched chunk or shard is replaced once.
@@ -140,7 +142,7 @@ class WriteBack:
                 partial = self._written.partial()
             for coords, _ in partial:
                 if keys is None or self.source.key(coords) in keys:
-                    stored = self._decoded(self.source.read(coords))  # the new version, read whole
+                    stored = self.array.decode(self.source.read(coords), coords)  # the new version, read whole
                     with self.shared.lock:
                         chunk, mask = self._dirty.get(coords), self._written.mask(coords)
                         if chunk is not None and mask is not None:  # still written only in part
@@ -248,12 +250,12 @@ class WriteBack:
         chunks are never changed in place (readers may be copying from them)."""
         for coords, mask in partial:
             merged = self._flushing[coords].copy()
-            overlay(self._decoded(stored[self.source.flat(coords)]), self.spec.fill_value, merged, mask)
+            overlay(self.array.decode(stored[self.source.flat(coords)], coords), self.spec.fill_value, merged, mask)
             self._flushing[coords] = merged
 
     def _encode(self, coords, chunk: np.ndarray) -> bytes | None:
         try:
-            return self.chain.encode_or_none(chunk)
+            return self.array.chain_at(coords).encode_or_none(chunk)
         except CorruptChunkError as e:  # a shard that cannot be merged with its stored self
             raise CorruptChunkError(f"{self.shared.name}: chunk {self.source.key(coords)}: {e}") from None
 
@@ -302,7 +304,8 @@ class WriteBack:
 
     def _chunk_box(self, coords) -> Box:
         """The elements of chunk `coords` that lie inside the array."""
-        return tuple(slice(c * s, min((c + 1) * s, n)) for c, s, n in zip(coords, self.chunk_shape, self.shape, strict=False))
+        origin, extent = chunk_origin(self.chunk_shape, coords), chunk_extent(self.chunk_shape, coords)
+        return tuple(slice(o, min(o + s, n)) for o, s, n in zip(origin, extent, self.shape, strict=False))
 
     @property
     def dirty(self) -> bool:

@@ -28,7 +28,8 @@ class WrittenMasks:
         if mask is WHOLE:
             return
         if mask is None:
-            mask = self._masks[coords] = np.zeros(self.chunk_shape, bool)
+            shape = self.chunk_shape(coords) if callable(self.chunk_shape) else self.chunk_shape  # rectilinear
+            mask = self._masks[coords] = np.zeros(shape, bool)
         mask[chunk_box] = True
 
     def stored(self, coords: tuple) -> None:

@@ -8,6 +8,9 @@ import numpy as np
 
 from zarrfs.format.data_types import DataType, parse_data_type
 from zarrfs.errors import MetadataError, UnsupportedError
+from zarrfs.format.data_types import DataType, parse_data_type
+from zarrfs.errors import MetadataError, UnsupportedError
+from zarrfs.geometry import Edges
 
 MAX_NBYTES = 2**63 - 1
 MAX_DEPTH = 100  # nesting of JSON values in a document: deeper is refused, not recursed into
@@ -39,7 +42,7 @@ class GroupMetadata:
 class ArrayMetadata:
     shape: tuple[int, ...]
     data_type: DataType
-    chunk_shape: tuple[int, ...]
+    chunk_shape: tuple  # ints; a rectilinear grid has geometry.Edges along its irregular dimensions
     chunk_key_encoding: ChunkKeyEncoding
     fill_value: np.ndarray  # 0-d, of data_type.numpy
     codecs: tuple[dict, ...]  # normalised {"name", "configuration"} objects
@@ -105,7 +108,7 @@ def _parse_array(doc: dict, where: str) -> ArrayMetadata:
             raise MetadataError(f"{where}: missing mandatory member {member!r}")
     shape = int_list(doc["shape"], f"{where}: shape", minimum=0)
     data_type = parse_data_type(doc["data_type"], f"{where}: data_type")
-    chunk_shape = _chunk_grid(doc["chunk_grid"], len(shape), where)
+    chunk_shape = _chunk_grid(doc["chunk_grid"], shape, where)
     if math.prod(shape) * data_type.itemsize > MAX_NBYTES:
         raise MetadataError(f"{where}: shape {list(shape)} of {data_type.name} is more than 2^63 bytes")
     codecs = doc["codecs"]
@@ -188,16 +191,66 @@ def int_list(value, where: str, minimum: int) -> tuple[int, ...]:
     return tuple(value)
 
 
-def _chunk_grid(value, ndim: int, where: str) -> tuple[int, ...]:
+def _chunk_grid(value, shape: tuple[int, ...], where: str) -> tuple:
+    """The chunk shape: ints for a regular grid; for a rectilinear one, per dimension an int
+    (regular along it) or geometry.Edges (the edge lengths, run-length encoding expanded)."""
     grid = normalise_extension(value, f"{where}: chunk_grid")
+    if grid["name"] == "rectilinear":
+        return _rectilinear(grid["configuration"], shape, f"{where}: chunk_grid")
     if grid["name"] != "regular":
         raise UnsupportedError(f"{where}: chunk_grid: unsupported chunk grid {grid['name']!r}")
     if "chunk_shape" not in grid["configuration"]:
         raise MetadataError(f"{where}: chunk_grid: missing configuration.chunk_shape")
     chunk_shape = int_list(grid["configuration"]["chunk_shape"], f"{where}: chunk_grid.chunk_shape", minimum=1)
-    if len(chunk_shape) != ndim:
-        raise MetadataError(f"{where}: chunk_grid.chunk_shape has {len(chunk_shape)} dimensions, shape has {ndim}")
+    if len(chunk_shape) != len(shape):
+        raise MetadataError(f"{where}: chunk_grid.chunk_shape has {len(chunk_shape)} dimensions, shape has {len(shape)}")
     return chunk_shape
+
+
+MAX_EDGES = 1 << 22  # chunk edges per dimension of a rectilinear grid: more is refused, not expanded
+
+
+def _rectilinear(config: dict, shape: tuple[int, ...], where: str) -> tuple:
+    """zarr-extensions, chunk-grids/rectilinear: kind "inline", chunk_shapes per dimension."""
+    if config.get("kind") != "inline":
+        raise UnsupportedError(f"{where}: rectilinear kind {config.get('kind')!r} (zarrfs reads 'inline')")
+    shapes = config.get("chunk_shapes")
+    if not isinstance(shapes, list) or len(shapes) != len(shape):
+        raise MetadataError(f"{where}: chunk_shapes must be a list of {len(shape)} entries, one per dimension")
+    grid = []
+    for k, (entry, n) in enumerate(zip(shapes, shape)):
+        at = f"{where}.chunk_shapes[{k}]"
+        if _positive(entry):
+            grid.append(entry)
+            continue
+        if not isinstance(entry, list) or not entry:
+            raise MetadataError(f"{at}: must be a positive integer or a non-empty list of edge lengths")
+        edges = _edges(entry, at)
+        if sum(edges) < n:
+            raise MetadataError(f"{at}: edge lengths sum to {sum(edges)}, less than the array's {n}")
+        grid.append(Edges(edges))
+    return tuple(grid)
+
+
+def _edges(entry: list, where: str) -> list[int]:
+    """Edge lengths, each an integer or a run-length [value, count] pair."""
+    edges = []
+    for i, item in enumerate(entry):
+        if _positive(item):
+            edges.append(item)
+        elif isinstance(item, list) and len(item) == 2 and all(_positive(v) for v in item):
+            if len(edges) + item[1] > MAX_EDGES:
+                raise UnsupportedError(f"{where}: more than zarrfs's limit of {MAX_EDGES} chunks along a dimension")
+            edges += [item[0]] * item[1]
+        else:
+            raise MetadataError(f"{where}[{i}]: must be a positive edge length or a [length, count] pair, not {item!r}")
+        if len(edges) > MAX_EDGES:
+            raise UnsupportedError(f"{where}: more than zarrfs's limit of {MAX_EDGES} chunks along a dimension")
+    return edges
+
+
+def _positive(value) -> bool:
+    return type(value) is int and value >= 1
 
 
 def _chunk_key_encoding(value, where: str) -> ChunkKeyEncoding:

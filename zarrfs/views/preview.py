@@ -28,6 +28,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from zarrfs.geometry import largest_chunk
+
 MAX_SIDE = 512
 BUDGET = 8 << 20  # decoded bytes one preview may cost
 KINDS = "biuf"  # numeric data types; complex, raw, datetimes and text get no preview
@@ -106,7 +108,7 @@ def _axis(chunks, c: int, n: int):
 
 def _decoded_chunk_shape(meta) -> tuple[int, ...]:
     """The shape of the chunks a read decodes: the innermost chunks of a sharded array."""
-    shape, codecs = tuple(meta.chunk_shape), list(meta.codecs)
+    shape, codecs = largest_chunk(meta.chunk_shape), list(meta.codecs)  # a rectilinear grid's largest
     while len(codecs) == 1 and codecs[0].get("name") == "sharding_indexed":
         configuration = codecs[0].get("configuration", {})
         shape, codecs = tuple(configuration.get("chunk_shape", shape)), list(configuration.get("codecs", []))
