@@ -150,12 +150,14 @@ def test_sidecar_names_the_type_and_its_width(tmp_path):
 def test_views_only_where_the_format_has_the_type(tmp_path):
     from zarrfs.fs.hierarchy import Hierarchy
 
-    for name in ("bfloat16", "int4", "uint2", "float8_e4m3"):
-        write_doc(tmp_path, name, array_doc([3, 4], name, [3, 4], fill_value=0))
+    for name in ("bfloat16", "int4", "uint2", "float8_e4m3", "complex_float8_e5m2"):
+        write_doc(tmp_path, name, array_doc([3, 4], name, [3, 4], fill_value=[0, 0] if "complex" in name else 0))
     write_doc(tmp_path, "", {"zarr_format": 3, "node_type": "group", "attributes": {}})
     listing = Hierarchy(zarrfs.store.LocalStore(str(tmp_path)), views=("npy", "envi", "mhd", "nrrd", "vrt")).listing("")
     assert sorted(n for n in listing if n.startswith("bfloat16")) == ["bfloat16.bin", "bfloat16.json"]
     assert sorted(n for n in listing if n.startswith("float8")) == ["float8_e4m3.bin", "float8_e4m3.json"]
+    assert sorted(n for n in listing if n.startswith("complex")) == ["complex_float8_e5m2.bin",
+                                                                    "complex_float8_e5m2.json"]
     assert {"int4.npy", "uint2.npy"} <= set(listing)  # NAME.bin of int4 is int8: NumPy's own type
 
 

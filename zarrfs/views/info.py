@@ -58,8 +58,8 @@ def type_name(dtype: np.dtype) -> str:
     """The name the formats' tables use, from the flat file's dtype (so v2 arrays, whose stored
     names differ, get the same views): int8..uint64, float16..complex128, bool, raw, or numpy's
     own name (datetime64[s], ...) that no table but npy's knows."""
-    if not numpy_own(dtype):  # bfloat16, float8_e4m3...: a name no format's table knows
-        return dtype.name if dtype.fields is None else "raw"
+    if not numpy_own(dtype):  # bfloat16, float8_e4m3..., structs of them: a name no format's table knows
+        return dtype.name if dtype.fields is None else "struct of ml_dtypes types"
     return {"b": "bool", "V": "raw"}.get(dtype.kind, dtype.name)
 
 
