@@ -4,6 +4,7 @@ zarr-python 3.1 refuse each), so the stores are built by hand from the spec text
 registry's sample data, and tensorstore's N5 driver; NAME.bin reads them and writes back."""
 
 import gzip
+import itertools
 import json
 import shutil
 import struct
@@ -348,3 +349,60 @@ def test_round_trip_through_the_mount(tmp_path):
     with mounted(root, tmp_path, name="again") as m:
         assert (m / "packed.bin").read_bytes() == np.array([-8, 7, 3, -2, 0, 1], "i1").tobytes()
         assert (m / "maybe.bin").read_bytes() == b"\x05" * 300
+
+
+def _reference_round(x: float, values: list, bits: dict, rounding: str):
+    """The spec's rounding of `x` among the finite `values` (sorted, exact) by exact arithmetic,
+    ties to the neighbour whose last bit is 0 for nearest-even; None past the range."""
+    import bisect
+    from fractions import Fraction
+
+    exact = Fraction(x)
+    i = bisect.bisect_left(values, exact)
+    if i < len(values) and values[i] == exact:
+        return values[i]
+    if i == 0 or i == len(values):
+        return None
+    below, above = values[i - 1], values[i]
+    toward_zero, away = (below, above) if exact > 0 else (above, below)
+    if rounding == "towards-zero":
+        return toward_zero
+    if rounding == "towards-positive":
+        return above
+    if rounding == "towards-negative":
+        return below
+    if exact - below != above - exact:
+        return below if exact - below < above - exact else above
+    if rounding == "nearest-away":
+        return away
+    return below if bits[below] % 2 == 0 else above
+
+
+@pytest.mark.parametrize("data_type", ["float16", "bfloat16", "float8_e4m3fn", "float6_e2m3fn", "float4_e2m1fn"])
+@pytest.mark.parametrize("rounding", ["nearest-even", "towards-zero", "towards-positive", "towards-negative",
+                                      "nearest-away"])
+def test_cast_value_rounds_as_exact_arithmetic_does(data_type, rounding):
+    """Random values, and every tie of the type, against exact rational arithmetic."""
+    from fractions import Fraction
+
+    dt = parse_data_type(data_type)
+    width = 16 if dt.itemsize == 2 else 8
+    raw = np.arange(1 << width, dtype=f"u{dt.itemsize}")
+    if dt.needs_cleaning:
+        raw = raw[raw == dt.clean(raw.view(dt.numpy)).view(raw.dtype)]  # values with clean upper bits
+    with np.errstate(invalid="ignore"):  # the NaNs
+        as_float = raw.view(dt.numpy).astype(np.float64)
+    finite = np.isfinite(as_float)
+    bits = {}
+    for b, v in zip(raw[finite], as_float[finite]):
+        bits.setdefault(Fraction(float(v)), int(b))
+    values = sorted(bits)
+    ties = [float((a + b) / 2) for a, b in itertools.pairwise(values)]
+    samples = np.concatenate([np.random.default_rng(5).uniform(-float(values[-1]), float(values[-1]), 300),
+                              ties[:: max(1, len(ties) // 300)]])
+    c = chain([{"name": "cast_value", "configuration": {"data_type": data_type, "rounding": rounding}},
+               {"name": "bytes", "configuration": {"endian": "little"}}], "float64", [len(samples)])
+    got = np.frombuffer(bytes(c.encode(samples)), dt.numpy).astype(np.float64)
+    for x, y in zip(samples, got):
+        want = _reference_round(float(x), values, bits, rounding)
+        assert want is not None and Fraction(float(y)) == want, (x, y, want)

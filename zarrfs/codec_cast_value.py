@@ -152,9 +152,10 @@ class CastValueCodec(Codec):
 def _long(array: np.ndarray, dt: DataType) -> np.ndarray:
     """Values as long doubles, exactly (ml_dtypes' floats through float32, which holds them all)."""
     array = np.asarray(array).reshape(-1)
-    if dt.name in ml_types.FLOATS:
-        return array.astype(np.float32).astype(LONG)
-    return array.astype(LONG)
+    with np.errstate(invalid="ignore"):  # NaNs stay NaNs
+        if dt.name in ml_types.FLOATS:
+            return array.astype(np.float32).astype(LONG)
+        return array.astype(LONG)
 
 
 def _round_integer(x: np.ndarray, rounding: str) -> np.ndarray:
