@@ -248,3 +248,20 @@ def test_a_sub_byte_write_out_of_range_through_the_mount_is_einval(tmp_path):
         finally:
             os.close(fd)
         assert (m / "u.bin").read_bytes() == b"\x03\x02\x03\x03"
+
+
+@pytest.mark.parametrize("data_type", ["bfloat16", "int4", "float4_e2m1fn"])
+def test_tensorstore_sharded_both_ways(tmp_path, data_type):
+    codecs = [{"name": "sharding_indexed", "configuration": {
+        "chunk_shape": [1, 2], "index_location": "start",
+        "codecs": [{"name": "bytes", "configuration": {"endian": "big"}}, {"name": "zstd"}],
+        "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]}}]
+    t = ts_open(tmp_path / "a", data_type, create=True, codecs=codecs)
+    values = some_values(data_type, (5, 6), np.random.default_rng(8))
+    t[...] = values
+    with zarrfs.open_raw(str(tmp_path / "a"), mode="r+") as view:
+        itemsize = 2 if data_type == "bfloat16" else 1
+        assert view.read(0, view.size) == natural(data_type, values)
+        assert view.read(itemsize * 9, itemsize) == natural(data_type, values[1:2, 3:4])
+        view.write(0, natural(data_type, values[::-1].copy()))
+    assert ts_open(tmp_path / "a", data_type).read().result().tobytes() == values[::-1].tobytes()
