@@ -105,6 +105,7 @@ def test_bitround_of_integers_keeps_bits_from_the_most_significant():
     ("uint2", [0, 1, 2, 3, 3], {"padding_encoding": "last_byte"}, "e40306"),
     ("bool", [1, 0, 1, 1, 0, 0, 0, 0, 1], {}, "0d01"),
     ("float4_e2m1fn", [0.5, -6, 1.5, 0], {}, "f103"),
+    ("float6_e2m3fn", [1.0, 0.125, -1.0], {}, "488002"),  # 6-bit values across byte boundaries
     ("int16", [-4, 8, 100, -100], {"first_bit": 2, "last_bit": 9}, "ff0219e7"),
     ("uint8", [255, 1, 2], {"first_bit": 0, "last_bit": 2}, "8f00"),
     ("complex_float4_e2m1fn", [[1, -1], [0, 6]], {}, "a270"),
