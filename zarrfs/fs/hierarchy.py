@@ -447,7 +447,7 @@ def described(meta: ArrayMetadata) -> dict:
         "shape": list(meta.shape),
         "dtype": None if meta.data_type.numpy.kind == "O" else meta.data_type.array_interface,
         "dimension_names": None if names is None else list(names),
-        "chunk_shape": list(meta.chunk_shape),
+        "chunk_shape": list(meta.chunk_shape) if regular(meta.chunk_shape) else None,  # rectilinear: chunk_shapes
         "codecs": list(meta.codecs) if meta.zarr_format == 2 else meta.document["codecs"],
         "attributes": meta.attributes,
     }
