@@ -37,11 +37,11 @@ def size_of(c, g: int) -> int:
 
 def chunk_extent(chunk_shape, coords) -> tuple[int, ...]:
     """The declared shape of chunk `coords`: what it decodes to."""
-    return tuple(size_of(c, g) for c, g in zip(chunk_shape, coords))
+    return tuple(size_of(c, g) for c, g in zip(chunk_shape, coords, strict=False))
 
 
 def chunk_origin(chunk_shape, coords) -> tuple[int, ...]:
-    return tuple(start_of(c, g) for c, g in zip(chunk_shape, coords))
+    return tuple(start_of(c, g) for c, g in zip(chunk_shape, coords, strict=False))
 
 
 def regular(chunk_shape) -> bool:

@@ -395,7 +395,7 @@ def test_cast_value_rounds_as_exact_arithmetic_does(data_type, rounding):
         as_float = raw.view(dt.numpy).astype(np.float64)
     finite = np.isfinite(as_float)
     bits = {}
-    for b, v in zip(raw[finite], as_float[finite]):
+    for b, v in zip(raw[finite], as_float[finite], strict=False):
         bits.setdefault(Fraction(float(v)), int(b))
     values = sorted(bits)
     ties = [float((a + b) / 2) for a, b in itertools.pairwise(values)]
@@ -404,6 +404,6 @@ def test_cast_value_rounds_as_exact_arithmetic_does(data_type, rounding):
     c = chain([{"name": "cast_value", "configuration": {"data_type": data_type, "rounding": rounding}},
                {"name": "bytes", "configuration": {"endian": "little"}}], "float64", [len(samples)])
     got = np.frombuffer(bytes(c.encode(samples)), dt.numpy).astype(np.float64)
-    for x, y in zip(samples, got):
+    for x, y in zip(samples, got, strict=False):
         want = _reference_round(float(x), values, bits, rounding)
         assert want is not None and Fraction(float(y)) == want, (x, y, want)

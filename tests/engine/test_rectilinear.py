@@ -42,14 +42,14 @@ def expanded(entry, n):
 
 def blocks(values, chunk_shapes, fill):
     """{chunk coords: the chunk's declared block}, overhanging parts holding the fill value."""
-    edges = [expanded(e, n) for e, n in zip(chunk_shapes, values.shape)]
+    edges = [expanded(e, n) for e, n in zip(chunk_shapes, values.shape, strict=False)]
     starts = [np.cumsum([0, *e]) for e in edges]
     out = {}
     for coords in itertools.product(*(range(len(e)) for e in edges)):
-        if any(s[c] >= n for s, c, n in zip(starts, coords, values.shape)):
+        if any(s[c] >= n for s, c, n in zip(starts, coords, values.shape, strict=False)):
             continue  # wholly past the end: no such chunk
-        block = np.full([e[c] for e, c in zip(edges, coords)], fill, values.dtype)
-        inside = tuple(slice(s[c], min(s[c] + e[c], n)) for s, e, c, n in zip(starts, edges, coords, values.shape))
+        block = np.full([e[c] for e, c in zip(edges, coords, strict=False)], fill, values.dtype)
+        inside = tuple(slice(s[c], min(s[c] + e[c], n)) for s, e, c, n in zip(starts, edges, coords, values.shape, strict=False))
         block[tuple(slice(0, x.stop - x.start) for x in inside)] = values[inside]
         out[coords] = block
     return out
@@ -180,7 +180,7 @@ def test_holes_on_irregular_chunks_match_a_brute_force_model(grid):
     shape, edges, present = grid
     mask = np.zeros(shape, bool)
     for coords in present:
-        mask[tuple(slice(e.starts[c], e.starts[c + 1]) for e, c in zip(edges, coords))] = True
+        mask[tuple(slice(e.starts[c], e.starts[c + 1]) for e, c in zip(edges, coords, strict=False))] = True
     mask = mask.reshape(-1)
     presence = Presence(shape, edges, present)
     for element in range(mask.size):

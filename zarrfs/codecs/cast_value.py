@@ -11,7 +11,7 @@ float32, which makes its final rounding the right one (Boldo and Melquiond)."""
 import ml_dtypes
 import numpy as np
 
-from zarrfs import ml_types
+from zarrfs.format import ml_types
 from zarrfs.codecs.base import ChunkSpec, Codec
 from zarrfs.format.data_types import DataType, parse_data_type
 from zarrfs.errors import CorruptChunkError, EncodeError, MetadataError, UnsupportedError

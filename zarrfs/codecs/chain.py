@@ -24,34 +24,15 @@ from zarrfs.format.data_types import DataType, fill_is_all
 from zarrfs.errors import CorruptChunkError, MetadataError, UnsupportedError
 from zarrfs.format.v3 import normalise_extension
 from zarrfs.codecs.bounded_decode import GZIP_WBITS, deflate_prefix
-from zarrfs import ml_types
-from zarrfs.codecs import numcodecs_adapter as numcodecs_codecs
-from zarrfs.codecs import shard_format as sharding
-from zarrfs.codecs.blosc_blocks import blosc_blocks
-from zarrfs.codecs.bounded_decode import check_blosc_header, gzip_decode, zstd_decode
-from zarrfs.codecs.base import MAX_CHUNK_NBYTES, MAX_INNER_CHUNKS, ChunkSpec, Codec
-from zarrfs.codecs.base import config_value as _config
-from zarrfs.format.data_types import DataType, fill_is_all
-from zarrfs.errors import CorruptChunkError, MetadataError, UnsupportedError
-from zarrfs.format.v3 import normalise_extension
-from zarrfs import ml_types
-from zarrfs.codecs import numcodecs_adapter as numcodecs_codecs
-from zarrfs.codecs import shard_format as sharding
-from zarrfs.codecs.blosc_blocks import blosc_blocks
-from zarrfs.codecs.bounded_decode import check_blosc_header, gzip_decode, zstd_decode
-from zarrfs.codecs.base import MAX_CHUNK_NBYTES, MAX_INNER_CHUNKS, ChunkSpec, Codec
-from zarrfs.codecs.base import config_value as _config
-from zarrfs.codec_bitround import BitroundCodec
-from zarrfs.codec_cast_value import CastValueCodec
-from zarrfs.codec_conditional import ConditionalCodec
-from zarrfs.codec_n5 import N5DefaultCodec
-from zarrfs.codec_packbits import PackbitsCodec
-from zarrfs.codec_reshape import ReshapeCodec
-from zarrfs.codec_scale_offset import ScaleOffsetCodec
-from zarrfs.codec_zfp import ZfpCodec
-from zarrfs.format.data_types import DataType, fill_is_all
-from zarrfs.errors import CorruptChunkError, MetadataError, UnsupportedError
-from zarrfs.format.v3 import normalise_extension
+from zarrfs.format import ml_types
+from zarrfs.codecs.bitround import BitroundCodec
+from zarrfs.codecs.cast_value import CastValueCodec
+from zarrfs.codecs.conditional import ConditionalCodec
+from zarrfs.codecs.n5_default import N5DefaultCodec
+from zarrfs.codecs.packbits import PackbitsCodec
+from zarrfs.codecs.reshape import ReshapeCodec
+from zarrfs.codecs.scale_offset import ScaleOffsetCodec
+from zarrfs.codecs.zfp import ZfpCodec
 
 
 class TransposeCodec(Codec):
@@ -430,7 +411,8 @@ class CodecChain:
         spec = self.spec
         for codec in self.array_array:
             spec = codec.resolve(spec)
-        codec = cls(entry["configuration"], spec, where)
+        nested = {"build_chain": CodecChain} if cls.nests_chains else {}
+        codec = cls(entry["configuration"], spec, where, **nested)
         if stage == 0:
             self.array_array.append(codec)
         elif stage == 1:
@@ -444,7 +426,7 @@ class CodecChain:
         A shape is one length per dimension, so the lengths are checked dimension by dimension."""
         if self.sharding is None:
             return
-        for k, (c, n) in enumerate(zip(chunk_shape, self.sharding.inner_chunk_shape)):
+        for k, (c, n) in enumerate(zip(chunk_shape, self.sharding.inner_chunk_shape, strict=False)):
             for length in sorted(set([c] if isinstance(c, int) else c)):
                 if length % n:
                     raise MetadataError(f"{where}: chunk_grid: a chunk of length {length} along dimension {k} is "

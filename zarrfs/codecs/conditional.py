@@ -10,10 +10,10 @@ from zarrfs.errors import CorruptChunkError, MetadataError
 
 class ConditionalCodec(Codec):
     kind = "bytes->bytes"
+    nests_chains = True
 
-    def __init__(self, config, spec, where):
+    def __init__(self, config, spec, where, build_chain):
         super().__init__(config, spec, where)
-        from zarrfs.codecs.chain import CodecChain  # the nested codecs are built as any chain's are
 
         codecs = config.get("codecs")
         if not isinstance(codecs, list) or not codecs:
@@ -22,7 +22,7 @@ class ConditionalCodec(Codec):
         if type(bits) is not int or bits % 8 or bits < len(codecs):
             raise MetadataError(f"{where}: header_bits must be a multiple of 8 of at least {len(codecs)}, not {bits!r}")
         # a chain of [bytes, *codecs] binds each nested codec to the spec; only its bytes->bytes part is used
-        chain = CodecChain([{"name": "bytes", "configuration": {"endian": "little"}}, *codecs], spec, f"{where}.codecs")
+        chain = build_chain([{"name": "bytes", "configuration": {"endian": "little"}}, *codecs], spec, f"{where}.codecs")
         if chain.array_array or len(chain.bytes_bytes) != len(codecs):
             raise MetadataError(f"{where}: the nested codecs must all be bytes->bytes")
         self.codecs = chain.bytes_bytes

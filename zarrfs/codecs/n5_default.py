@@ -17,8 +17,9 @@ from zarrfs.format.v3 import normalise_extension
 
 class N5DefaultCodec(Codec):
     kind = "array->bytes"
+    nests_chains = True
 
-    def __init__(self, config, spec, where):
+    def __init__(self, config, spec, where, build_chain):
         super().__init__(config, spec, where)
         codecs = config.get("codecs")
         if not isinstance(codecs, list) or not 2 <= len(codecs) <= 3:
@@ -32,18 +33,16 @@ class N5DefaultCodec(Codec):
             raise MetadataError(f"{where}: the second codec must be bytes with endian 'big'")
         if len(spec.shape) >= 1 << 16 or any(s >= 1 << 32 for s in spec.shape):
             raise UnsupportedError(f"{where}: N5 blocks hold at most 65535 dimensions of less than 2**32")
-        self.codecs, self.spec, self.chain_where = codecs, spec, f"{where}.codecs"
+        self.codecs, self.spec, self.chain_where, self.build_chain = codecs, spec, f"{where}.codecs", build_chain
         self._chains = {}  # block shape -> its chain: the chunk's, and a few truncated edge blocks'
         self.chain = self._chain(spec.shape)
 
     def _chain(self, shape: tuple[int, ...]):
-        from zarrfs.codecs.chain import CodecChain  # the nested chain is built as any chain is
-
         if shape not in self._chains:
             if len(self._chains) > 64:
                 self._chains.clear()
             spec = ChunkSpec(shape, self.spec.data_type, self.spec.fill_value)
-            self._chains[shape] = CodecChain(self.codecs, spec, self.chain_where)
+            self._chains[shape] = self.build_chain(self.codecs, spec, self.chain_where)
         return self._chains[shape]
 
     def encode(self, array: np.ndarray) -> bytes:
@@ -65,6 +64,6 @@ class N5DefaultCodec(Codec):
             return self.chain.decode(data[4 + 4 * ndim:])
         block = self._chain(tuple(shape)).decode(data[4 + 4 * ndim:])
         out = np.full(self.spec.shape, self.spec.fill_value, self.spec.data_type.numpy)
-        overlap = tuple(slice(0, min(a, b)) for a, b in zip(shape, self.spec.shape))
+        overlap = tuple(slice(0, min(a, b)) for a, b in zip(shape, self.spec.shape, strict=False))
         out[overlap] = block[overlap]
         return out

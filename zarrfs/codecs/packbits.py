@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from zarrfs import ml_types
+from zarrfs.format import ml_types
 from zarrfs.codecs.base import Codec
 from zarrfs.errors import CorruptChunkError, MetadataError, UnsupportedError
 

@@ -7,7 +7,7 @@ decode is exact only for values the encode made."""
 import numpy as np
 
 from zarrfs.codecs.base import ChunkSpec, Codec
-from zarrfs.codec_cast_value import LONG, int_range, numeric_kind
+from zarrfs.codecs.cast_value import LONG, int_range, numeric_kind
 from zarrfs.errors import CorruptChunkError, EncodeError, MetadataError, UnsupportedError
 
 

@@ -26,18 +26,7 @@ from zarrfs.format.v3 import ArrayMetadata
 from zarrfs.engine.chunk_sources import ChunkSource, ShardChunks, StoreChunks
 from zarrfs.stores.contract import Capabilities, Store
 from zarrfs.engine.writeback import WriteBack
-from zarrfs.engine import batched_fetch as batchread
-from zarrfs.engine.buffers import free, scratch
-from zarrfs.engine.chunk_cache import MISSING, ChunkCache
-from zarrfs.codecs.chain import ChunkSpec, CodecChain
-from zarrfs.errors import CorruptChunkError
-from zarrfs.geometry import Box, box_shape, chunk_extent, chunk_origin, chunk_parts, flat_index, largest_chunk, regular
-from zarrfs.format.v3 import ArrayMetadata
-from zarrfs.codecs.shard_format import ShardChunks
-from zarrfs.engine.writeback import WriteBack
-from zarrfs.engine.written_masks import WrittenMasks
-from zarrfs.byte_ranges import ByteRange, Range
-from zarrfs.stores.local import LocalStore, Staged
+from zarrfs.geometry import chunk_extent, chunk_origin, largest_chunk, regular
 
 log = logging.getLogger(__name__)
 

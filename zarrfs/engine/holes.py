@@ -20,9 +20,7 @@ import numpy as np
 from zarrfs.errors import ZarrfsError
 from zarrfs.geometry import grid_shape
 from zarrfs.codecs.shard_format import EMPTY
-from zarrfs.errors import ZarrfsError
-from zarrfs.geometry import grid_shape, index_of, size_of, start_of
-from zarrfs.codecs.shard_format import EMPTY
+from zarrfs.geometry import index_of, size_of, start_of
 
 SEEK_DATA = getattr(os, "SEEK_DATA", 3)
 SEEK_HOLE = getattr(os, "SEEK_HOLE", 4)
@@ -84,7 +82,7 @@ class Presence:
         present = []
         for coords in shards.stored:
             per_shard = tuple(array.chain_at(coords).sharding.chunks_per_shard)  # rectilinear: per shard
-            first = [start_of(c, s) // n for c, s, n in zip(meta.chunk_shape, coords, inner)]
+            first = [start_of(c, s) // n for c, s, n in zip(meta.chunk_shape, coords, inner, strict=False)]
             try:
                 index = array.shard_index(coords)
             except ZarrfsError:

@@ -26,10 +26,7 @@ from zarrfs.errors import ConflictError, CorruptChunkError
 from zarrfs.geometry import Box, grid_shape
 from zarrfs.stores.local import Staged
 from zarrfs.engine.written_masks import WrittenMasks, overlay
-from zarrfs.errors import ConflictError, CorruptChunkError
-from zarrfs.geometry import Box, chunk_extent, chunk_origin, grid_shape
-from zarrfs.stores.local import Staged
-from zarrfs.engine.written_masks import overlay
+from zarrfs.geometry import chunk_extent, chunk_origin
 
 log = logging.getLogger(__name__)
 

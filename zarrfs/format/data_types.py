@@ -14,9 +14,7 @@ import numpy as np
 
 from zarrfs.format import numpy_types
 from zarrfs.errors import MetadataError, UnsupportedError
-from zarrfs import ml_types
-from zarrfs.format import numpy_types
-from zarrfs.errors import MetadataError, UnsupportedError
+from zarrfs.format import ml_types
 
 _NUMERIC = {
     "bool": "|b1",

@@ -8,8 +8,6 @@ import numpy as np
 
 from zarrfs.format.data_types import DataType, parse_data_type
 from zarrfs.errors import MetadataError, UnsupportedError
-from zarrfs.format.data_types import DataType, parse_data_type
-from zarrfs.errors import MetadataError, UnsupportedError
 from zarrfs.geometry import Edges
 
 MAX_NBYTES = 2**63 - 1
@@ -218,7 +216,7 @@ def _rectilinear(config: dict, shape: tuple[int, ...], where: str) -> tuple:
     if not isinstance(shapes, list) or len(shapes) != len(shape):
         raise MetadataError(f"{where}: chunk_shapes must be a list of {len(shape)} entries, one per dimension")
     grid = []
-    for k, (entry, n) in enumerate(zip(shapes, shape)):
+    for k, (entry, n) in enumerate(zip(shapes, shape, strict=False)):
         at = f"{where}.chunk_shapes[{k}]"
         if _positive(entry):
             grid.append(entry)

@@ -35,18 +35,7 @@ from zarrfs.stores.contract import Store
 from zarrfs.views import DEFAULT_VIEWS, VIEWS, info_of
 from zarrfs.views import ome, preview
 from zarrfs.views.header_cache import HeaderCache
-from zarrfs.nodes import consolidated
-from zarrfs.nodes import documents as nodes
-from zarrfs.views import text as textview
-from zarrfs.codecs.chain import ChunkSpec, CodecChain
-from zarrfs.errors import MetadataError, StoreError, UnsupportedError, ZarrfsError
 from zarrfs.geometry import grid_shape, largest_chunk, regular, size_of
-from zarrfs.format.v3 import ArrayMetadata, GroupMetadata
-from zarrfs.views.georeferencing import Georeferencer
-from zarrfs.stores.local import LocalStore
-from zarrfs.views import DEFAULT_VIEWS, VIEWS, info_of
-from zarrfs.views import preview
-from zarrfs.views.header_cache import HeaderCache
 
 log = logging.getLogger(__name__)
 
@@ -480,7 +469,7 @@ def sidecar(meta: ArrayMetadata, data_file: str, views: dict[str, str] | None = 
     if not regular(meta.chunk_shape):  # each dimension's chunk lengths, as many chunks as hold elements
         body.update(chunk_grid="rectilinear", chunk_shapes=[
             [size_of(c, g) for g in range(count)] for c, count in zip(meta.chunk_shape, grid_shape(meta.shape,
-                                                                                                  meta.chunk_shape))])
+                                                                                                  meta.chunk_shape), strict=False)])
     if meta.data_type.numpy.kind == "O":  # shown as text (see textview.py)
         body.update(itemsize=None, nbytes=None, byte_order=None, data_file=None,
                     text_file=json_name(data_file.removesuffix(".bin") + ".txt"),
