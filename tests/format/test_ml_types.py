@@ -11,6 +11,7 @@ import pytest
 from helpers import array_doc, write_doc
 
 import zarrfs
+import zarrfs.stores.local
 from zarrfs.errors import InvalidValueError, MetadataError
 
 ts = pytest.importorskip("tensorstore")
@@ -139,7 +140,7 @@ def test_sidecar_names_the_type_and_its_width(tmp_path):
         fill = [0, 0] if name.startswith("complex") else 0
         write_doc(tmp_path, name, array_doc([3], name, [3], fill_value=fill))
     write_doc(tmp_path, "", {"zarr_format": 3, "node_type": "group", "attributes": {}})
-    h = Hierarchy(zarrfs.store.LocalStore(str(tmp_path)))
+    h = Hierarchy(zarrfs.stores.local.LocalStore(str(tmp_path)))
     side = {n: json.loads(h.content(h.lookup(f"/{n}.json"))) for n in ("bfloat16", "int4", "complex_float8_e5m2")}
     assert (side["bfloat16"]["dtype"], side["bfloat16"]["itemsize"]) == ("bfloat16", 2)
     assert (side["int4"]["dtype"], side["int4"]["itemsize"], side["int4"]["data_type"]) == ("int4", 1, "int4")
@@ -153,7 +154,7 @@ def test_views_only_where_the_format_has_the_type(tmp_path):
     for name in ("bfloat16", "int4", "uint2", "float8_e4m3", "complex_float8_e5m2"):
         write_doc(tmp_path, name, array_doc([3, 4], name, [3, 4], fill_value=[0, 0] if "complex" in name else 0))
     write_doc(tmp_path, "", {"zarr_format": 3, "node_type": "group", "attributes": {}})
-    listing = Hierarchy(zarrfs.store.LocalStore(str(tmp_path)), views=("npy", "envi", "mhd", "nrrd", "vrt")).listing("")
+    listing = Hierarchy(zarrfs.stores.local.LocalStore(str(tmp_path)), views=("npy", "envi", "mhd", "nrrd", "vrt")).listing("")
     assert sorted(n for n in listing if n.startswith("bfloat16")) == ["bfloat16.bin", "bfloat16.json"]
     assert sorted(n for n in listing if n.startswith("float8")) == ["float8_e4m3.bin", "float8_e4m3.json"]
     assert sorted(n for n in listing if n.startswith("complex")) == ["complex_float8_e5m2.bin",
