@@ -17,7 +17,7 @@ import sys
 import threading
 
 from zarrfs.errors import ZarrfsError
-from zarrfs.cli import daemon_log
+from zarrfs.cli.command import daemon_log
 from zarrfs.names import LineFormatter, printable
 from zarrfs.fuse.binding import ZarrFUSE
 from zarrfs.cli.help import epilog
@@ -25,6 +25,13 @@ from zarrfs.fuse.tracing import TracingFUSE, quiet_binding
 from zarrfs.fuse.operations import BLKSIZE, Operations, Options
 from zarrfs.stores.source_url import is_remote, public_url
 from zarrfs.views import VIEWS, preview
+from zarrfs.errors import ZarrfsError
+from zarrfs.fuse.binding import ZarrFUSE
+from zarrfs.cli.help import epilog
+from zarrfs.fuse.tracing import TracingFUSE, quiet_binding
+from zarrfs.fuse.operations import BLKSIZE, Operations, Options
+from zarrfs.stores.source_url import is_remote, public_url
+from zarrfs.views import ALL_VIEWS, GROUP_VIEWS, preview
 
 log = logging.getLogger("zarrfs")
 
@@ -153,7 +160,7 @@ def rejoin_views(words: list[str]) -> list[str]:
     """`-o views=npy,envi,ro` splits into views=npy, envi, ro: give the view names back to views."""
     out = []
     for word in words:
-        if out and out[-1].startswith("views=") and out[-1] != "views=none" and word in VIEWS:
+        if out and out[-1].startswith("views=") and out[-1] != "views=none" and word in ALL_VIEWS:
             out[-1] += f",{word}"
         else:
             out.append(word)
@@ -164,9 +171,13 @@ def parse_views(value: str) -> tuple[str, ...]:
     names = [v for v in value.split(",") if v]
     if names == ["none"]:
         return ()
-    unknown = [v for v in names if v not in VIEWS]
+    unknown = [v for v in names if v not in ALL_VIEWS]
     if unknown or not names:
-        raise UsageError(f"views={value!r}: choose from {', '.join(VIEWS)}, or none")
+        raise UsageError(f"views={value!r}: choose from {', '.join(ALL_VIEWS)}, or none")
+    for name in names:
+        group = GROUP_VIEWS.get(name)
+        if group is not None and not group.available():
+            raise UsageError(f"views={name} needs its extra: pip install 'zarrfs[{group.extra}]'")
     return tuple(dict.fromkeys(names))
 
 
@@ -244,7 +255,7 @@ def notify(message: str) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="zarrfs", description="Mount a Zarr (v2 or v3) hierarchy as raw binary "
                                      "files: NAME.bin (little-endian, C order) and NAME.json for each array.",
-                                     epilog=epilog(Options(), VIEWS), formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     epilog=epilog(Options(), ALL_VIEWS), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"zarrfs {package_version()}")
     parser.add_argument("source", help="a Zarr hierarchy (directory), a group or array inside one, or an object-store URL (s3://BUCKET/PREFIX, gs://, az://, https://)")
     parser.add_argument("mountpoint", help="an existing empty directory")

@@ -5,6 +5,8 @@
     array NAME      -> NAME.bin (flat bytes) + NAME.json (sidecar) + the header views chosen
                        (NAME.npy, NAME.bin.hdr, NAME.mhd, ...; see zarrfs.views) that can
                        express the array
+    group view      -> zarr.h5 and zarr.nc in each group's directory (views/hdf5.py), unless a
+                       child group has that name
 
 Collision rule: the group's documents and child groups keep their names; an array any of
 whose file names (with every view chosen) would collide with one of them or with a file of an
@@ -36,11 +38,23 @@ from zarrfs.views import DEFAULT_VIEWS, VIEWS, info_of
 from zarrfs.views import ome, preview
 from zarrfs.views.header_cache import HeaderCache
 from zarrfs.geometry import grid_shape, largest_chunk, regular, size_of
+from zarrfs.nodes import consolidated
+from zarrfs.nodes import documents as nodes
+from zarrfs.views import text as textview
+from zarrfs.codecs.chain import ChunkSpec, CodecChain
+from zarrfs.errors import MetadataError, StoreError, UnsupportedError, ZarrfsError
+from zarrfs.format.v3 import ArrayMetadata, GroupMetadata
+from zarrfs.views.georeferencing import Georeferencer
+from zarrfs.stores.local import LocalStore
+from zarrfs.views import DEFAULT_VIEWS, GROUP_VIEWS, VIEWS, hdf5, info_of
+from zarrfs.views import preview
+from zarrfs.views.header_cache import HeaderCache
 
 log = logging.getLogger(__name__)
 
 DIR, DATA, SIDECAR, DOCUMENT, HEADER, TEXT = "dir", "data", "sidecar", "document", "header", "text"
 PREVIEW = "preview"  # NAME.png, made from the data when opened (views/preview.py)
+GROUPFILE = "groupfile"  # zarr.h5: a group and what is below it, made when opened (views/hdf5.py)
 
 
 @dataclass(frozen=True)
@@ -75,7 +89,8 @@ class Hierarchy:
     def __init__(self, store: Store, views=DEFAULT_VIEWS, header_cache_bytes: int = 32 << 20,
                  previews: bool = False):
         self.store = store
-        self.views = [VIEWS[name] for name in views]
+        self.views = [VIEWS[name] for name in views if name in VIEWS]
+        self.group_views = _group_views(views, views is DEFAULT_VIEWS)
         self._headers = HeaderCache(header_cache_bytes)
         georeferenced = previews or any(view.name in ("vrt", "envi") for view in self.views)
         self._georeferencer = Georeferencer(store, self.node) if georeferenced else None
@@ -85,6 +100,7 @@ class Hierarchy:
         self._listings: dict[str, tuple[int, dict[str, Entry]]] = {}
         self._sidecars: dict[tuple[str, str], tuple[Node, bytes]] = {}
         self._directories: dict[str, Entry] = {}  # file-system path -> DIR entry, while listings hold
+        self._group_versions: dict[str, tuple] = {}  # group path -> the nodes its HDF5 view was made of
         self._lock = threading.Lock()
         root = self._check_root()
         self.consolidated = _consolidated(root)
@@ -239,6 +255,10 @@ class Hierarchy:
                 entries[name] = Entry(DIR, child)
             else:
                 arrays.append(child)
+        if group.meta is not None:  # before the arrays, which give way to them
+            for view in self.group_views:
+                entries.update({name: Entry(GROUPFILE, group, name, view.name) for name in view.files
+                                if name not in entries})
         for child in arrays:
             stem = child.name
             while any(name in entries for name in self.file_names(stem)):
@@ -351,6 +371,32 @@ class Hierarchy:
             cached = self._sidecars[key] = (entry.node, sidecar(entry.node.meta, f"{entry.stem}.bin", views))
         return cached[1]
 
+    def group_layout(self, group: Node, build: bool = True) -> "hdf5.Layout | None":
+        """The HDF5 view of `group` (zarr.h5), made once per version of the nodes below it while
+        the header cache keeps it; None if not made yet and build is False. Raises
+        hdf5.TooLargeError for a hierarchy beyond the bounds."""
+        members = hdf5.members_of(group, self._child_nodes)
+        version = hdf5.version_of(members)
+        key = ("hdf5", group.path)
+        with self._lock:
+            known = self._group_versions.get(group.path)
+            if known is not None and hdf5.same(known, version):
+                version = known  # the header cache compares versions by identity
+            else:
+                self._group_versions[group.path] = version
+        if not build and not self._headers.has(key, version):
+            return None
+        cap = self._headers.max_bytes
+        return self._headers.get(key, version, lambda: {"hdf5": hdf5.build(members, lambda m: m.node.path, cap)})["hdf5"]
+
+    def _child_nodes(self, path: str) -> list[tuple[str, Node]]:
+        """(name, node) of the groups and arrays in the group at `path`, in name order."""
+        found = {}
+        for entry in self.listing(path).values():
+            if entry.kind == DIR or (entry.kind in (DATA, TEXT) and not entry.view):
+                found[entry.node.path] = entry.node
+        return sorted((node.name, node) for node in found.values())
+
     def entries_of(self, directory: Entry) -> dict[str, Entry]:
         if directory.node.kind == "array":  # SOURCE is an array: the root holds just its files
             stem = os.path.basename(self.store.root.rstrip("/")) or "array"
@@ -361,6 +407,22 @@ class Hierarchy:
 def read_only_view(entry: Entry) -> bool:
     """A data view none of whose bytes may be written, even on a writable mount (NAME.tif)."""
     return entry.kind == DATA and bool(entry.view) and VIEWS[entry.view].read_only
+
+
+def _group_views(views, by_default: bool) -> list:
+    """The group views chosen; one chosen by default whose dependency is missing is left out, with
+    one line saying which extra brings it (one asked for by name was refused by the command line)."""
+    chosen = []
+    for name in views:
+        view = GROUP_VIEWS.get(name)
+        if view is None:
+            continue
+        if view.available():
+            chosen.append(view)
+        elif by_default:
+            log.info("the %s view (%s) is off: pip install 'zarrfs[%s]' turns it on", name, ", ".join(view.files),
+                     view.extra)
+    return chosen
 
 
 def _parse_node(path: str, docs: nodes.Documents) -> Node:

@@ -32,6 +32,26 @@ from zarrfs.fs.stored_usage import LIFETIME, Usage
 from zarrfs.fuse.libfuse import mfusepy
 from zarrfs.views import DEFAULT_VIEWS, preview
 from zarrfs.fs.inodes import entry_key, inode_number
+from zarrfs.engine import holes
+from zarrfs.engine import recovery
+from zarrfs.fuse import replies
+from zarrfs.engine.array import open_array
+from zarrfs.fuse.errno_boundary import errno_boundary, fail
+from zarrfs.engine.chunk_cache import ChunkCache
+from zarrfs.fuse.page_invalidation import Siblings
+from zarrfs.errors import ZarrfsError
+from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, GROUPFILE, PREVIEW, SIDECAR, TEXT, Entry, Hierarchy, Node
+from zarrfs.views.prefixed_file import PrefixedFile
+from zarrfs.engine.flat_file import RawFile
+from zarrfs.edits.hierarchy_edits import Shaping
+from zarrfs.views.text import Texts
+from zarrfs.stores.source_url import RemoteOptions, open_store
+from zarrfs.fs.stored_usage import LIFETIME, Usage
+from zarrfs.fuse.xattrs import ExtendedAttributes
+from zarrfs.fuse.hierarchy_edit_methods import ShapingMethods
+from zarrfs.fuse.write_back_methods import WriteBackMethods
+from zarrfs.fuse.libfuse import mfusepy
+from zarrfs.views import DEFAULT_VIEWS, hdf5, preview
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +67,7 @@ class Handle:
     entry: Entry | None  # None for a draft
     content: bytes = b""  # sidecars, documents and headers: a snapshot
     array: OpenArray | None = None
-    file: RawFile | PrefixedFile | None = None  # the array's bytes as this entry shows them
+    file: RawFile | PrefixedFile | hdf5.GroupFile | None = None  # the array's bytes as this entry shows them
     siblings: tuple = ("", ())  # its path, and those of the other files showing the same bytes
     writable: bool = False
     wrote: bool = False
@@ -87,6 +107,7 @@ class Operations(mfusepy.Operations):
                                  options.recovery_dir)  # arrays open through the mount, and their write-back
         self.siblings = Siblings()
         self._listed: dict[str, tuple[dict, list]] = {}  # path -> (listing, its entries as a list)
+        self._served: dict[str, object] = {}  # zarr.h5 path -> the layout the kernel was last shown
         self.writes = 0
         self._handles: dict[int, Handle] = {}
         self._next_fh = 1
@@ -166,6 +187,8 @@ class Operations(mfusepy.Operations):
             mode, size = stat.S_IFREG | 0o444, preview.png_size(*self.hierarchy.previews.of(entry.node)[1].size)
         elif entry.kind == TEXT:  # the true size, worked out once (textview.Texts.size): splice copies no further
             mode, size = stat.S_IFREG | 0o444, self.texts.size(self.store, entry.node, self.cache)
+        elif entry.kind == GROUPFILE:  # 0 until first opened, as /proc files: open makes it and says its size
+            mode, size = stat.S_IFREG | 0o444, self._group_file_size(entry)
         else:
             mode, size = stat.S_IFREG | 0o444, len(self.hierarchy.content(entry))
         mtime, blocks = self._stored(entry, size)
@@ -185,6 +208,13 @@ class Operations(mfusepy.Operations):
         if entry.kind in (TEXT, PREVIEW) or self._unstored(node) or not holes.zero_fill(node.meta):
             return mtime, -(-size // 512)
         return mtime, -(-(stored.nbytes + len(self.hierarchy.prefix(entry))) // 512)
+
+    def _group_file_size(self, entry: Entry) -> int:
+        try:
+            layout = self.hierarchy.group_layout(entry.node, build=False)
+        except hdf5.TooLargeError:
+            return 0
+        return layout.size if layout is not None else 0
 
     def _unstored(self, node: Node) -> bool:
         opened = self.arrays.get(node.path)
@@ -248,6 +278,8 @@ class Operations(mfusepy.Operations):
             return self._add_handle(Handle(entry, content=self._text(entry, path)))
         if entry.kind == PREVIEW:
             return self._add_handle(Handle(entry, content=self._preview(entry)))
+        if entry.kind == GROUPFILE:
+            return self._add_handle(Handle(entry, file=self._group_file(entry, path)))
         if entry.kind != DATA:
             return self._add_handle(Handle(entry, content=self.hierarchy.content(entry)))
         if entry.node.error is not None:  # logged once, when the node was read
@@ -256,7 +288,7 @@ class Operations(mfusepy.Operations):
         prefix = self.hierarchy.prefix(entry)
         file = PrefixedFile(opened.raw, prefix, path) if prefix else opened.raw
         self.siblings.opened(path)
-        siblings = self.siblings.of(path, self.hierarchy.data_names(entry))
+        siblings = self.siblings.of(path, self.hierarchy.data_names(entry) + self._group_files_above(path))
         return self._add_handle(Handle(entry, array=opened, file=file, writable=writable, siblings=siblings))
 
     def _text(self, entry: Entry, path: str) -> bytes:
@@ -267,6 +299,42 @@ class Operations(mfusepy.Operations):
         if len(text) != shown:
             self.siblings.refresh(path)
         return text
+
+    def _group_file(self, entry: Entry, path: str) -> hdf5.GroupFile:
+        """zarr.h5, made (or taken from the header cache) now. When it differs from what the kernel
+        was last shown, the kernel's size and pages of it are dropped before the open is answered."""
+        try:
+            layout = self.hierarchy.group_layout(entry.node)
+        except hdf5.TooLargeError as e:
+            log.error("%s: no HDF5 view: %s", path, e)
+            fail(e.errno)
+        self.siblings.opened(path)
+        if self._served.get(path) is not layout:
+            self.siblings.drop([path])
+            self._served[path] = layout
+        arrays: dict[str, RawFile] = {}
+
+        def raw_of(store_path: str) -> RawFile:
+            if store_path not in arrays:
+                node = self.hierarchy.node(store_path)
+                if node is None or node.meta is None:
+                    fail(errno.ESTALE)  # gone since the file was made: its layout is stale
+                arrays[store_path] = self.arrays.open(node, hold=False).raw
+            return arrays[store_path]
+
+        return hdf5.GroupFile(layout, raw_of)
+
+    def _group_files_above(self, path: str) -> list[str]:
+        """The group files (zarr.h5, ...) of every directory above the data file at `path`: a
+        write to the array changes their bytes too."""
+        if not self.hierarchy.group_views:
+            return []
+        names, directory = [], os.path.dirname(path)
+        while True:
+            names += [os.path.join(directory, name) for view in self.hierarchy.group_views for name in view.files]
+            if directory == "/":
+                return names
+            directory = os.path.dirname(directory)
 
     def _preview(self, entry: Entry) -> bytes:
         """NAME.png, rendered from the array sampled (written data included) once per version."""
@@ -301,15 +369,15 @@ class Operations(mfusepy.Operations):
         handle = self._handle(fh)
         if handle.draft is not None:
             return handle.draft.read(offset, size)
-        if handle.array is not None:
-            return handle.file.read(offset, size)
+        if handle.file is not None:
+            return self._data_file(handle).read(offset, size)
         return handle.content[offset:offset + size]
 
     @errno_boundary
     def read_into(self, fh, buffer, size, offset) -> int:
         """The binding's read: decode straight into the kernel's reply buffer."""
         handle = self._handle(fh)
-        if handle.array is None:
+        if handle.file is None:
             data = self._bytes(handle, offset, size)
             ctypes.memmove(buffer, data, len(data))
             return len(data)
@@ -320,7 +388,7 @@ class Operations(mfusepy.Operations):
     def read_buf(self, fh, bufpp, size, offset) -> int:
         """The binding's read: a reply of memory libfuse frees, a chunk decoded ahead as it is."""
         handle = self._handle(fh)
-        if handle.array is None:
+        if handle.file is None:
             return replies.read_buf(self._bytes(handle, offset, size), bufpp, size, 0)
         return replies.read_buf(self._data_file(handle), bufpp, size, offset)
 
@@ -331,7 +399,7 @@ class Operations(mfusepy.Operations):
 
     @staticmethod
     def _data_file(handle: Handle):
-        if handle.array.retired:  # deleted or moved while open
+        if handle.array is not None and handle.array.retired:  # deleted or moved while open
             fail(errno.ESTALE)
         return handle.file
 
@@ -342,7 +410,8 @@ class Operations(mfusepy.Operations):
         handle = self._handle(fh)
         try:
             if handle.array is None:
-                return holes.seek(None, 1, len(handle.content), offset, whence)
+                size = handle.file.size if handle.file is not None else len(handle.content)
+                return holes.seek(None, 1, size, offset, whence)
             raw, node = handle.array.raw, handle.array.node
             prefix = len(handle.file.header) if handle.file is not raw else 0
             presence = None

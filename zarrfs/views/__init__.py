@@ -18,6 +18,14 @@ from zarrfs.views import nrrd
 from zarrfs.views import tiff
 from zarrfs.views import vrt
 from zarrfs.views.info import ArrayInfo, info_of
+from zarrfs.views import envi
+from zarrfs.views import hdf5
+from zarrfs.views import mhd
+from zarrfs.views import nifti
+from zarrfs.views import npy
+from zarrfs.views import nrrd
+from zarrfs.views import vrt
+from zarrfs.views.info import ArrayInfo, info_of
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,22 @@ VIEWS = {
     "nifti": View("nifti", ".hdr", nifti.header, alias=".img"),
     "tiff": View("tiff", ".tif", tiff.header, prefixed=True, read_only=True),
 }
-DEFAULT_VIEWS = ("npy", "envi", "mhd", "nrrd", "vrt", "tiff")
 
-__all__ = ["VIEWS", "DEFAULT_VIEWS", "View", "ArrayInfo", "info_of"]
+
+@dataclass(frozen=True)
+class GroupView:
+    """A file in every group directory describing the group and everything below it."""
+
+    name: str
+    files: tuple[str, ...]  # its names in the group's directory (the same bytes under each)
+    available: Callable[[], bool]  # whether its optional dependency imports
+    extra: str  # the pip extra that installs it
+
+
+GROUP_VIEWS = {
+    "hdf5": GroupView("hdf5", hdf5.NAMES, hdf5.available, "hdf5"),
+}
+DEFAULT_VIEWS = ("npy", "envi", "mhd", "nrrd", "vrt", "tiff", "hdf5")  # group views where their dependency imports
+ALL_VIEWS = {**VIEWS, **GROUP_VIEWS}  # the names -o views= accepts
+
+__all__ = ["ALL_VIEWS", "DEFAULT_VIEWS", "GROUP_VIEWS", "VIEWS", "ArrayInfo", "GroupView", "View", "info_of"]

@@ -1,0 +1,394 @@
+"""zarr.h5 and zarr.nc: a group and everything below it as one HDF5 file in netCDF-4's conventions.
+
+The file's metadata is written by h5py (an optional extra, `zarrfs[hdf5]`), not by hand: a
+template holding every array as a contiguous dataset, allocated early and never filled, is
+written into a sparse scratch file, and the library says where each dataset's bytes begin. The
+view keeps the template's metadata bytes (its holes are zeros) and maps each dataset's byte range
+onto the array's flat bytes, the bytes of NAME.bin, decoded on demand. See docs/formats.md.
+
+- Subgroups are HDF5 groups (empty ones too); a group's and an array's attributes are HDF5
+  attributes, as JSON text where HDF5 has no type for them (objects, null, mixed lists).
+- Dimension names become netCDF-4 dimensions, i.e. HDF5 dimension scales: an array named as its
+  one dimension is that dimension's coordinate variable, other dimensions get a dimension-only
+  scale. Within one group a name used with a second length becomes NAME_LENGTH; unnamed axes are
+  phony_dim_N, one per length, as netCDF-C names them.
+- bool is int8 0/1 with attribute dtype="bool" (xarray's convention); complex is a committed
+  compound {r, i}; a v2 fill_value is _FillValue (xarray masks it), a v3 one is not.
+- Left out, and named in the attribute `zarrfs_omitted` of their group: float16, fixed-length
+  unicode and bytes, datetimes, raw bits, variable-length strings and bytes, unreadable arrays.
+"""
+
+import base64
+import bisect
+import json
+import logging
+import os
+import tempfile
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from zarrfs.errors import ZarrfsError
+
+log = logging.getLogger(__name__)
+
+NAMES = ("zarr.h5", "zarr.nc")  # the same file: .nc for netCDF tools that go by the suffix
+MAX_NODES = 20_000  # arrays and groups in one file: more is refused (h5py writes ~1,000 a second)
+LIBVER = ("v108", "v110")  # readable by HDF5 1.8 and later (Debian's 1.10, netCDF 4.9); large attributes need v108
+PHONY_NAME = "This is a netCDF dimension but not a netCDF variable."  # netCDF-C's mark of a dimension-only scale
+KINDS = "biufc"  # element kinds HDF5 and netCDF-4 both read; float16 is excluded by name
+OMITTED_ATTRIBUTE = "zarrfs_omitted"
+HIDDEN_ATTRIBUTES = {"_ARRAY_DIMENSIONS"}  # xarray's v2 dimension names: they are the dimension scales
+
+
+class TooLargeError(ZarrfsError):
+    """The hierarchy below a group is too large to describe in one HDF5 file within the bounds."""
+
+    errno = 27  # EFBIG
+
+
+def available() -> bool:
+    try:
+        import h5py  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class Member:
+    """What goes into the file: a group (arrays None) or an array, by its path relative to the view's group."""
+
+    path: str  # relative, '' for the view's group
+    node: object  # hierarchy.Node
+    children: tuple = ()  # of a group: its members' names, in name order
+
+
+@dataclass
+class Layout:
+    """The file: its size, the template's metadata bytes by offset, each dataset's byte range by
+    offset, and the store path of the array whose flat bytes fill it."""
+
+    size: int
+    metadata: list[tuple[int, bytes]] = field(default_factory=list)
+    data: list[tuple[int, int, str]] = field(default_factory=list)  # (offset, nbytes, store path)
+
+    def __len__(self) -> int:  # what the header cache counts
+        return sum(len(b) for _, b in self.metadata) + 64 * len(self.data)
+
+    def extents(self) -> list[tuple[int, int, object]]:
+        """(offset, length, bytes or store path), by offset."""
+        return sorted([(o, len(b), b) for o, b in self.metadata] + [(o, n, p) for o, n, p in self.data])
+
+
+def writable(meta) -> bool:
+    """Whether HDF5 and netCDF-4 both hold the array's data type."""
+    dtype = meta.data_type.numpy
+    return dtype.kind in KINDS and dtype != np.float16
+
+
+def build(members: list[Member], store_path_of, max_bytes: int) -> Layout:
+    """The layout of the file describing `members` (a group first, then what is below it, each
+    group before its members). store_path_of(member) gives an array's store path."""
+    import h5py
+
+    if len(members) > MAX_NODES:
+        raise TooLargeError(f"{len(members)} arrays and groups: more than the {MAX_NODES} one HDF5 view describes")
+    with tempfile.NamedTemporaryFile(prefix="zarrfs-", suffix=".h5") as scratch:
+        placed = []
+        with h5py.File(scratch.name, "w", libver=LIBVER) as f:
+            writer = _Writer(f, members)
+            for member in members:
+                dataset = writer.add(member)
+                if dataset is not None:
+                    placed.append((dataset, member))
+            writer.finish()
+            data = [(d.id.get_offset(), member.node.meta.nbytes, store_path_of(member)) for d, member in placed]
+        data = [(o, n, p) for o, n, p in data if o is not None and n]
+        return Layout(os.path.getsize(scratch.name), _metadata(scratch.name, data, max_bytes), sorted(data))
+
+
+def _metadata(name: str, data: list, max_bytes: int) -> list[tuple[int, bytes]]:
+    """The template's written bytes outside the datasets: its holes are left out (they read as zeros)."""
+    out, kept = [], 0
+    with open(name, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        gaps, start = [], 0
+        for offset, nbytes, _ in sorted(data):
+            if offset > start:
+                gaps.append((start, offset))
+            start = max(start, offset + nbytes)
+        if start < size:
+            gaps.append((start, size))
+        for begin, end in gaps:
+            for lo, hi in _written(f.fileno(), begin, end):
+                out.append((lo, os.pread(f.fileno(), hi - lo, lo)))  # lseek moved the position: pread
+                kept += hi - lo
+                if kept > max_bytes:
+                    raise TooLargeError(f"its HDF5 metadata is more than header_cache_size ({max_bytes} bytes)")
+    return out
+
+
+def _written(fd: int, begin: int, end: int):
+    """The (start, end) ranges of [begin, end) that hold data, by SEEK_DATA and SEEK_HOLE."""
+    position = begin
+    while position < end:
+        try:
+            lo = os.lseek(fd, position, os.SEEK_DATA)
+        except OSError:  # ENXIO: no data past position
+            return
+        if lo >= end:
+            return
+        hi = min(os.lseek(fd, lo, os.SEEK_HOLE), end)
+        yield lo, hi
+        position = hi
+
+
+class _Writer:
+    """Writes the members into an h5py file: groups, datasets, attributes, dimension scales."""
+
+    def __init__(self, f, members: list[Member]):
+        import h5py
+
+        self.h5py, self.f = h5py, f
+        self.kids = {m.path: m.children for m in members if m.node.kind == "group"}
+        self.arrays = {m.path: m for m in members if m.node.kind == "array"}
+        self.dims: dict[str, dict[str, int]] = {}  # group path -> dimension name -> length
+        self.attached: list[tuple[object, int, str, str]] = []  # (dataset, axis, group path, dimension)
+        self.omitted: dict[str, list[str]] = {}
+        self.types: dict[str, object] = {}
+        dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+        dcpl.set_layout(h5py.h5d.CONTIGUOUS)
+        dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)  # the offset is known before anything is written
+        dcpl.set_fill_time(h5py.h5d.FILL_TIME_NEVER)  # nothing is written: the scratch file stays sparse
+        self.dcpl = dcpl
+
+    def add(self, member: Member):
+        parent, _, name = member.path.rpartition("/")
+        node = member.node
+        if node.kind == "group":
+            group = self.f.require_group(member.path) if member.path else self.f
+            if node.meta is not None:
+                _set_attributes(group, node.meta.attributes, member.path or "/")
+            return None
+        if node.meta is None or not writable(node.meta):
+            self.omitted.setdefault(parent, []).append(name)
+            return None
+        meta = node.meta
+        dataset = self.f[parent or "/"].create_dataset(name, shape=tuple(meta.shape), dtype=self._type(meta),
+                                                       dcpl=self.dcpl)
+        attributes = {k: v for k, v in meta.attributes.items() if k not in HIDDEN_ATTRIBUTES}
+        if meta.data_type.numpy.kind == "b":
+            attributes["dtype"] = "bool"
+        _set_attributes(dataset, attributes, member.path, meta.data_type.numpy)
+        if meta.zarr_format == 2 and meta.fill_value is not None and "_FillValue" not in attributes:
+            _set_fill(dataset, meta.fill_value, meta.data_type.numpy, member.path)
+        for axis, dim in enumerate(self._dimensions(parent, name, meta)):
+            self.attached.append((dataset, axis, parent, dim))
+        return dataset
+
+    def _type(self, meta):
+        dtype = meta.data_type.numpy
+        if dtype.kind == "b":
+            return np.dtype("i1")
+        if dtype.kind != "c":
+            return dtype.newbyteorder("<")
+        name = dtype.name  # complex64, complex128: committed once, at the top, as netCDF-4 wants user types
+        if name not in self.types:
+            part = np.dtype(f"<f{dtype.itemsize // 2}")
+            link = name if name not in self.f else f"{name}_type"
+            self.f[link] = np.dtype([("r", part), ("i", part)])
+            self.types[name] = self.f[link]
+        return self.types[name]
+
+    def _dimensions(self, group: str, name: str, meta) -> list[str]:
+        """The netCDF dimension of each axis; a name taken with another length gets its length added."""
+        known = self.dims.setdefault(group, {})
+        names = _dimension_names(meta)
+        out = []
+        for axis, length in enumerate(meta.shape):
+            dim = names[axis] if names and names[axis] else self._phony(known, length)
+            original = dim
+            while (dim in known and known[dim] != length) or self._taken(group, dim, length):
+                dim = f"{original}_{length}" if dim == original else f"{dim}_"
+            if dim != original:
+                log.info("%s: dimension %r of length %d is %r in its HDF5 view (the name has another length)",
+                         f"{group}/{name}".lstrip("/"), original, length, dim)
+            known[dim] = length
+            out.append(dim)
+        return out
+
+    @staticmethod
+    def _phony(known: dict[str, int], length: int) -> str:
+        for dim, n in known.items():
+            if dim.startswith("phony_dim_") and n == length:
+                return dim
+        return f"phony_dim_{sum(d.startswith('phony_dim_') for d in known)}"
+
+    def _taken(self, group: str, dim: str, length: int) -> bool:
+        """A link of that name that cannot be the dimension's coordinate variable."""
+        path = f"{group}/{dim}" if group else dim
+        if dim in self.kids.get(group, ()) and path not in self.arrays:
+            return True  # a subgroup
+        member = self.arrays.get(path)
+        if member is None:
+            return False
+        meta = member.node.meta
+        return meta is None or not writable(meta) or tuple(meta.shape) != (length,) or \
+            (_dimension_names(meta) or (dim,))[0] not in (dim, None)
+
+    def finish(self) -> None:
+        """Dimension scales (coordinate variables, else dimension-only scales), then the lists of
+        arrays left out."""
+        scales = {}
+        ids = {(group, dim): i for i, (group, dim) in
+               enumerate((group, dim) for group, dims in self.dims.items() for dim in dims)}  # unique in the file, as netCDF's
+        for dataset, axis, group, dim in self.attached:
+            key = (group, dim)
+            if key not in scales:
+                scales[key] = self._scale(group, dim, ids[key])
+            if scales[key] != dataset:  # a coordinate variable is its own scale
+                dataset.dims[axis].attach_scale(scales[key])
+        for group, names in self.omitted.items():
+            self.f[group or "/"].attrs[OMITTED_ATTRIBUTE] = np.array(names, dtype=self.h5py.string_dtype())
+
+    def _scale(self, group: str, dim: str, dimid: int):
+        length = self.dims[group][dim]
+        path = f"{group}/{dim}" if group else dim
+        if path in self.arrays and path in self.f:  # a coordinate variable
+            scale = self.f[path]
+            scale.make_scale(dim)
+        else:
+            scale = self.f[group or "/"].create_dataset(dim, shape=(length,), dtype="<f4")  # never allocated
+            scale.make_scale(f"{PHONY_NAME}{length:10d}")
+        scale.attrs["_Netcdf4Dimid"] = np.int32(dimid)
+        return scale
+
+
+def _dimension_names(meta) -> tuple | None:
+    from zarrfs.views.info import dimension_names
+
+    return dimension_names(meta)
+
+
+def _set_attributes(obj, attributes: dict, where: str, dtype: np.dtype | None = None) -> None:
+    for key, value in attributes.items():
+        try:
+            if key == "_FillValue" and dtype is not None:
+                _set_fill(obj, value, dtype, where)
+            else:
+                obj.attrs[key] = _attribute(value)
+        except (TypeError, ValueError, OverflowError) as e:  # an HDF5 limit: the attribute as text
+            log.info("%s: attribute %r kept as JSON text in its HDF5 view (%s)", where, key, e)
+            obj.attrs[key] = json.dumps(value)
+
+
+def _attribute(value):
+    """The HDF5 value of a JSON attribute: numbers, strings and lists of one kind natively, bool as
+    int8 (netCDF has no boolean), everything else as JSON text."""
+    items = value if isinstance(value, list) else [value]
+    if items and all(isinstance(v, bool) for v in items):
+        kind = "i1"
+    elif items and all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+        kind = "i8" if all(-(1 << 63) <= v < (1 << 63) for v in items) else None
+    elif items and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items):
+        kind = "f8"
+    elif items and all(isinstance(v, str) for v in items):
+        import h5py
+
+        return value if isinstance(value, str) else np.array(items, dtype=h5py.string_dtype())
+    else:
+        kind = None
+    if kind is None:
+        return json.dumps(value)
+    array = np.array(items, dtype=kind)
+    return array if isinstance(value, list) else array[0]
+
+
+def _set_fill(obj, value, dtype: np.dtype, where: str) -> None:
+    """_FillValue in the variable's own type, as netCDF requires."""
+    fill = _fill_value(value, dtype)
+    if fill is None:
+        log.info("%s: fill value %r has no value of its type: no _FillValue in its HDF5 view", where, value)
+        return
+    obj.attrs["_FillValue"] = fill
+
+
+def _fill_value(value, dtype: np.dtype):
+    """A fill value as zarr v2 metadata or xarray's attributes give it (numbers, NaN and Infinity
+    as words, xarray's base64 bytes for v3), as one element of the stored type."""
+    stored = np.dtype("i1") if dtype.kind == "b" else dtype.newbyteorder("<")
+    try:
+        if dtype.kind == "c":
+            if isinstance(value, list) and len(value) == 2:
+                value = complex(float(value[0]), float(value[1]))
+            part = np.dtype(f"<f{dtype.itemsize // 2}")
+            c = np.asarray(value, dtype)
+            return np.array((c.real, c.imag), dtype=[("r", part), ("i", part)])
+        if isinstance(value, str) and dtype.kind == "f" and value not in ("NaN", "Infinity", "-Infinity"):
+            raw = base64.b64decode(value, validate=True)
+            return np.frombuffer(raw, stored)[0] if len(raw) == stored.itemsize else None
+        return np.asarray(float(value) if isinstance(value, str) else value).astype(stored)[()]
+    except (TypeError, ValueError, OverflowError, base64.binascii.Error):
+        return None
+
+
+class GroupFile:
+    """A file of a layout: reads fill from the template's bytes, the arrays' flat bytes (through
+    raw_of(store path), a RawFile) and zeros for the template's holes."""
+
+    def __init__(self, layout: Layout, raw_of):
+        self.layout, self.raw_of, self.size = layout, raw_of, layout.size
+        self._extents = layout.extents()
+        self._starts = [e[0] for e in self._extents]
+
+    def read(self, offset: int, size: int) -> bytes:
+        out = np.empty(max(0, min(size, self.size - offset)), "u1")
+        return out[:self.read_into(offset, out)].tobytes()
+
+    def read_into(self, offset: int, out: np.ndarray) -> int:
+        n = max(0, min(len(out), self.size - offset))
+        if offset < 0 or not n:
+            return 0
+        end, position = offset + n, offset  # out is filled up to position
+        i = max(0, bisect.bisect_right(self._starts, offset) - 1)
+        while i < len(self._extents) and self._extents[i][0] < end:
+            start, length, what = self._extents[i]
+            lo, hi = max(start, offset), min(start + length, end)
+            if lo < hi:
+                out[position - offset:lo - offset] = 0  # a hole of the template
+                target = out[lo - offset:hi - offset]
+                if isinstance(what, bytes):
+                    target[:] = np.frombuffer(what, "u1", hi - lo, lo - start)
+                else:
+                    self.raw_of(what).read_into(lo - start, target)
+                position = hi
+            i += 1
+        out[position - offset:n] = 0
+        return n
+
+
+def members_of(group_node, listing_of) -> list[Member]:
+    """The group and every group and array below it, each group before its members (depth first,
+    in name order), from listing_of(store path) -> [(name, node)] of a group's child nodes."""
+    out, stack = [], [("", group_node)]
+    while stack:
+        path, node = stack.pop()
+        children = listing_of(node.path) if node.kind == "group" and node.meta is not None else []
+        out.append(Member(path, node, tuple(name for name, _ in children)))
+        if len(out) > MAX_NODES:
+            raise TooLargeError(f"more than {MAX_NODES} arrays and groups below it")
+        for name, child in reversed(children):
+            stack.append((f"{path}/{name}" if path else name, child))
+    return out
+
+
+def version_of(members: list[Member]) -> tuple:
+    """What the file depends on: every member's node, compared by identity (a node is made anew
+    when its documents change)."""
+    return tuple(m.node for m in members)
+
+
+def same(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
