@@ -181,8 +181,9 @@ class _Writer:
         if meta.data_type.numpy.kind == "b":
             attributes["dtype"] = "bool"
         _set_attributes(dataset, attributes, member.path, meta.data_type.numpy)
-        if meta.zarr_format == 2 and meta.fill_value is not None and "_FillValue" not in attributes:
-            _set_fill(dataset, meta.fill_value, meta.data_type.numpy, member.path)
+        stored_fill = meta.document.get("fill_value") if meta.zarr_format == 2 else None  # as written: null is none
+        if stored_fill is not None and "_FillValue" not in attributes:
+            _set_fill(dataset, stored_fill, meta.data_type.numpy, member.path)
         for axis, dim in enumerate(self._dimensions(parent, name, meta)):
             self.attached.append((dataset, axis, parent, dim))
         return dataset

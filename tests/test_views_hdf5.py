@@ -1,0 +1,301 @@
+"""zarr.h5 and zarr.nc (the hdf5 view), opened through a real mount by h5py, netCDF4, h5netcdf,
+xarray and Debian's ncdump, h5dump and h5ls: every array of every data type in 2-D to 5-D,
+sharded, with fill-value holes, v2 and v3, reads exactly as zarr-python reads it."""
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+import warnings
+
+import h5netcdf
+import h5py
+import netCDF4
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+import zarr
+
+from mounting import mounted
+from zarr_layouts import NUMERIC, random_values
+
+SHAPES = {2: (5, 7), 3: (3, 5, 7), 4: (2, 3, 5, 7), 5: (2, 2, 3, 5, 7)}
+DIMS = ("t", "c", "z", "y", "x")
+TYPES = [t for t in NUMERIC if t != "float16"]
+ROOT_ATTRIBUTES = {"title": "matrix", "count": 3, "ratio": 0.5, "flags": [True, False], "names": ["a", "bc"],
+                   "nested": {"k": [1, 2]}, "nothing": None, "mixed": [1, "a"], "huge": 2 ** 70, "empty": []}
+
+
+def build_v3(root) -> dict[str, np.ndarray]:
+    """{store path: values} of every array an HDF5 view holds."""
+    rng = np.random.default_rng(5)
+    g = zarr.open_group(str(root), mode="w", zarr_format=3)
+    g.attrs.update(ROOT_ATTRIBUTES)
+    types = g.create_group("types")
+    expected = {}
+    for dtype in TYPES:
+        for ndim, shape in SHAPES.items():
+            name = f"{dtype}_{ndim}d"
+            a = types.create_array(name, shape=shape, chunks=(2,) * ndim, dtype=dtype, dimension_names=DIMS[-ndim:])
+            a.attrs.update({"long_name": name, "scale": [1.5, 2]})
+            values = random_values(dtype, shape, rng)
+            if np.dtype(dtype).kind == "f":
+                values = rng.normal(size=shape).astype(dtype)
+            elif np.dtype(dtype).kind == "c":  # real and imaginary parts differ: their order shows
+                values = (rng.normal(size=shape) + 1j * rng.normal(size=shape)).astype(dtype)
+            a[...] = values
+            expected[f"types/{name}"] = a[...]
+    x = types.create_array("x", shape=(7,), chunks=(4,), dtype="f8", dimension_names=("x",))
+    x[...] = np.arange(7) * 0.5
+    expected["types/x"] = x[...]
+    types.create_array("half", shape=(3,), chunks=(2,), dtype="f2")
+    labels = types.create_array("labels", shape=(2,), chunks=(2,), dtype=str)
+    labels[...] = np.array(["a", "b"], dtype=object)
+    special = g.create_group("special")
+    sharded = special.create_array("sharded", shape=(8, 12), chunks=(2, 3), shards=(4, 6), dtype="i4",
+                                   dimension_names=("a", "b"))
+    sharded[...] = np.arange(96, dtype="i4").reshape(8, 12)
+    holes = special.create_array("holes", shape=(6, 6), chunks=(2, 2), dtype="f4", fill_value=7.5,
+                                 dimension_names=("a_", "b_"))
+    holes[2:4, 2:4] = 1.0  # one chunk stored: the others are holes, filled with 7.5
+    clash = special.create_array("clash", shape=(5,), chunks=(5,), dtype="u1", dimension_names=("b",))
+    clash[...] = np.arange(5)
+    for name in ("sharded", "holes", "clash"):
+        expected[f"special/{name}"] = special[name][...]
+    special.create_group("empty")
+    return expected
+
+
+def build_v2(root) -> dict[str, np.ndarray]:
+    g = zarr.open_group(str(root), mode="w", zarr_format=2)
+    g.attrs["source"] = "v2"
+    expected = {}
+    for dtype, fill in (("f8", -1.0), ("i2", -99), ("bool", False), ("c16", 0), ("u8", 3)):
+        a = g.create_array(f"a_{dtype}", shape=(4, 6), chunks=(2, 3), dtype=dtype, fill_value=fill,
+                           attributes={"_ARRAY_DIMENSIONS": ["row", "col"]})
+        a[:2, :3] = np.ones((2, 3), dtype=dtype)  # the rest is fill value
+        expected[f"a_{dtype}"] = a[...]
+    return expected
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    base = tmp_path_factory.mktemp("h5")
+    return {"v3": (base / "v3.zarr", build_v3(base / "v3.zarr")), "v2": (base / "v2.zarr", build_v2(base / "v2.zarr"))}
+
+
+@pytest.fixture(scope="module")
+def mounts(stores, tmp_path_factory):
+    with mounted(stores["v3"][0], tmp_path_factory.mktemp("m3"), "ro") as m3, \
+            mounted(stores["v2"][0], tmp_path_factory.mktemp("m2"), "ro") as m2:
+        yield {"v3": m3, "v2": m2}
+
+
+def as_stored(values: np.ndarray) -> np.ndarray:
+    """The values as the HDF5 dataset holds them: bool as int8 0/1."""
+    return values.astype("i1") if values.dtype == bool else values
+
+
+def from_compound(values: np.ndarray) -> np.ndarray:
+    """complex from the committed {r, i} compound readers without complex support return."""
+    if values.dtype.names == ("r", "i"):
+        return values["r"] + 1j * values["i"]
+    return values
+
+
+@pytest.mark.parametrize("version", ["v3", "v2"])
+def test_h5py_reads_every_dataset_attribute_and_group(mounts, stores, version):
+    mnt, expected = mounts[version], stores[version][1]
+    assert (mnt / "zarr.h5").read_bytes() == (mnt / "zarr.nc").read_bytes()
+    with h5py.File(mnt / "zarr.h5", "r") as f:
+        datasets = []
+        f.visititems(lambda name, obj: datasets.append(name) if isinstance(obj, h5py.Dataset) else None)
+        scales = {n for n in datasets if f[n].attrs.get("CLASS") == b"DIMENSION_SCALE" and n not in expected}
+        assert set(datasets) - scales == set(expected)
+        for path, values in expected.items():
+            dataset = f[path]
+            assert dataset.shape == values.shape, path
+            np.testing.assert_array_equal(from_compound(dataset[...]), as_stored(values), err_msg=path)
+            assert dataset.id.get_create_plist().get_layout() == h5py.h5d.CONTIGUOUS
+            if values.dtype == bool:
+                assert dataset.attrs["dtype"] == "bool"
+            if values.dtype.kind == "c":
+                stored = dataset.id.get_type()  # h5py shows the compound as complex
+                assert stored.get_class() == h5py.h5t.COMPOUND and stored.committed()
+                assert [stored.get_member_name(i) for i in range(2)] == [b"r", b"i"]
+        if version == "v3":
+            check_v3_metadata(f)
+        else:
+            assert f.attrs["source"] == "v2"
+            assert f["a_i2"].attrs["_FillValue"] == -99 and f["a_f8"].attrs["_FillValue"] == -1.0
+            assert [d.label or d[0].name for d in f["a_f8"].dims] == ["/row", "/col"]
+
+
+def check_v3_metadata(f):
+    attrs = dict(f.attrs)
+    assert attrs["title"] == "matrix" and attrs["count"] == 3 and attrs["ratio"] == 0.5
+    assert list(attrs["flags"]) == [1, 0] and list(attrs["names"]) == ["a", "bc"]
+    for key in ("nested", "nothing", "mixed", "huge", "empty"):  # no HDF5 type holds them: JSON text
+        assert json.loads(attrs[key]) == ROOT_ATTRIBUTES[key], key
+    assert set(f) >= {"types", "special", "complex64", "complex128"}
+    assert isinstance(f["special/empty"], h5py.Group) and not len(f["special/empty"])
+    assert list(f["types"].attrs["zarrfs_omitted"]) == ["half", "labels"]
+    assert "zarrfs_omitted" not in f.attrs
+    variable = f["types/int16_4d"]
+    assert variable.attrs["long_name"] == "int16_4d"
+    np.testing.assert_array_equal(variable.attrs["scale"], [1.5, 2.0])
+    assert [d[0].name for d in variable.dims] == ["/types/c", "/types/z", "/types/y", "/types/x"]
+    assert f["types/x"].attrs["CLASS"] == b"DIMENSION_SCALE"  # the coordinate variable is the scale
+    assert "_FillValue" not in f["special/holes"].attrs  # a v3 fill_value is no _FillValue
+    # clash, first in name order, keeps b (length 5); sharded's b of length 12 becomes b_12
+    assert f["special/clash"].dims[0][0].name == "/special/b"
+    assert [d[0].name for d in f["special/sharded"].dims] == ["/special/a", "/special/b_12"]
+
+
+def test_netcdf4_sees_named_dimensions_and_values(mounts, stores):
+    expected = stores["v3"][1]
+    with netCDF4.Dataset(mounts["v3"] / "zarr.nc", "r") as nc:  # complex: as the {r, i} compound
+        nc.set_auto_maskandscale(False)
+        types = nc.groups["types"]
+        assert {name: len(d) for name, d in types.dimensions.items()} == {"t": 2, "c": 2, "z": 3, "y": 5, "x": 7}
+        for path, values in expected.items():
+            group, name = path.split("/")
+            variable = nc.groups[group].variables[name]
+            dims = {"types": DIMS[-values.ndim:], "special": None}[group]
+            if dims is not None:
+                assert variable.dimensions == dims, path
+            np.testing.assert_array_equal(from_compound(variable[...]), as_stored(values), err_msg=path)
+        assert set(nc.groups["special"].groups) == {"empty"}
+        assert nc.groups["special"].dimensions["b_12"].size == 12
+        assert nc.getncattr("title") == "matrix"
+        assert list(types.getncattr("zarrfs_omitted")) == ["half", "labels"] or \
+            types.getncattr("zarrfs_omitted") == ["half", "labels"]
+
+
+def test_h5netcdf_sees_named_dimensions_and_values(mounts, stores):
+    for version in ("v3", "v2"):
+        with h5netcdf.File(mounts[version] / "zarr.nc", "r") as f:
+            for path, values in stores[version][1].items():
+                variable = f[path]
+                if version == "v2":
+                    assert variable.dimensions == ("row", "col")
+                np.testing.assert_array_equal(from_compound(np.asarray(variable[...])), as_stored(values), err_msg=path)
+
+
+def xarray_dataset():
+    rng = np.random.default_rng(1)
+    ds = xr.Dataset(
+        {"temperature": (("time", "station"), rng.standard_normal((5, 3)).astype("f4")),
+         "counts": (("time", "station", "level"), rng.integers(0, 100, (5, 3, 2)).astype("i4")),
+         "flag": (("time",), np.array([True, False, True, True, False])),
+         "wind": (("station", "level"), rng.standard_normal((3, 2)))},
+        coords={"time": pd.date_range("2020-01-01", periods=5), "station": [10, 20, 30],
+                "height": ("station", [1.5, 2.0, 3.25]), "level": [0.5, 1.5]},
+        attrs={"title": "stations", "version": 2})
+    ds["temperature"].encoding = {"dtype": "int16", "scale_factor": 0.01, "_FillValue": -9999}
+    ds["temperature"][1, 1] = np.nan
+    ds["wind"].attrs = {"units": "m/s"}
+    return ds
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("engine", ["netcdf4", "h5netcdf"])
+def test_xarray_reads_the_same_dataset_as_open_zarr(tmp_path, zarr_format, engine):
+    store = tmp_path / "ds.zarr"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        xarray_dataset().to_zarr(store, zarr_format=zarr_format, mode="w")
+        expected = xr.open_zarr(store).load()
+    with mounted(store, tmp_path, "ro") as m:
+        with xr.open_dataset(m / "zarr.nc", engine=engine) as ds:
+            xr.testing.assert_identical(ds.load(), expected)
+
+
+def test_debian_tools_read_the_file(mounts):
+    path = mounts["v3"] / "zarr.nc"
+    header = run(["ncdump", "-h", str(path)])
+    assert "group: types {" in header and "int64 int64_5d(t, c, z, y, x) ;" in header
+    assert "byte bool_2d(y, x) ;" in header and 'bool_2d:dtype = "bool" ;' in header
+    assert "complex128 complex128_3d(z, y, x) ;" in header and "group: empty {" in header
+    assert "float holes(a_, b_) ;" in header and 'zarrfs_omitted = "half", "labels" ;' in header
+    data = run(["ncdump", "-v", "/special/sharded", str(path)])
+    assert "sharded =\n  0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,\n  12, 13," in data
+    listing = run(["h5ls", "-r", str(mounts["v3"] / "zarr.h5")])
+    assert "/types/uint16_5d         Dataset {2, 2, 3, 5, 7}" in listing and "/special/empty" in listing
+    dump = run(["h5dump", "-H", str(mounts["v2"] / "zarr.h5")])
+    assert 'DATASET "a_c16"' in dump and 'ATTRIBUTE "_FillValue"' in dump
+
+
+def run(command: list[str]) -> str:
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0 and "error" not in result.stderr.lower(), result.stderr
+    return result.stdout
+
+
+def test_every_group_has_its_own_file_read_only(mounts):
+    mnt = mounts["v3"]
+    for directory in ("", "types", "special", "special/empty"):
+        for name in ("zarr.h5", "zarr.nc"):
+            assert name in os.listdir(mnt / directory)
+    with h5py.File(mnt / "special" / "zarr.h5", "r") as f:
+        assert set(f) == {"sharded", "holes", "clash", "empty", "a", "b", "a_", "b_", "b_12"}
+    with h5py.File(mnt / "special" / "empty" / "zarr.h5", "r") as f:
+        assert not len(f)
+    assert os.stat(mnt / "zarr.h5").st_mode & 0o777 == 0o444
+    with pytest.raises(OSError) as e:
+        open(mnt / "zarr.h5", "r+b")
+    assert e.value.errno in (errno.EROFS, errno.EACCES)
+
+
+def test_writes_below_the_group_show_in_its_file_and_new_arrays_in_its_layout(tmp_path):
+    store = tmp_path / "w.zarr"
+    g = zarr.open_group(str(store), mode="w")
+    a = g.create_array("a", shape=(4, 4), chunks=(2, 2), dtype="i4", dimension_names=("y", "x"))
+    a[...] = 1
+    with mounted(store, tmp_path) as m:
+        with h5py.File(m / "zarr.h5", "r") as f:
+            assert f["a"][0, 0] == 1
+        with open(m / "a.bin", "r+b") as out:
+            out.write(np.full(16, 5, "<i4").tobytes())
+        with h5py.File(m / "zarr.h5", "r") as f:
+            assert (f["a"][...] == 5).all()  # the kernel's pages of zarr.h5 were dropped
+        b = zarr.open_group(str(store), mode="a").create_array("b", shape=(3,), chunks=(3,), dtype="f8")
+        b[...] = [1, 2, 3]
+        with h5py.File(m / "zarr.h5", "r") as f:
+            assert list(f["b"][...]) == [1, 2, 3] and (f["a"][...] == 5).all()
+        assert os.path.getsize(m / "zarr.h5") == os.path.getsize(m / "zarr.nc")
+
+
+def test_views_none_and_views_without_hdf5_show_no_group_files(stores, tmp_path):
+    for i, views in enumerate(("views=none", "views=npy", "views=hdf5")):
+        with mounted(stores["v2"][0], tmp_path, "ro", views, name=f"m{i}") as m:
+            names = set(os.listdir(m.path))
+            assert ("zarr.h5" in names) == (views == "views=hdf5"), views
+            assert ("a_f8.npy" in names) == (views == "views=npy"), views
+
+
+def test_without_h5py_the_view_is_off_with_one_line_naming_the_extra(stores, tmp_path):
+    shadow = tmp_path / "shadow" / "h5py"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('h5py is not installed here')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shadow.parent), os.environ.get("PYTHONPATH", "")])}
+    with mounted(stores["v2"][0], tmp_path, "ro", env=env) as m:
+        names = set(os.listdir(m.path))
+        assert "zarr.h5" not in names and "a_f8.npy" in names
+        assert m.log().count("pip install 'zarrfs[hdf5]'") == 1
+    result = subprocess.run([shutil.which("zarrfs") or "zarrfs", str(stores["v2"][0]), str(tmp_path / "mnt"),
+                             "-o", "views=hdf5"], capture_output=True, text=True, env=env, timeout=30)
+    assert result.returncode != 0 and "zarrfs[hdf5]" in result.stderr
+
+
+def test_a_hierarchy_beyond_the_bound_fails_only_its_view(stores, tmp_path):
+    with mounted(stores["v3"][0], tmp_path, "ro", "header_cache_size=4K") as m:
+        with pytest.raises(OSError) as e:
+            (m / "zarr.h5").read_bytes()
+        assert e.value.errno == errno.EFBIG
+        assert "zarr.h5: no HDF5 view" in m.log() and "header_cache_size" in m.log()
+        with h5py.File(m / "special" / "empty" / "zarr.h5", "r") as f:  # small enough
+            assert not len(f)
+        assert (m / "types" / "int8_2d.bin").stat().st_size == 35
