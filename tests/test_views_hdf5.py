@@ -299,3 +299,15 @@ def test_a_hierarchy_beyond_the_bound_fails_only_its_view(stores, tmp_path):
         with h5py.File(m / "special" / "empty" / "zarr.h5", "r") as f:  # small enough
             assert not len(f)
         assert (m / "types" / "int8_2d.bin").stat().st_size == 35
+
+
+def test_a_listing_makes_no_file_and_opening_shows_its_size_to_every_later_stat(stores, tmp_path):
+    with mounted(stores["v2"][0], tmp_path, "ro") as m:
+        os.listdir(m.path)
+        assert os.stat(m / "zarr.h5").st_size == 0  # made when first opened, as /proc files
+        data = (m / "zarr.h5").read_bytes()
+        assert data[:8] == b"\x89HDF\r\n\x1a\n"
+        os.listdir(m.path)  # a listing after the open gives the size too, not the one listed before
+        assert os.stat(m / "zarr.h5").st_size == len(data)
+        with open(m / "zarr.nc", "rb") as f:
+            assert os.fstat(f.fileno()).st_size == len(data) and f.read() == data

@@ -44,7 +44,7 @@ def test_reads_what_zarr_python_wrote(seaweed, tmp_path, layout):
     with mount_s3(seaweed, prefix, tmp_path, "ro") as m:
         assert np.array_equal(read_file(m / "nested/deeper/a.bin", "f4", values.shape), values)
         assert np.array_equal(read_file(m / "counts.bin", "i8", (7,)), np.arange(7) * 3)
-        assert sorted(os.listdir(m / "nested")) == ["deeper", "zarr.json"]
+        assert sorted(os.listdir(m / "nested")) == ["deeper", "zarr.h5", "zarr.json", "zarr.nc"]
         assert np.load(m / "counts.npy").tolist() == (np.arange(7) * 3).tolist()
 
 

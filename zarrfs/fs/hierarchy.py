@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -101,6 +102,7 @@ class Hierarchy:
         self._sidecars: dict[tuple[str, str], tuple[Node, bytes]] = {}
         self._directories: dict[str, Entry] = {}  # file-system path -> DIR entry, while listings hold
         self._group_versions: dict[str, tuple] = {}  # group path -> the nodes its HDF5 view was made of
+        self._group_sizes: dict[str, tuple[int, int]] = {}  # group path -> (size, time) of its HDF5 view as last made
         self._lock = threading.Lock()
         root = self._check_root()
         self.consolidated = _consolidated(root)
@@ -371,10 +373,14 @@ class Hierarchy:
             cached = self._sidecars[key] = (entry.node, sidecar(entry.node.meta, f"{entry.stem}.bin", views))
         return cached[1]
 
-    def group_layout(self, group: Node, build: bool = True) -> "hdf5.Layout | None":
+    def group_file_made(self, group: Node) -> tuple[int, int]:
+        """(size, time in ns) of the group's zarr.h5 as last made, (0, 0) before it was first
+        opened: a listing neither walks the hierarchy below nor makes the file (opening does)."""
+        return self._group_sizes.get(group.path, (0, 0))
+
+    def group_layout(self, group: Node) -> "hdf5.Layout":
         """The HDF5 view of `group` (zarr.h5), made once per version of the nodes below it while
-        the header cache keeps it; None if not made yet and build is False. Raises
-        hdf5.TooLargeError for a hierarchy beyond the bounds."""
+        the header cache keeps it. Raises hdf5.TooLargeError for a hierarchy beyond the bounds."""
         members = hdf5.members_of(group, self._child_nodes)
         version = hdf5.version_of(members)
         key = ("hdf5", group.path)
@@ -384,10 +390,14 @@ class Hierarchy:
                 version = known  # the header cache compares versions by identity
             else:
                 self._group_versions[group.path] = version
-        if not build and not self._headers.has(key, version):
-            return None
         cap = self._headers.max_bytes
-        return self._headers.get(key, version, lambda: {"hdf5": hdf5.build(members, lambda m: m.node.path, cap)})["hdf5"]
+        layout = self._headers.get(key, version, lambda: {"hdf5": hdf5.build(members, lambda m: m.node.path, cap)})["hdf5"]
+        if known is not version:
+            # made anew because something below changed: a new mtime. Not when first made: a backup
+            # that listed it at size 0 copied it as made, and should not copy it again
+            made = time.time_ns() if known is not None else 0
+            self._group_sizes[group.path] = (layout.size, made)
+        return layout
 
     def _child_nodes(self, path: str) -> list[tuple[str, Node]]:
         """(name, node) of the groups and arrays in the group at `path`, in name order."""

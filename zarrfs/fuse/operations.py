@@ -188,7 +188,7 @@ class Operations(mfusepy.Operations):
         elif entry.kind == TEXT:  # the true size, worked out once (textview.Texts.size): splice copies no further
             mode, size = stat.S_IFREG | 0o444, self.texts.size(self.store, entry.node, self.cache)
         elif entry.kind == GROUPFILE:  # 0 until first opened, as /proc files: open makes it and says its size
-            mode, size = stat.S_IFREG | 0o444, self._group_file_size(entry)
+            mode, size = stat.S_IFREG | 0o444, self.hierarchy.group_file_made(entry.node)[0]
         else:
             mode, size = stat.S_IFREG | 0o444, len(self.hierarchy.content(entry))
         mtime, blocks = self._stored(entry, size)
@@ -201,6 +201,8 @@ class Operations(mfusepy.Operations):
         and cost what its chunks take encoded (see usage.py); a fill value that is not zero
         bytes, or data not yet stored, counts in full, so that no tool takes it for a hole."""
         node = entry.node
+        if entry.kind == GROUPFILE:
+            return self._group_file_mtime(node), -(-size // 512)
         if entry.kind not in (DATA, TEXT, PREVIEW) or node.meta is None:  # made from the documents
             return node.stat.st_mtime_ns, -(-size // 512)
         stored = self.usage.of(node.path)
@@ -209,19 +211,19 @@ class Operations(mfusepy.Operations):
             return mtime, -(-size // 512)
         return mtime, -(-(stored.nbytes + len(self.hierarchy.prefix(entry))) // 512)
 
-    def _group_file_size(self, entry: Entry) -> int:
-        try:
-            layout = self.hierarchy.group_layout(entry.node, build=False)
-        except hdf5.TooLargeError:
-            return 0
-        return layout.size if layout is not None else 0
-
     def _unstored(self, node: Node) -> bool:
         opened = self.arrays.get(node.path)
         return opened is not None and opened.raw.array.dirty
 
     def _data_size(self, entry: Entry) -> int:
         return 0 if entry.node.meta is None else entry.node.meta.nbytes + len(self.hierarchy.prefix(entry))
+
+    def _group_file_mtime(self, group: Node) -> int:
+        """zarr.h5 changes when it is made anew (something below changed) and when an array below
+        is written through the mount: so incremental backups copy it again."""
+        below = group.path + "/" if group.path else ""
+        written = max((a.mtime for path, a in list(self._arrays.items()) if path.startswith(below)), default=0.0)
+        return max(group.stat.st_mtime_ns, self.hierarchy.group_file_made(group)[1], int(written * 1e9))
 
     def _last_write(self, node: Node) -> float:
         opened = self.arrays.get(node.path)
@@ -310,8 +312,9 @@ class Operations(mfusepy.Operations):
             fail(e.errno)
         self.siblings.opened(path)
         if self._served.get(path) is not layout:
-            self.siblings.drop([path])
             self._served[path] = layout
+            self.writes += 1  # attributes listed before (its size 0) are stale (see binding.ZarrFUSE)
+            self.siblings.drop([path])
         arrays: dict[str, RawFile] = {}
 
         def raw_of(store_path: str) -> RawFile:

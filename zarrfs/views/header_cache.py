@@ -13,11 +13,6 @@ class HeaderCache:
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def has(self, key, version) -> bool:
-        with self._lock:
-            item = self._items.get(key)
-            return item is not None and item[0] is version
-
     def get(self, key, version, make):
         """The value cached for `key` at `version` (compared by identity), else make() cached."""
         with self._lock:
