@@ -311,3 +311,8 @@ def test_a_listing_makes_no_file_and_opening_shows_its_size_to_every_later_stat(
         assert os.stat(m / "zarr.h5").st_size == len(data)
         with open(m / "zarr.nc", "rb") as f:
             assert os.fstat(f.fileno()).st_size == len(data) and f.read() == data
+
+
+def test_file_managers_learn_the_types(mounts):
+    assert os.getxattr(mounts["v2"] / "zarr.h5", "user.mime_type") == b"application/x-hdf5"
+    assert os.getxattr(mounts["v2"] / "zarr.nc", "user.mime_type") == b"application/x-netcdf"

@@ -61,7 +61,7 @@ def test_find_lists_every_group_array_and_sidecar(mnt, hierarchy):
              for name in json.loads((mnt / (a[:-4] + ".json")).read_text())["views"].values()}
     assert {"types/float32.npy", "types/float32.bin.hdr", "types/float32.vrt", "types/float16.npy"} <= views
     expected = (arrays | {a[:-4] + ".json" for a in arrays} | views
-                | {"zarr.json", "layouts/zarr.json", "types/zarr.json"})
+                | {f"{group}{name}" for group in ("", "layouts/", "types/") for name in ("zarr.json", "zarr.h5", "zarr.nc")})
     assert found == expected
     dirs = subprocess.run(["find", str(mnt.path), "-type", "d"], capture_output=True, text=True).stdout.split()
     assert {os.path.relpath(p, mnt.path) for p in dirs} == {".", "layouts", "types"}

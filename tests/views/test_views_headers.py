@@ -136,12 +136,13 @@ def test_npy_view_writes_past_the_header_only(npy_file):
 
 
 def test_views_option():
-    assert parse_options([])[0].views == DEFAULT_VIEWS == ("npy", "envi", "mhd", "nrrd", "vrt", "tiff")
+    assert parse_options([])[0].views == DEFAULT_VIEWS == ("npy", "envi", "mhd", "nrrd", "vrt", "tiff", "hdf5")
     assert parse_options(["views=tiff,ro"])[0].views == ("tiff",)
     assert parse_options(["views=none"])[0].views == ()
     options = parse_options(["ro,views=nifti,npy,cache_size=1M", "views=vrt"])[0]
     assert options.views == ("vrt",) and options.read_only and options.cache_bytes == 1 << 20
     assert parse_options(["views=mhd,envi,ro"])[0].views == ("mhd", "envi")
+    assert parse_options(["views=hdf5,npy,ro"])[0].views == ("hdf5", "npy")  # a group view is a view too
     for bad in ["views=tif", "views=", "views=none,npy"]:
         with pytest.raises(UsageError):
             parse_options([bad])

@@ -19,7 +19,7 @@ import errno
 import json
 
 from zarrfs.errors import RoutineError
-from zarrfs.fs.hierarchy import (DATA, DESCRIBED, DIR, DOCUMENT, HEADER, PREVIEW, SIDECAR, TEXT, Entry, Hierarchy,
+from zarrfs.fs.hierarchy import (DATA, DESCRIBED, DIR, DOCUMENT, GROUPFILE, HEADER, PREVIEW, SIDECAR, TEXT, Entry, Hierarchy,
                                  described)
 from zarrfs.format.v3 import ArrayMetadata
 
@@ -40,6 +40,8 @@ def mime_type(entry: Entry) -> str | None:
         return DATA_TYPES.get(entry.view) or HEADER_TYPES.get(entry.view, OCTETS)
     if entry.kind in (SIDECAR, DOCUMENT):
         return JSON
+    if entry.kind == GROUPFILE:  # zarr.h5, zarr.nc
+        return "application/x-netcdf" if entry.stem.endswith(".nc") else "application/x-hdf5"
     if entry.kind == TEXT:
         return TEXT_PLAIN
     if entry.kind == PREVIEW:
