@@ -27,6 +27,8 @@ from benchlib import (GB, MIB, build, cpu_seconds, evict, layout_options, mount,
                       mount_limit, open_tensorstore, p50_ms, random_offsets, read_through, table, timed,
                       warm_read)
 
+HDF5_ARRAYS = 1000  # arrays in the root zarr.h5 whose open is timed
+
 
 IMAGE_WIDTH = 1024  # of the 2-D copy NAME.tif is read from
 
@@ -85,6 +87,32 @@ def bench_layout(layout: str, path: Path, data: np.ndarray, raw: Path, image: Pa
                                           "status=none"], check=True))
         r["zarrfs dd write"] = nbytes / t
     r["zarr-python write"] = nbytes / timed(lambda: zarr.open_array(str(path)).__setitem__(Ellipsis, data))
+    r.update(bench_hdf5(path, nbytes))
+    return r
+
+
+def in_group(path: Path) -> Path:
+    """A group holding a copy of the array `path` as `data`: the hdf5 view is a group's file."""
+    group = path.parent / f"{path.stem}-group.zarr"
+    if not group.exists():
+        group.mkdir()
+        (group / "zarr.json").write_text(json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {}}))
+        shutil.copytree(path, group / "data")
+    return group
+
+
+def bench_hdf5(path: Path, nbytes: int) -> dict:
+    """The same bytes streamed from NAME.bin and, through h5py, from the dataset of zarr.h5 (each
+    on a fresh mount: both cold)."""
+    import h5py
+    group, r = in_group(path), {}
+    with mount(group) as (bin_path, _):
+        r["zarrfs group bin cold read"] = nbytes / read_through(bin_path.parent / "data.bin")
+    with mount(group) as (bin_path, _):
+        def read():
+            with h5py.File(bin_path.parent / "zarr.h5", "r") as f:
+                f["data"][...]
+        r["zarrfs h5py dataset cold read"] = nbytes / timed(read)
     return r
 
 
@@ -96,25 +124,37 @@ def bench_memory(path: Path, nbytes: int, cache_mib: int) -> int:
     return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM"))) * 1024
 
 
-def build_many(root: Path, count: int) -> Path:
-    """A hierarchy of `count` small arrays in groups of 100 (metadata only: listing reads no chunk)."""
+def build_many(root: Path, count: int, name: str = "many.zarr", per_group: int = 100) -> Path:
+    """A hierarchy of `count` small arrays in groups of `per_group` (metadata only: listing reads
+    no chunk)."""
     doc = {"zarr_format": 3, "node_type": "array", "shape": [10, 10], "data_type": "float64",
            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [5, 5]}},
            "chunk_key_encoding": {"name": "default"}, "fill_value": 0.0,
            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}], "attributes": {}}
     group = json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {}})
-    path = root / "many.zarr"
+    path = root / name
     shutil.rmtree(path, ignore_errors=True)  # a --workdir from an earlier run
     path.mkdir()
     (path / "zarr.json").write_text(group)
     for i in range(count):
-        g = path / f"g{i // 100:03d}"
-        if i % 100 == 0:
+        g = path / f"g{i // per_group:03d}" if per_group < count else path
+        if i % per_group == 0 and g != path:
             g.mkdir()
             (g / "zarr.json").write_text(group)
-        (g / f"a{i % 100:02d}").mkdir()
-        (g / f"a{i % 100:02d}" / "zarr.json").write_text(json.dumps(doc))
+        (g / f"a{i % per_group:04d}").mkdir()
+        (g / f"a{i % per_group:04d}" / "zarr.json").write_text(json.dumps(doc))
     return path
+
+
+def bench_hdf5_open(path: Path) -> float:
+    """Seconds for h5py to open the root zarr.h5 of `path` on a fresh mount and list its datasets
+    (the file is made when first opened)."""
+    import h5py
+    with mount(path) as (bin_path, _):
+        def open_root():
+            with h5py.File(bin_path.parent / "zarr.h5", "r") as f:
+                f.visit(lambda name: None)
+        return timed(open_root)
 
 
 def bench_listing(path: Path) -> dict[str, tuple[float, float]]:
@@ -165,6 +205,9 @@ ROWS = [
     ("zarrfs dd overwrite + fsync GB/s", lambda r: r["zarrfs dd write"] / GB, "{:.2f}"),
     ("zarr-python write GB/s", lambda r: r["zarr-python write"] / GB, "{:.2f}"),
     ("  / zarr-python (target >= 1.2)", ratio("zarrfs dd write", "zarr-python write"), "{:.2f}x"),
+    ("zarr.h5 dataset via h5py, cold GB/s", lambda r: r["zarrfs h5py dataset cold read"] / GB, "{:.2f}"),
+    ("  / NAME.bin cold (target >= 0.95)", ratio("zarrfs h5py dataset cold read", "zarrfs group bin cold read"),
+     "{:.2f}x"),
 ]
 
 
@@ -175,6 +218,9 @@ def report(runs: dict[str, list[dict]], memory: dict, listing, args) -> str:
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", ""]
     lines += table(runs, ROWS, memory, args.size_mib // 4 + 150) + [""]
     for label, (first, second) in listing.items():
+        if label == "hdf5 open":
+            lines.append(f"h5py opening the root zarr.h5 of {HDF5_ARRAYS} arrays, cold: {first:.2f} s (target < 2)")
+            continue
         lines.append(f"listing {args.listing} arrays, {label}: first ls -lR {first:.2f} s (target < 5), "
                      f"second {second:.2f} s (target < 0.5)")
     if "views on" in listing and "views on but tiff" in listing:
@@ -220,6 +266,7 @@ def main(argv=None):
         cache_mib = max(1, args.size_mib // 4)
         memory = {layout: bench_memory(path, data.nbytes, cache_mib) for layout, (path, data, *_) in arrays.items()}
         listing = bench_listing(build_many(work, args.listing)) if args.listing else {}
+        listing["hdf5 open"] = (bench_hdf5_open(build_many(work, HDF5_ARRAYS, "h5.zarr", HDF5_ARRAYS)), 0.0)
         print(report(runs, memory, listing, args))
     finally:
         if not args.workdir:
