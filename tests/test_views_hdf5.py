@@ -65,6 +65,17 @@ def build_v3(root) -> dict[str, np.ndarray]:
     for name in ("sharded", "holes", "clash"):
         expected[f"special/{name}"] = special[name][...]
     special.create_group("empty")
+    edge = g.create_group("edge")
+    scalar = edge.create_array("scalar", shape=(), dtype="f8")
+    scalar[...] = 3.5
+    edge.create_array("nothing", shape=(0, 4), chunks=(1, 4), dtype="i2", dimension_names=("n", "m"))
+    m = edge.create_array("m", shape=(3,), chunks=(3,), dtype="u4", dimension_names=("m",),
+                          attributes={"CLASS": "mine", "NAME": "mine too", "units": "m"})
+    m[...] = [1, 2, 3]
+    k = edge.create_array("k", shape=(2, 2), chunks=(2, 2), dtype="i1", dimension_names=("k", "j"))
+    k[...] = [[1, 2], [3, 4]]
+    for name in ("scalar", "nothing", "m", "k"):
+        expected[f"edge/{name}"] = edge[name][...]
     return expected
 
 
@@ -163,7 +174,7 @@ def test_netcdf4_sees_named_dimensions_and_values(mounts, stores):
         for path, values in expected.items():
             group, name = path.split("/")
             variable = nc.groups[group].variables[name]
-            dims = {"types": DIMS[-values.ndim:], "special": None}[group]
+            dims = DIMS[-values.ndim:] if group == "types" else None
             if dims is not None:
                 assert variable.dimensions == dims, path
             np.testing.assert_array_equal(from_compound(variable[...]), as_stored(values), err_msg=path)
@@ -316,3 +327,17 @@ def test_a_listing_makes_no_file_and_opening_shows_its_size_to_every_later_stat(
 def test_file_managers_learn_the_types(mounts):
     assert os.getxattr(mounts["v2"] / "zarr.h5", "user.mime_type") == b"application/x-hdf5"
     assert os.getxattr(mounts["v2"] / "zarr.nc", "user.mime_type") == b"application/x-netcdf"
+
+
+def test_scalars_empty_arrays_reserved_attributes_and_taken_dimension_names(mounts):
+    with h5py.File(mounts["v3"] / "edge" / "zarr.h5", "r") as f:
+        assert f["scalar"].shape == () and f["scalar"][()] == 3.5
+        assert f["nothing"].shape == (0, 4)
+        dims = {name: [d[0].name for d in f[name].dims] for name in ("nothing", "k")}
+        # m is the coordinate variable of m (length 3: a scale itself), so nothing's m of length 4
+        # is m_4; the 2-D k cannot be the coordinate variable of k, so its dimension k is k_2
+        assert dims == {"nothing": ["/n", "/m_4"], "k": ["/k_2", "/j"]}
+        assert f["m"].attrs["CLASS"] == b"DIMENSION_SCALE" and f["m"].attrs["NAME"] == b"m"  # not the Zarr ones
+        assert f["m"].attrs["units"] == "m"
+    header = run(["ncdump", "-h", str(mounts["v3"] / "edge" / "zarr.nc")])
+    assert "double scalar ;" in header and "short nothing(n, m_4) ;" in header and "byte k(k_2, j) ;" in header

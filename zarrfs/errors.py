@@ -94,3 +94,13 @@ class RoutineError(ZarrfsError):
     def __init__(self, message: str, code: int):
         super().__init__(message)
         self.errno = code
+
+
+class ViewError(ZarrfsError):
+    """A view file made from many nodes (a group's zarr.h5) cannot be made: that one file fails."""
+
+
+class ViewTooLargeError(ViewError):
+    """The hierarchy below a group is beyond the bounds of one view file."""
+
+    errno = errno.EFBIG

@@ -307,7 +307,7 @@ class Operations(mfusepy.Operations):
         was last shown, the kernel's size and pages of it are dropped before the open is answered."""
         try:
             layout = self.hierarchy.group_layout(entry.node)
-        except hdf5.TooLargeError as e:
+        except hdf5.HDF5ViewError as e:
             log.error("%s: no HDF5 view: %s", path, e)
             fail(e.errno)
         self.siblings.opened(path)

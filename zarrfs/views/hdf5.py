@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from zarrfs.errors import ZarrfsError
+from zarrfs.errors import ViewError, ViewTooLargeError
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +40,12 @@ PHONY_NAME = "This is a netCDF dimension but not a netCDF variable."  # netCDF-C
 KINDS = "biufc"  # element kinds HDF5 and netCDF-4 both read; float16 is excluded by name
 OMITTED_ATTRIBUTE = "zarrfs_omitted"
 HIDDEN_ATTRIBUTES = {"_ARRAY_DIMENSIONS"}  # xarray's v2 dimension names: they are the dimension scales
+# attributes HDF5's dimension scales and netCDF-4 write themselves: a Zarr attribute of that name is left out
+RESERVED_ATTRIBUTES = {"CLASS", "NAME", "DIMENSION_LIST", "REFERENCE_LIST", "_Netcdf4Dimid", "_Netcdf4Coordinates",
+                       "_NCProperties", "_nc3_strict", OMITTED_ATTRIBUTE}
 
 
-class TooLargeError(ZarrfsError):
-    """The hierarchy below a group is too large to describe in one HDF5 file within the bounds."""
-
-    errno = 27  # EFBIG
-
+HDF5ViewError, TooLargeError = ViewError, ViewTooLargeError  # this view's names for them
 
 def available() -> bool:
     try:
@@ -94,6 +94,13 @@ def build(members: list[Member], store_path_of, max_bytes: int) -> Layout:
 
     if len(members) > MAX_NODES:
         raise TooLargeError(f"{len(members)} arrays and groups: more than the {MAX_NODES} one HDF5 view describes")
+    try:
+        return _build(h5py, members, store_path_of, max_bytes)
+    except (OSError, RuntimeError, ValueError, TypeError, KeyError) as e:  # h5py's errors, the scratch file's
+        raise HDF5ViewError(f"h5py cannot write its template: {e}") from e
+
+
+def _build(h5py, members: list[Member], store_path_of, max_bytes: int) -> Layout:
     with tempfile.NamedTemporaryFile(prefix="zarrfs-", suffix=".h5") as scratch:
         placed = []
         with h5py.File(scratch.name, "w", libver=LIBVER) as f:
@@ -175,8 +182,7 @@ class _Writer:
             self.omitted.setdefault(parent, []).append(name)
             return None
         meta = node.meta
-        dataset = self.f[parent or "/"].create_dataset(name, shape=tuple(meta.shape), dtype=self._type(meta),
-                                                       dcpl=self.dcpl)
+        dataset = self._dataset(parent, name, tuple(meta.shape), self._type(meta))
         attributes = {k: v for k, v in meta.attributes.items() if k not in HIDDEN_ATTRIBUTES}
         if meta.data_type.numpy.kind == "b":
             attributes["dtype"] = "bool"
@@ -187,6 +193,14 @@ class _Writer:
         for axis, dim in enumerate(self._dimensions(parent, name, meta)):
             self.attached.append((dataset, axis, parent, dim))
         return dataset
+
+    def _dataset(self, parent: str, name: str, shape: tuple, stored):
+        """A contiguous dataset allocated now and never filled (the low-level call: h5py's
+        create_dataset allocates no storage for a 0-d one)."""
+        h5py = self.h5py
+        space = h5py.h5s.create(h5py.h5s.SCALAR) if shape == () else h5py.h5s.create_simple(shape)
+        type_id = stored.id if isinstance(stored, h5py.Datatype) else h5py.h5t.py_create(stored, logical=True)
+        return h5py.Dataset(h5py.h5d.create(self.f[parent or "/"].id, name.encode(), type_id, space, dcpl=self.dcpl))
 
     def _type(self, meta):
         dtype = meta.data_type.numpy
@@ -274,6 +288,9 @@ def _dimension_names(meta) -> tuple | None:
 
 def _set_attributes(obj, attributes: dict, where: str, dtype: np.dtype | None = None) -> None:
     for key, value in attributes.items():
+        if key in RESERVED_ATTRIBUTES:
+            log.info("%s: attribute %r left out of its HDF5 view: HDF5 or netCDF-4 writes that name", where, key)
+            continue
         try:
             if key == "_FillValue" and dtype is not None:
                 _set_fill(obj, value, dtype, where)
