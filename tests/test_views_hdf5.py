@@ -17,7 +17,6 @@ import pandas as pd
 import pytest
 import xarray as xr
 import zarr
-
 from mounting import mounted
 from zarr_layouts import NUMERIC, random_values
 
