@@ -340,3 +340,26 @@ def test_scalars_empty_arrays_reserved_attributes_and_taken_dimension_names(moun
         assert f["m"].attrs["units"] == "m"
     header = run(["ncdump", "-h", str(mounts["v3"] / "edge" / "zarr.nc")])
     assert "double scalar ;" in header and "short nothing(n, m_4) ;" in header and "byte k(k_2, j) ;" in header
+
+
+def test_a_large_dataset_streams_from_an_aligned_offset(tmp_path):
+    """Datasets of 1 MiB or more begin at a multiple of 1 MiB, so that the kernel's 1 MiB reads
+    fall within one dataset and are answered by the array itself."""
+    store = tmp_path / "big.zarr"
+    g = zarr.open_group(str(store), mode="w")
+    small = g.create_array("a_small", shape=(10,), chunks=(10,), dtype="u1")
+    small[...] = np.arange(10)
+    big = g.create_array("big", shape=(1024, 1000), chunks=(256, 500), shards=(512, 1000), dtype="f4",
+                         fill_value=-1.0, dimension_names=("y", "x"))
+    values = np.random.default_rng(2).normal(size=(1024, 1000)).astype("f4")
+    values[512:] = -1.0  # its second shard is never stored: a hole of fill values
+    big[:512] = values[:512]
+    with mounted(store, tmp_path, "ro") as m:
+        with h5py.File(m / "zarr.h5", "r") as f:
+            offset = f["big"].id.get_offset()
+            assert offset % (1 << 20) == 0
+            np.testing.assert_array_equal(f["big"][...], values)
+            assert list(f["a_small"][...]) == list(range(10))
+        with open(m / "zarr.h5", "rb") as f:  # 1 MiB reads, each within the dataset
+            f.seek(offset)
+            assert f.read(values.nbytes) == (m / "big.bin").read_bytes()

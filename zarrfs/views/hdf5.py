@@ -37,6 +37,9 @@ NAMES = ("zarr.h5", "zarr.nc")  # the same file: .nc for netCDF tools that go by
 MAX_NODES = 20_000  # arrays and groups in one file: more is refused (h5py writes ~1,000 a second)
 LIBVER = ("v108", "v110")  # readable by HDF5 1.8 and later (Debian's 1.10, netCDF 4.9); large attributes need v108
 PHONY_NAME = "This is a netCDF dimension but not a netCDF variable."  # netCDF-C's mark of a dimension-only scale
+# datasets of 1 MiB or more begin at a multiple of 1 MiB (the holes before them cost nothing): the
+# kernel's 1 MiB reads of them then cover the same element ranges as reads of NAME.bin
+ALIGNMENT = 1 << 20
 KINDS = "biufc"  # element kinds HDF5 and netCDF-4 both read; float16 is excluded by name
 OMITTED_ATTRIBUTE = "zarrfs_omitted"
 HIDDEN_ATTRIBUTES = {"_ARRAY_DIMENSIONS"}  # xarray's v2 dimension names: they are the dimension scales
@@ -103,7 +106,8 @@ def build(members: list[Member], store_path_of, max_bytes: int) -> Layout:
 def _build(h5py, members: list[Member], store_path_of, max_bytes: int) -> Layout:
     with tempfile.NamedTemporaryFile(prefix="zarrfs-", suffix=".h5") as scratch:
         placed = []
-        with h5py.File(scratch.name, "w", libver=LIBVER) as f:
+        with h5py.File(scratch.name, "w", libver=LIBVER, alignment_threshold=ALIGNMENT,
+                       alignment_interval=ALIGNMENT) as f:
             writer = _Writer(f, members)
             for member in members:
                 dataset = writer.add(member)
@@ -363,6 +367,25 @@ class GroupFile:
     def read(self, offset: int, size: int) -> bytes:
         out = np.empty(max(0, min(size, self.size - offset)), "u1")
         return out[:self.read_into(offset, out)].tobytes()
+
+    def read_malloced(self, offset: int, size: int) -> tuple[int, int]:
+        """(address, count) in memory from malloc (replies.py): a read within one dataset is the
+        array's own (a chunk decoded ahead as it is), any other is filled here."""
+        from zarrfs.engine.buffers import free, malloc_array
+
+        i = bisect.bisect_right(self._starts, offset) - 1
+        n = max(0, min(size, self.size - offset))
+        if i >= 0 and n:
+            start, length, what = self._extents[i]
+            if not isinstance(what, bytes) and offset + n <= start + length:
+                return self.raw_of(what).read_malloced(offset - start, n)
+        address, out = malloc_array((n,), "u1")
+        try:
+            return address, self.read_into(offset, out)
+        except BaseException:
+            del out
+            free(address)
+            raise
 
     def read_into(self, offset: int, out: np.ndarray) -> int:
         n = max(0, min(len(out), self.size - offset))
