@@ -276,6 +276,14 @@ def test_writes_below_the_group_show_in_its_file_and_new_arrays_in_its_layout(tm
         with h5py.File(m / "zarr.h5", "r") as f:
             assert list(f["b"][...]) == [1, 2, 3] and (f["a"][...] == 5).all()
         assert os.path.getsize(m / "zarr.h5") == os.path.getsize(m / "zarr.nc")
+        for change in (lambda: os.unlink(m / "zarr.h5"), lambda: os.rename(m / "zarr.h5", m / "x.h5"),
+                       lambda: open(m / "zarr.nc", "r+b")):
+            with pytest.raises(OSError) as e:
+                change()
+            assert e.value.errno in (errno.EPERM, errno.EACCES)
+        os.mkdir(m / "sub")
+        os.rmdir(m / "sub")  # its group files do not keep it from being empty
+        assert not (store / "sub").exists()
 
 
 def test_views_none_and_views_without_hdf5_show_no_group_files(stores, tmp_path):

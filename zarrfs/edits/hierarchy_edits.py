@@ -33,6 +33,13 @@ from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, SIDECAR, TEXT, Entry
 from zarrfs.engine.writeback import CONFLICT_RETRIES
 from zarrfs.names import printable, text as name_text
 from zarrfs.fs.inodes import inode_number
+from zarrfs.edits import new_nodes as newnode
+from zarrfs.nodes import documents as nodes
+from zarrfs.engine.writeback import CONFLICT_RETRIES
+from zarrfs.edits.drafts import NpyDraft, TextDraft
+from zarrfs.edits.editor import Editor
+from zarrfs.errors import ReadOnlyError, RefusedError
+from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, GROUPFILE, SIDECAR, TEXT, Entry
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +94,7 @@ class Shaping:
             raise RefusedError(f"{path}: not a group", errno.ENOTDIR)
         if not entry.node.path:
             raise RefusedError("the root group cannot be removed", errno.EBUSY)
-        held = [n for n, e in self.hierarchy.entries_of(entry).items() if e.kind != DOCUMENT]
+        held = [n for n, e in self.hierarchy.entries_of(entry).items() if e.kind not in (DOCUMENT, GROUPFILE)]
         # anything stored below, a node's or not (keys, not names: a filer-backed object store such
         # as SeaweedFS lists a directory its objects have left)
         stored = {key.split("/")[0] for key, _ in self.ops.store.files(entry.node.path)}
@@ -240,8 +247,8 @@ class Shaping:
             self._retire(entry.node.path, keep=True)
             self.editor.move(entry.node.path, _child(parent, name))
             return self._drop([old])
-        if entry.kind == DOCUMENT:
-            raise RefusedError(f"{old}: a group's documents cannot be renamed", errno.EPERM)
+        if entry.kind in (DOCUMENT, GROUPFILE):
+            raise RefusedError(f"{old}: a group's documents and group files cannot be renamed", errno.EPERM)
         suffix = posixpath.basename(old)[len(entry.stem):]
         if not name.endswith(suffix) or name == suffix:
             raise RefusedError(f"{new}: renaming {posixpath.basename(old)} renames array {entry.node.name!r}: the new "
