@@ -87,6 +87,8 @@ def build_v2(root) -> dict[str, np.ndarray]:
                            attributes={"_ARRAY_DIMENSIONS": ["row", "col"]})
         a[:2, :3] = np.ones((2, 3), dtype=dtype)  # the rest is fill value
         expected[f"a_{dtype}"] = a[...]
+    for name, dtype in (("fixed_text", "<U4"), ("fixed_bytes", "|S4")):  # no netCDF type: left out
+        g.create_array(name, shape=(2,), chunks=(2,), dtype=dtype)
     return expected
 
 
@@ -139,6 +141,7 @@ def test_h5py_reads_every_dataset_attribute_and_group(mounts, stores, version):
             check_v3_metadata(f)
         else:
             assert f.attrs["source"] == "v2"
+            assert list(f.attrs["zarrfs_omitted"]) == ["fixed_bytes", "fixed_text"]
             assert f["a_i2"].attrs["_FillValue"] == -99 and f["a_f8"].attrs["_FillValue"] == -1.0
             assert [d.label or d[0].name for d in f["a_f8"].dims] == ["/row", "/col"]
 
