@@ -21,8 +21,8 @@ def option_lines(defaults, views) -> list[tuple[str, str, str]]:
         ("dirty_size=SIZE", format_size(defaults.dirty_limit),
          "decoded bytes written to one array and not yet stored; write-back starts at a quarter"),
         ("views=LIST", ",".join(defaults.views) or "none",
-         f"header views beside each NAME.bin, and zarr.h5/zarr.nc in each group (hdf5: needs h5py, the "
-         f"hdf5 extra), from {','.join(views)}; or none"),
+         (f"header views beside each NAME.bin, and zarr.h5/zarr.nc in each group (hdf5: needs h5py, the "
+          f"hdf5 extra), from {','.join(views)}; or none")),
         ("previews", "off", "NAME.png beside arrays of 2 or more dimensions: the first plane, at most 512 px "
          "(needs Pillow: the previews extra)"),
         ("noxattr", "off", "no extended attributes (user.zarr.*, user.mime_type): a tool that lists every "

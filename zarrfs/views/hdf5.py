@@ -60,7 +60,7 @@ def available() -> bool:
 
 @dataclass(frozen=True)
 class Member:
-    """What goes into the file: a group (arrays None) or an array, by its path relative to the view's group."""
+    """What goes into the file: a group or an array, by its path relative to the view's group."""
 
     path: str  # relative, '' for the view's group
     node: object  # hierarchy.Node
