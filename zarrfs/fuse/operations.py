@@ -52,6 +52,27 @@ from zarrfs.fuse.hierarchy_edit_methods import ShapingMethods
 from zarrfs.fuse.write_back_methods import WriteBackMethods
 from zarrfs.fuse.libfuse import mfusepy
 from zarrfs.views import DEFAULT_VIEWS, hdf5, preview
+from zarrfs.engine import holes
+from zarrfs.engine import recovery
+from zarrfs.fuse import replies
+from zarrfs.engine.array import open_array
+from zarrfs.fuse.errno_boundary import errno_boundary, fail
+from zarrfs.engine.chunk_cache import ChunkCache
+from zarrfs.fuse.page_invalidation import Siblings
+from zarrfs.errors import ZarrfsError
+from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, GROUPFILE, PREVIEW, SIDECAR, TEXT, Entry, Hierarchy, Node
+from zarrfs.views.prefixed_file import PrefixedFile
+from zarrfs.engine.flat_file import RawFile
+from zarrfs.edits.hierarchy_edits import Shaping
+from zarrfs.views.text import Texts
+from zarrfs.stores.source_url import RemoteOptions, open_store
+from zarrfs.fs.stored_usage import LIFETIME, Usage
+from zarrfs.fuse.xattrs import ExtendedAttributes
+from zarrfs.fuse.hierarchy_edit_methods import ShapingMethods
+from zarrfs.fuse.write_back_methods import WriteBackMethods
+from zarrfs.fuse.libfuse import mfusepy
+from zarrfs.views import DEFAULT_VIEWS, hdf5, preview
+from zarrfs.views.groupfiles import GroupFiles
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +128,6 @@ class Operations(mfusepy.Operations):
                                  options.recovery_dir)  # arrays open through the mount, and their write-back
         self.siblings = Siblings()
         self._listed: dict[str, tuple[dict, list]] = {}  # path -> (listing, its entries as a list)
-        self._served: dict[str, object] = {}  # zarr.h5 path -> the layout the kernel was last shown
         self.writes = 0
         self._handles: dict[int, Handle] = {}
         self._next_fh = 1
@@ -117,6 +137,7 @@ class Operations(mfusepy.Operations):
         self.shaping = Shaping(self)  # mkdir, create, unlink, rename, attribute edits
         self.xattrs = ExtendedAttributes(self.hierarchy, options.xattrs, lambda path: self.shaping.draft_at(path)
                                          is not None)
+        self.group_files = GroupFiles(self.hierarchy, self.siblings, self._shared_raw, self._listed_stale)
         if not options.read_only:
             removed = self.store.remove_temporaries()
             if removed:
@@ -202,7 +223,8 @@ class Operations(mfusepy.Operations):
         bytes, or data not yet stored, counts in full, so that no tool takes it for a hole."""
         node = entry.node
         if entry.kind == GROUPFILE:
-            return self._group_file_mtime(node), -(-size // 512)
+            writes = [(path, opened.mtime) for path, opened in list(self._arrays.items())]
+            return self.group_files.mtime(node, writes), -(-size // 512)
         if entry.kind not in (DATA, TEXT, PREVIEW) or node.meta is None:  # made from the documents
             return node.stat.st_mtime_ns, -(-size // 512)
         stored = self.usage.of(node.path)
@@ -217,13 +239,6 @@ class Operations(mfusepy.Operations):
 
     def _data_size(self, entry: Entry) -> int:
         return 0 if entry.node.meta is None else entry.node.meta.nbytes + len(self.hierarchy.prefix(entry))
-
-    def _group_file_mtime(self, group: Node) -> int:
-        """zarr.h5 changes when it is made anew (something below changed) and when an array below
-        is written through the mount: so incremental backups copy it again."""
-        below = group.path + "/" if group.path else ""
-        written = max((a.mtime for path, a in list(self._arrays.items()) if path.startswith(below)), default=0.0)
-        return max(group.stat.st_mtime_ns, self.hierarchy.group_file_made(group)[1], int(written * 1e9))
 
     def _last_write(self, node: Node) -> float:
         opened = self.arrays.get(node.path)
@@ -281,7 +296,7 @@ class Operations(mfusepy.Operations):
         if entry.kind == PREVIEW:
             return self._add_handle(Handle(entry, content=self._preview(entry)))
         if entry.kind == GROUPFILE:
-            return self._add_handle(Handle(entry, file=self._group_file(entry, path)))
+            return self._add_handle(Handle(entry, file=self.group_files.open(entry, path)))
         if entry.kind != DATA:
             return self._add_handle(Handle(entry, content=self.hierarchy.content(entry)))
         if entry.node.error is not None:  # logged once, when the node was read
@@ -290,7 +305,7 @@ class Operations(mfusepy.Operations):
         prefix = self.hierarchy.prefix(entry)
         file = PrefixedFile(opened.raw, prefix, path) if prefix else opened.raw
         self.siblings.opened(path)
-        siblings = self.siblings.of(path, self.hierarchy.data_names(entry) + self._group_files_above(path))
+        siblings = self.siblings.of(path, self.hierarchy.data_names(entry) + self.group_files.above(path))
         return self._add_handle(Handle(entry, array=opened, file=file, writable=writable, siblings=siblings))
 
     def _text(self, entry: Entry, path: str) -> bytes:
@@ -302,42 +317,12 @@ class Operations(mfusepy.Operations):
             self.siblings.refresh(path)
         return text
 
-    def _group_file(self, entry: Entry, path: str) -> hdf5.GroupFile:
-        """zarr.h5, made (or taken from the header cache) now. When it differs from what the kernel
-        was last shown, the kernel's size and pages of it are dropped before the open is answered."""
-        try:
-            layout = self.hierarchy.group_layout(entry.node)
-        except hdf5.HDF5ViewError as e:
-            log.error("%s: no HDF5 view: %s", path, e)
-            fail(e.errno)
-        self.siblings.opened(path)
-        if self._served.get(path) is not layout:
-            self._served[path] = layout
-            self.writes += 1  # attributes listed before (its size 0) are stale (see binding.ZarrFUSE)
-            self.siblings.drop([path])
-        arrays: dict[str, RawFile] = {}
+    def _shared_raw(self, node: Node) -> RawFile:
+        """The array's flat bytes as every file showing them reads them (group files too)."""
+        return self.arrays.open(node, hold=False).raw
 
-        def raw_of(store_path: str) -> RawFile:
-            if store_path not in arrays:
-                node = self.hierarchy.node(store_path)
-                if node is None or node.meta is None:
-                    fail(errno.ESTALE)  # gone since the file was made: its layout is stale
-                arrays[store_path] = self.arrays.open(node, hold=False).raw
-            return arrays[store_path]
-
-        return hdf5.GroupFile(layout, raw_of)
-
-    def _group_files_above(self, path: str) -> list[str]:
-        """The group files (zarr.h5, ...) of every directory above the data file at `path`: a
-        write to the array changes their bytes too."""
-        if not self.hierarchy.group_views:
-            return []
-        names, directory = [], os.path.dirname(path)
-        while True:
-            names += [os.path.join(directory, name) for view in self.hierarchy.group_views for name in view.files]
-            if directory == "/":
-                return names
-            directory = os.path.dirname(directory)
+    def _listed_stale(self) -> None:
+        self.writes += 1  # attributes listed before are stale (see binding.ZarrFUSE)
 
     def _preview(self, entry: Entry) -> bytes:
         """NAME.png, rendered from the array sampled (written data included) once per version."""

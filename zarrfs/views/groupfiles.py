@@ -1,0 +1,71 @@
+"""The mount's side of group files (zarr.h5, zarr.nc; views/hdf5.py): opening one, and keeping
+what the kernel holds of it (size, pages) in step with the hierarchy below its group."""
+
+import errno
+import logging
+import os
+
+from zarrfs.fuse.errno_boundary import fail
+from zarrfs.views import hdf5
+
+log = logging.getLogger(__name__)
+
+
+class GroupFiles:
+    """hierarchy: the Hierarchy; siblings: coherence.Siblings; raw_of(node): the array's shared
+    RawFile; listed_stale(): called when attributes listed before are stale."""
+
+    def __init__(self, hierarchy, siblings, raw_of, listed_stale):
+        self.hierarchy, self.siblings, self.raw_of, self.listed_stale = hierarchy, siblings, raw_of, listed_stale
+        self._served: dict[str, object] = {}  # file-system path -> the layout the kernel was last shown
+
+    def open(self, entry, path: str) -> hdf5.GroupFile:
+        """The file, made (or taken from the header cache) now. When it differs from what the
+        kernel was last shown, the kernel's size and pages of it are dropped before the open is
+        answered: a listing showed size 0, or an older file."""
+        try:
+            layout = self.hierarchy.group_layout(entry.node)
+        except hdf5.HDF5ViewError as e:
+            log.error("%s: no HDF5 view: %s", path, e)
+            fail(e.errno)
+        self.siblings.opened(path)
+        if self._served.get(path) is not layout:
+            self._served[path] = layout
+            self.listed_stale()
+            self.siblings.drop([path])
+        return hdf5.GroupFile(layout, self._arrays())
+
+    def _arrays(self):
+        """store path -> RawFile, each looked up once for the handle."""
+        found = {}
+
+        def raw_of(store_path: str):
+            if store_path not in found:
+                node = self.hierarchy.node(store_path)
+                if node is None or node.meta is None:
+                    fail(errno.ESTALE)  # gone since the file was made: its layout is stale
+                found[store_path] = self.raw_of(node)
+            return found[store_path]
+
+        return raw_of
+
+    def above(self, path: str) -> list[str]:
+        """The group files of every directory above the data file at `path`: a write to the
+        array changes their bytes too."""
+        views = self.hierarchy.group_views
+        if not views:
+            return []
+        names, directory = [], os.path.dirname(path)
+        while True:
+            names += [os.path.join(directory, name) for view in views for name in view.files]
+            if directory == "/":
+                return names
+            directory = os.path.dirname(directory)
+
+    def mtime(self, group, last_writes) -> int:
+        """A group file changes when it is made anew (something below changed) and when an array
+        below is written through the mount (last_writes: store path -> time), so incremental
+        backups copy it again."""
+        below = group.path + "/" if group.path else ""
+        written = max((t for path, t in last_writes if path.startswith(below)), default=0.0)
+        return max(group.stat.st_mtime_ns, self.hierarchy.group_file_made(group)[1], int(written * 1e9))
