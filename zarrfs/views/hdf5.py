@@ -42,6 +42,7 @@ PHONY_NAME = "This is a netCDF dimension but not a netCDF variable."  # netCDF-C
 ALIGNMENT = 1 << 20
 KINDS = "biufc"  # element kinds HDF5 and netCDF-4 both read; float16 is excluded by name
 OMITTED_ATTRIBUTE = "zarrfs_omitted"
+MAX_NAME = 1024  # bytes of an attribute name written (HDF5's own limit is its object header's 64 KiB)
 HIDDEN_ATTRIBUTES = {"_ARRAY_DIMENSIONS"}  # xarray's v2 dimension names: they are the dimension scales
 # attributes HDF5's dimension scales and netCDF-4 write themselves: a Zarr attribute of that name is left out
 RESERVED_ATTRIBUTES = {"CLASS", "NAME", "DIMENSION_LIST", "REFERENCE_LIST", "_Netcdf4Dimid", "_Netcdf4Coordinates",
@@ -294,15 +295,25 @@ def _set_attributes(obj, attributes: dict, where: str, dtype: np.dtype | None = 
     for key, value in attributes.items():
         if key in RESERVED_ATTRIBUTES:
             log.info("%s: attribute %r left out of its HDF5 view: HDF5 or netCDF-4 writes that name", where, key)
-            continue
-        try:
-            if key == "_FillValue" and dtype is not None:
-                _set_fill(obj, value, dtype, where)
-            else:
-                obj.attrs[key] = _attribute(value)
-        except (TypeError, ValueError, OverflowError) as e:  # an HDF5 limit: the attribute as text
-            log.info("%s: attribute %r kept as JSON text in its HDF5 view (%s)", where, key, e)
-            obj.attrs[key] = json.dumps(value)
+        elif not 0 < len(key.encode("utf-8", "surrogatepass")) <= MAX_NAME or "\0" in key:
+            # checked first: HDF5 refusing a name past its object header's limit leaves the header broken
+            log.info("%s: attribute %r left out of its HDF5 view: HDF5 cannot hold its name", where, key[:80])
+        elif key == "_FillValue" and dtype is not None:
+            _set_fill(obj, value, dtype, where)
+        elif not _set_attribute(obj, key, _attribute(value)) and not _set_attribute(obj, key, json.dumps(value)):
+            log.info("%s: attribute %r left out of its HDF5 view: HDF5 cannot hold its value", where, key[:80])
+
+
+def _set_attribute(obj, key: str, value) -> bool:
+    """Whether HDF5 took it. Its refusals come as TypeError, ValueError, RuntimeError or KeyError
+    (an empty name, a name or value beyond an object header's 64 KiB), after which the attribute
+    may be half made: it is removed."""
+    try:
+        obj.attrs[key] = value
+        return True
+    except Exception as e:  # noqa: BLE001 - any refusal of h5py: the caller tries JSON text, then leaves it out
+        log.debug("attribute %r: %s", key[:80], e)
+        return False
 
 
 def _attribute(value):
@@ -350,7 +361,12 @@ def _fill_value(value, dtype: np.dtype):
         if isinstance(value, str) and dtype.kind == "f" and value not in ("NaN", "Infinity", "-Infinity"):
             raw = base64.b64decode(value, validate=True)
             return np.frombuffer(raw, stored)[0] if len(raw) == stored.itemsize else None
-        return np.asarray(float(value) if isinstance(value, str) else value).astype(stored)[()]
+        number = float(value) if isinstance(value, str) else value
+        with np.errstate(all="ignore"):
+            cast = np.asarray(number).astype(stored)[()]
+        if stored.kind in "iu" and cast != number:  # NaN, a fraction or out of range: no such value
+            return None
+        return cast
     except (TypeError, ValueError, OverflowError, base64.binascii.Error):
         return None
 
