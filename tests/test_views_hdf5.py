@@ -73,8 +73,10 @@ def build_v3(root) -> dict[str, np.ndarray]:
                                       "n" * 70_000: "a name HDF5 refuses", "_FillValue": "NaN", "text": "a\0b"})
     m[...] = [1, 2, 3]
     k = edge.create_array("k", shape=(2, 2), chunks=(2, 2), dtype="i1", dimension_names=("k", "j"))
+    slash = edge.create_array("slash", shape=(6,), chunks=(6,), dtype="i1", dimension_names=("a/b",))
+    slash[...] = 1
     k[...] = [[1, 2], [3, 4]]
-    for name in ("scalar", "nothing", "m", "k"):
+    for name in ("scalar", "nothing", "m", "k", "slash"):
         expected[f"edge/{name}"] = edge[name][...]
     return expected
 
@@ -344,10 +346,12 @@ def test_scalars_empty_arrays_reserved_attributes_and_taken_dimension_names(moun
     with h5py.File(mounts["v3"] / "edge" / "zarr.h5", "r") as f:
         assert f["scalar"].shape == () and f["scalar"][()] == 3.5
         assert f["nothing"].shape == (0, 4)
-        dims = {name: [d[0].name for d in f[name].dims] for name in ("nothing", "k")}
+        dims = {name: [d[0].name for d in f[name].dims] for name in ("nothing", "k", "slash")}
         # m is the coordinate variable of m (length 3: a scale itself), so nothing's m of length 4
-        # is m_4; the 2-D k cannot be the coordinate variable of k, so its dimension k is k_2
-        assert dims == {"nothing": ["/n", "/m_4"], "k": ["/k_2", "/j"]}
+        # is m_4; the 2-D k cannot be the coordinate variable of k, so its dimension k is k_2; a
+        # name that cannot be an HDF5 link (a/b would be a group a) is a phony dimension
+        assert dims == {"nothing": ["/n", "/m_4"], "k": ["/k_2", "/j"], "slash": ["/phony_dim_0"]}
+        assert "a" not in f
         assert f["m"].attrs["CLASS"] == b"DIMENSION_SCALE" and f["m"].attrs["NAME"] == b"m"  # not the Zarr ones
         # names HDF5 cannot hold and a _FillValue with no value of the type are left out, the rest kept
         scale = {"CLASS", "NAME", "_Netcdf4Dimid"}  # written by HDF5 and for netCDF-4

@@ -85,6 +85,12 @@ class Layout:
         return sorted([(o, len(b), b) for o, b in self.metadata] + [(o, n, p) for o, n, p in self.data])
 
 
+def linkable(name) -> bool:
+    """Whether `name` can be an HDF5 link: a dimension named "a/b" would make a group a."""
+    return isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\0" not in name \
+        and len(name.encode("utf-8", "surrogatepass")) <= MAX_NAME
+
+
 def writable(meta) -> bool:
     """Whether HDF5 and netCDF-4 both hold the array's data type."""
     dtype = meta.data_type.numpy
@@ -183,7 +189,7 @@ class _Writer:
             if node.meta is not None:
                 _set_attributes(group, node.meta.attributes, member.path or "/")
             return None
-        if node.meta is None or not writable(node.meta):
+        if node.meta is None or not writable(node.meta) or not linkable(name):
             self.omitted.setdefault(parent, []).append(name)
             return None
         meta = node.meta
@@ -227,7 +233,7 @@ class _Writer:
         names = _dimension_names(meta)
         out = []
         for axis, length in enumerate(meta.shape):
-            dim = names[axis] if names and names[axis] else self._phony(known, length)
+            dim = names[axis] if names and linkable(names[axis]) else self._phony(known, length)
             original = dim
             while (dim in known and known[dim] != length) or self._taken(group, dim, length):
                 dim = f"{original}_{length}" if dim == original else f"{dim}_"
