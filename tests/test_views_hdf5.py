@@ -288,8 +288,14 @@ def test_writes_below_the_group_show_in_its_file_and_new_arrays_in_its_layout(tm
                 change()
             assert e.value.errno in (errno.EPERM, errno.EACCES)
         os.mkdir(m / "sub")
+        with h5py.File(m / "zarr.h5", "r") as f:  # a group made through the mount: the file is made anew
+            assert isinstance(f["sub"], h5py.Group)
         os.rmdir(m / "sub")  # its group files do not keep it from being empty
         assert not (store / "sub").exists()
+        np.save(tmp_path / "c.npy", np.arange(6, dtype="<i2"))
+        subprocess.run(["cp", str(tmp_path / "c.npy"), str(m.path)], check=True)  # an array made through the mount
+        with h5py.File(m / "zarr.h5", "r") as f:
+            assert "sub" not in f and list(f["c"][...]) == list(range(6))
 
 
 def test_views_none_and_views_without_hdf5_show_no_group_files(stores, tmp_path):
