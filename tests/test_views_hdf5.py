@@ -366,6 +366,16 @@ def test_scalars_empty_arrays_reserved_attributes_and_taken_dimension_names(moun
     assert "double scalar ;" in header and "short nothing(n, m_4) ;" in header and "byte k(k_2, j) ;" in header
 
 
+def test_an_array_named_as_the_complex_type_keeps_its_name(tmp_path):
+    store = tmp_path / "c.zarr"
+    g = zarr.open_group(str(store), mode="w")
+    for name, dtype in (("a", "c8"), ("complex64", "i2")):  # the type is committed first, at the root
+        g.create_array(name, shape=(2,), chunks=(2,), dtype=dtype)[...] = [1, 2]
+    with mounted(store, tmp_path, "ro") as m, h5py.File(m / "zarr.h5", "r") as f:
+        assert list(f["complex64"][...]) == [1, 2] and list(f["a"][...]) == [1, 2]
+        assert isinstance(f["complex64_type"], h5py.Datatype)
+
+
 def test_a_large_dataset_streams_from_an_aligned_offset(tmp_path):
     """Datasets of 1 MiB or more begin at a multiple of 1 MiB, so that the kernel's 1 MiB reads
     fall within one dataset and are answered by the array itself."""

@@ -222,7 +222,9 @@ class _Writer:
         name = dtype.name  # complex64, complex128: committed once, at the top, as netCDF-4 wants user types
         if name not in self.types:
             part = np.dtype(f"<f{dtype.itemsize // 2}")
-            link = name if name not in self.f else f"{name}_type"
+            link, taken = name, set(self.kids.get("", ()))  # members are made in name order: some may come later
+            while link in taken or link in self.f:
+                link += "_type"
             self.f[link] = np.dtype([("r", part), ("i", part)])
             self.types[name] = self.f[link]
         return self.types[name]
