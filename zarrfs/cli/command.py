@@ -17,21 +17,15 @@ import sys
 import threading
 
 from zarrfs.errors import ZarrfsError
-from zarrfs.cli.command import daemon_log
+from zarrfs.cli import daemon_log
 from zarrfs.names import LineFormatter, printable
 from zarrfs.fuse.binding import ZarrFUSE
 from zarrfs.cli.help import epilog
 from zarrfs.fuse.tracing import TracingFUSE, quiet_binding
 from zarrfs.fuse.operations import BLKSIZE, Operations, Options
 from zarrfs.stores.source_url import is_remote, public_url
-from zarrfs.views import VIEWS, preview
-from zarrfs.errors import ZarrfsError
-from zarrfs.fuse.binding import ZarrFUSE
-from zarrfs.cli.help import epilog
-from zarrfs.fuse.tracing import TracingFUSE, quiet_binding
-from zarrfs.fuse.operations import BLKSIZE, Operations, Options
-from zarrfs.stores.source_url import is_remote, public_url
-from zarrfs.views import ALL_VIEWS, GROUP_VIEWS, preview
+from zarrfs.views import preview
+from zarrfs.views import ALL_VIEWS, GROUP_VIEWS
 
 log = logging.getLogger("zarrfs")
 

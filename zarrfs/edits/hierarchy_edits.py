@@ -33,13 +33,7 @@ from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, SIDECAR, TEXT, Entry
 from zarrfs.engine.writeback import CONFLICT_RETRIES
 from zarrfs.names import printable, text as name_text
 from zarrfs.fs.inodes import inode_number
-from zarrfs.edits import new_nodes as newnode
-from zarrfs.nodes import documents as nodes
-from zarrfs.engine.writeback import CONFLICT_RETRIES
-from zarrfs.edits.drafts import NpyDraft, TextDraft
-from zarrfs.edits.editor import Editor
-from zarrfs.errors import ReadOnlyError, RefusedError
-from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, GROUPFILE, SIDECAR, TEXT, Entry
+from zarrfs.fs.hierarchy import GROUPFILE
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,10 @@ from zarrfs.engine import recovery
 from zarrfs.fuse import replies
 from zarrfs.fuse.errno_boundary import errno_boundary, fail
 from zarrfs.engine.chunk_cache import ChunkCache
+from zarrfs.fuse.group_files import GroupFiles
 from zarrfs.fuse.page_invalidation import Siblings
-from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, PREVIEW, SIDECAR, TEXT, Entry, Hierarchy, Node, read_only_view
+from zarrfs.fs.hierarchy import (DATA, DIR, DOCUMENT, GROUPFILE, PREVIEW, SIDECAR, TEXT, Entry, Hierarchy, Node,
+                                 read_only_view)
 from zarrfs.fs.open_arrays import OpenArray, OpenArrays
 from zarrfs.fs.xattrs import ExtendedAttributes
 from zarrfs.views.prefixed_file import PrefixedFile
@@ -30,49 +32,8 @@ from zarrfs.views.text import Texts
 from zarrfs.stores.source_url import RemoteOptions, open_store
 from zarrfs.fs.stored_usage import LIFETIME, Usage
 from zarrfs.fuse.libfuse import mfusepy
-from zarrfs.views import DEFAULT_VIEWS, preview
+from zarrfs.views import DEFAULT_VIEWS, hdf5, preview
 from zarrfs.fs.inodes import entry_key, inode_number
-from zarrfs.engine import holes
-from zarrfs.engine import recovery
-from zarrfs.fuse import replies
-from zarrfs.engine.array import open_array
-from zarrfs.fuse.errno_boundary import errno_boundary, fail
-from zarrfs.engine.chunk_cache import ChunkCache
-from zarrfs.fuse.page_invalidation import Siblings
-from zarrfs.errors import ZarrfsError
-from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, GROUPFILE, PREVIEW, SIDECAR, TEXT, Entry, Hierarchy, Node
-from zarrfs.views.prefixed_file import PrefixedFile
-from zarrfs.engine.flat_file import RawFile
-from zarrfs.edits.hierarchy_edits import Shaping
-from zarrfs.views.text import Texts
-from zarrfs.stores.source_url import RemoteOptions, open_store
-from zarrfs.fs.stored_usage import LIFETIME, Usage
-from zarrfs.fuse.xattrs import ExtendedAttributes
-from zarrfs.fuse.hierarchy_edit_methods import ShapingMethods
-from zarrfs.fuse.write_back_methods import WriteBackMethods
-from zarrfs.fuse.libfuse import mfusepy
-from zarrfs.views import DEFAULT_VIEWS, hdf5, preview
-from zarrfs.engine import holes
-from zarrfs.engine import recovery
-from zarrfs.fuse import replies
-from zarrfs.engine.array import open_array
-from zarrfs.fuse.errno_boundary import errno_boundary, fail
-from zarrfs.engine.chunk_cache import ChunkCache
-from zarrfs.fuse.page_invalidation import Siblings
-from zarrfs.errors import ZarrfsError
-from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, GROUPFILE, PREVIEW, SIDECAR, TEXT, Entry, Hierarchy, Node
-from zarrfs.views.prefixed_file import PrefixedFile
-from zarrfs.engine.flat_file import RawFile
-from zarrfs.edits.hierarchy_edits import Shaping
-from zarrfs.views.text import Texts
-from zarrfs.stores.source_url import RemoteOptions, open_store
-from zarrfs.fs.stored_usage import LIFETIME, Usage
-from zarrfs.fuse.xattrs import ExtendedAttributes
-from zarrfs.fuse.hierarchy_edit_methods import ShapingMethods
-from zarrfs.fuse.write_back_methods import WriteBackMethods
-from zarrfs.fuse.libfuse import mfusepy
-from zarrfs.views import DEFAULT_VIEWS, hdf5, preview
-from zarrfs.views.groupfiles import GroupFiles
 
 log = logging.getLogger(__name__)
 

@@ -18,14 +18,7 @@ from zarrfs.views import nrrd
 from zarrfs.views import tiff
 from zarrfs.views import vrt
 from zarrfs.views.info import ArrayInfo, info_of
-from zarrfs.views import envi
 from zarrfs.views import hdf5
-from zarrfs.views import mhd
-from zarrfs.views import nifti
-from zarrfs.views import npy
-from zarrfs.views import nrrd
-from zarrfs.views import vrt
-from zarrfs.views.info import ArrayInfo, info_of
 
 
 @dataclass(frozen=True)

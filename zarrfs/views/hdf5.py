@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from zarrfs.errors import ZarrfsError
 from zarrfs.errors import ViewError, ViewTooLargeError
 
 log = logging.getLogger(__name__)
@@ -455,5 +454,5 @@ def version_of(members: list[Member]) -> tuple:
 
 
 def same(a: tuple, b: tuple) -> bool:
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
