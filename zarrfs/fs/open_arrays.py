@@ -75,6 +75,11 @@ class OpenArrays:
         """The array open at store path `path`, if any (no lock: a dict lookup is atomic)."""
         return self._arrays.get(path)
 
+    def last_writes(self) -> list[tuple[str, float]]:
+        """(path, time of the last write through the mount) of every open array."""
+        with self._lock:
+            return [(path, opened.mtime) for path, opened in self._arrays.items()]
+
     def _open_array(self, node: Node) -> OpenArray:
         """The array's shared view; made anew, with no cached chunk, when its node changed or
         (on a remote store, which other machines write) a stored value is newer than it."""

@@ -184,8 +184,7 @@ class Operations(mfusepy.Operations):
         bytes, or data not yet stored, counts in full, so that no tool takes it for a hole."""
         node = entry.node
         if entry.kind == GROUPFILE:
-            writes = [(path, opened.mtime) for path, opened in list(self._arrays.items())]
-            return self.group_files.mtime(node, writes), -(-size // 512)
+            return self.group_files.mtime(node, self.arrays.last_writes()), -(-size // 512)
         if entry.kind not in (DATA, TEXT, PREVIEW) or node.meta is None:  # made from the documents
             return node.stat.st_mtime_ns, -(-size // 512)
         stored = self.usage.of(node.path)
