@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from zarrfs import names
 from zarrfs.errors import ViewError, ViewTooLargeError
 
 log = logging.getLogger(__name__)
@@ -85,9 +86,10 @@ class Layout:
 
 
 def linkable(name) -> bool:
-    """Whether `name` can be an HDF5 link: a dimension named "a/b" would make a group a."""
+    """Whether `name` can be an HDF5 link: a dimension named "a/b" would make a group a, and a
+    node name that is not UTF-8 has no HDF5 (nor netCDF) spelling (docs/names.md)."""
     return isinstance(name, str) and name not in ("", ".", "..") and "/" not in name and "\0" not in name \
-        and len(name.encode("utf-8", "surrogatepass")) <= MAX_NAME
+        and names.text(name) is not None and len(name.encode("utf-8")) <= MAX_NAME
 
 
 def writable(meta) -> bool:
@@ -183,13 +185,16 @@ class _Writer:
     def add(self, member: Member):
         parent, _, name = member.path.rpartition("/")
         node = member.node
+        if member.path and not linkable(name):  # its members were not walked (members_of)
+            self.omitted.setdefault(parent, []).append(names.printable(name))
+            return None
         if node.kind == "group":
             group = self.f.require_group(member.path) if member.path else self.f
             if node.meta is not None:
                 _set_attributes(group, node.meta.attributes, member.path or "/")
             return None
         if node.meta is None or not writable(node.meta) or not linkable(name):
-            self.omitted.setdefault(parent, []).append(name)
+            self.omitted.setdefault(parent, []).append(names.printable(name))
             return None
         meta = node.meta
         dataset = self._dataset(parent, name, tuple(meta.shape), self._type(meta))
@@ -276,8 +281,8 @@ class _Writer:
                 scales[key] = self._scale(group, dim, ids[key])
             if scales[key] != dataset:  # a coordinate variable is its own scale
                 dataset.dims[axis].attach_scale(scales[key])
-        for group, names in self.omitted.items():
-            self.f[group or "/"].attrs[OMITTED_ATTRIBUTE] = np.array(names, dtype=self.h5py.string_dtype())
+        for group, left_out in self.omitted.items():
+            self.f[group or "/"].attrs[OMITTED_ATTRIBUTE] = np.array(left_out, dtype=self.h5py.string_dtype())
 
     def _scale(self, group: str, dim: str, dimid: int):
         length = self.dims[group][dim]
@@ -438,7 +443,8 @@ def members_of(group_node, listing_of) -> list[Member]:
     out, stack = [], [("", group_node)]
     while stack:
         path, node = stack.pop()
-        children = listing_of(node.path) if node.kind == "group" and node.meta is not None else []
+        linked = not path or linkable(path.rpartition("/")[2])  # an unlinkable group is left out whole
+        children = listing_of(node.path) if node.kind == "group" and node.meta is not None and linked else []
         out.append(Member(path, node, tuple(name for name, _ in children)))
         if len(out) > MAX_NODES:
             raise TooLargeError(f"more than {MAX_NODES} arrays and groups below it")
