@@ -1,0 +1,91 @@
+"""The engine over a store that fails: reads, flushes and conflicts, with faults injected into
+the in-memory store (no disk, no server). Nothing written is lost, and errors name the chunk."""
+
+import json
+
+import numpy as np
+import pytest
+
+from helpers import array_doc, open_raw_file
+from zarrfs.engine.writeback import CONFLICT_RETRIES
+from zarrfs.errors import ConflictError, CorruptChunkError, StoreError
+from zarrfs.stores.contract import Capabilities
+from zarrfs.testing.memory_store import MemoryStore
+
+REMOTE = Capabilities(remote=True, conditional_writes=True, batched_reads=True, metadata_ttl=0)
+
+
+def int32s(*values) -> bytes:
+    return np.array(values, "<i4").tobytes()
+
+
+def array_store(capabilities: Capabilities | None = None, chunks=((5,) * 8,)) -> MemoryStore:
+    """An 8-element int32 array in chunks of 8, with its stored chunks."""
+    store = MemoryStore(capabilities)
+    store.set("zarr.json", json.dumps(array_doc([8 * len(chunks)], "int32", [8])).encode())
+    for i, values in enumerate(chunks):
+        store.set(f"c/{i}", int32s(*values))
+    return store
+
+
+def stored(store: MemoryStore) -> list[int]:
+    """The array as a fresh reader of the store sees it."""
+    return np.frombuffer(open_raw_file(store, writable=False).read(0, 32), "<i4").tolist()
+
+
+@pytest.mark.parametrize("capabilities", [None, REMOTE], ids=["local", "remote"])
+def test_a_failed_read_names_the_chunk_and_a_retry_reads_it(capabilities):
+    store = array_store(capabilities)
+    raw = open_raw_file(store)
+    store.fail("get", "c/*")  # a StoreError naming the key, as every store's
+    with pytest.raises(StoreError, match="'c/0'"):
+        raw.read(0, 32)
+    assert np.frombuffer(raw.read(0, 32), "<i4").tolist() == [5] * 8
+
+
+def test_a_truncated_chunk_is_a_corrupt_chunk_naming_its_key():
+    store = array_store()
+    raw = open_raw_file(store)
+    store.fail("get", "c/0", truncate=True)
+    with pytest.raises(CorruptChunkError, match="c/0"):
+        raw.read(0, 32)
+    assert np.frombuffer(raw.read(0, 32), "<i4").tolist() == [5] * 8
+
+
+@pytest.mark.parametrize("operation", ["stage", "publish"])
+def test_a_flush_that_cannot_store_keeps_the_data_for_the_next(operation):
+    store = array_store()
+    raw = open_raw_file(store)
+    raw.write(0, int32s(1, 2, 3))
+    store.fail(operation, "c/0", error=StoreError("cannot write 'c/0': no space left on device", 28))
+    with pytest.raises(StoreError, match="'c/0'"):
+        raw.flush()
+    assert stored(store) == [5] * 8  # nothing half-written
+    assert raw.array.dirty and np.frombuffer(raw.read(0, 12), "<i4").tolist() == [1, 2, 3]
+    raw.flush()
+    assert stored(store) == [1, 2, 3, 5, 5, 5, 5, 5] and not raw.array.dirty
+
+
+def test_a_conflict_during_flush_merges_the_other_writers_elements():
+    store = array_store(REMOTE)
+    raw = open_raw_file(store)
+    raw.read(0, 32)  # this mount's version of c/0: the publish is conditional on it
+    raw.write(0, int32s(1, 1, 1, 1))
+    store.other_writer("c/0", int32s(5, 5, 5, 5, 9, 9, 9, 9))
+    raw.flush()
+    assert stored(store) == [1, 1, 1, 1, 9, 9, 9, 9]
+
+
+def test_conflicts_on_every_retry_leave_the_data_dirty_and_the_next_flush_merges():
+    store = array_store(REMOTE)
+    raw = open_raw_file(store)
+    raw.read(0, 32)
+    raw.write(0, int32s(1, 1, 1, 1))
+    store.other_writer("c/0", int32s(5, 5, 5, 5, 9, 9, 9, 9))
+    store.fail("publish", "c/0", times=CONFLICT_RETRIES, error=ConflictError("c/0", keys=["c/0"]))
+    with pytest.raises(ConflictError):
+        raw.flush()
+    assert stored(store) == [5, 5, 5, 5, 9, 9, 9, 9] and raw.array.dirty
+    store.other_writer("c/0", int32s(5, 5, 5, 5, 7, 7, 7, 7))  # and again, before the next flush
+    raw.flush()
+    assert stored(store) == [1, 1, 1, 1, 7, 7, 7, 7] and not raw.array.dirty
