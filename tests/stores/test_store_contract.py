@@ -202,7 +202,11 @@ def test_remove_temporaries_finishes_interrupted_nodes(store):
     staging = store.begin_node("g/n")
     store.publish([store.stage(f"{staging}/c/0", b"chunk")])  # a creation interrupted here
     if store.capabilities.remote:
-        pytest.skip("remote: other machines may be mid-creation; leftovers go in the background once stale")
+        # other machines may be mid-creation: a fresh staged node is left alone (stale ones go in
+        # the background), and it is never listed as a node
+        store.remove_temporaries()
+        assert store.get(f"{staging}/c/0") == b"chunk" and store.list_dir("g") == ["zarr.json"]
+        return
     assert store.remove_temporaries() >= 1
     assert [key for key, _ in store.files("g")] == ["zarr.json"]
     assert store.get(f"{staging}/c/0") is None
@@ -210,8 +214,12 @@ def test_remove_temporaries_finishes_interrupted_nodes(store):
 
 def test_a_value_another_writer_changed_is_a_conflict_and_theirs_survives(subject):
     store = subject.store
-    if not store.capabilities.conditional_writes:
-        pytest.skip("no conditional writes: the last writer wins")
+    if not store.capabilities.conditional_writes:  # what it declares instead: the last writer wins
+        store.set("a/v", b"first")
+        subject.other_writer("a/v", b"theirs")
+        store.publish([store.stage("a/v", b"mine")])
+        assert store.get("a/v") == b"mine"
+        return
     store.set("a/v", b"first")
     assert store.get("a/v") == b"first"  # the version this writer builds on
     assert store.version_known("a/v")
