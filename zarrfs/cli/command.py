@@ -67,7 +67,8 @@ def parse_size(name: str, text: str, zero_turns_off: bool = False) -> int:
     return value
 
 
-REMOTE_OPTIONS = {"endpoint", "region", "anon", "timeout", "metadata_ttl", "credentials_file", "prefetch_size"}
+REMOTE_OPTIONS = {"endpoint", "region", "anon", "timeout", "metadata_ttl", "credentials_file", "ca_file",
+                  "prefetch_size"}
 
 
 def parse_remote_option(remote, name: str, value: str) -> None:
@@ -86,7 +87,7 @@ def parse_remote_option(remote, name: str, value: str) -> None:
     elif not value:
         raise UsageError(f"{name} needs a value")
     else:
-        setattr(remote, name, os.path.abspath(value) if name == "credentials_file" else value)
+        setattr(remote, name, os.path.abspath(value) if name in ("credentials_file", "ca_file") else value)
 
 
 def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
@@ -292,6 +293,15 @@ def main(argv=None) -> int:
     except ZarrfsError as e:
         print(f"zarrfs: {e}", file=sys.stderr)
         return 1
+    except Exception as e:  # a bug, or an input obstore panics on: one line here, the traceback in the log
+        log.debug("unexpected error while opening the store", exc_info=True)
+        print(f"zarrfs: {unexpected(e)}", file=sys.stderr)
+        return 1
+    except BaseException as e:  # a Rust panic (pyo3's PanicException is no Exception)
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise
+        print(f"zarrfs: {unexpected(e)}", file=sys.stderr)
+        return 1
     error = mount.serve()
     if error:
         print(f"zarrfs: {error}", file=sys.stderr)
@@ -340,6 +350,11 @@ class Mount:
         return None
 
 
+def unexpected(error: BaseException) -> str:
+    first = str(error).strip().splitlines()[0][:300] if str(error).strip() else ""
+    return f"unexpected error while opening the source: {type(error).__name__}: {first}"
+
+
 def cannot_log(path: str, error: OSError) -> str:
     return f"cannot open the log file {path}: {error.strerror or error} (choose another with -o log_file=PATH)"
 
@@ -370,10 +385,10 @@ def daemonize(make_mount, log_file: str | None) -> int:
     pipe = os.fdopen(write_end, "wb", buffering=0)
     try:
         mount = make_mount()
-    except Exception as e:  # a refusal, said in one line by the parent
+    except BaseException as e:  # a refusal, said in one line by the parent (a Rust panic too)
         if not isinstance(e, ZarrfsError):
-            log.exception("unexpected error while opening the store")
-        message = str(e) if isinstance(e, ZarrfsError) else f"{type(e).__name__}: {e}"
+            log.debug("unexpected error while opening the store", exc_info=True)
+        message = str(e) if isinstance(e, ZarrfsError) else unexpected(e)
         pipe.write(printable(message).encode())  # SOURCE's name may be any bytes
         os._exit(1)
     try:

@@ -27,8 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import obstore
-from obstore.exceptions import (AlreadyExistsError, NotFoundError, NotSupportedError, PermissionDeniedError,
-                                PreconditionError, UnauthenticatedError)
+from obstore.exceptions import AlreadyExistsError, NotFoundError, NotSupportedError, PreconditionError
 
 NOT_FOUND = (NotFoundError, FileNotFoundError)  # obstore raises the builtin for a missing key
 
@@ -38,6 +37,7 @@ from zarrfs.errors import ConflictError, StoreError
 from zarrfs.stores import object_nodes as objecttree
 from zarrfs.names import text_key
 from zarrfs.stores.local import TEMP_PREFIX, Staged
+from zarrfs.stores.remote_errors import MISSING_BUCKET_CODES, explain, server_code
 from zarrfs.byte_ranges import ByteRange, Range, Suffix
 
 log = logging.getLogger(__name__)
@@ -67,9 +67,10 @@ class ObjectStore:
     """`store` is an obstore store whose root is the hierarchy's root; `url` names it in messages."""
 
     def __init__(self, store, url: str, read_only: bool = False, metadata_ttl: float = 60.0,
-                 can_list: bool = True):
+                 can_list: bool = True, credentials: str | None = None):
         self.store = store
         self.root = url
+        self.credentials = credentials  # where they came from, for messages (never their value)
         self.read_only = read_only
         # each request is a round trip (a read's chunks are fetched together), other machines write
         # it too (stored state is looked at again after metadata_ttl), PUTs are conditional on ETags
@@ -112,7 +113,7 @@ class ObjectStore:
         except Exception as e:
             if isinstance(byte_range, Range) and "416" in str(e):  # a range past the end: short, as pread
                 return b""
-            raise _store_error("cannot read", key, e) from None
+            raise self.error("cannot read", key, e) from None
         self._remember(key, result.meta.get("e_tag"), byte_range)
         return data
 
@@ -147,7 +148,7 @@ class ObjectStore:
         except NOT_FOUND:
             return None
         except Exception as e:
-            raise _store_error("cannot read", key, e) from None
+            raise self.error("cannot read", key, e) from None
         return [bytes(value) for value in values]
 
     def get_many(self, keys: list[str]) -> dict[str, bytes | None]:
@@ -164,15 +165,36 @@ class ObjectStore:
             result = obstore.get(self.store, key)
             data = bytes(result.bytes())
             meta = result.meta
-        except NOT_FOUND:
+        except NOT_FOUND as e:
+            self._check_bucket(key, e)
             document = _Document(fetched, None, None)
         except Exception as e:
-            raise _store_error("cannot read", key, e) from None
+            raise self.error("cannot read", key, e) from None
         else:
             self._set_etag(key, meta.get("e_tag"))
             document = _Document(fetched, data, self._file_stat(meta))
         self._documents[key] = document
         return document
+
+    def _check_bucket(self, key: str, error: Exception) -> None:
+        """A key is absent, or its whole bucket is: the server says which (NoSuchBucket), and a
+        missing bucket is an error, not an empty hierarchy."""
+        code, _ = server_code(str(error))
+        if code in MISSING_BUCKET_CODES:
+            raise self.error("cannot read", key, error) from None
+
+    def check_root(self) -> None:
+        """At start-up: when the root has no zarr.json, make sure the server answers as an
+        object store at all (a LIST of the root), so that an endpoint that is some other HTTP
+        service says so instead of "not a Zarr hierarchy". Costs nothing when zarr.json is there,
+        and the LIST is the one the hierarchy's first listing uses."""
+        if self._document("zarr.json").data is not None or not self.capabilities.listing:
+            return
+        try:
+            self._listing("")
+        except StoreError as e:
+            raise StoreError(f"{self.root}: does not answer as an object store ({e}): is the endpoint right?",
+                             e.errno) from None
 
     def stat(self, key: str) -> os.stat_result | None:
         """A key's stat: a document's from its GET, anything else from its parent's LIST."""
@@ -214,7 +236,7 @@ class ObjectStore:
         except NOT_FOUND:
             return
         except Exception as e:
-            raise _store_error("cannot list", prefix or "/", e) from None
+            raise self.error("cannot list", prefix or "/", e) from None
 
     def _listing(self, prefix: str) -> _Listing:
         cached = self._listings.get(prefix)
@@ -237,7 +259,7 @@ class ObjectStore:
             raise StoreError(f"{self.root}: this store cannot list; it needs consolidated metadata",
                              errno.EOPNOTSUPP) from None
         except Exception as e:
-            raise _store_error("cannot list", prefix or "/", e) from None
+            raise self.error("cannot list", prefix or "/", e) from None
         objects = {meta["path"].rsplit("/", 1)[-1]: meta for meta in result["objects"]}
         prefixes = {p.rstrip("/").rsplit("/", 1)[-1] for p in result["common_prefixes"]}
         return objects, prefixes
@@ -302,7 +324,7 @@ class ObjectStore:
                 return key, ConflictError(key)
             self._set_etag(key, None)  # a DELETE of what is gone already
         except Exception as e:
-            return key, _store_error("cannot write", key, e)
+            return key, self.error("cannot write", key, e)
         finally:
             self._forget(key)
         return key, None
@@ -349,7 +371,11 @@ class ObjectStore:
                     del cache[key]
             self._listings.pop(prefix.rpartition("/")[0], None)
 
-    error = staticmethod(lambda what, key, e: _store_error(what, key, e))
+    def error(self, what: str, key: str, error: BaseException) -> StoreError:
+        """One line naming the key and what the server's answer means (remote_errors.py); never the
+        request's credentials, but where they came from when they are the cause."""
+        explained = explain(error, self.root.partition(":")[0], self.credentials)
+        return StoreError(f"{what} {key!r}: {explained.reason}", explained.errno)
 
     def remove_temporaries(self) -> int:
         """Leftovers of interrupted node operations are cleaned in the background (it takes a
@@ -381,13 +407,6 @@ def _stat_result(mode: int, size: int, mtime_ns: int, owner: tuple[int, int], in
     seconds = mtime_ns / 1e9
     return os.stat_result((mode, ino, 0, 1, owner[0], owner[1], size, seconds, seconds, seconds),
                           {"st_mtime_ns": mtime_ns, "st_ctime_ns": mtime_ns, "st_atime_ns": mtime_ns})
-
-
-def _store_error(what: str, key: str, error: Exception) -> StoreError:
-    """One line naming the key and the server's answer; never the request's credentials."""
-    code = errno.EACCES if isinstance(error, (PermissionDeniedError, UnauthenticatedError)) else errno.EIO
-    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    return StoreError(f"{what} {key!r}: {first[:300]}", code)
 
 
 def _parts(key: str) -> list[str]:

@@ -27,6 +27,7 @@ class RemoteOptions:
     timeout: float = 30.0  # seconds for one request, its retries included
     metadata_ttl: float = 60.0  # seconds listings and metadata documents are trusted
     credentials_file: str | None = None
+    ca_file: str | None = None  # PEM certificates of CAs to trust besides the system's, for https://
     prefetch_size: int = 64 << 20  # chunks fetched and decoded ahead of sequential readers
 
 
@@ -53,12 +54,22 @@ def open_store(source: str, read_only: bool, remote: RemoteOptions, follow_symli
                          f"list): use the environment or -o credentials_file", errno.EINVAL)
     if scheme in ("http", "https") and not read_only:
         raise StoreError(f"{public_url(source)}: http(s) sources are read-only: add -o ro", errno.EROFS)
-    store = _obstore(source, remote)
-    return ObjectStore(store, public_url(source), read_only=read_only, metadata_ttl=remote.metadata_ttl,
-                       can_list=scheme not in ("http", "https"))
+    if remote.anon and remote.credentials_file:
+        raise StoreError("-o anon (unsigned requests) and -o credentials_file contradict each other: choose one",
+                         errno.EINVAL)
+    config, credentials = _config(scheme, remote)
+    store = _obstore(source, remote, config)
+    object_store = ObjectStore(store, public_url(source), read_only=read_only, metadata_ttl=remote.metadata_ttl,
+                               can_list=scheme not in ("http", "https"), credentials=credentials)
+    try:
+        object_store.check_root()
+    except StoreError as e:  # at start-up, the line names the source
+        said = str(e) if str(e).startswith(object_store.root) else f"{object_store.root}: {e}"
+        raise StoreError(said, e.errno) from None
+    return object_store
 
 
-def _obstore(source: str, remote: RemoteOptions):
+def _obstore(source: str, remote: RemoteOptions, config: dict):
     from obstore.store import from_url
 
     parts = urlsplit(source)
@@ -67,55 +78,134 @@ def _obstore(source: str, remote: RemoteOptions):
     # request, its retries included, is over within `timeout`.
     half = timedelta(seconds=remote.timeout / 2)
     client = {"timeout": half, "connect_timeout": min(half, timedelta(seconds=5)), "allow_http": True}
+    if remote.ca_file:
+        client["root_certificate"] = _ca_certificates(remote.ca_file)
     retry = {"max_retries": 3, "retry_timeout": half}
-    config = _config(parts.scheme, remote)
     try:
         return from_url(url, config=config or None, client_options=client, retry_config=retry)
     except Exception as e:
         raise StoreError(f"{public_url(source)}: {str(e).splitlines()[0][:200]}", errno.EINVAL) from None
 
 
-def _config(scheme: str, remote: RemoteOptions) -> dict:
+def _ca_certificates(path: str) -> str:
+    """The PEM text of `path`, refused unless it holds at least one certificate: a wrong file is
+    a clear line now, not a TLS failure later."""
+    try:
+        with open(path) as f:
+            text = f.read(1 << 20)
+    except (OSError, UnicodeDecodeError) as e:
+        raise StoreError(f"ca_file {path}: {getattr(e, 'strerror', None) or e}", errno.EINVAL) from None
+    if "-----BEGIN CERTIFICATE-----" not in text:
+        raise StoreError(f"ca_file {path}: no PEM certificate in it (-----BEGIN CERTIFICATE-----)", errno.EINVAL)
+    return text
+
+
+def _config(scheme: str, remote: RemoteOptions) -> tuple[dict, str | None]:
+    """obstore's configuration for `scheme`, and where the credentials come from (for messages)."""
+    return CONFIGS[scheme](remote) if scheme in CONFIGS else ({}, None)
+
+
+def _s3_config(remote: RemoteOptions) -> tuple[dict, str]:
+    config: dict = {"conditional_put": "etag"}
+    if remote.anon:
+        config["skip_signature"] = True
+        keys, credentials, settings = {}, "nowhere: -o anon sends unsigned requests", {}
+    else:
+        keys, credentials, settings = _aws_credentials(remote.credentials_file)
+    config.update(keys)
+    endpoint = remote.endpoint or _environment_endpoint() or settings.get("endpoint_url")
+    if endpoint:
+        config["endpoint"] = check_endpoint(endpoint)
+    config["region"] = remote.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") \
+        or settings.get("region") or "us-east-1"
+    return config, credentials
+
+
+def _environment_endpoint() -> str | None:
+    """The AWS tools' variables for an endpoint (the S3 one first), as obstore itself reads them."""
+    for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"):
+        if os.environ.get(name):
+            return os.environ[name]
+    return None
+
+
+def check_endpoint(endpoint: str) -> str:
+    """An endpoint URL with http:// or https:// and a host, else one line saying what is wrong
+    (obstore would panic on some, and send to AWS with others)."""
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        guess = f": did you mean http://{endpoint}?" if "://" not in endpoint else ""
+        raise StoreError(f"endpoint {endpoint!r}: needs a scheme and a host, e.g. http://127.0.0.1:9000 or "
+                         f"https://s3.example.org{guess}", errno.EINVAL)
+    try:
+        parts.port  # noqa: B018 -- urlsplit checks the port only when asked
+    except ValueError:
+        raise StoreError(f"endpoint {endpoint!r}: the port is not a number from 0 to 65535", errno.EINVAL) from None
+    if parts.username or parts.password:
+        raise StoreError("endpoint: credentials in the URL are refused: use the environment or -o credentials_file",
+                         errno.EINVAL)
+    return endpoint
+
+
+def _gcs_config(remote: RemoteOptions) -> tuple[dict, str | None]:
     config: dict = {}
-    if scheme == "s3":
-        if remote.endpoint:
-            config["endpoint"] = remote.endpoint
-        config["region"] = remote.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") \
-            or "us-east-1"
-        if remote.anon:
-            config["skip_signature"] = True
-        else:
-            config.update(_aws_credentials(remote.credentials_file))
-        config["conditional_put"] = "etag"
-    elif scheme == "gs":
-        if remote.anon:
-            config["skip_signature"] = True
-        elif remote.credentials_file:
-            config["service_account_path"] = _private_file(remote.credentials_file)
-    elif scheme == "az":
-        if remote.anon:
-            config["skip_signature"] = True
-        elif remote.credentials_file:
-            config.update(_ini_section(remote.credentials_file, "azure", {"account_name", "account_key", "sas_key"}))
-    return config
+    if remote.endpoint:
+        config["base_url"] = check_endpoint(remote.endpoint)
+    if remote.anon:
+        config["skip_signature"] = True
+        return config, "nowhere: -o anon sends unsigned requests"
+    if remote.credentials_file:
+        config["service_account_path"] = _private_file(remote.credentials_file)
+        return config, f"the file {remote.credentials_file}"
+    for name in ("GOOGLE_SERVICE_ACCOUNT", "GOOGLE_SERVICE_ACCOUNT_PATH", "GOOGLE_SERVICE_ACCOUNT_KEY",
+                 "GOOGLE_APPLICATION_CREDENTIALS"):
+        if os.environ.get(name):
+            return config, f"the environment ({name})"
+    return config, None
 
 
-def _aws_credentials(path: str | None) -> dict:
-    """Keys from `path` (or the shared credentials file when the environment has none)."""
+def _azure_config(remote: RemoteOptions) -> tuple[dict, str | None]:
+    config: dict = {}
+    if remote.endpoint:
+        config["endpoint"] = check_endpoint(remote.endpoint)
+    if remote.anon:
+        config["skip_signature"] = True
+        return config, "nowhere: -o anon sends unsigned requests"
+    if remote.credentials_file:
+        config.update(_ini_section(remote.credentials_file, "azure", {"account_name", "account_key", "sas_key"}))
+        return config, f"the file {remote.credentials_file} [azure]"
+    for name in ("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_KEY", "AZURE_STORAGE_TOKEN", "AZURE_CLIENT_SECRET"):
+        if os.environ.get(name):
+            return config, f"the environment ({name})"
+    return config, None
+
+
+CONFIGS = {"s3": _s3_config, "gs": _gcs_config, "az": _azure_config}
+
+AWS_KEYS = {"aws_access_key_id": "access_key_id", "aws_secret_access_key": "secret_access_key",
+            "aws_session_token": "session_token"}
+AWS_SETTINGS = {"endpoint_url", "region"}  # honoured from the profile's section, as the AWS CLI does
+
+
+def _aws_credentials(path: str | None) -> tuple[dict, str | None, dict]:
+    """(keys, where they came from, settings) from `path`, else from the environment (read by
+    obstore itself), else from the shared credentials file."""
     if path is None:
         if os.environ.get("AWS_ACCESS_KEY_ID"):
-            return {}  # obstore reads the environment itself
+            return {}, "the environment (AWS_ACCESS_KEY_ID)", {}
+        if os.environ.get("AWS_WEB_IDENTITY_TOKEN_FILE"):
+            return {}, "the environment (AWS_WEB_IDENTITY_TOKEN_FILE)", {}
         path = os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or os.path.expanduser("~/.aws/credentials")
         if not os.path.exists(path):
-            return {}
+            return {}, None, {}  # obstore asks the instance metadata service last
         private = False  # the AWS tools' own file: its permissions are the AWS tools' business
     else:
         private = True
     profile = os.environ.get("AWS_PROFILE", "default")
-    names = {"aws_access_key_id": "access_key_id", "aws_secret_access_key": "secret_access_key",
-             "aws_session_token": "session_token"}
-    section = _ini_section(path, profile, set(names), private)
-    return {names[k]: v for k, v in section.items()}
+    section = _ini_section(path, profile, {*AWS_KEYS, *AWS_SETTINGS}, private)
+    keys = {AWS_KEYS[k]: v for k, v in section.items() if k in AWS_KEYS}
+    settings = {k: v for k, v in section.items() if k in AWS_SETTINGS}
+    return keys, f"the file {path} [{profile}]", settings
 
 
 def _ini_section(path: str, section: str, wanted: set, private: bool = True) -> dict:

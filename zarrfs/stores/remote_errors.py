@@ -1,0 +1,114 @@
+"""obstore's errors said in one line a person can act on.
+
+obstore's message is the request, the HTTP status, the server's body (an S3 or Azure XML
+`<Error>`, a GCS JSON error) and a Rust debug dump of the cause chain. The cause that matters is
+in there but rarely in the first line: `error sending request` hides a refused connection or a
+failed TLS handshake, `403 Forbidden: <?xml ...` is cut before the `<Code>`, and a lookup of the
+EC2 metadata service means that no credentials were found anywhere. `explain` picks it out.
+"""
+
+import errno
+import re
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from obstore.exceptions import PermissionDeniedError, UnauthenticatedError
+
+# Where the cloud SDKs look last for credentials: an answer from there (or no answer) means that
+# none were found in the environment or in a file.
+METADATA_SERVICES = ("169.254.169.254", "metadata.google.internal", "/metadata/identity/oauth2/token",
+                     "/latest/api/token")
+
+NO_CREDENTIALS = {
+    "s3": "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, name a file with -o credentials_file=PATH, "
+          "put them in ~/.aws/credentials (AWS_PROFILE picks the section), or use -o anon for a public bucket",
+    "gs": "set GOOGLE_APPLICATION_CREDENTIALS or GOOGLE_SERVICE_ACCOUNT to a service-account JSON, name it with "
+          "-o credentials_file=PATH, or use -o anon for a public bucket",
+    "az": "set AZURE_STORAGE_ACCOUNT_NAME and AZURE_STORAGE_ACCOUNT_KEY (or AZURE_STORAGE_SAS_KEY), name an "
+          "INI file with an [azure] section with -o credentials_file=PATH, or use -o anon for a public container",
+}
+
+# The causes in the Rust dump, most specific first: (pattern, what it means).
+CAUSES = (
+    (re.compile(r"ConnectionRefused|Connection refused"), "connection refused: nothing listens at {host}"),
+    (re.compile(r"InvalidCertificate\((\w+)"), "TLS handshake with {host} failed: its certificate is not "
+     "trusted ({0}); give the CA that signed it with -o ca_file=PATH"),
+    (re.compile(r"InvalidContentType|CorruptMessage|InvalidMessage|HandshakeFailure|AlertReceived\((\w+)"),
+     "TLS handshake with {host} failed: it does not answer as HTTPS (is it http://?)"),
+    (re.compile(r"dns error|failed to lookup address", re.I), "cannot resolve the host name of {host}"),
+    (re.compile(r"ConnectionReset|Connection reset"), "the connection to {host} was reset"),
+    (re.compile(r"TimedOut|timed out|operation timed out", re.I), "{host} did not answer in time (-o timeout)"),
+)
+
+ACCESS_CODES = {  # S3 and Azure error codes that mean "these credentials may not": said as such
+    "SignatureDoesNotMatch": "the secret key does not match the access key",
+    "InvalidAccessKeyId": "the server does not know this access key",
+    "AccessDenied": "these credentials may not do this",
+    "AuthenticationFailed": "the account key or SAS does not authenticate",
+    "AuthorizationFailure": "these credentials may not do this",
+}
+MISSING_BUCKET_CODES = {"NoSuchBucket", "ContainerNotFound"}
+
+
+@dataclass(frozen=True)
+class Explained:
+    reason: str  # one line, no credentials
+    errno: int
+    code: str | None = None  # the server's error code (S3, Azure), if it sent one
+
+
+def server_code(text: str) -> tuple[str | None, str | None]:
+    """(Code, Message) of an S3 or Azure XML error body, or of a GCS JSON error, if there is one."""
+    code = re.search(r"<Code>([^<]{1,100})</Code>", text)
+    message = re.search(r"<Message>([^<]{1,300})</Message>", text)
+    if code is None:  # GCS: {"error": {"code": 404, "message": "...", "errors": [{"reason": "notFound"}]}}
+        code = re.search(r'"reason"\s*:\s*"([^"]{1,100})"', text)
+        message = message or re.search(r'"message"\s*:\s*"([^"]{1,300})"', text)
+    return (code.group(1) if code else None, message.group(1).strip() if message else None)
+
+
+def request_host(text: str) -> str:
+    """scheme://host:port of the request obstore's message names, or 'the server'."""
+    found = re.search(r"Error performing \w+ (\S+)", text)
+    if not found:
+        return "the server"
+    parts = urlsplit(found.group(1))
+    return f"{parts.scheme}://{parts.netloc}" if parts.netloc else "the server"
+
+
+def status_line(text: str) -> str | None:
+    found = re.search(r"Server returned non-2xx status code: (\d{3} [^:\n]*)(?::\s*(.*))?", text)
+    if not found:
+        return None
+    body = (found.group(2) or "").strip()
+    return f"{found.group(1)}{': ' + body[:120] if body and not body.startswith('<') else ''}"
+
+
+def explain(error: BaseException, scheme: str, credentials: str | None) -> Explained:
+    """One line saying what went wrong with a request, naming where the credentials came from
+    when they are the cause. `credentials` describes their source, never their value."""
+    text = str(error)
+    host = request_host(text)
+    if any(service in text for service in METADATA_SERVICES):
+        return Explained(f"no credentials found: {NO_CREDENTIALS.get(scheme, NO_CREDENTIALS['s3'])}", errno.EACCES)
+    code, message = server_code(text)
+    source = f"; credentials from {credentials}" if credentials else ""
+    if code in ACCESS_CODES or isinstance(error, (PermissionDeniedError, UnauthenticatedError)):
+        said = f"{code}: {message}" if code and message else code or status_line(text) or "403 Forbidden"
+        meaning = ACCESS_CODES.get(code, "access denied")
+        return Explained(f"access denied by {host}: {meaning} ({said}){source}", errno.EACCES, code)
+    if code in MISSING_BUCKET_CODES:
+        bucket = re.search(r"<BucketName>([^<]{1,100})</BucketName>", text)
+        named = f" {bucket.group(1)!r}" if bucket else ""
+        return Explained(f"the bucket{named} does not exist at {host} ({code})", errno.ENOENT, code)
+    if code is not None:
+        return Explained(f"{host} answered {code}{': ' + message if message else ''}", errno.EIO, code)
+    for pattern, meaning in CAUSES:
+        found = pattern.search(text)
+        if found:
+            return Explained(meaning.format(*(g for g in found.groups() if g), host=host), errno.EIO)
+    status = status_line(text)
+    if status:
+        return Explained(f"{host} answered {status}", errno.EIO)
+    first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
+    return Explained(first[:300], errno.EIO)
