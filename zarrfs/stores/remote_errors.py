@@ -31,7 +31,9 @@ NO_CREDENTIALS = {
 # The causes in the Rust dump, most specific first: (pattern, what it means).
 CAUSES = (
     (re.compile(r"ConnectionRefused|Connection refused"), "connection refused: nothing listens at {host}"),
-    (re.compile(r"InvalidCertificate\((\w+)"), "TLS handshake with {host} failed: its certificate is not "
+    (re.compile(r"InvalidCertificate\(\s*NotValidForName"), "TLS handshake with {host} failed: its certificate "
+     "is for another host name (NotValidForName): use the name the certificate was issued for"),
+    (re.compile(r"InvalidCertificate\(\s*(\w+)"), "TLS handshake with {host} failed: its certificate is not "
      "trusted ({0}); give the CA that signed it with -o ca_file=PATH"),
     (re.compile(r"InvalidContentType|CorruptMessage|InvalidMessage|HandshakeFailure|AlertReceived\((\w+)"),
      "TLS handshake with {host} failed: it does not answer as HTTPS (is it http://?)"),

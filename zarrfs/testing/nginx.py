@@ -1,6 +1,7 @@
 """A real HTTP server that honours Range for tests: nginx, run as our own process with its
 configuration, logs and pid file under a temporary directory, on a free loopback port.
-Always stopped, by its own PID."""
+With a certificate it speaks only HTTPS; with an upstream it is a TLS front for another server
+(an S3 endpoint over https://, as a load balancer makes one). Always stopped, by its own PID."""
 
 import os
 import shutil
@@ -29,10 +30,23 @@ http {{
     types {{ application/json json; }}
     default_type application/octet-stream;
     server {{
-        listen {ip}:{port};
-        root {root};
-    }}
+        listen {ip}:{port}{ssl};
+{tls}        root {root};
+{upstream}    }}
 }}
+"""
+TLS = """        ssl_certificate {cert};
+        ssl_certificate_key {key};
+"""
+# S3 signs the Host header: it goes through as the client sent it. Bodies stream both ways.
+UPSTREAM = """        client_max_body_size 0;
+        proxy_request_buffering off;
+        proxy_buffering off;
+        location / {{
+            proxy_pass {upstream};
+            proxy_set_header Host $http_host;
+            proxy_http_version 1.1;
+        }}
 """
 
 
@@ -43,21 +57,27 @@ def nginx_binary() -> str:
 class Nginx:
     """`ip` and `wrapper` as for Seaweed: the bench runs it in a network namespace."""
 
-    def __init__(self, directory: Path, root: Path, ip: str = "127.0.0.1", wrapper: tuple = ()):
+    def __init__(self, directory: Path, root: Path, ip: str = "127.0.0.1", wrapper: tuple = (),
+                 certificate=None, upstream: str | None = None):
+        """`certificate`: a testing.tls.Certificate to serve HTTPS with; `upstream`: a URL to proxy to."""
         self.directory, self.root = Path(directory), Path(root)
         self.ip, self.wrapper = ip, tuple(wrapper)
+        self.certificate, self.upstream = certificate, upstream
         self.port = free_ports(1)[0]
         self.process = None
 
     @property
     def url(self) -> str:
-        return f"http://{self.ip}:{self.port}"
+        return f"{'https' if self.certificate else 'http'}://{self.ip}:{self.port}"
 
     def start(self, timeout: float = 20.0) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         config = self.directory / "nginx.conf"
         user = "user root;\n" if os.geteuid() == 0 else ""  # workers must read the test's private files
-        config.write_text(CONFIG.format(user=user, dir=self.directory, ip=self.ip, port=self.port, root=self.root))
+        tls = TLS.format(cert=self.certificate.cert, key=self.certificate.key) if self.certificate else ""
+        upstream = UPSTREAM.format(upstream=self.upstream) if self.upstream else ""
+        config.write_text(CONFIG.format(user=user, dir=self.directory, ip=self.ip, port=self.port, root=self.root,
+                                        ssl=" ssl" if self.certificate else "", tls=tls, upstream=upstream))
         self.process = subprocess.Popen([*self.wrapper, nginx_binary(), "-c", str(config), "-p", str(self.directory)],
                                         stdout=subprocess.DEVNULL, stderr=open(self.directory / "stderr", "wb"),
                                         start_new_session=True)

@@ -1,0 +1,116 @@
+"""https:// through real mounts: nginx serving with a certificate from a throwaway CA made here
+(testing/tls.py), both as an https:// source and as a TLS front of a real S3 server (SeaweedFS).
+The CA is trusted only through -o ca_file; without it, or with a certificate for another host, the
+mount fails in one line and nothing is sent in the clear."""
+
+import subprocess
+
+import numpy as np
+import pytest
+import zarr
+
+from mounting import ZARRFS, daemon_places, mounted, unmount
+from zarrfs.testing.nginx import Nginx
+from zarrfs.testing.seaweed import unique_prefix
+from zarrfs.testing.tls import CertificateAuthority
+
+
+@pytest.fixture(scope="module")
+def ca(tmp_path_factory):
+    return CertificateAuthority(tmp_path_factory.mktemp("ca"))
+
+
+@pytest.fixture
+def tls_front(seaweed, ca, tmp_path):
+    """nginx with a certificate for 127.0.0.1 from `ca`, in front of SeaweedFS's S3 port."""
+    server = Nginx(tmp_path / "nginx", tmp_path, certificate=ca.issue("front"), upstream=seaweed.endpoint)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def start(source, options, env, tmp_path):
+    """The command as users run it (a daemon); returns (exit status, stderr), always unmounted."""
+    (tmp_path / "m").mkdir(exist_ok=True)
+    try:
+        result = subprocess.run([ZARRFS, source, str(tmp_path / "m"), "-o", ",".join([*options, "timeout=4",
+                                daemon_places(tmp_path)])], env=env, capture_output=True, text=True, timeout=90)
+    finally:
+        unmount(tmp_path / "m")
+    return result.returncode, result.stderr
+
+
+def one_line(status, stderr) -> str:
+    assert status != 0, stderr
+    assert "Traceback" not in stderr and "panicked" not in stderr, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("zarrfs: "), stderr
+    return lines[0]
+
+
+def test_an_https_source_is_read_byte_exact_with_its_ca_file(ca, tmp_path):
+    root = tmp_path / "www"
+    group = zarr.open_group(str(root / "data.zarr"), mode="w")
+    values = np.random.default_rng(3).normal(size=(40, 50)).astype("<f8")
+    group.create_array("a", shape=values.shape, chunks=(16, 16), shards=(32, 32), dtype="f8")[...] = values
+    zarr.consolidate_metadata(str(root / "data.zarr"))  # HTTP cannot list
+    server = Nginx(tmp_path / "nginx", root, certificate=ca.issue("site"))
+    server.start()
+    try:
+        with mounted(f"{server.url}/data.zarr", tmp_path, "ro", f"ca_file={ca.cert}") as m:
+            assert np.array_equal(np.fromfile(m / "a.bin", "<f8").reshape(values.shape), values)
+        assert server.requests(), "the reads went through this server"
+    finally:
+        server.stop()
+
+
+def test_an_s3_endpoint_over_https_reads_and_writes(seaweed, tls_front, ca, tmp_path):
+    prefix = unique_prefix("tls")
+    array = zarr.open_group(seaweed.zarr_store(prefix), mode="w").create_array(
+        "a", shape=(64,), chunks=(8,), shards=(32,), dtype="u2")
+    array[...] = np.arange(64)
+    with mounted(seaweed.url(prefix), tmp_path, f"endpoint={tls_front.url}", f"ca_file={ca.cert}",
+                 env=seaweed.env()) as m:
+        assert np.fromfile(m / "a.bin", "<u2").tolist() == list(range(64))
+        with open(m / "a.bin", "r+b") as f:
+            f.seek(2 * 10)
+            f.write(np.array([1000, 1001], "<u2").tobytes())
+    expected = np.arange(64)
+    expected[10:12] = [1000, 1001]
+    assert zarr.open_array(seaweed.zarr_store(prefix + "/a"), mode="r")[...].tolist() == expected.tolist()
+    assert any("PUT " in line for line in tls_front.requests()), "the write went through TLS"
+
+
+def test_an_untrusted_certificate_fails_in_one_line_and_nothing_goes_in_the_clear(seaweed, tls_front, tmp_path):
+    prefix = unique_prefix("untrusted")
+    zarr.open_group(seaweed.zarr_store(prefix), mode="w")
+    status, stderr = start(seaweed.url(prefix), [f"endpoint={tls_front.url}"], seaweed.env(), tmp_path)
+    line = one_line(status, stderr)
+    assert "TLS handshake" in line and "not trusted (UnknownIssuer)" in line and "ca_file" in line, line
+    assert tls_front.requests() == [], "no request was made without TLS"
+
+
+def test_a_certificate_for_another_host_fails_in_one_line(seaweed, ca, tmp_path):
+    prefix = unique_prefix("wrongname")
+    zarr.open_group(seaweed.zarr_store(prefix), mode="w")
+    server = Nginx(tmp_path / "nginx", tmp_path, certificate=ca.issue("other", hosts=("other.example",)),
+                   upstream=seaweed.endpoint)
+    server.start()
+    try:
+        status, stderr = start(seaweed.url(prefix), [f"endpoint={server.url}", f"ca_file={ca.cert}"], seaweed.env(),
+                               tmp_path)
+        line = one_line(status, stderr)
+        assert "TLS handshake" in line and "NotValidForName" in line, line
+        assert server.requests() == []
+    finally:
+        server.stop()
+
+
+def test_a_ca_file_without_a_certificate_is_one_line(seaweed, tls_front, tmp_path):
+    bogus = tmp_path / "ca.pem"
+    bogus.write_text("not a certificate\n")
+    status, stderr = start(seaweed.url("x"), [f"endpoint={tls_front.url}", f"ca_file={bogus}"], seaweed.env(),
+                           tmp_path)
+    assert "no PEM certificate" in one_line(status, stderr)
