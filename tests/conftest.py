@@ -50,11 +50,37 @@ def seaweed(tmp_path_factory):
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory):
+    """Azure Blob storage (Azurite) for the session; tests use unique containers or prefixes."""
+    from zarrfs.testing.emulators import Azurite
+
+    server = Azurite(tmp_path_factory.mktemp("azurite"))
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def fake_gcs(tmp_path_factory):
+    """Google Cloud Storage (fake-gcs-server) for the session; tests use unique buckets or prefixes."""
+    from zarrfs.testing.emulators import FakeGcs
+
+    server = FakeGcs(tmp_path_factory.mktemp("fake-gcs"))
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
 # Markers (declared in pyproject.toml), given by what a test does, so that a new test is marked
 # without anyone remembering to: `mount` if it (or a function of its module it calls) mounts,
 # `remote` if it starts a server. `pytest -m "not mount and not remote"` is the fast core suite.
 MOUNTS = re.compile(r"\bmounted\(|\bRemounts\b|\bZARRFS\b|\bmount_remote\(|\bBENCH\b|\bDEMO\b|fuse\.zarrfs|\bexec_start\(")
-SERVERS = re.compile(r"\bseaweed\b|\bSeaweed\(|\bNginx\(|\bnginx\b")
+SERVERS = re.compile(r"\bseaweed\b|\bSeaweed\(|\bNginx\(|\bnginx\b|\bazurite\b|\bfake_gcs\b")
 
 
 def _calls_any(source: str, pattern: re.Pattern, helpers: set[str]) -> bool:
@@ -110,5 +136,5 @@ def pytest_collection_modifyitems(config, items):
         sources = _sources(item)
         if any(_calls_any(source, MOUNTS, mounts) for source in sources):
             item.add_marker(pytest.mark.mount)
-        if "seaweed" in item.fixturenames or any(_calls_any(source, SERVERS, servers) for source in sources):
+        if {"seaweed", "azurite", "fake_gcs"} & set(item.fixturenames) or any(_calls_any(source, SERVERS, servers) for source in sources):
             item.add_marker(pytest.mark.remote)

@@ -78,11 +78,13 @@ class ObjectStore:
                                          listing=can_list, metadata_ttl=metadata_ttl)
         self._listings: dict[str, _Listing] = {}
         self._documents: dict[str, _Document] = {}
-        self._etags: OrderedDict[str, str | None] = OrderedDict()  # ETags to PUT on (_remember); None: absent
+        # the versions to PUT on (_remember): {"e_tag", "version"} as obstore's PUT takes them; None: absent
+        self._etags: OrderedDict[str, dict | None] = OrderedDict()
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(PUBLISHERS, thread_name_prefix="publish")
         self._fetchers = ThreadPoolExecutor(FETCHERS, thread_name_prefix="fetch")
         self._owner = (os.getuid(), os.getgid())
+        self._suffix_ranges = True  # until the store says it has none (Azure)
         self._started_ns = time.time_ns()
 
     def path(self, key: str) -> str:
@@ -98,6 +100,8 @@ class ObjectStore:
         if isinstance(byte_range, Suffix):
             if byte_range.length == 0:
                 return b""
+            if not self._suffix_ranges:
+                return self._suffix_from_size(key, byte_range.length)
             options["range"] = {"suffix": byte_range.length}
         elif isinstance(byte_range, Range):
             if byte_range.length == 0:
@@ -110,14 +114,32 @@ class ObjectStore:
         except NOT_FOUND:
             self._remember(key, None, byte_range)
             return None
+        except NotSupportedError:
+            if not isinstance(byte_range, Suffix):
+                raise
+            self._suffix_ranges = False  # Azure Blob has no suffix ranges: ask for the size first
+            return self._suffix_from_size(key, byte_range.length)
         except Exception as e:
             if isinstance(byte_range, Range) and "416" in str(e):  # a range past the end: short, as pread
                 return b""
             raise self.error("cannot read", key, e) from None
-        self._remember(key, result.meta.get("e_tag"), byte_range)
+        self._remember(key, _version(result.meta), byte_range)
         return data
 
-    def _remember(self, key: str, e_tag: str | None, byte_range: ByteRange) -> None:
+    def _suffix_from_size(self, key: str, length: int) -> bytes | None:
+        """The last `length` bytes of `key` where the store takes no suffix range: a HEAD for its
+        size, then a bounded range (a shard index costs one request more, once per metadata_ttl)."""
+        log.debug("HEAD %s (no suffix ranges)", key)
+        try:
+            size = obstore.head(self.store, key)["size"]
+        except NOT_FOUND:
+            self._remember(key, None, Suffix(length))
+            return None
+        except Exception as e:
+            raise self.error("cannot read", key, e) from None
+        return self.get(key, Range(max(0, size - length), min(length, size)))
+
+    def _remember(self, key: str, e_tag: dict | None, byte_range: ByteRange) -> None:
         """The version a later PUT of `key` is conditional on: the one last read whole, since a
         whole read is what a merge builds on. A ranged read (a reader's, perhaps while a flush
         merges) must not move it on to a version nobody merged with."""
@@ -128,7 +150,7 @@ class ObjectStore:
         """Whether a PUT of `key` would be conditional (on its ETag, or on its absence)."""
         return key in self._etags
 
-    def _set_etag(self, key: str, e_tag: str | None) -> None:
+    def _set_etag(self, key: str, e_tag: dict | None) -> None:
         """Remembered for the ETAGS keys read or written last: a write follows its read closely
         (a partial write reads its chunk first). A key forgotten is PUT unconditionally."""
         with self._lock:
@@ -171,7 +193,7 @@ class ObjectStore:
         except Exception as e:
             raise self.error("cannot read", key, e) from None
         else:
-            self._set_etag(key, meta.get("e_tag"))
+            self._set_etag(key, _version(meta))
             document = _Document(fetched, data, self._file_stat(meta))
         self._documents[key] = document
         return document
@@ -310,9 +332,9 @@ class ObjectStore:
                 self._set_etag(key, None)
             else:
                 known = self._etags.get(key, ...)
-                mode = "overwrite" if known is ... else "create" if known is None else {"e_tag": known}
+                mode = "overwrite" if known is ... else "create" if known is None else known
                 result = obstore.put(self.store, key, data, mode=mode, use_multipart=False)
-                self._set_etag(key, result.get("e_tag"))
+                self._set_etag(key, _version(result))
         except (PreconditionError, AlreadyExistsError):
             with self._lock:
                 self._etags.pop(key, None)  # unknown now: the merge reads it again
@@ -397,6 +419,12 @@ class ObjectStore:
         _parts(key)  # a node made, moved or deleted through the mount is checked here first
         if self.read_only:
             raise StoreError(f"cannot write {key!r}: the store is read-only", errno.EROFS)
+
+
+def _version(meta) -> dict:
+    """What a conditional PUT is conditional on: the ETag (S3's If-Match, Azure's), and the
+    version where the store has one (GCS's generation, for x-goog-if-generation-match)."""
+    return {name: meta[name] for name in ("e_tag", "version") if meta.get(name) is not None}
 
 
 def _is_document(key: str) -> bool:
