@@ -338,6 +338,17 @@ class Array:
         return Array(shape, sharding.inner_chunk_shape, sharding.inner_chain, source,
                      self.shared, self.cache_key + (coords,))
 
+    def forget_stored(self) -> None:
+        """Another writer changed the stored values: nothing cached of them is trusted any more.
+        Cached and decoded-ahead chunks are left under a namespace no read asks for again (the
+        cache evicts them as it needs room) and clean shard views, with their indexes, are
+        dropped. Chunks written here and not stored yet stay: their flush merges with the stored
+        values as it always does."""
+        with self.shared.lock:
+            self.cache_key = (next(_cache_namespaces),)
+            for coords in [c for c in self._shards if c not in self._dirty_shards and c not in self._flushing_shards]:
+                del self._shards[coords]
+
     def _evict_shard_views(self) -> None:
         for coords in list(self._shards)[: max(0, len(self._shards) - MAX_SHARD_VIEWS)]:
             if not self.write_back.holds_shard(coords):

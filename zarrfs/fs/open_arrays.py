@@ -9,7 +9,7 @@ import os
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from zarrfs.engine import recovery
 from zarrfs.engine.array import open_array
@@ -36,6 +36,7 @@ class OpenArray:
     failing: str = ""  # the last write-back failure, until one succeeds
     stored_version: int = 0  # on a remote store: its stored values' fingerprint when opened
     retired: bool = False  # the array was deleted or moved through the mount: its handles are stale
+    paths: set = field(default_factory=set)  # the files showing it that were opened: their kernel caches
 
 
 class OpenArrays:
@@ -88,9 +89,35 @@ class OpenArrays:
                               and not opened.raw.array.dirty and not opened.handles):
             array = open_array(self.store, node.path, node.meta, self.cache)
             version = self.usage.of(node.path).version if self.store.capabilities.remote else 0
-            opened = OpenArray(RawFile(array, writable=not self.read_only), node, stored_version=version)
+            kept = opened.paths if opened is not None and opened.node is node else set()
+            opened = OpenArray(RawFile(array, writable=not self.read_only), node, stored_version=version, paths=kept)
             self._arrays[node.path] = opened
         return opened
+
+    def stored_change(self, path: str) -> list[str]:
+        """When the stored values of the open array at store path `path` changed since this mount
+        read them (another machine wrote them): its cached chunks and shard indexes are forgotten,
+        and the files showing it that were opened are returned, for the adapter to drop the
+        kernel's caches of. [] when nothing changed, or on a store nobody else writes."""
+        opened = self._arrays.get(path)
+        if opened is None or not self.store.capabilities.remote:
+            return []
+        version = self.usage.of(path).version
+        with self._lock:
+            if version == opened.stored_version or self._arrays.get(path) is not opened:
+                return []
+            opened.raw.array.forget_stored()
+            opened.stored_version = version
+            return sorted(opened.paths)
+
+    def held(self) -> list[str]:
+        """Store paths of the arrays some handle holds open (and not retired)."""
+        with self._lock:
+            return [path for path, opened in self._arrays.items() if opened.handles and not opened.retired]
+
+    def stopping(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds; True once the table is stopping."""
+        return self._stop.wait(timeout)
 
     def _written_elsewhere(self, opened: OpenArray) -> bool:
         return self.store.capabilities.remote and self.usage.of(opened.node.path).version != opened.stored_version

@@ -32,7 +32,9 @@ from zarrfs.views.text import Texts
 from zarrfs.stores.source_url import RemoteOptions, open_store
 from zarrfs.fs.stored_usage import LIFETIME, Usage
 from zarrfs.fuse.libfuse import mfusepy
-from zarrfs.views import DEFAULT_VIEWS, hdf5, preview
+from zarrfs.views import DEFAULT_VIEWS
+from zarrfs.views import hdf5
+from zarrfs.views import preview
 from zarrfs.fs.inodes import entry_key, inode_number
 
 log = logging.getLogger(__name__)
@@ -134,6 +136,8 @@ class Operations(mfusepy.Operations):
                 config.kernel_cache = 1  # only this daemon changes the data, and writes go through the cache
         self.arrays.start()
         self.siblings.start()
+        if self.store.capabilities.remote:
+            threading.Thread(target=self._watch_stored_changes, name="watcher", daemon=True).start()
         if self.on_ready:
             self.on_ready()
 
@@ -165,6 +169,8 @@ class Operations(mfusepy.Operations):
         elif entry.kind == DATA:
             bits = 0o444 if read_only_view(entry) else 0o444 | write_bits
             mode, size = stat.S_IFREG | (st.st_mode & bits), self._data_size(entry)
+            if entry.node.meta is not None:
+                self.notice_stored_change(entry.node.path)
         elif entry.kind == PREVIEW:  # uncompressed: its size follows from its width and height
             mode, size = stat.S_IFREG | 0o444, preview.png_size(*self.hierarchy.previews.of(entry.node)[1].size)
         elif entry.kind == TEXT:  # the true size, worked out once (textview.Texts.size): splice copies no further
@@ -266,6 +272,8 @@ class Operations(mfusepy.Operations):
         file = PrefixedFile(opened.raw, prefix, path) if prefix else opened.raw
         self.siblings.opened(path)
         siblings = self.siblings.of(path, self.hierarchy.data_names(entry) + self.group_files.above(path))
+        opened.paths.add(path)
+        self.notice_stored_change(entry.node.path, wait=False)  # held open elsewhere: other views' caches
         return self._add_handle(Handle(entry, array=opened, file=file, writable=writable, siblings=siblings))
 
     def _text(self, entry: Entry, path: str) -> bytes:
@@ -292,6 +300,32 @@ class Operations(mfusepy.Operations):
         version = (source, self.usage.of(path).mtime_ns, opened.mtime)
         return self.previews.get(path, version, lambda: preview.image(preview.sample(opened.raw.array, the_plan),
                                                                       the_plan))
+
+    def notice_stored_change(self, path: str, wait: bool = True) -> None:
+        """When the stored values of the array at store path `path`, held open here, changed
+        elsewhere (another machine wrote them): its cached chunks are forgotten (OpenArrays), and
+        the kernel's pages and attributes of every file showing it that was opened are dropped,
+        open or not, so that new opens, held descriptors and memory maps all read the new values."""
+        paths = self.arrays.stored_change(path)
+        if not paths:
+            return
+        log.info("%s changed in the store: cached chunks and pages of %s dropped", path or "/", ", ".join(paths))
+        if wait:
+            self.siblings.drop(paths)
+        else:
+            for view in paths:
+                self.siblings.refresh(view)
+
+    def _watch_stored_changes(self) -> None:
+        """While arrays are held open, look at their stored values every metadata_ttl: a reader
+        that only touches pages of a memory map sends no request that would tell us."""
+        ttl = max(self.store.capabilities.metadata_ttl or 0, 1.0)
+        while not self.arrays.stopping(ttl):
+            for path in self.arrays.held():
+                try:
+                    self.notice_stored_change(path)
+                except ZarrfsError as e:
+                    log.debug("cannot look at %s's stored values: %s", path or "/", e)
 
     def _add_handle(self, handle: Handle) -> int:
         with self._lock:
