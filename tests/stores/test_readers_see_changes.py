@@ -63,12 +63,12 @@ def test_a_memory_map_alone_is_refreshed_without_any_request(seaweed, tmp_path):
     zarr.open_group(seaweed.zarr_store(prefix), mode="w").create_array(
         "a", shape=SHAPE, chunks=(8, 512), dtype="u2", compressors=[ZstdCodec(level=1)])[...] = 1
     with mount(seaweed, prefix, tmp_path, "ro", "metadata_ttl=1", name="reader") as reader:
-        mapped = np.memmap(reader / "a.bin", mode="r", dtype="<u2", shape=SHAPE)
+        maps = [np.memmap(reader / "a.bin", mode="r", dtype="<u2", shape=SHAPE)]  # a list: unmapped at the end
         try:
-            assert (mapped == 1).all()
+            assert (maps[0] == 1).all()
             other = zarr.open_array(seaweed.zarr_store(prefix + "/a"), mode="r+")
             other[16:20] = 7  # another machine, through zarr-python
-            wait_for(lambda: (mapped[16:20] == 7).all(), timeout=30, what="the memory map to see the write")
-            assert (mapped[:16] == 1).all() and (mapped[20:] == 1).all()
+            wait_for(lambda: (maps[0][16:20] == 7).all(), timeout=30, what="the memory map to see the write")
+            assert (maps[0][:16] == 1).all() and (maps[0][20:] == 1).all()
         finally:
-            del mapped
+            maps.clear()
