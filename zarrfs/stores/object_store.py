@@ -332,7 +332,8 @@ class ObjectStore:
                 self._set_etag(key, None)
             else:
                 known = self._etags.get(key, ...)
-                mode = "overwrite" if known is ... else "create" if known is None else known
+                # a version the store gave neither an ETag nor a generation for cannot be a condition
+                mode = "overwrite" if known is ... or known == {} else "create" if known is None else known
                 result = obstore.put(self.store, key, data, mode=mode, use_multipart=False)
                 self._set_etag(key, _version(result))
         except (PreconditionError, AlreadyExistsError):
