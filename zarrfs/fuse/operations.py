@@ -17,6 +17,7 @@ import numpy as np
 from zarrfs.engine import holes
 from zarrfs.engine import recovery
 from zarrfs.fuse import replies
+from zarrfs.errors import ZarrfsError
 from zarrfs.fuse.errno_boundary import errno_boundary, fail
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.fuse.group_files import GroupFiles
