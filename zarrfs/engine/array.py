@@ -346,7 +346,7 @@ class Array:
         values as it always does."""
         with self.shared.lock:
             self.cache_key = (next(_cache_namespaces),)
-            for coords in [c for c in self._shards if c not in self._dirty_shards and c not in self._flushing_shards]:
+            for coords in [c for c in self._shards if not self.write_back.holds_shard(c)]:
                 del self._shards[coords]
 
     def _evict_shard_views(self) -> None:
