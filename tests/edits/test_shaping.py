@@ -1,4 +1,4 @@
-"""Shaping the hierarchy through a real mount (mkdir, rmdir, cp of an .npy, a written sidecar,
+"""Editing the hierarchy through a real mount (mkdir, rmdir, cp of an .npy, a written sidecar,
 attribute edits, rm, mv), each read back with zarr-python; consolidated metadata kept true;
 -o ro refusing all of it."""
 

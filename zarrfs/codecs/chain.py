@@ -200,7 +200,7 @@ def zstd_content_size(data) -> int | None:
 
 class BloscCodec(_NumcodecsCodec):
     label = "blosc"
-    decodes_parts = True  # the blocks that hold the bytes wanted (blosc_parts.py)
+    decodes_parts = True  # the blocks that hold the bytes wanted (blosc_blocks.py)
     SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 
     def __init__(self, config, spec, where):

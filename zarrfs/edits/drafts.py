@@ -9,7 +9,7 @@ group document, and editors' temporary files.
                   array, a written sidecar or group document replaces attributes. Editors'
                   temporary files are TextDrafts applied only when renamed over NAME.json.
 
-Each draft is shown at its path while it lives (Shaping keeps them by path).
+Each draft is shown at its path while it lives (HierarchyEdits keeps them by path).
 """
 
 import io

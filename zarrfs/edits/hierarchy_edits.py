@@ -1,5 +1,5 @@
 """The FUSE side of hierarchy editing: mkdir, rmdir, create, unlink, rename and attribute edits,
-each checked here (names, collisions, what may be removed alone) and done by editing.py.
+each checked here (names, collisions, what may be removed alone) and done by editor.py.
 
     mkdir G / rmdir G          a group; rmdir only of a group with nothing in it (ENOTEMPTY)
     create NAME.npy            an array from an .npy copied in (drafts.NpyDraft)
@@ -47,7 +47,7 @@ GONE_FOR = 30.0  # seconds: the kernel's entry timeout (operations.TIMEOUT)
 FLUSH_WAIT = 30.0  # seconds an unlink or rename waits for a write-back in progress (local stores)
 
 
-class Shaping:
+class HierarchyEdits:
     def __init__(self, ops):
         self.ops = ops
         self.hierarchy = ops.hierarchy

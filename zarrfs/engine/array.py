@@ -60,7 +60,7 @@ class Array:
         self._chains: dict[tuple, CodecChain] = {}  # rectilinear grids: chunk shape -> its chain
         self._shards: OrderedDict[tuple, Array] = OrderedDict()
         self.write_back = WriteBack(self)  # the chunks written and not yet stored, and their flush
-        # a store where each request is a round trip: a read's chunks are fetched together (batchread.py)
+        # a store where each request is a round trip: a read's chunks are fetched together (batched_fetch.py)
         self._batched = not self.sharding and source.capabilities.batched_reads
 
     @functools.cached_property
@@ -133,7 +133,7 @@ class Array:
 
     def _read_small(self, part, target: np.ndarray, whole: bool) -> None:
         """Part of a chunk for a small read: copied from the chunk's last scratch decode if that
-        reaches far enough (recent.py); else, the first time, decoded into scratch (a zstd chunk
+        reaches far enough (recent_chunks.py); else, the first time, decoded into scratch (a zstd chunk
         only as far as wanted) and kept there; else decoded and cached (ChunkCache.admit)."""
         key, cache = self.cache_key + (part.coords,), self.shared.cache
         shape = self.spec_at(part.coords).shape
@@ -218,7 +218,7 @@ class Array:
                 return chunk
 
     def _chunk_ahead(self, coords, key, into: np.ndarray | None) -> np.ndarray:
-        """The chunk decoded ahead (ahead.py), copied into `into` if given, else cached as a
+        """The chunk decoded ahead (decode_ahead.py), copied into `into` if given, else cached as a
         read would cache it; MISSING when there is none, or it is older than a commit or write."""
         found = self.take_ahead(coords, key)
         if found is None:

@@ -60,5 +60,5 @@ def _wanted(array, box) -> list[tuple]:
 
 
 def _held(cache, key) -> bool:
-    """Decoded already, or being fetched and decoded ahead (ahead.py): not to be fetched again."""
+    """Decoded already, or being fetched and decoded ahead (decode_ahead.py): not to be fetched again."""
     return key in cache.ahead or cache.get(key) is not None

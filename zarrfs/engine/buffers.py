@@ -36,7 +36,7 @@ class BufferPool:
 
     def take(self, shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
         """(the buffer, to give() back later; a C-contiguous array of `shape` and `dtype` over it),
-        for a holder that keeps it longer than a `with` block (see recent.py)."""
+        for a holder that keeps it longer than a `with` block (see recent_chunks.py)."""
         nbytes = math.prod(shape) * np.dtype(dtype).itemsize
         buffer = self._take(nbytes)
         return buffer, buffer[:nbytes].view(dtype).reshape(shape)

@@ -88,7 +88,7 @@ class RawFile:
         return n
 
     def _decode_ahead(self, offset: int, end: int) -> None:
-        """A read that continues a stream starts the decoding of the chunks after it (ahead.py),
+        """A read that continues a stream starts the decoding of the chunks after it (decode_ahead.py),
         one chunk's bytes at a time from where the stream's last walk stopped."""
         ahead = self.array.shared.cache.ahead
         stream = self.streams.follow(offset, end)

@@ -47,7 +47,7 @@ class WriteBack:
         self._dirty_shards: set[tuple] = set()
         self._flushing_shards: set[tuple] = set()
         self._written_whole: set[tuple] = set()  # dirty chunks that no stored data went into
-        # remote stores, which other machines write too: the elements written here (written.py)
+        # remote stores, which other machines write too: the elements written here (written_masks.py)
         self._written = WrittenMasks(self.spec.shape if array.regular else lambda c: array.spec_at(c).shape) \
             if self.source.capabilities.remote else None
         self._unmerged: set[str] = set()  # keys that met another writer and are not merged with it yet

@@ -19,7 +19,7 @@ TEXT_TYPES, BYTES_TYPES = {"string", "vlen-utf8"}, {"variable_length_bytes", "vl
 # Zarr v2's object dtype, every way NumPy spells it (zarr-python 2 writes "|O", and reads any of
 # them). It is no Zarr v3 data type.
 V2_OBJECT = ("|O", "O", "<O", ">O", "=O")
-VARIABLE_LENGTH = TEXT_TYPES | BYTES_TYPES  # no fixed element size: shown as text (see textview.py)
+VARIABLE_LENGTH = TEXT_TYPES | BYTES_TYPES  # no fixed element size: shown as text (see views/text.py)
 MAX_ITEMSIZE = 1 << 16  # bytes per element: wider fixed-length types are refused, not allocated
 _V2_DTYPE = re.compile(r"[<>|=]?([biufcSUVMm])([0-9]+)(\[[0-9]*[A-Za-zμ]+\])?")
 
@@ -63,7 +63,7 @@ PARAMETRIC = {
     "fixed_length_utf32": lambda c, w: np.dtype(f"<U{_length(c, w, 4) // 4}"),
     "null_terminated_bytes": lambda c, w: np.dtype(f"S{_length(c, w)}"),
     "raw_bytes": lambda c, w: np.dtype(f"V{_length(c, w)}"),
-}  # struct and structured: dtypes.py, as their fields are Zarr data types
+}  # struct and structured: data_types.py, as their fields are Zarr data types
 
 
 def parse_v2_dtype(value, where: str) -> np.dtype:

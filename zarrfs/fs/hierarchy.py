@@ -271,7 +271,7 @@ class Hierarchy:
         return names
 
     def _array_entries(self, node: Node, stem: str) -> dict[str, Entry]:
-        if is_text(node):  # no flat file, so no header views: text made from the data (textview.py)
+        if is_text(node):  # no flat file, so no header views: text made from the data (views/text.py)
             return {f"{stem}.txt": Entry(TEXT, node, stem), f"{stem}.json": Entry(SIDECAR, node, stem)}
         entries = {f"{stem}.bin": Entry(DATA, node, stem), f"{stem}.json": Entry(SIDECAR, node, stem)}
         headers = self.headers(node, stem)
@@ -532,7 +532,7 @@ def sidecar(meta: ArrayMetadata, data_file: str, views: dict[str, str] | None = 
         body.update(chunk_grid="rectilinear", chunk_shapes=[
             [size_of(c, g) for g in range(count)] for c, count in zip(meta.chunk_shape, grid_shape(meta.shape,
                                                                                                   meta.chunk_shape), strict=False)])
-    if meta.data_type.numpy.kind == "O":  # shown as text (see textview.py)
+    if meta.data_type.numpy.kind == "O":  # shown as text (see views/text.py)
         body.update(itemsize=None, nbytes=None, byte_order=None, data_file=None,
                     text_file=json_name(data_file.removesuffix(".bin") + ".txt"),
                     text_format=textview.lines_of(meta.data_type.name)[1])

@@ -28,7 +28,7 @@ from zarrfs.fs.open_arrays import OpenArray, OpenArrays
 from zarrfs.fs.xattrs import ExtendedAttributes
 from zarrfs.views.prefixed_file import PrefixedFile
 from zarrfs.engine.flat_file import RawFile
-from zarrfs.edits.hierarchy_edits import Shaping
+from zarrfs.edits.hierarchy_edits import HierarchyEdits
 from zarrfs.views.text import Texts
 from zarrfs.stores.source_url import RemoteOptions, open_store
 from zarrfs.fs.stored_usage import LIFETIME, Usage
@@ -63,8 +63,8 @@ class Handle:
 class Options:
     read_only: bool = False
     recovery_dir: str = field(default_factory=recovery.default_directory)
-    follow_symlinks: bool = False  # -o symlinks=follow: a trusted store's links out of it are read through (beneath.py)
-    log_file: str | None = None  # a daemon's log (cli.py, daemonlog.py): None for syslog, or the default file without it
+    follow_symlinks: bool = False  # -o symlinks=follow: a trusted store's links out of it are read through (contained.py)
+    log_file: str | None = None  # a daemon's log (cli/command.py, daemon_log.py): None for syslog, or the default file without it
     remote: RemoteOptions = field(default_factory=RemoteOptions)
     cache_bytes: int = 512 << 20
     ahead_bytes: int = 16 << 20  # of cache_bytes: chunks decoded ahead of sequential readers
@@ -98,8 +98,8 @@ class Operations(mfusepy.Operations):
         self._lock = threading.Lock()  # of the handle table
         self.on_ready = self.on_stop = None  # callbacks: the mount is live / is going away
         self.unstored = self.arrays.unstored  # arrays whose written data could not be stored at shutdown
-        self.shaping = Shaping(self)  # mkdir, create, unlink, rename, attribute edits
-        self.xattrs = ExtendedAttributes(self.hierarchy, options.xattrs, lambda path: self.shaping.draft_at(path)
+        self.edits = HierarchyEdits(self)  # mkdir, create, unlink, rename, attribute edits
+        self.xattrs = ExtendedAttributes(self.hierarchy, options.xattrs, lambda path: self.edits.draft_at(path)
                                          is not None)
         self.group_files = GroupFiles(self.hierarchy, self.siblings, self._shared_raw, self._listed_stale)
         if not options.read_only:
@@ -155,9 +155,9 @@ class Operations(mfusepy.Operations):
 
     @errno_boundary
     def getattr(self, path, fh=None):
-        draft = self.shaping.draft_at(path)
+        draft = self.edits.draft_at(path)
         if draft is not None:
-            return self.shaping.attributes(draft, path)
+            return self.edits.attributes(draft, path)
         return self.attributes(self._entry(path))
 
     def attributes(self, entry: Entry) -> dict:
@@ -187,7 +187,7 @@ class Operations(mfusepy.Operations):
 
     def _stored(self, entry: Entry, size: int) -> tuple[int, int]:
         """(mtime in ns, st_blocks). An array's files change when any of its stored values does,
-        and cost what its chunks take encoded (see usage.py); a fill value that is not zero
+        and cost what its chunks take encoded (see stored_usage.py); a fill value that is not zero
         bytes, or data not yet stored, counts in full, so that no tool takes it for a hole."""
         node = entry.node
         if entry.kind == GROUPFILE:
@@ -239,8 +239,8 @@ class Operations(mfusepy.Operations):
 
     @errno_boundary
     def open(self, path, flags):
-        if self.shaping.draft_at(path) is not None:
-            return self._open_draft(self.shaping.reopen(path, flags))
+        if self.edits.draft_at(path) is not None:
+            return self._open_draft(self.edits.reopen(path, flags))
         writable = (flags & os.O_ACCMODE) != os.O_RDONLY
         if writable and self.hierarchy.lookup(path) is None:  # a name the kernel still holds from a node
             return self.create(path, 0o644, flags)  # deleted through the mount: open(O_CREAT) arrives as open
@@ -253,7 +253,7 @@ class Operations(mfusepy.Operations):
         if writable and self.options.read_only:
             fail(errno.EROFS)
         if writable and entry.kind in (SIDECAR, DOCUMENT):  # attributes are edited through them
-            return self._open_draft(self.shaping.open_edit(entry, path, flags))
+            return self._open_draft(self.edits.open_edit(entry, path, flags))
         if writable and entry.kind != DATA:
             fail(errno.EACCES)
         if writable and read_only_view(entry):
@@ -438,7 +438,7 @@ class Operations(mfusepy.Operations):
     @errno_boundary
     def truncate(self, path, length, fh=None):
         handle = self._handles.get(fh) if fh is not None else None
-        draft = handle.draft if handle is not None else self.shaping.draft_at(path)
+        draft = handle.draft if handle is not None else self.edits.draft_at(path)
         if draft is not None:
             return draft.truncate(length)
         entry = self._entry(path)
@@ -459,7 +459,7 @@ class Operations(mfusepy.Operations):
         """close(): write-back of what this handle wrote, so close reports write errors."""
         handle = self._handle(fh)
         if handle.draft is not None:
-            self.shaping.closed(handle.draft)
+            self.edits.closed(handle.draft)
         if handle.wrote:
             self.arrays.flush(handle.array)
             handle.wrote = False
@@ -479,14 +479,14 @@ class Operations(mfusepy.Operations):
         if handle is not None and handle.array is not None:
             self.arrays.close(handle.array)
         if handle is not None and handle.draft is not None:
-            self.shaping.release(handle.draft)
+            self.edits.release(handle.draft)
         if handle is not None and handle.wrote:  # mmap write-back that came after close()
             self.arrays.flush(handle.array)
         return 0
 
     @errno_boundary
     def utimens(self, path, times=None):
-        if self.shaping.draft_at(path) is None:  # accepted and ignored: mtimes come from the store and from writes
+        if self.edits.draft_at(path) is None:  # accepted and ignored: mtimes come from the store and from writes
             self._entry(path)
         return 0
 
@@ -494,7 +494,7 @@ class Operations(mfusepy.Operations):
     def access(self, path, amode):
         """access(2) agrees with the modes: only an array's data files are writable, on a
         writable mount; directories are searchable, files not executable."""
-        if self.shaping.draft_at(path) is not None:
+        if self.edits.draft_at(path) is not None:
             return 0
         entry = self._entry(path)
         writable = (entry.kind in (DATA, DIR, SIDECAR) and not read_only_view(entry)) or \
@@ -511,48 +511,48 @@ class Operations(mfusepy.Operations):
                     "NAME.bin or NAME.npy instead", path)
         fail(errno.EPERM)
 
-    # hierarchy edits: done by hierarchy_edits.Shaping
+    # hierarchy edits: done by hierarchy_edits.HierarchyEdits
 
     @errno_boundary
     def mkdir(self, path, mode):
-        self.shaping.mkdir(path)
+        self.edits.mkdir(path)
         return 0
 
     @errno_boundary
     def rmdir(self, path):
         self._writable()
-        self.shaping.rmdir(path)
+        self.edits.rmdir(path)
         return 0
 
     @errno_boundary
     def unlink(self, path):
         self._writable()
-        self.shaping.unlink(path)
+        self.edits.unlink(path)
         return 0
 
     @errno_boundary
     def rename(self, old, new, flags=0):
         self._writable()
-        self.shaping.rename(old, new, flags)
+        self.edits.rename(old, new, flags)
         return 0
 
     @errno_boundary
     def create(self, path, mode, flags=0):
-        return self._open_draft(self.shaping.create(path, flags))
+        return self._open_draft(self.edits.create(path, flags))
 
     @errno_boundary
     def chmod(self, path, mode):  # accepted on files being written (editors copy modes), refused elsewhere
-        return 0 if self.shaping.draft_at(path) is not None else self._refuse()
+        return 0 if self.edits.draft_at(path) is not None else self._refuse()
 
     @errno_boundary
     def chown(self, path, uid, gid):
-        return 0 if self.shaping.draft_at(path) is not None else self._refuse()
+        return 0 if self.edits.draft_at(path) is not None else self._refuse()
 
     def _writable(self):
         if self.options.read_only:
             fail(errno.EROFS)
 
-    # extended attributes: read by fs/xattrs.py, edited by hierarchy_edits.Shaping
+    # extended attributes: read by fs/xattrs.py, edited by hierarchy_edits.HierarchyEdits
 
     @errno_boundary
     def listxattr(self, path):
@@ -566,13 +566,13 @@ class Operations(mfusepy.Operations):
     def setxattr(self, path, name, value, options, position=0):
         """user.zarr.attr.KEY sets one of the node's attributes (hierarchy_edits.py)."""
         self.xattrs.check(name)
-        self.shaping.setxattr(path, name, value, options)
+        self.edits.setxattr(path, name, value, options)
         return 0
 
     @errno_boundary
     def removexattr(self, path, name):
         self.xattrs.check(name)
-        self.shaping.removexattr(path, name)
+        self.edits.removexattr(path, name)
         return 0
 
     def _open_draft(self, draft) -> int:

@@ -1,7 +1,7 @@
 """READ replies made of memory that libfuse sends and then frees: the read_buf callback.
 
 With the read callback, libfuse allocates a reply buffer and the file system fills it. A chunk
-decoded ahead (ahead.py) already sits in memory of its own, and copying it into libfuse's
+decoded ahead (decode_ahead.py) already sits in memory of its own, and copying it into libfuse's
 buffer cost a quarter of a blosc request's time. With read_buf the file system answers with a
 fuse_bufvec instead; libfuse writes its memory to the kernel and free()s it and the bufvec. So
 a request for exactly one chunk decoded ahead sends that chunk's memory as it is, and any

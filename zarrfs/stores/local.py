@@ -30,7 +30,7 @@ class Staged(NamedTuple):
 
 class LocalStore:
     """A Zarr store in a local directory. Keys are '/'-separated paths below `root`, and nothing
-    outside `root` is ever listed, read, written or created (see beneath.py); with
+    outside `root` is ever listed, read, written or created (see contained.py); with
     `follow_symlinks` (a trusted store that shares chunks), symlinks out of it are read through,
     and nothing outside is ever written."""
 
@@ -43,7 +43,7 @@ class LocalStore:
             self.beneath = Beneath(self.root, follow_symlinks)
         except OSError as e:
             raise StoreError(f"{self.root}: {e.strerror}", e.errno) from None
-        self.hold_replaced = worth_holding(self.root)  # releases.py
+        self.hold_replaced = worth_holding(self.root)  # deferred_release.py
         self.nodes = LocalNodes(self.beneath, self.set_many, self.check_writable)  # whole nodes: local_nodes.py
 
     # whole nodes (see local_nodes.py for how each is one rename)
@@ -147,7 +147,7 @@ class LocalStore:
         """Make staged values current and durable: each is renamed over the old value (atomic),
         then each directory that changed is synced. Only what was written is synced, never the
         whole file system. On failure the temporaries not yet renamed are removed. The values
-        replaced are freed afterwards, off this path (releases.py)."""
+        replaced are freed afterwards, off this path (deferred_release.py)."""
         pending = [s for s in staged if s.temporary is not None]
         key = ""
         directories: dict[str, int] = {}

@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 DOCUMENTS = ("zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata")  # small, read whole, cached
 PUBLISHERS = 16  # concurrent PUTs of one publish
 ETAGS = 1 << 16  # keys whose version is remembered for conditional PUTs (about 100 bytes each)
-FETCHERS = 16  # concurrent GETs of whole chunks for one read (batchread.py)
+FETCHERS = 16  # concurrent GETs of whole chunks for one read (batched_fetch.py)
 
 
 @dataclass
@@ -235,7 +235,7 @@ class ObjectStore:
         return None if meta is None else self._file_stat(meta)
 
     def list_dir(self, prefix: str) -> list[str]:
-        """Names directly below `prefix`, without staged nodes (objecttree.py)."""
+        """Names directly below `prefix`, without staged nodes (object_nodes.py)."""
         if not self.capabilities.listing:
             return []
         listing = self._listing(prefix)
@@ -368,7 +368,7 @@ class ObjectStore:
     def delete(self, key: str) -> None:
         self.publish([self.stage(key, None)])
 
-    # whole nodes (see objecttree.py for what each step makes visible)
+    # whole nodes (see object_nodes.py for what each step makes visible)
 
     def begin_node(self, path: str) -> str:
         return objecttree.begin_node(self, path)
