@@ -188,6 +188,7 @@ class Array:
         chunk = self._chunk_ahead(coords, key, into)
         if chunk is not MISSING:
             return chunk
+        refreshed = False
         while True:
             version = self.shared.version
             if version % 2:  # a commit is replacing stored values: wait for it
@@ -206,6 +207,9 @@ class Array:
             except CorruptChunkError as e:
                 if version != self.shared.version:
                     continue  # read during a commit, perhaps through a stale shard index
+                if not refreshed and self.source.refresh():
+                    refreshed = True  # another machine rewrote the shard since its index was read
+                    continue
                 raise CorruptChunkError(f"{self.shared.name}: chunk {self.source.key(coords)}: {e}") from None
             with self.shared.lock:
                 if version != self.shared.version:

@@ -36,6 +36,10 @@ class ChunkSource(Protocol):
 
     def version_known(self, coords: tuple[int, ...]) -> bool: ...
 
+    def refresh(self) -> bool:
+        """Forget what is kept of the stored layout; True when that may change what a read of a
+        chunk returns (a shard's index on a store other machines write)."""
+
 
 class StoreChunks:
     """The chunks of an array stored as values of a store, named by the chunk key encoding."""
@@ -72,6 +76,10 @@ class StoreChunks:
         """Whether the store remembers the version of the chunk that a conditional PUT needs
         (object stores; a local store needs none)."""
         return self.store.version_known(self.key(coords))
+
+    def refresh(self) -> bool:
+        """Nothing is kept of stored values here: a read gets each chunk as stored now."""
+        return False
 
     def stage(self, coords: tuple[int, ...], data) -> Staged:
         return self.store.stage(self.key(coords), data)
@@ -111,6 +119,13 @@ class ShardChunks:
 
     def version_known(self, coords: tuple[int, ...]) -> bool:
         """Always: an inner chunk is written with its shard, whose version the outer source keeps."""
+        return True
+
+    def refresh(self) -> bool:
+        """Another machine may have rewritten the shard since its index was read: read it again."""
+        if not self.capabilities.remote:
+            return False
+        self.forget_index()
         return True
 
     def index(self) -> np.ndarray | None:
