@@ -125,6 +125,8 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
             options.previews = True
         elif name == "noxattr":
             options.xattrs = False
+        elif name == "nozerocopy":
+            options.zero_copy = False
         elif name == "header_cache_size":
             options.header_cache_bytes = parse_size(name, value)
         elif name == "debug":
@@ -140,7 +142,7 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
 
 # Every option name parse_options takes (the ones mount(8) adds aside): what a typo is matched to.
 OPTION_NAMES = ("ro", "cache_size", "decode_ahead", "dirty_size", *sorted(REMOTE_OPTIONS), "recovery_dir", "log_file",
-                "symlinks", "views", "previews", "noxattr", "header_cache_size", "debug", *sorted(FUSE_OPTIONS))
+                "symlinks", "views", "previews", "noxattr", "nozerocopy", "header_cache_size", "debug", *sorted(FUSE_OPTIONS))
 
 
 def unknown_option(word: str) -> str:

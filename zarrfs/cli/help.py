@@ -27,6 +27,8 @@ def option_lines(defaults, views) -> list[tuple[str, str, str]]:
          "(needs Pillow: the previews extra)"),
         ("noxattr", "off", "no extended attributes (user.zarr.*, user.mime_type): a tool that lists every "
          "file's attributes (ls -l of coreutils 9.6 and later) then sends no request per file"),
+        ("nozerocopy", "off", "uncompressed little-endian chunks (the bytes codec alone) are read through the "
+         "daemon like any other, not answered from the stored files by libfuse itself"),
         ("header_cache_size=SIZE", format_size(defaults.header_cache_bytes), "header views and listing attributes kept"),
         ("recovery_dir=DIR", defaults.recovery_dir, "where written data that cannot be stored at shutdown is saved"),
         ("symlinks=follow", "contain",

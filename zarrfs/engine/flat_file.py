@@ -4,16 +4,20 @@ Byte offsets map to element spans, element spans to at most 2*ndim-1 boxes; elem
 the ends of a write are completed from their stored bytes.
 """
 
+import functools
+import logging
 import math
 
 import numpy as np
 
+from zarrfs.engine import stored_as_is
 from zarrfs.engine.decode_ahead import Streams
 from zarrfs.engine.array import Array
 from zarrfs.engine.buffers import free, malloc_array
 from zarrfs.errors import InvalidValueError, OutOfBoundsError, ReadOnlyError
 from zarrfs.geometry import box_shape, c_order_boxes
 
+log = logging.getLogger(__name__)
 MAX_CODE_POINT = 0x10FFFF
 SPARSE_READ = 64 << 10  # reads smaller than this are random ones: the kernel's read-ahead sends more
 
@@ -64,6 +68,23 @@ class RawFile:
             del out
             free(address)
             raise
+
+    @functools.cached_property
+    def _stored_layout(self) -> stored_as_is.Layout | None:
+        return stored_as_is.layout(self.array)
+
+    def stored_ranges(self, offset: int, size: int) -> stored_as_is.Opened | None:
+        """Descriptors and ranges of stored files holding bytes [offset, offset+size) as they
+        are (stored_as_is.py), the caller's to close; None when they must be decoded."""
+        plan = self._stored_layout
+        n = min(size, self.size - offset)
+        if plan is None or n <= 0 or offset < 0:
+            return None
+        opened = stored_as_is.open_ranges(self.array, plan, offset, n)
+        if opened is not None and log.isEnabledFor(logging.DEBUG):
+            log.debug("read %s bytes %d-%d from %d stored ranges as they are", self.array.shared.name, offset,
+                      offset + n, len(opened.ranges))
+        return opened
 
     def _whole_chunk_ahead(self, boxes: list) -> int | None:
         """The address of the chunk decoded ahead whose bytes are exactly those of `boxes`."""

@@ -8,6 +8,7 @@ import sys
 import threading
 from collections import OrderedDict
 
+from zarrfs.fuse import replies
 from zarrfs.fuse.libfuse import mfusepy
 
 FUSE_READDIR_PLUS = 1  # the kernel asks for attributes with the names
@@ -34,6 +35,7 @@ class ZarrFUSE(mfusepy.FUSE):
         if not getattr(_thread, "kept", False):
             ctypes.pythonapi.PyGILState_Ensure()  # never released: the count stays above zero
             _thread.kept = True
+        replies.release_lent()  # this thread's last reply is sent: its descriptors can go
         return super()._wrapper(func, *args, **kwargs)
 
     def read(self, path, buf, size, offset, fip):

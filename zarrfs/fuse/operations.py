@@ -45,6 +45,7 @@ REMOTE_FETCHERS = 16  # chunks fetched ahead at once from an object store (the G
 TIMEOUT = 30.0  # seconds the kernel may keep attributes and entries
 EARLY_WRITE_BACK = 16 << 20  # dirty bytes of an array that start its write-back while writing goes on
 FUSE_CAP_READDIRPLUS_AUTO = 1 << 14
+FUSE_CAP_SPLICE_WRITE = 1 << 7  # replies of file descriptors spliced into /dev/fuse (replies.read_stored)
 
 
 @dataclass
@@ -74,6 +75,7 @@ class Options:
     header_cache_bytes: int = 32 << 20
     previews: bool = False  # NAME.png beside arrays of two or more dimensions
     xattrs: bool = True  # user.zarr.* and user.mime_type; off: none, and the kernel stops asking
+    zero_copy: bool = True  # READs of stored-as-is bytes answered from the stored files (stored_as_is.py)
 
 
 class Operations(mfusepy.Operations):
@@ -122,6 +124,8 @@ class Operations(mfusepy.Operations):
             conn.max_readahead = BLKSIZE
             conn.max_write = BLKSIZE
             conn.want &= ~FUSE_CAP_READDIRPLUS_AUTO  # attributes with every page of a listing, not the first only
+            if self.options.zero_copy:
+                conn.want |= conn.capable & FUSE_CAP_SPLICE_WRITE
         if config is not None:
             config.attr_timeout = config.entry_timeout = TIMEOUT
             config.negative_timeout = 1.0
@@ -144,6 +148,7 @@ class Operations(mfusepy.Operations):
 
     def destroy(self, path):
         self.arrays.stop()  # the flusher ends, then every write is stored
+        replies.release_all_lent()  # descriptors lent to replies libfuse has sent
         if self.on_stop:
             self.on_stop()
 
@@ -373,7 +378,10 @@ class Operations(mfusepy.Operations):
         handle = self._handle(fh)
         if handle.file is None:
             return replies.read_buf(self._bytes(handle, offset, size), bufpp, size, 0)
-        return replies.read_buf(self._data_file(handle), bufpp, size, offset)
+        file = self._data_file(handle)
+        if self.options.zero_copy and replies.read_stored(file, bufpp, size, offset):
+            return 0
+        return replies.read_buf(file, bufpp, size, offset)
 
     @staticmethod
     def _bytes(handle: Handle, offset: int, size: int) -> bytes:

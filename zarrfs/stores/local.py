@@ -91,6 +91,18 @@ class LocalStore:
         finally:
             os.close(fd)
 
+    def open_value(self, key: str) -> int | None:
+        """A descriptor for reading the value `key`, opened beneath the root as get() opens it
+        (the caller closes it); None if there is no such key. Values are replaced by renaming,
+        never changed in place, so it reads the value as it was when opened
+        (engine/stored_as_is.py)."""
+        try:
+            return self.beneath.open_regular(key)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as e:
+            raise StoreError.from_os("cannot open", key, e) from None
+
     def get_ranges(self, key: str, ranges: list[Range]) -> list[bytes] | None:
         """Several ranges of one value, one open; None if there is no such key. (The engine asks
         only stores with batched_reads: a local pread costs microseconds.)"""

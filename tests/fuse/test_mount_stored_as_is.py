@@ -1,0 +1,151 @@
+"""Uncompressed chunks answered from the stored files themselves (engine/stored_as_is.py,
+fuse/replies.read_stored), through a real mount: the bytes always equal NumPy's, whichever way
+each request goes, and the fast path is taken where it may be and nowhere else."""
+
+import os
+
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import BytesCodec, ShardingCodec
+
+from mounting import mounted
+from zarr_layouts import create, random_values
+
+FAST_ANY = "stored ranges as they are"  # the debug line of a READ answered from stored files
+
+
+def flat(values: np.ndarray) -> bytes:
+    return np.ascontiguousarray(values).astype(values.dtype.newbyteorder("<")).tobytes()
+
+
+def pread_all(path, size: int, step: int) -> bytes:
+    """The file read with O_DIRECT-free preads of `step` bytes, each a separate READ the first time."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return b"".join(os.pread(fd, step, offset) for offset in range(0, size, step))
+    finally:
+        os.close(fd)
+
+
+def drop_pages(path) -> None:
+    """The kernel forgets the file's cached pages: the next reads reach the daemon."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def fast_reads(mount) -> int:
+    return mount.log().count(FAST_ANY)
+
+
+@pytest.fixture()
+def uncompressed(tmp_path):
+    """A 2-D float32 array whose chunks span whole rows except at the bottom edge, one chunk
+    missing (a hole), and a 3-D int16 array whose chunks are narrower than its rows."""
+    root = tmp_path / "data.zarr"
+    group = zarr.open_group(str(root), mode="w")
+    rng = np.random.default_rng(26)
+    rows = random_values("float32", (1000, 300), rng)
+    a = create(root / "rows", shape=rows.shape, layout="bytes-little", chunks=(64, 300))
+    a[...] = rows
+    a[128:192] = 0  # all fill value: zarr-python stores nothing there
+    rows[128:192] = 0
+    assert not (root / "rows" / "c" / "2" / "0").exists()
+    cubes = random_values("int16", (7, 50, 90), rng)
+    b = create(root / "cubes", dtype="int16", shape=cubes.shape, layout="bytes-little", chunks=(3, 16, 40))
+    b[...] = cubes
+    big = random_values("float64", (40, 33), rng)
+    c = create(root / "big", dtype="float64", shape=big.shape, layout="bytes-big", chunks=(16, 33))
+    c[...] = big
+    del group
+    return root, {"rows": rows, "cubes": cubes, "big": big}
+
+
+@pytest.mark.parametrize("step", [4096, 1000, 65536, 1 << 20])
+def test_uncompressed_reads_equal_numpy(uncompressed, tmp_path, step):
+    """Every request size, aligned or not, across chunk edges, partial edge chunks and a hole."""
+    root, arrays = uncompressed
+    with mounted(root, tmp_path, "ro", "debug") as m:
+        for name, values in arrays.items():
+            expected = flat(values)
+            assert pread_all(m / f"{name}.bin", len(expected), step) == expected, name
+        assert fast_reads(m) > 0
+
+
+def test_fast_path_taken_and_turned_off(uncompressed, tmp_path):
+    """A 4 KiB read inside one stored chunk is answered from the stored file; with nozerocopy it is not
+    (so this test fails if the fast path is disabled)."""
+    root, arrays = uncompressed
+    expected = flat(arrays["rows"])
+    with mounted(root, tmp_path, "ro", "debug", name="on") as m:
+        fd = os.open(m / "rows.bin", os.O_RDONLY)
+        try:
+            assert os.pread(fd, 4096, 8192) == expected[8192:12288]
+        finally:
+            os.close(fd)
+        assert fast_reads(m) > 0
+    with mounted(root, tmp_path, "ro", "debug", "nozerocopy", name="off") as m:
+        assert pread_all(m / "rows.bin", len(expected), 65536) == expected
+        assert fast_reads(m) == 0
+
+
+def test_holes_and_big_endian_fall_back(uncompressed, tmp_path):
+    """A hole reads as the fill value and a big-endian array is swapped: neither from stored files."""
+    root, arrays = uncompressed
+    with mounted(root, tmp_path, "ro", "debug") as m:
+        hole = 128 * 300 * 4
+        with open(m / "rows.bin", "rb") as f:
+            f.seek(hole)
+            assert f.read(4096) == bytes(4096)
+        assert fast_reads(m) == 0
+        expected = flat(arrays["big"])
+        assert (m / "big.bin").read_bytes() == expected
+        assert fast_reads(m) == 0
+
+
+def test_written_data_is_visible_before_and_after_write_back(uncompressed, tmp_path):
+    """Dirty chunks in memory win over the stored bytes; after fsync the new stored bytes are served."""
+    root, arrays = uncompressed
+    rows = arrays["rows"].copy()
+    expected = bytearray(flat(rows))
+    with mounted(root, tmp_path, "debug") as m:
+        path = m / "rows.bin"
+        assert pread_all(path, len(expected), 1 << 20) == expected  # pages cached from the stored files
+        fd = os.open(path, os.O_RDWR)
+        try:
+            patch = np.arange(1000, dtype="<f4").tobytes()
+            os.pwrite(fd, patch, 50_000)
+            expected[50_000:50_000 + len(patch)] = patch
+            # a second open without the page cache: each READ reaches the daemon
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            assert pread_all(path, len(expected), 4096) == expected
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            before = fast_reads(m)
+            assert pread_all(path, len(expected), 4096) == expected
+            assert fast_reads(m) > before  # the written chunk is stored now: served as it is again
+        finally:
+            os.close(fd)
+    stored = zarr.open_array(str(root / "rows"), mode="r")[...]
+    assert flat(stored) == bytes(expected)
+
+
+def test_sharded_bytes_inner_chunks(tmp_path):
+    """Inner chunks stored as they are inside shards are served from ranges of the shard file;
+    an empty inner chunk reads as the fill value."""
+    root = tmp_path / "data.zarr"
+    values = random_values("uint16", (3900, 512), np.random.default_rng(3))  # the last shard partial
+    values[400:500] = 7  # the fill value: that inner chunk is left out of its shard
+    a = zarr.create_array(str(root), shape=values.shape, dtype="uint16", chunks=(400, 512), fill_value=7,
+                          compressors=None, serializer=ShardingCodec(chunk_shape=(100, 512), codecs=[BytesCodec()]))
+    a[...] = values
+    with mounted(root, tmp_path, "ro", "debug") as m:
+        expected = flat(values)
+        name = next(p for p in os.listdir(m.path) if p.endswith(".bin"))
+        for step in (1000, 4096, 1 << 20):
+            drop_pages(m / name)
+            assert pread_all(m / name, len(expected), step) == expected, step
+        assert fast_reads(m) > 0

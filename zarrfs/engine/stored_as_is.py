@@ -1,0 +1,198 @@
+"""Stored-as-is bytes: which byte ranges of a flat file lie, unchanged, in stored files.
+
+When a chunk is stored with the `bytes` codec alone in little-endian order, the flat file's
+bytes (engine/flat_file.py: little-endian C order) are the chunk file's own bytes: a READ can
+be answered with a descriptor of that file and an offset, and libfuse reads (or splices) them
+itself after the callback returns, without a copy through Python (fuse/replies.py).
+
+This module decides when that holds and opens the files; the FUSE read path falls back to
+decoding whenever it answers None:
+- only arrays whose chain is `bytes` alone (or `sharding_indexed` over inner chunks that are)
+  with no byte swap and no conversion (bool, big-endian, transposes, compressors: never);
+- only a local store, through its contained opening (LocalStore.open_value);
+- only chunks that are stored whole (a missing chunk is a hole: it reads as the fill value) and
+  not dirty or being flushed (dirty chunks in memory are the truth);
+- only when the request maps to at most MAX_RANGES contiguous ranges of stored files.
+
+Stored values are never changed in place (a write-back renames a new value over the old one),
+so a descriptor opened while the array's version was even and its chunk clean serves exactly
+the bytes the decoding path would have read at that moment.
+"""
+
+import logging
+import math
+import os
+from dataclasses import dataclass
+
+from zarrfs.codecs.chain import BytesCodec, CodecChain
+from zarrfs.codecs.shard_format import EMPTY
+from zarrfs.engine.chunk_sources import StoreChunks
+from zarrfs.errors import ZarrfsError
+
+log = logging.getLogger(__name__)
+
+MAX_RANGES = 16  # stored ranges in one reply: past that, decoding costs less than the walk
+KINDS = "iufcmM"  # numbers and times: the flat bytes are the stored ones (bool is 0/1, text is checked)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the flat file maps onto stored chunks (the leaf chunks: inner chunks when sharded).
+
+    Dimensions after `split` are whole in every chunk (chunk extent == array extent), so a run
+    along dimension `split` within one chunk is contiguous both in the flat file and in the
+    chunk file; `row` is the bytes of one step along it."""
+
+    shape: tuple[int, ...]
+    leaf: tuple[int, ...]  # the leaf chunk shape
+    outer: tuple[int, ...] | None  # the shard shape when sharded
+    split: int
+    row: int
+    leaf_nbytes: int
+
+
+def layout(array) -> Layout | None:
+    """The Layout of an engine Array when its stored bytes are its flat bytes, else None."""
+    if not array.shape or not isinstance(array.source, StoreChunks):
+        return None
+    store = array.source.store
+    if store.capabilities.remote or getattr(store, "open_value", None) is None:
+        return None
+    chain, outer = array.chain, None
+    if chain.sharding is not None:
+        if chain.array_array or chain.bytes_bytes:
+            return None
+        outer, chain = array.chunk_shape, chain.sharding.inner_chain
+    if not _as_is(chain, array.dtype):
+        return None
+    leaf = chain.spec.shape
+    split = max([d for d in range(len(leaf)) if leaf[d] != array.shape[d]], default=0)
+    row = math.prod(array.shape[split + 1:]) * array.dtype.itemsize
+    return Layout(array.shape, tuple(leaf), outer, split, row, chain.spec.nbytes)
+
+
+def _as_is(chain: CodecChain, dtype) -> bool:
+    """`bytes` alone, storing exactly the flat file's element bytes."""
+    if chain.sharding is not None or chain.array_array or chain.bytes_bytes:
+        return False
+    codec = chain.array_bytes
+    return isinstance(codec, BytesCodec) and dtype.kind in KINDS and codec.stored == dtype \
+        and dtype.byteorder != ">"
+
+
+def runs(plan: Layout, offset: int, n: int) -> list[tuple[tuple, int, int]] | None:
+    """[(leaf chunk coords, byte offset in the chunk, bytes)] covering flat bytes [offset,
+    offset+n), or None past MAX_RANGES."""
+    out = []
+    split, row, shape, leaf = plan.split, plan.row, plan.shape, plan.leaf
+    head = shape[:split + 1]
+    while n > 0:
+        r, within = divmod(offset, row)
+        index = []
+        for extent in reversed(head):  # the row's index in dimensions 0..split
+            r, i = divmod(r, extent)
+            index.append(i)
+        index.reverse()
+        coords = tuple(i // c for i, c in zip(index, leaf, strict=False)) + (0,) * (len(leaf) - split - 1)
+        local = [i % c for i, c in zip(index, leaf, strict=False)]
+        position = 0
+        for i, c in zip(local, leaf[:split + 1], strict=False):
+            position = position * c + i
+        stop = min((coords[split] + 1) * leaf[split], shape[split])  # this chunk's end along split
+        length = min(n, (stop - index[split]) * row - within)
+        out.append((coords, position * row + within, length))
+        if len(out) > MAX_RANGES:
+            return None
+        offset, n = offset + length, n - length
+    return out
+
+
+class Opened:
+    """Descriptors of stored files and the (fd, position, length) ranges a reply reads from them."""
+
+    def __init__(self):
+        self.fds: dict[str, int] = {}
+        self.ranges: list[tuple[int, int, int]] = []
+
+    def add(self, fd: int, position: int, length: int) -> None:
+        """One more range; one that continues the last in the same file extends it (the inner
+        chunks of a shard usually lie one after another)."""
+        if self.ranges:
+            last_fd, last_position, last_length = self.ranges[-1]
+            if last_fd == fd and last_position + last_length == position:
+                self.ranges[-1] = (fd, last_position, last_length + length)
+                return
+        self.ranges.append((fd, position, length))
+
+    def close(self) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+        self.fds.clear()
+
+
+def open_ranges(array, plan: Layout, offset: int, n: int) -> Opened | None:
+    """The stored ranges holding flat bytes [offset, offset+n), their files opened; None when
+    any part must be decoded (see the module's docstring). The caller closes what it gets."""
+    pieces = runs(plan, offset, n)
+    if pieces is None:
+        return None
+    version = array.shared.version
+    if version % 2:  # a commit is replacing stored values
+        return None
+    opened = Opened()
+    try:
+        for coords, within, length in pieces:
+            found = _locate(array, plan, coords, opened)
+            if found is None:
+                opened.close()
+                return None
+            fd, base = found
+            opened.add(fd, base + within, length)
+        if array.shared.version != version or any(_dirty(array, plan, c) for c, _, _ in pieces):
+            opened.close()  # written or committed meanwhile
+            return None
+    except (OSError, ZarrfsError):
+        opened.close()
+        return None  # the decoding path reports it, naming the chunk
+    return opened
+
+
+def _locate(array, plan: Layout, coords: tuple, opened: Opened) -> tuple[int, int] | None:
+    """(fd, offset of the leaf chunk's bytes in that file) for stored, clean leaf chunk `coords`."""
+    if _dirty(array, plan, coords):
+        return None
+    if plan.outer is None:
+        fd = _open(array, array.source.key(coords), opened)
+        return None if fd is None or os.fstat(fd).st_size != plan.leaf_nbytes else (fd, 0)
+    shard = tuple(c * i // o for c, i, o in zip(coords, plan.leaf, plan.outer, strict=False))
+    inner = tuple((c * i % o) // i for c, i, o in zip(coords, plan.leaf, plan.outer, strict=False))
+    view = array.shard_view(shard)
+    index = view.source.index()
+    if index is None:
+        return None
+    start, nbytes = (int(v) for v in index[view.source.flat(inner)])
+    if start == EMPTY or nbytes != plan.leaf_nbytes:
+        return None
+    fd = _open(array, array.source.key(shard), opened)
+    return None if fd is None or os.fstat(fd).st_size < start + nbytes else (fd, start)
+
+
+def _open(array, key: str, opened: Opened) -> int | None:
+    fd = opened.fds.get(key)
+    if fd is None:
+        fd = array.source.store.open_value(key)
+        if fd is None:
+            return None
+        opened.fds[key] = fd
+    return fd
+
+
+def _dirty(array, plan: Layout, coords: tuple) -> bool:
+    """Leaf chunk `coords` has bytes in memory that are not stored yet."""
+    if plan.outer is None:
+        return array.has_unflushed(coords)
+    shard = tuple(c * i // o for c, i, o in zip(coords, plan.leaf, plan.outer, strict=False))
+    if array.has_unflushed(shard):
+        return True
+    inner = tuple((c * i % o) // i for c, i, o in zip(coords, plan.leaf, plan.outer, strict=False))
+    return array.shard_view(shard).has_unflushed(inner)
