@@ -29,7 +29,8 @@ TRIVIAL_FUSE = Path(__file__).resolve().parent / "trivial_fuse.py"
 
 def layout_options(layout: str, chunks: tuple, shards: tuple) -> dict:
     from zarr.codecs import BloscCodec, ZstdCodec
-    return {"zstd": dict(chunks=chunks, compressors=[ZstdCodec(level=0)]),
+    return {"uncompressed": dict(chunks=chunks, compressors=None),  # the bytes codec alone, little-endian
+            "zstd": dict(chunks=chunks, compressors=[ZstdCodec(level=0)]),
             "sharded": dict(chunks=chunks, shards=shards, compressors=[ZstdCodec(level=0)]),
             "blosc": dict(chunks=chunks, compressors=[BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")])}[layout]
 
