@@ -158,9 +158,8 @@ def open_ranges(array, plan: Layout, offset: int, n: int) -> Opened | None:
 
 
 def _locate(array, plan: Layout, coords: tuple, opened: Opened) -> tuple[int, int] | None:
-    """(fd, offset of the leaf chunk's bytes in that file) for stored, clean leaf chunk `coords`."""
-    if _dirty(array, plan, coords):
-        return None
+    """(fd, offset of the leaf chunk's bytes in that file) for stored leaf chunk `coords` (whether
+    it is dirty is looked at once all are opened: open_ranges)."""
     if plan.outer is None:
         fd = _open(array, array.source.key(coords), opened)
         return None if fd is None or os.fstat(fd).st_size != plan.leaf_nbytes else (fd, 0)
