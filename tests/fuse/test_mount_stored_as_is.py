@@ -2,6 +2,7 @@
 fuse/replies.read_stored), through a real mount: the bytes always equal NumPy's, whichever way
 each request goes, and the fast path is taken where it may be and nowhere else."""
 
+import errno
 import os
 
 import numpy as np
@@ -148,4 +149,24 @@ def test_sharded_bytes_inner_chunks(tmp_path):
         for step in (1000, 4096, 1 << 20):
             drop_pages(m / name)
             assert pread_all(m / name, len(expected), step) == expected, step
+        assert fast_reads(m) > 0
+
+
+def test_truncated_chunk_is_an_error_not_a_short_file(uncompressed, tmp_path):
+    """A stored chunk shorter than a chunk is corrupt: the read fails (EIO), as the decoding path
+    says, and is never answered short from the file (a short reply would read as the end of file)."""
+    root, arrays = uncompressed
+    chunk = root / "rows" / "c" / "5" / "0"  # flat bytes 384000-460800
+    chunk.write_bytes(chunk.read_bytes()[:4096 * 3])
+    offset = 96 * 4096  # a page inside it, reaching past the bytes left
+    with mounted(root, tmp_path, "ro", "debug") as m:
+        fd = os.open(m / "rows.bin", os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+            with pytest.raises(OSError) as raised:
+                os.pread(fd, 4096, offset)
+            assert raised.value.errno == errno.EIO
+            assert os.pread(fd, 4096, 0) == flat(arrays["rows"])[:4096]
+        finally:
+            os.close(fd)
         assert fast_reads(m) > 0
