@@ -170,3 +170,13 @@ def test_truncated_chunk_is_an_error_not_a_short_file(uncompressed, tmp_path):
         finally:
             os.close(fd)
         assert fast_reads(m) > 0
+
+
+def test_npy_view_past_its_header(uncompressed, tmp_path):
+    """NAME.npy is the header then the same bytes: past the header, served from the stored files too."""
+    root, arrays = uncompressed
+    with mounted(root, tmp_path, "ro", "debug") as m:
+        before = fast_reads(m)
+        np.testing.assert_array_equal(np.load(m / "rows.npy"), arrays["rows"])
+        np.testing.assert_array_equal(np.load(m / "cubes.npy"), arrays["cubes"])
+        assert fast_reads(m) > before

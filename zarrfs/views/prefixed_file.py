@@ -42,6 +42,13 @@ class PrefixedFile:
             free(address)
             raise
 
+    def stored_ranges(self, offset: int, size: int):
+        """Past the header, the stored files' ranges of the array's bytes, as RawFile.stored_ranges
+        gives them (engine/stored_as_is.py); None where the header is read."""
+        if offset < len(self.header):
+            return None
+        return self.raw.stored_ranges(offset - len(self.header), size)
+
     def write(self, offset: int, data) -> int:
         data = memoryview(data).cast("B")
         skip = max(0, min(len(self.header) - offset, len(data)))
