@@ -4,13 +4,19 @@ each request goes, and the fast path is taken where it may be and nowhere else."
 
 import errno
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 import zarr
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, rule
 from zarr.codecs import BytesCodec, ShardingCodec
 
-from mounting import mounted
+from mounting import Remounts, mounted
 from zarr_layouts import create, random_values
 
 FAST_ANY = "stored ranges as they are"  # the debug line of a READ answered from stored files
@@ -180,3 +186,67 @@ def test_npy_view_past_its_header(uncompressed, tmp_path):
         np.testing.assert_array_equal(np.load(m / "rows.npy"), arrays["rows"])
         np.testing.assert_array_equal(np.load(m / "cubes.npy"), arrays["cubes"])
         assert fast_reads(m) > before
+
+
+SIZE = 240 * 20 * 2  # uint16 (240, 20) in (64, 20) chunks: the last one overhangs
+
+
+class StoredAsIsFile(Remounts, RuleBasedStateMachine):
+    """A bytearray model against an uncompressed array's .bin under writes, fsyncs and reads
+    that reach the daemon (the kernel's pages dropped first): stored bytes never win over
+    written ones, before, during or after write-back. Holes come and go (fill value 9)."""
+
+    def __init__(self):
+        super().__init__()
+        self.tmp = Path(tempfile.mkdtemp())
+        self.root = self.tmp / "a.zarr"
+        z = zarr.create_array(str(self.root), shape=(240, 20), chunks=(64, 20), dtype="uint16", fill_value=9,
+                              compressors=None)
+        z[70:] = np.arange(170 * 20).reshape(170, 20)  # the first chunk a hole
+        self.model = bytearray(flat(np.asarray(z[...])))
+        self._mount()
+
+    def _mount(self):
+        super()._mount()
+        self.fd = os.open(self.mount / "a.zarr.bin", os.O_RDWR)
+
+    def _unmount(self):
+        fd, self.fd = self.fd, None
+        try:
+            if fd is not None:
+                os.close(fd)
+        finally:
+            super()._unmount()
+
+    @rule(offset=st.integers(0, SIZE - 1), data=st.binary(min_size=1, max_size=3000))
+    def write(self, offset, data):
+        data = data[:SIZE - offset]
+        assert os.pwrite(self.fd, data, offset) == len(data)
+        self.model[offset:offset + len(data)] = data
+
+    @rule(offset=st.integers(0, SIZE + 10), size=st.integers(0, 5000))
+    def read(self, offset, size):
+        os.posix_fadvise(self.fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        assert os.pread(self.fd, size, offset) == bytes(self.model[offset:offset + size])
+
+    @rule(value=st.sampled_from([9, 0]))
+    def fill_all(self, value):
+        """Every element the fill value (9): write-back deletes every chunk, a hole everywhere."""
+        data = np.full(SIZE // 2, value, "<u2").tobytes()
+        assert os.pwrite(self.fd, data, 0) == SIZE
+        self.model[:] = data
+
+    @rule()
+    def fsync(self):
+        os.fsync(self.fd)
+
+    def teardown(self):
+        try:
+            self._unmount()
+            assert flat(np.asarray(zarr.open_array(str(self.root))[...])) == bytes(self.model)
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+StoredAsIsFile.TestCase.settings = settings(max_examples=10, stateful_step_count=30, deadline=None)
+test_stored_as_is_file_matches_a_bytearray = StoredAsIsFile.TestCase
