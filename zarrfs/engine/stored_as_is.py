@@ -85,6 +85,8 @@ def runs(plan: Layout, offset: int, n: int) -> list[tuple[tuple, int, int]] | No
     offset+n), or None past MAX_RANGES."""
     out = []
     split, row, shape, leaf = plan.split, plan.row, plan.shape, plan.leaf
+    if split == 0:  # chunks of whole rows (every 1-D array): no index to unravel
+        return _runs_along_first(plan, offset, n)
     head = shape[:split + 1]
     while n > 0:
         r, within = divmod(offset, row)
@@ -101,6 +103,21 @@ def runs(plan: Layout, offset: int, n: int) -> list[tuple[tuple, int, int]] | No
         stop = min((coords[split] + 1) * leaf[split], shape[split])  # this chunk's end along split
         length = min(n, (stop - index[split]) * row - within)
         out.append((coords, position * row + within, length))
+        if len(out) > MAX_RANGES:
+            return None
+        offset, n = offset + length, n - length
+    return out
+
+
+def _runs_along_first(plan: Layout, offset: int, n: int) -> list[tuple[tuple, int, int]] | None:
+    """runs() when only the first dimension is chunked: each chunk is one span of the flat file."""
+    out, row, rows, extent = [], plan.row, plan.leaf[0], plan.shape[0]
+    rest = (0,) * (len(plan.leaf) - 1)
+    while n > 0:
+        r, within = divmod(offset, row)
+        c = r // rows
+        length = min(n, (min((c + 1) * rows, extent) - r) * row - within)
+        out.append(((c, *rest), (r - c * rows) * row + within, length))
         if len(out) > MAX_RANGES:
             return None
         offset, n = offset + length, n - length
