@@ -58,6 +58,8 @@ def main(argv=None) -> None:
     parser.add_argument("--size", type=int, default=4096)
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--nozerocopy", action="store_true")
+    parser.add_argument("--cache-mib", type=int, default=512,
+                        help="cache_size: 2 makes every random 4 KiB read a first touch, as on a large array")
     parser.add_argument("--source", help="an array built by an earlier run with --keep (under callgrind, building is slow)")
     parser.add_argument("--keep", help="build the array in this directory and keep it")
     parser.add_argument("--quiet", action="store_true", help="no call counting (under callgrind)")
@@ -68,7 +70,8 @@ def main(argv=None) -> None:
             path = Path(args.source)
         else:
             path = build(Path(args.keep or tmp), args.layout)
-        ops = Operations(str(path), Options(read_only=True, zero_copy=not args.nozerocopy))
+        ops = Operations(str(path), Options(read_only=True, zero_copy=not args.nozerocopy,
+                                                cache_bytes=args.cache_mib * MIB, ahead_bytes=min(16, args.cache_mib // 4) * MIB))
         name = f"/{path.name}.bin"  # a root array's flat file is named after the store
         fh = ops.open(name, os.O_RDONLY)
         nbytes = 64 * MIB
