@@ -22,6 +22,8 @@ the bytes the decoding path would have read at that moment.
 import logging
 import math
 import os
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from zarrfs.codecs.chain import BytesCodec, CodecChain
@@ -32,6 +34,7 @@ from zarrfs.errors import ZarrfsError
 log = logging.getLogger(__name__)
 
 MAX_RANGES = 16  # stored ranges in one reply: past that, decoding costs less than the walk
+MAX_KEPT = 64  # stored files kept open between requests (Descriptors)
 KINDS = "iufcmM"  # numbers and times: the flat bytes are the stored ones (bool is 0/1, text is checked)
 
 
@@ -127,8 +130,10 @@ def _runs_along_first(plan: Layout, offset: int, n: int) -> list[tuple[tuple, in
 class Opened:
     """Descriptors of stored files and the (fd, position, length) ranges a reply reads from them."""
 
-    def __init__(self):
+    def __init__(self, version: int = 0):
+        self.version = version  # the array's, while the files were opened
         self.fds: dict[str, int] = {}
+        self.sizes: dict[str, int] = {}
         self.ranges: list[tuple[int, int, int]] = []
 
     def add(self, fd: int, position: int, length: int) -> None:
@@ -147,6 +152,56 @@ class Opened:
         self.fds.clear()
 
 
+class Descriptors:
+    """Stored files kept open between requests, so that a request opens none: opening a chunk
+    beneath the store's root was half of this module's cost per request (py-spy).
+
+    An entry is named (array namespace, array version, key): only a request that finds the
+    array at that version uses it, and stored values change only by a commit, which moves the
+    version (a request checks the version again after opening, open_ranges); entries of older
+    versions are never found again and age out.
+    A request gets a duplicate (its own to close), made under the lock, so that an eviction
+    never closes a descriptor a reply reads from. At most MAX_KEPT; each pins a replaced or
+    deleted value's space until it goes. Only on disk file systems (LocalStore.hold_replaced):
+    elsewhere (NFS, FUSE) an unlinked file held open shows under a hidden name meanwhile."""
+
+    def __init__(self, limit: int = MAX_KEPT):
+        self.limit = limit
+        self._kept: OrderedDict[tuple, tuple[int, int]] = OrderedDict()  # name -> (fd, size)
+        self._lock = threading.Lock()
+
+    def lend(self, store, name: tuple) -> tuple[int, int] | None:
+        """(a descriptor of the value, the caller's to close; its size), None if not stored."""
+        with self._lock:
+            kept = self._kept.get(name)
+            if kept is not None:
+                self._kept.move_to_end(name)
+                return os.dup(kept[0]), kept[1]
+        fd = store.open_value(name[-1])
+        if fd is None:
+            return None
+        try:
+            size = os.fstat(fd).st_size
+            mine = os.dup(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._keep(name, fd, size)
+        return mine, size
+
+    def _keep(self, name: tuple, fd: int, size: int) -> None:
+        with self._lock:
+            gone = [self._kept.pop(name)] if name in self._kept else []
+            self._kept[name] = (fd, size)
+            while len(self._kept) > self.limit:
+                gone.append(self._kept.popitem(last=False)[1])
+        for old, _ in gone:
+            os.close(old)
+
+
+descriptors = Descriptors()
+
+
 def open_ranges(array, plan: Layout, offset: int, n: int) -> Opened | None:
     """The stored ranges holding flat bytes [offset, offset+n), their files opened; None when
     any part must be decoded (see the module's docstring). The caller closes what it gets."""
@@ -156,7 +211,7 @@ def open_ranges(array, plan: Layout, offset: int, n: int) -> Opened | None:
     version = array.shared.version
     if version % 2:  # a commit is replacing stored values
         return None
-    opened = Opened()
+    opened = Opened(version)
     try:
         for coords, within, length in pieces:
             found = _locate(array, plan, coords, opened)
@@ -178,8 +233,8 @@ def _locate(array, plan: Layout, coords: tuple, opened: Opened) -> tuple[int, in
     """(fd, offset of the leaf chunk's bytes in that file) for stored leaf chunk `coords` (whether
     it is dirty is looked at once all are opened: open_ranges)."""
     if plan.outer is None:
-        fd = _open(array, array.source.key(coords), opened)
-        return None if fd is None or os.fstat(fd).st_size != plan.leaf_nbytes else (fd, 0)
+        found = _open(array, array.source.key(coords), opened)
+        return None if found is None or found[1] != plan.leaf_nbytes else (found[0], 0)
     shard = tuple(c * i // o for c, i, o in zip(coords, plan.leaf, plan.outer, strict=False))
     inner = tuple((c * i % o) // i for c, i, o in zip(coords, plan.leaf, plan.outer, strict=False))
     view = array.shard_view(shard)
@@ -189,18 +244,33 @@ def _locate(array, plan: Layout, coords: tuple, opened: Opened) -> tuple[int, in
     start, nbytes = (int(v) for v in index[view.source.flat(inner)])
     if start == EMPTY or nbytes != plan.leaf_nbytes:
         return None
-    fd = _open(array, array.source.key(shard), opened)
-    return None if fd is None or os.fstat(fd).st_size < start + nbytes else (fd, start)
+    found = _open(array, array.source.key(shard), opened)
+    return None if found is None or found[1] < start + nbytes else (found[0], start)
 
 
-def _open(array, key: str, opened: Opened) -> int | None:
-    fd = opened.fds.get(key)
-    if fd is None:
-        fd = array.source.store.open_value(key)
-        if fd is None:
-            return None
-        opened.fds[key] = fd
-    return fd
+def _open(array, key: str, opened: Opened) -> tuple[int, int] | None:
+    """(fd, size) of stored value `key`, opened once per request."""
+    found = opened.fds.get(key)
+    if found is not None:
+        return found, opened.sizes[key]
+    store = array.source.store
+    if getattr(store, "hold_replaced", False):  # a disk file system: kept open across requests
+        lent = descriptors.lend(store, (array.cache_key, opened.version, key))
+    else:
+        fd = store.open_value(key)
+        lent = None if fd is None else (fd, _size(fd))
+    if lent is None:
+        return None
+    opened.fds[key], opened.sizes[key] = lent
+    return lent
+
+
+def _size(fd: int) -> int:
+    try:
+        return os.fstat(fd).st_size
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _dirty(array, plan: Layout, coords: tuple) -> bool:
