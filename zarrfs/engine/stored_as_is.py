@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 MAX_RANGES = 16  # stored ranges in one reply: past that, decoding costs less than the walk
 MAX_KEPT = 64  # stored files kept open between requests (Descriptors)
+SMALL_READ = 64 << 10  # reads below this keep the files they open (as flat_file.SPARSE_READ)
 KINDS = "iufcmM"  # numbers and times: the flat bytes are the stored ones (bool is 0/1, text is checked)
 
 
@@ -130,8 +131,9 @@ def _runs_along_first(plan: Layout, offset: int, n: int) -> list[tuple[tuple, in
 class Opened:
     """Descriptors of stored files and the (fd, position, length) ranges a reply reads from them."""
 
-    def __init__(self, version: int = 0):
+    def __init__(self, version: int = 0, small: bool = True):
         self.version = version  # the array's, while the files were opened
+        self.small = small  # a small read: files opened for it are kept (Descriptors)
         self.fds: dict[str, int] = {}
         self.sizes: dict[str, int] = {}
         self.ranges: list[tuple[int, int, int]] = []
@@ -171,7 +173,9 @@ class Descriptors:
         self._lock = threading.Lock()
 
     def lend(self, store, name: tuple) -> tuple[int, int] | None:
-        """(a descriptor of the value, the caller's to close; its size), None if not stored."""
+        """(a descriptor of the value, the caller's to close; its size), None if not stored.
+        Only small reads ask (open_ranges): they come back to their chunks, a stream does not
+        and would only pay for the keeping."""
         with self._lock:
             kept = self._kept.get(name)
             if kept is not None:
@@ -211,7 +215,7 @@ def open_ranges(array, plan: Layout, offset: int, n: int) -> Opened | None:
     version = array.shared.version
     if version % 2:  # a commit is replacing stored values
         return None
-    opened = Opened(version)
+    opened = Opened(version, small=n < SMALL_READ)
     try:
         for coords, within, length in pieces:
             found = _locate(array, plan, coords, opened)
@@ -254,7 +258,7 @@ def _open(array, key: str, opened: Opened) -> tuple[int, int] | None:
     if found is not None:
         return found, opened.sizes[key]
     store = array.source.store
-    if getattr(store, "hold_replaced", False):  # a disk file system: kept open across requests
+    if opened.small and getattr(store, "hold_replaced", False):  # kept open across requests
         lent = descriptors.lend(store, (array.cache_key, opened.version, key))
     else:
         fd = store.open_value(key)
