@@ -26,10 +26,13 @@ def flat(values: np.ndarray) -> bytes:
     return np.ascontiguousarray(values).astype(values.dtype.newbyteorder("<")).tobytes()
 
 
-def pread_all(path, size: int, step: int) -> bytes:
-    """The file read with O_DIRECT-free preads of `step` bytes, each a separate READ the first time."""
+def pread_all(path, size: int, step: int, random: bool = False) -> bytes:
+    """The file read with preads of `step` bytes; random: without the kernel's read-ahead, so
+    that each page not cached is a READ of its own (a small read, which keeps its files open)."""
     fd = os.open(path, os.O_RDONLY)
     try:
+        if random:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
         return b"".join(os.pread(fd, step, offset) for offset in range(0, size, step))
     finally:
         os.close(fd)
@@ -128,11 +131,11 @@ def test_written_data_is_visible_before_and_after_write_back(uncompressed, tmp_p
             expected[50_000:50_000 + len(patch)] = patch
             # a second open without the page cache: each READ reaches the daemon
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            assert pread_all(path, len(expected), 4096) == expected
+            assert pread_all(path, len(expected), 4096, random=True) == expected
             os.fsync(fd)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             before = fast_reads(m)
-            assert pread_all(path, len(expected), 4096) == expected
+            assert pread_all(path, len(expected), 4096, random=True) == expected
             assert fast_reads(m) > before  # the written chunk is stored now: served as it is again
         finally:
             os.close(fd)
@@ -209,6 +212,7 @@ class StoredAsIsFile(Remounts, RuleBasedStateMachine):
     def _mount(self):
         super()._mount()
         self.fd = os.open(self.mount / "a.zarr.bin", os.O_RDWR)
+        os.posix_fadvise(self.fd, 0, 0, os.POSIX_FADV_RANDOM)  # small READs: they keep their files open
 
     def _unmount(self):
         fd, self.fd = self.fd, None
