@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 BENCH = Path(__file__).parents[2] / "scripts" / "bench.py"
-LAYOUTS = ["zstd", "sharded", "blosc"]
+LAYOUTS = ["uncompressed", "zstd", "sharded", "blosc"]
 
 
 def test_bench_smoke_run(tmp_path):
@@ -22,10 +22,11 @@ def test_bench_smoke_run(tmp_path):
     for row in ["page cache read", "FUSE limit", "zarr-python read", "tensorstore read", "zarrfs cold read", "warm re-read",
                 "filled at zarrfs's cold pace",
                 "4 KiB pread p50", "dd overwrite", "peak RSS", "listing 50 arrays, views on", "listing 50 arrays, views=none",
-                "NAME.tif cold read", "/ NAME.bin of the 2-D copy", "listing 50 arrays, views on but tiff", "NAME.tif's cost"]:
+                "NAME.tif cold read", "/ NAME.bin of the 2-D copy", "listing 50 arrays, views on but tiff", "NAME.tif's cost",
+                "/ best peer", "-o nozerocopy cold read", "-o nozerocopy 4 KiB pread p50"]:
         assert row in result.stdout, row
     assert "2 interleaved rounds" in result.stdout
-    ratio = next(line for line in result.stdout.splitlines() if "zarrfs / min(FUSE limit, tensorstore)" in line)
+    ratio = next(line for line in result.stdout.splitlines() if "zarrfs / min(FUSE limit, best peer)" in line)
     cells = [cell.strip() for cell in ratio.strip("| ").split("|")[1:]]
     assert len(cells) == len(LAYOUTS)
     for cell in cells:  # a median, then the spread of the two rounds' ratios around it
