@@ -294,12 +294,7 @@ class Array:
 
     def has_unflushed(self, coords) -> bool:
         """Chunk (or shard) `coords` holds written bytes that are not stored yet, or being stored."""
-        return (self._unflushed(coords) is not None or coords in self._dirty_shards
-                or coords in self._flushing_shards)
-
-    def shard_view(self, coords) -> "Array":
-        """The Array over shard `coords`'s inner chunks."""
-        return self._shard(coords)
+        return self._unflushed(coords) is not None or self.write_back.holds_shard(coords)
 
     def _unflushed(self, coords) -> np.ndarray | None:
         """The chunk as written but not yet committed (WriteBack.unflushed)."""
