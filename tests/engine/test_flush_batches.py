@@ -180,10 +180,10 @@ def test_write_back_threads_yield_the_cores_to_requests(tmp_path):
 class VersionedStore(LocalStore):
     """A local store with an object store's versions: a PUT is conditional on the version of
     the chunk last read whole, and a conflict forgets it (as objectstore.py does)."""
-    capabilities = Capabilities(remote=True, conditional_writes=True)
 
     def __init__(self, root):
         super().__init__(root)
+        self.capabilities = Capabilities(remote=True, conditional_writes=True)
         self.versions = {}
 
     def get(self, key, byte_range=None):

@@ -60,7 +60,7 @@ def layout(array) -> Layout | None:
     if not array.shape or not isinstance(array.source, StoreChunks):
         return None
     store = array.source.store
-    if store.capabilities.remote or getattr(store, "open_value", None) is None:
+    if store.capabilities.remote or not store.capabilities.file_values:
         return None
     chain, outer = array.chain, None
     if chain.sharding is not None:
@@ -258,7 +258,7 @@ def _open(array, key: str, opened: Opened) -> tuple[int, int] | None:
     if found is not None:
         return found, opened.sizes[key]
     store = array.source.store
-    if opened.small and getattr(store, "hold_replaced", False):  # kept open across requests
+    if opened.small and store.capabilities.hold_open:  # kept open across requests
         lent = descriptors.lend(store, (array.cache_key, opened.version, key))
     else:
         fd = store.open_value(key)

@@ -29,6 +29,12 @@ class Capabilities:
     # Seconds a listing, a document or a shard index may be trusted before it is read again;
     # None: until this mount changes it (no other writer is expected).
     metadata_ttl: float | None = None
+    # Values are files of this machine: open_value(key) gives a descriptor to read one (replies
+    # made straight from stored files, engine/stored_as_is.py).
+    file_values: bool = False
+    # A value's file may be kept open after it is replaced and shows nowhere (disk file systems;
+    # NFS, SMB and FUSE show it under a hidden name).
+    hold_open: bool = False
 
 
 @runtime_checkable

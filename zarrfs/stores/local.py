@@ -34,8 +34,6 @@ class LocalStore:
     `follow_symlinks` (a trusted store that shares chunks), symlinks out of it are read through,
     and nothing outside is ever written."""
 
-    capabilities = Capabilities()  # a local directory: no round trips, no other writer expected
-
     def __init__(self, root: str, read_only: bool = False, follow_symlinks: bool = False):
         self.root = os.path.abspath(root)
         self.read_only = read_only
@@ -44,6 +42,8 @@ class LocalStore:
         except OSError as e:
             raise StoreError(f"{self.root}: {e.strerror}", e.errno) from None
         self.hold_replaced = worth_holding(self.root)  # deferred_release.py
+        # a local directory: no round trips, no other writer expected; its values are files
+        self.capabilities = Capabilities(file_values=True, hold_open=self.hold_replaced)
         self.nodes = LocalNodes(self.beneath, self.set_many, self.check_writable)  # whole nodes: local_nodes.py
 
     # whole nodes (see local_nodes.py for how each is one rename)
