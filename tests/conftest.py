@@ -37,17 +37,22 @@ def tiny_tmpfs(tmp_path):
         subprocess.run(["umount", "-l", str(mnt)])
 
 
-@pytest.fixture(scope="session")
-def seaweed(tmp_path_factory):
-    """One real S3-compatible server (SeaweedFS) for the session; tests use unique prefixes."""
-    from zarrfs.testing.seaweed import Seaweed
-
-    server = Seaweed(tmp_path_factory.mktemp("seaweed"))
+def _session_server(factory, name: str):
+    """A real server started for the session in a folder of its own, always stopped."""
+    server = factory(name)
     try:
         server.start()
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def seaweed(tmp_path_factory):
+    """One real S3-compatible server (SeaweedFS) for the session; tests use unique prefixes."""
+    from zarrfs.testing.seaweed import Seaweed
+
+    yield from _session_server(lambda name: Seaweed(tmp_path_factory.mktemp(name)), "seaweed")
 
 
 @pytest.fixture(scope="session")
@@ -55,12 +60,7 @@ def azurite(tmp_path_factory):
     """Azure Blob storage (Azurite) for the session; tests use unique containers or prefixes."""
     from zarrfs.testing.emulators import Azurite
 
-    server = Azurite(tmp_path_factory.mktemp("azurite"))
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
+    yield from _session_server(lambda name: Azurite(tmp_path_factory.mktemp(name)), "azurite")
 
 
 @pytest.fixture(scope="session")
@@ -68,12 +68,7 @@ def fake_gcs(tmp_path_factory):
     """Google Cloud Storage (fake-gcs-server) for the session; tests use unique buckets or prefixes."""
     from zarrfs.testing.emulators import FakeGcs
 
-    server = FakeGcs(tmp_path_factory.mktemp("fake-gcs"))
-    try:
-        server.start()
-        yield server
-    finally:
-        server.stop()
+    yield from _session_server(lambda name: FakeGcs(tmp_path_factory.mktemp(name)), "fake-gcs")
 
 
 # Markers (declared in pyproject.toml), given by what a test does, so that a new test is marked

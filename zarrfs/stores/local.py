@@ -72,12 +72,9 @@ class LocalStore:
 
         A range that reaches past the end is answered short, as POSIX pread does.
         """
-        try:
-            fd = self.beneath.open_regular(key)
-        except (FileNotFoundError, NotADirectoryError):
+        fd = self.open_value(key)
+        if fd is None:
             return None
-        except OSError as e:
-            raise StoreError.from_os("cannot open", key, e) from None
         try:
             if byte_range is None:
                 return _read_all(fd)
@@ -106,12 +103,9 @@ class LocalStore:
     def get_ranges(self, key: str, ranges: list[Range]) -> list[bytes] | None:
         """Several ranges of one value, one open; None if there is no such key. (The engine asks
         only stores with batched_reads: a local pread costs microseconds.)"""
-        try:
-            fd = self.beneath.open_regular(key)
-        except (FileNotFoundError, NotADirectoryError):
+        fd = self.open_value(key)
+        if fd is None:
             return None
-        except OSError as e:
-            raise StoreError.from_os("cannot open", key, e) from None
         try:
             return [os.pread(fd, r.length, r.start) for r in ranges]
         except OSError as e:
