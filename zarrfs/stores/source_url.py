@@ -148,33 +148,35 @@ def check_endpoint(endpoint: str) -> str:
 
 
 def _gcs_config(remote: RemoteOptions) -> tuple[dict, str | None]:
-    config: dict = {}
-    if remote.endpoint:
-        config["base_url"] = check_endpoint(remote.endpoint)
-    if remote.anon:
-        config["skip_signature"] = True
-        return config, "nowhere: -o anon sends unsigned requests"
-    if remote.credentials_file:
-        config["service_account_path"] = _private_file(remote.credentials_file)
-        return config, f"the file {remote.credentials_file}"
-    for name in ("GOOGLE_SERVICE_ACCOUNT", "GOOGLE_SERVICE_ACCOUNT_PATH", "GOOGLE_SERVICE_ACCOUNT_KEY",
-                 "GOOGLE_APPLICATION_CREDENTIALS"):
-        if os.environ.get(name):
-            return config, f"the environment ({name})"
-    return config, None
+    return _cloud_config(remote, "base_url", GCS_ENVIRONMENT, lambda path: (
+        {"service_account_path": _private_file(path)}, f"the file {path}"))
 
 
 def _azure_config(remote: RemoteOptions) -> tuple[dict, str | None]:
+    return _cloud_config(remote, "endpoint", AZURE_ENVIRONMENT, lambda path: (
+        _ini_section(path, "azure", {"account_name", "account_key", "sas_key"}), f"the file {path} [azure]"))
+
+
+GCS_ENVIRONMENT = ("GOOGLE_SERVICE_ACCOUNT", "GOOGLE_SERVICE_ACCOUNT_PATH", "GOOGLE_SERVICE_ACCOUNT_KEY",
+                   "GOOGLE_APPLICATION_CREDENTIALS")
+AZURE_ENVIRONMENT = ("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_KEY", "AZURE_STORAGE_TOKEN", "AZURE_CLIENT_SECRET")
+
+
+def _cloud_config(remote: RemoteOptions, endpoint_key: str, environment: tuple, from_file) -> tuple[dict, str | None]:
+    """(client options, where the credentials come from; None: nowhere) for GCS or Azure: the
+    endpoint, then -o anon, a credentials file (from_file(path) -> (options, where)), or the
+    variables of the environment that the client reads itself."""
     config: dict = {}
     if remote.endpoint:
-        config["endpoint"] = check_endpoint(remote.endpoint)
+        config[endpoint_key] = check_endpoint(remote.endpoint)
     if remote.anon:
         config["skip_signature"] = True
         return config, "nowhere: -o anon sends unsigned requests"
     if remote.credentials_file:
-        config.update(_ini_section(remote.credentials_file, "azure", {"account_name", "account_key", "sas_key"}))
-        return config, f"the file {remote.credentials_file} [azure]"
-    for name in ("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_KEY", "AZURE_STORAGE_TOKEN", "AZURE_CLIENT_SECRET"):
+        found, where = from_file(remote.credentials_file)
+        config.update(found)
+        return config, where
+    for name in environment:
         if os.environ.get(name):
             return config, f"the environment ({name})"
     return config, None
