@@ -93,18 +93,28 @@ def mounted(source, tmp_path, *options, name="mnt", env=None, timeout=15.0):
 
 class Remounts:
     """For stateful tests that mount `self.root` again and again, each time on a mount point of
-    its own under `self.tmp`: `self.mount` is the live one, `self.mounts` how many there were."""
+    its own under `self.tmp`: `self.mount` is the live one, `self.mounts` how many there were.
+    With `held` set (a file's path in the mount), that file is open read-write as `self.fd`
+    while mounted: opened after each mount, closed before each unmount."""
 
     mounts = 0
-    context = mount = None
+    context = mount = fd = None
+    held: str | None = None
 
     def _mount(self):
         self.mounts += 1
         self.context = mounted(self.root, self.tmp, name=f"m{self.mounts}")
         self.mount = self.context.__enter__()
+        if self.held:
+            self.fd = os.open(self.mount / self.held, os.O_RDWR)
 
     def _unmount(self):
         """Safe twice: hypothesis calls teardown after a rule that failed between the two."""
+        fd, self.fd = self.fd, None
         context, self.context, self.mount = self.context, None, None
-        if context is not None:
-            context.__exit__(None, None, None)
+        try:
+            if fd is not None:
+                os.close(fd)
+        finally:
+            if context is not None:
+                context.__exit__(None, None, None)

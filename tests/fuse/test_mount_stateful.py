@@ -18,6 +18,8 @@ SIZE = 24 * 20 * 2  # uint16 (24, 20), nested shards with overhanging edges
 
 
 class MountedFile(Remounts, RuleBasedStateMachine):
+    held = "a.zarr.bin"
+
     def __init__(self):
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp())
@@ -28,18 +30,6 @@ class MountedFile(Remounts, RuleBasedStateMachine):
         z[5:] = np.arange(19 * 20).reshape(19, 20)
         self.model = bytearray(flat(np.asarray(z[...])))
         self._mount()
-
-    def _mount(self):
-        super()._mount()
-        self.fd = os.open(self.mount / "a.zarr.bin", os.O_RDWR)
-
-    def _unmount(self):
-        fd, self.fd = self.fd, None
-        try:
-            if fd is not None:
-                os.close(fd)
-        finally:
-            super()._unmount()
 
     @rule(offset=st.integers(0, SIZE - 1), data=st.binary(min_size=1, max_size=200))
     def write(self, offset, data):

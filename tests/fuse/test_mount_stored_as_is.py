@@ -199,6 +199,8 @@ class StoredAsIsFile(Remounts, RuleBasedStateMachine):
     that reach the daemon (the kernel's pages dropped first): stored bytes never win over
     written ones, before, during or after write-back. Holes come and go (fill value 9)."""
 
+    held = "a.zarr.bin"
+
     def __init__(self):
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp())
@@ -211,16 +213,7 @@ class StoredAsIsFile(Remounts, RuleBasedStateMachine):
 
     def _mount(self):
         super()._mount()
-        self.fd = os.open(self.mount / "a.zarr.bin", os.O_RDWR)
         os.posix_fadvise(self.fd, 0, 0, os.POSIX_FADV_RANDOM)  # small READs: they keep their files open
-
-    def _unmount(self):
-        fd, self.fd = self.fd, None
-        try:
-            if fd is not None:
-                os.close(fd)
-        finally:
-            super()._unmount()
 
     @rule(offset=st.integers(0, SIZE - 1), data=st.binary(min_size=1, max_size=3000))
     def write(self, offset, data):
