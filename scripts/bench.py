@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchlib import (GB, MIB, build, cpu_seconds, evict, layout_options, mount,
+from benchlib import (GB, MIB, adjacent_pages, build, cpu_seconds, evict, layout_options, mount,
                       mount_limit, open_tensorstore, p50_ms, random_offsets, read_through, table, timed,
                       warm_read)
 
@@ -56,6 +56,7 @@ def bench_layout(layout: str, path: Path, data: np.ndarray, raw: Path, image: Pa
     with mount_limit(raw) as (limit_path, _):
         r["fuse limit cold read"] = nbytes / read_through(limit_path)
         r["fuse limit warm re-read"] = nbytes / warm_read(limit_path)
+        r["fuse limit adjacent pages"] = adjacent_pages(limit_path)
     with mount(path) as (bin_path, process):
         cpu = cpu_seconds(process.pid)
         r["zarrfs cold read"] = nbytes / read_through(bin_path)
@@ -63,6 +64,7 @@ def bench_layout(layout: str, path: Path, data: np.ndarray, raw: Path, image: Pa
         cpu = cpu_seconds(process.pid)
         r["zarrfs warm re-read"] = nbytes / warm_read(bin_path)
         r["daemon cpu ms in warm re-read"] = (cpu_seconds(process.pid) - cpu) * 1000
+        r["zarrfs adjacent pages"] = adjacent_pages(bin_path)
     with mount(image) as (bin_path, _):  # NAME.tif against NAME.bin of the same 2-D array, each mounted cold
         r["image bin cold read"] = nbytes / read_through(bin_path)
     with mount(image) as (bin_path, _):
@@ -70,6 +72,7 @@ def bench_layout(layout: str, path: Path, data: np.ndarray, raw: Path, image: Pa
     with mount_limit(raw, pace=r["zarrfs cold read"]) as (limit_path, _):  # filled as slowly as zarrfs's
         read_through(limit_path)
         r["fuse limit paced warm re-read"] = nbytes / warm_read(limit_path)
+        r["fuse limit paced adjacent pages"] = adjacent_pages(limit_path)
     offsets = random_offsets(nbytes, samples, seed)
     r["zarrfs 4k p50 ms"] = p50_ms(random_preads(path, offsets))
     if layout == "uncompressed":  # the same without answering READs from the stored files: the lever's worth
@@ -225,6 +228,9 @@ ROWS = [
      "{:.2f}x"),
     ("  / page cache", ratio("zarrfs warm re-read", "page cache read"), "{:.2f}x"),
     ("  daemon CPU during the re-reads, ms", lambda r: r["daemon cpu ms in warm re-read"], "{:.0f}"),
+    ("  pages physically next to their successor, zarrfs %", lambda r: 100 * r["zarrfs adjacent pages"], "{:.0f}"),
+    ("    FUSE limit %", lambda r: 100 * r["fuse limit adjacent pages"], "{:.0f}"),
+    ("    FUSE limit filled at zarrfs's pace %", lambda r: 100 * r["fuse limit paced adjacent pages"], "{:.0f}"),
     ("zarrfs 4 KiB pread p50 ms", lambda r: r["zarrfs 4k p50 ms"], "{:.3f}"),
     ("tensorstore 4 KiB window p50 ms", lambda r: r["tensorstore 4k p50 ms"], "{:.3f}"),
     ("zarr-python 4 KiB window p50 ms", lambda r: r["zarr-python 4k p50 ms"], "{:.3f}"),

@@ -16,6 +16,7 @@ import numpy as np
 from zarrfs.cli.command import raise_read_ahead
 
 MIB = 1 << 20
+PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 GB = 1e9
@@ -161,3 +162,26 @@ def table(runs: dict[str, list[dict]], rows: list, memory: dict, rss_limit_mib: 
     for label, row in cells.items():
         lines.append(f"| {label:<{width}} | " + " | ".join(f"{c:>{cw}}" for c in row) + " |")
     return lines
+
+
+def adjacent_pages(path: Path) -> float:
+    """The fraction of a cached file's pages whose physical successor holds its next page: warm
+    re-reads of two files with the same pages cached run at different speeds with it (the kernel
+    places pages as it finds free memory; no file system chooses). Needs root (/proc/self/pagemap)."""
+    import mmap
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size < 2 * PAGE:
+            return float("nan")
+        with mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) as m:
+            pages = np.frombuffer(m, np.uint8)
+            int(pages[::PAGE].sum())  # map every page: already cached, no read reaches the file system
+            first = pages.ctypes.data // PAGE
+            with open("/proc/self/pagemap", "rb") as pagemap:
+                pagemap.seek(first * 8)
+                entries = np.frombuffer(pagemap.read(size // PAGE * 8), "<u8")
+            del pages
+    frames = entries & ((1 << 55) - 1)
+    if not frames.any():  # not root: the kernel hides frame numbers
+        return float("nan")
+    return float(np.mean(frames[1:] == frames[:-1] + 1))
