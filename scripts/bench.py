@@ -276,8 +276,8 @@ def main(argv=None):
     parser.add_argument("--workdir", help="where to build the arrays (default: a temporary directory)")
     parser.add_argument("--json", help="also write every round's figures to this file")
     parser.add_argument("--store", choices=("local", "s3", "http"), default="local",
-                        help="s3: SeaweedFS, http: nginx, each in a network namespace of its own (bench_remote.py)")
-    parser.add_argument("--delay-ms", type=float, default=5.0, help="tc netem delay each way, for --store s3/http")
+                        help="s3: SeaweedFS, http: nginx, each behind a delaying proxy (bench_remote.py)")
+    parser.add_argument("--delay-ms", type=float, default=5.0, help="the delay the proxy adds each way, for --store s3/http")
     args = parser.parse_args(argv)
     if args.store != "local":
         import bench_remote

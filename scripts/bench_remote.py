@@ -1,12 +1,14 @@
 """The benchmark against an object store: `scripts/bench.py --store s3` (or `--store http`).
 
 The same float32 layouts as the local bench go to SeaweedFS (`weed mini`), or nginx for http,
-running in a network namespace that this script makes: a veth pair, with `tc netem delay` on
-both ends where the kernel has netem (`--delay-ms`, 5 by default: a 10 ms round trip), all
-removed afterwards. In each interleaved round, zarrfs through a real mount, tensorstore
+on loopback. Every reader reaches the server through one delaying proxy
+(zarrfs/testing/delay_proxy.py: `--delay-ms` each way, 5 by default, so a 10 ms round trip;
+this kernel has no netem), so all pay the same round trip; the report prints the measured round
+trip of a small GET. In each interleaved round, zarrfs through a real mount, tensorstore
 in-process (its s3 or http kvstore) and zarr-python in-process (obstore) read the same arrays;
-every ratio is taken within a round. Also: the daemon's peak RSS, and a 1,000-array hierarchy
-with consolidated metadata (GETs to open it, first and second ls -lR).
+every ratio is taken within a round, and the proxy counts each reader's requests. Also: the
+daemon's peak RSS, and a 1,000-array hierarchy with consolidated metadata (GETs to open it,
+first and second ls -lR).
 """
 
 import contextlib
@@ -14,57 +16,32 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
-import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
 
 from benchlib import GB, ZARRFS, _mounted, build, cpu_seconds, p50_ms, random_offsets, read_through, table, \
     timed
+from zarrfs.stores.source_url import RemoteOptions
+from zarrfs.testing.delay_proxy import DelayProxy
 from zarrfs.testing.nginx import Nginx
 from zarrfs.testing.seaweed import BUCKET, Seaweed
 
-
-@contextlib.contextmanager
-def namespace(delay_ms: float):
-    """(name, address of the far end, delay applied or None): a network namespace joined to this
-    one by a veth pair; always removed."""
-    name, index = f"zarrfs-bench-{os.getpid()}", os.getpid() % 250 + 1
-    near, far = f"zb{index}h", f"zb{index}n"
-    here, there = f"10.231.{index}.1", f"10.231.{index}.2"
-    run = lambda *a: subprocess.run(a, check=True, capture_output=True)  # noqa: E731
-    inside = ("ip", "netns", "exec", name)
-    run("ip", "netns", "add", name)
-    try:
-        run("ip", "link", "add", near, "type", "veth", "peer", "name", far)
-        run("ip", "link", "set", far, "netns", name)
-        run("ip", "addr", "add", f"{here}/24", "dev", near)
-        run("ip", "link", "set", near, "up")
-        run(*inside, "ip", "addr", "add", f"{there}/24", "dev", far)
-        run(*inside, "ip", "link", "set", far, "up")
-        run(*inside, "ip", "link", "set", "lo", "up")
-        applied = None
-        if delay_ms:
-            try:
-                run("tc", "qdisc", "add", "dev", near, "root", "netem", "delay", f"{delay_ms}ms")
-                run(*inside, "tc", "qdisc", "add", "dev", far, "root", "netem", "delay", f"{delay_ms}ms")
-                applied = delay_ms
-            except subprocess.CalledProcessError as e:
-                print(f"tc netem is not available ({e.stderr.decode().strip()}): no added delay", file=sys.stderr)
-        yield name, there, applied
-    finally:
-        subprocess.run(["ip", "link", "del", near], capture_output=True)
-        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+GIB = 1 << 30
+PINGS = 20  # small GETs timed for the round trip the report prints
 
 
 class S3Target:
-    """The arrays in SeaweedFS; zarrfs, tensorstore and zarr-python all read them over the veth."""
+    """The arrays in SeaweedFS; zarrfs, tensorstore and zarr-python all read them through the proxy."""
 
-    def __init__(self, work: Path, ns: str, address: str):
-        self.server = Seaweed(work / "seaweed", ip=address, wrapper=("ip", "netns", "exec", ns))
+    def __init__(self, work: Path):
+        self.server = Seaweed(work / "seaweed")
+        self.endpoint = None  # the proxy's, once it runs (via)
 
     def start(self):
         self.server.start()
@@ -76,6 +53,13 @@ class S3Target:
     def stop(self):
         self.server.stop()
 
+    @property
+    def address(self) -> tuple[str, int]:
+        return "127.0.0.1", self.server.ports["s3"]
+
+    def via(self, proxy: DelayProxy) -> None:
+        self.endpoint = proxy.endpoint
+
     def upload(self, layout: str, path: Path) -> str:
         import obstore
         store = self.server.store(layout)
@@ -84,30 +68,37 @@ class S3Target:
                 obstore.put(store, str(file.relative_to(path)), file.read_bytes())
         return layout
 
+    def ping(self) -> None:
+        import obstore
+        obstore.put(self.server.store("ping"), "p", b"x")
+        store = self.server.store("ping", endpoint=self.endpoint)
+        return lambda: obstore.get(store, "p").bytes()
+
     def source(self, prefix: str) -> str:
         return self.server.url(prefix)
 
     def mount_options(self) -> tuple:
-        return (f"endpoint={self.server.endpoint}",)
+        return (f"endpoint={self.endpoint}",)
 
     def tensorstore(self, prefix: str):
         import tensorstore as ts
         return ts.open({"driver": "zarr3", "kvstore": {"driver": "s3", "bucket": BUCKET, "path": f"{prefix}/",
-                                                       "endpoint": self.server.endpoint, "aws_region": "us-east-1"},
+                                                       "endpoint": self.endpoint, "aws_region": "us-east-1"},
                         "context": {"cache_pool": {"total_bytes_limit": 0}}}).result()
 
     def zarr_python(self, prefix: str):
         import zarr
-        return zarr.open_array(self.server.zarr_store(prefix), mode="r")
+        return zarr.open_array(self.server.zarr_store(prefix, endpoint=self.endpoint), mode="r")
 
 
 class HttpTarget:
-    """The arrays' directory served by nginx in the namespace."""
+    """The arrays' directory served by nginx, read through the proxy."""
 
-    def __init__(self, work: Path, ns: str, address: str):
+    def __init__(self, work: Path):
         self.root = work / "www"
         self.root.mkdir(exist_ok=True)
-        self.server = Nginx(work / "nginx", self.root, ip=address, wrapper=("ip", "netns", "exec", ns))
+        self.server = Nginx(work / "nginx", self.root)
+        self.endpoint = None
 
     def start(self):
         self.server.start()
@@ -115,12 +106,23 @@ class HttpTarget:
     def stop(self):
         self.server.stop()
 
+    @property
+    def address(self) -> tuple[str, int]:
+        return "127.0.0.1", self.server.port
+
+    def via(self, proxy: DelayProxy) -> None:
+        self.endpoint = proxy.endpoint
+
     def upload(self, layout: str, path: Path) -> str:
         shutil.copytree(path, self.root / layout, dirs_exist_ok=True)
         return layout
 
+    def ping(self):
+        (self.root / "ping").write_bytes(b"x")
+        return lambda: urllib.request.urlopen(f"{self.endpoint}/ping").read()
+
     def source(self, prefix: str) -> str:
-        return f"{self.server.url}/{prefix}"
+        return f"{self.endpoint}/{prefix}"
 
     def mount_options(self) -> tuple:
         return ("ro",)
@@ -138,6 +140,13 @@ class HttpTarget:
                                            read_only=True), mode="r")
 
 
+def round_trip_ms(target) -> float:
+    """The median time of a small GET through the proxy, after one that opens the connection."""
+    get = target.ping()
+    get()
+    return statistics.median(timed(get) for _ in range(PINGS)) * 1000
+
+
 @contextlib.contextmanager
 def mount_remote(target, prefix: str, *options: str, log: Path | None = None):
     args = [ZARRFS, target.source(prefix), "{mnt}", "-f", "-o", ",".join((*target.mount_options(), *options))]
@@ -145,13 +154,20 @@ def mount_remote(target, prefix: str, *options: str, log: Path | None = None):
         yield mounted
 
 
-def bench_round(target, layout: str, prefix: str, data: np.ndarray, seed: int, samples: int) -> dict:
+def bench_round(target, proxy: DelayProxy, prefix: str, data: np.ndarray, seed: int, samples: int) -> dict:
     nbytes, r = data.nbytes, {}
-    r["tensorstore read"] = nbytes / timed(lambda: target.tensorstore(prefix).read().result())
-    r["zarr-python read"] = nbytes / timed(lambda: target.zarr_python(prefix)[...])
+
+    def streamed(name: str, read) -> None:
+        """`read` timed, and its requests through the proxy counted."""
+        proxy.reset()
+        r[f"{name} read"] = nbytes / timed(read)
+        r[f"{name} requests per GiB"] = proxy.reset().requests * GIB / nbytes
+
+    streamed("tensorstore", lambda: target.tensorstore(prefix).read().result())
+    streamed("zarr-python", lambda: target.zarr_python(prefix)[...])
     with mount_remote(target, prefix) as (bin_path, process):
         cpu = cpu_seconds(process.pid)
-        r["zarrfs cold read"] = nbytes / read_through(bin_path)
+        streamed("zarrfs cold", lambda: read_through(bin_path))
         r["daemon cpu ms in cold read"] = (cpu_seconds(process.pid) - cpu) * 1000
     offsets = random_offsets(nbytes, samples, seed)
     with mount_remote(target, prefix) as (bin_path, _):
@@ -207,22 +223,27 @@ ROWS = [
     ("zarr-python read GB/s", lambda r: r["zarr-python read"] / GB, "{:.3f}"),
     ("zarrfs cold read GB/s", lambda r: r["zarrfs cold read"] / GB, "{:.3f}"),
     ("  / tensorstore (target >= 1.0)", lambda r: r["zarrfs cold read"] / r["tensorstore read"], "{:.2f}x"),
-    ("  / zarr-python (target >= 2.0)", lambda r: r["zarrfs cold read"] / r["zarr-python read"], "{:.2f}x"),
+    ("  / zarr-python (target >= 1.5)", lambda r: r["zarrfs cold read"] / r["zarr-python read"], "{:.2f}x"),
     ("  daemon CPU during the cold read, ms", lambda r: r["daemon cpu ms in cold read"], "{:.0f}"),
+    ("requests per GiB streamed: tensorstore", lambda r: r["tensorstore requests per GiB"], "{:.0f}"),
+    ("  zarr-python", lambda r: r["zarr-python requests per GiB"], "{:.0f}"),
+    ("  zarrfs", lambda r: r["zarrfs cold requests per GiB"], "{:.0f}"),
     ("zarrfs 4 KiB pread p50 ms", lambda r: r["zarrfs 4k p50 ms"], "{:.2f}"),
     ("tensorstore 4 KiB window p50 ms", lambda r: r["tensorstore 4k p50 ms"], "{:.2f}"),
     ("zarr-python 4 KiB window p50 ms", lambda r: r["zarr-python 4k p50 ms"], "{:.2f}"),
-    ("  zarrfs / tensorstore (target <= 1.3)", lambda r: r["zarrfs 4k p50 ms"] / r["tensorstore 4k p50 ms"], "{:.2f}x"),
+    ("  zarrfs / tensorstore (target <= 1.0)", lambda r: r["zarrfs 4k p50 ms"] / r["tensorstore 4k p50 ms"], "{:.2f}x"),
 ]
 
 
-def report(runs: dict, memory: dict, listing: dict, args, delay) -> str:
+def report(runs: dict, memory: dict, listing: dict, args, rtt_ms: float) -> str:
     rounds = len(next(iter(runs.values())))
-    where = f"tc netem delay {delay} ms each way" if delay else "no added delay (tc netem unavailable or --delay-ms 0)"
+    cache_mib = max(1, args.size_mib // 4)
+    prefetch_mib = min(RemoteOptions().prefetch_size >> 20, cache_mib // 4)  # taken out of the cache (chunk_cache.py)
     lines = [f"zarrfs remote benchmark ({args.store}): {args.size_mib} MiB float32 per layout, {rounds} interleaved "
-             f"rounds, server in a network namespace behind a veth pair, {where}; median (min-max) over the rounds; "
-             f"{os.cpu_count()} cores, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", ""]
-    lines += table(runs, ROWS, memory, args.size_mib // 4 + 150)
+             f"rounds; every reader through a delaying proxy, {args.delay_ms:g} ms each way (a small GET's round "
+             f"trip: {rtt_ms:.1f} ms p50); median (min-max) over the rounds; {os.cpu_count()} cores, load "
+             f"{os.getloadavg()[0]:.2f}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", ""]
+    lines += table(runs, ROWS, memory, cache_mib + prefetch_mib + 150)
     if listing:
         lines += ["", f"{args.listing} arrays with consolidated metadata: requests to open {listing['requests to open']} "
                       f"(target: 1 GET), first ls -lR {listing['first ls -lR s']:.2f} s (target < 2), "
@@ -233,29 +254,29 @@ def report(runs: dict, memory: dict, listing: dict, args, delay) -> str:
 def run(args) -> None:
     work = Path(args.workdir or tempfile.mkdtemp(prefix="zarrfs-bench-remote-"))
     work.mkdir(parents=True, exist_ok=True)
+    target = (S3Target if args.store == "s3" else HttpTarget)(work)
+    target.start()
     try:
-        with namespace(args.delay_ms) as (ns, address, delay):
-            target = (S3Target if args.store == "s3" else HttpTarget)(work, ns, address)
-            target.start()
-            try:
-                arrays = {}
-                for layout in args.layouts.split(","):
-                    path, data = build(work, layout, args.size_mib)
-                    arrays[layout] = (target.upload(layout, path), data)
-                runs = {layout: [] for layout in arrays}
-                for round_ in range(args.runs):
-                    for layout, (prefix, data) in arrays.items():
-                        runs[layout].append(bench_round(target, layout, prefix, data, round_, args.samples))
-                if args.json:
-                    Path(args.json).write_text(json.dumps(runs, indent=1))
-                memory = {layout: bench_memory(target, prefix, max(1, args.size_mib // 4))
-                          for layout, (prefix, _) in arrays.items()}
-                listing = {}
-                if args.listing:
-                    listing = bench_listing(target, target.upload("many", build_consolidated(work, args.listing)), work)
-                print(report(runs, memory, listing, args, delay))
-            finally:
-                target.stop()
+        arrays = {}
+        for layout in args.layouts.split(","):
+            path, data = build(work, layout, args.size_mib)
+            arrays[layout] = (target.upload(layout, path), data)
+        with DelayProxy(target.address, args.delay_ms / 1000) as proxy:
+            target.via(proxy)
+            rtt = round_trip_ms(target)
+            runs = {layout: [] for layout in arrays}
+            for round_ in range(args.runs):
+                for layout, (prefix, data) in arrays.items():
+                    runs[layout].append(bench_round(target, proxy, prefix, data, round_, args.samples))
+            if args.json:
+                Path(args.json).write_text(json.dumps(runs, indent=1))
+            memory = {layout: bench_memory(target, prefix, max(1, args.size_mib // 4))
+                      for layout, (prefix, _) in arrays.items()}
+            listing = {}
+            if args.listing:
+                listing = bench_listing(target, target.upload("many", build_consolidated(work, args.listing)), work)
+        print(report(runs, memory, listing, args, rtt))
     finally:
+        target.stop()
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)

@@ -167,7 +167,7 @@ def table(runs: dict[str, list[dict]], rows: list, memory: dict, rss_limit_mib: 
 def adjacent_pages(path: Path) -> float:
     """The fraction of a cached file's pages whose physical successor holds its next page: warm
     re-reads of two files with the same pages cached run at different speeds with it (the kernel
-    places pages as it finds free memory; no file system chooses). Needs root (/proc/self/pagemap)."""
+    places them as it finds free memory, at the moment of the fill). Needs root (/proc/self/pagemap)."""
     import mmap
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size

@@ -8,7 +8,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -55,13 +54,13 @@ def nginx_binary() -> str:
 
 
 class Nginx:
-    """`ip` and `wrapper` as for Seaweed: the bench runs it in a network namespace."""
+    """`ip`: the loopback address it binds."""
 
-    def __init__(self, directory: Path, root: Path, ip: str = "127.0.0.1", wrapper: tuple = (),
+    def __init__(self, directory: Path, root: Path, ip: str = "127.0.0.1",
                  certificate=None, upstream: str | None = None):
         """`certificate`: a testing.tls.Certificate to serve HTTPS with; `upstream`: a URL to proxy to."""
         self.directory, self.root = Path(directory), Path(root)
-        self.ip, self.wrapper = ip, tuple(wrapper)
+        self.ip = ip
         self.certificate, self.upstream = certificate, upstream
         self.port = free_ports(1)[0]
         self.process = None
@@ -78,7 +77,7 @@ class Nginx:
         upstream = UPSTREAM.format(upstream=self.upstream) if self.upstream else ""
         config.write_text(CONFIG.format(user=user, dir=self.directory, ip=self.ip, port=self.port, root=self.root,
                                         ssl=" ssl" if self.certificate else "", tls=tls, upstream=upstream))
-        self.process = subprocess.Popen([*self.wrapper, nginx_binary(), "-c", str(config), "-p", str(self.directory)],
+        self.process = subprocess.Popen([nginx_binary(), "-c", str(config), "-p", str(self.directory)],
                                         stdout=subprocess.DEVNULL, stderr=open(self.directory / "stderr", "wb"),
                                         start_new_session=True)
         deadline = time.monotonic() + timeout
@@ -86,19 +85,12 @@ class Nginx:
             if self.process.poll() is not None:
                 raise RuntimeError(f"nginx exited: {(self.directory / 'stderr').read_text()}")
             try:
-                self._probe()
+                socket.create_connection((self.ip, self.port), timeout=0.5).close()
                 return
-            except (OSError, subprocess.CalledProcessError):
+            except OSError:
                 if time.monotonic() > deadline:
                     raise TimeoutError("nginx did not start") from None
                 time.sleep(0.05)
-
-    def _probe(self) -> None:
-        if self.wrapper:  # its address is inside a namespace: look from there
-            subprocess.run([*self.wrapper, sys.executable, "-c", f"import socket; socket.create_connection("
-                            f"({self.ip!r}, {self.port}), timeout=0.5).close()"], check=True, capture_output=True)
-        else:
-            socket.create_connection((self.ip, self.port), timeout=0.5).close()
 
     def requests(self) -> list[str]:
         """The access log's request lines so far: 'GET /path HTTP/1.1' and its status."""

@@ -35,12 +35,11 @@ def free_ports(count: int) -> list[int]:
 
 
 class Seaweed:
-    """`ip`: the address it binds (loopback, or a network namespace's); `wrapper`: a command
-    that runs it, e.g. ("ip", "netns", "exec", NAME) for the bench's namespace."""
+    """`ip`: the loopback address it binds."""
 
-    def __init__(self, directory: Path, ip: str = "127.0.0.1", wrapper: tuple = ()):
+    def __init__(self, directory: Path, ip: str = "127.0.0.1"):
         self.directory = Path(directory)
-        self.ip, self.wrapper = ip, tuple(wrapper)
+        self.ip = ip
         self.process = None
         self.ports: dict[str, int] = {}
 
@@ -60,7 +59,7 @@ class Seaweed:
             for service in SERVICES:
                 self.ports[service], self.ports[f"{service}.grpc"] = next(numbers), next(numbers)
             self.ports["webdav"] = next(numbers)
-        args = [*self.wrapper, WEED, "mini", f"-dir={data}", f"-ip={self.ip}", f"-ip.bind={self.ip}", "-admin.ui=false",
+        args = [WEED, "mini", f"-dir={data}", f"-ip={self.ip}", f"-ip.bind={self.ip}", "-admin.ui=false",
                 f"-s3.config={config}", f"-bucket={BUCKET}", "-s3.port.iceberg=0", "-s3.port.lance=0"]
         args += [f"-{name}.port={port}" if "." not in name else f"-{name.split('.')[0]}.port.grpc={port}"
                  for name, port in self.ports.items()]
@@ -113,19 +112,20 @@ class Seaweed:
         finally:
             self.process.send_signal(signal.SIGCONT)
 
-    def store(self, prefix: str, user: str = "admin"):
-        """An obstore S3Store on the bucket below `prefix`, as `user`."""
+    def store(self, prefix: str, user: str = "admin", endpoint: str | None = None):
+        """An obstore S3Store on the bucket below `prefix`, as `user`; through `endpoint` (a proxy
+        in front of this server) if given."""
         from obstore.store import S3Store
 
         key, secret, _ = USERS[user]
-        return S3Store(BUCKET, prefix=prefix or None, endpoint=self.endpoint, access_key_id=key,
+        return S3Store(BUCKET, prefix=prefix or None, endpoint=endpoint or self.endpoint, access_key_id=key,
                        secret_access_key=secret, region="us-east-1", client_options={"allow_http": True})
 
-    def zarr_store(self, prefix: str, user: str = "admin"):
+    def zarr_store(self, prefix: str, user: str = "admin", endpoint: str | None = None):
         """zarr-python's view of the same prefix, through its own ObjectStore adapter."""
         from zarr.storage import ObjectStore
 
-        return ObjectStore(self.store(prefix, user))
+        return ObjectStore(self.store(prefix, user, endpoint))
 
     def env(self, user: str = "admin") -> dict:
         """The environment a zarrfs daemon gets its credentials from."""
