@@ -280,13 +280,26 @@ class Array:
                 return False
         return True
 
+    @property
+    def reads_indexes_ahead(self) -> bool:
+        return self.sharding is not None and self.source.capabilities.remote
+
+    def read_indexes_ahead(self, box: Box) -> None:
+        """On a store where each request is a round trip, start reading the index of every shard
+        `box` touches whose index is not known: the decodes ahead of a stream then find it
+        read, instead of all waiting one round trip at each new shard."""
+        for part in chunk_parts(box, self.chunk_shape, self.shape):
+            source = self.shard_view(part.coords).source
+            if not source.index_known():
+                self.shared.cache.ahead.fetch(self.cache_key + (part.coords, "index"), source.index)
+
     def _decode_ahead(self, coords, out: np.ndarray) -> int | None:
         """Decode stored chunk `coords` into `out`; the version it is valid for, None when
         there is nothing to keep (not stored, written, or a commit under way)."""
         version = self.shared.version
         if version % 2 or self._unflushed(coords) is not None:
             return None
-        data = self.source.read(coords)
+        data = self.source.read_ahead(coords)
         if data is None:
             return None
         self.chain_at(coords).decode_into(data, out)

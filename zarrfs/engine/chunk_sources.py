@@ -14,6 +14,7 @@ import numpy as np
 
 from zarrfs.byte_ranges import ByteRange, Range, Suffix
 from zarrfs.codecs.shard_format import EMPTY
+from zarrfs.engine.shard_spans import Spans
 from zarrfs.errors import CorruptChunkError
 from zarrfs.format.v3 import ArrayMetadata
 from zarrfs.geometry import flat_index
@@ -21,6 +22,7 @@ from zarrfs.stores.contract import Capabilities, Store
 from zarrfs.stores.local import Staged
 
 log = logging.getLogger(__name__)
+SPAN_CHUNKS = 1024  # inner chunks one span may cover: small chunks coalesce too, within bounded work
 
 
 class ChunkSource(Protocol):
@@ -33,6 +35,10 @@ class ChunkSource(Protocol):
     def read(self, coords: tuple[int, ...], byte_range: ByteRange = None) -> bytes | None: ...
 
     def read_many(self, coords_list: list[tuple], max_bytes: int) -> dict: ...
+
+    def read_ahead(self, coords: tuple[int, ...]) -> bytes | None:
+        """As read(coords), for a decode ahead of a stream: it may fetch the chunks stored after
+        this one with it (shard_spans.py)."""
 
     def version_known(self, coords: tuple[int, ...]) -> bool: ...
 
@@ -58,6 +64,10 @@ class StoreChunks:
             log.debug("store read %s %s -> %s", self.key(coords), tuple(byte_range) if byte_range else "whole",
                       "not stored" if data is None else f"{len(data)} bytes")
         return data
+
+    def read_ahead(self, coords: tuple[int, ...]) -> bytes | None:
+        """Each chunk is a value of its own: read alone (decode-ahead reads many at once)."""
+        return self.read(coords)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -110,6 +120,8 @@ class ShardChunks:
         self.codec = codec
         self.shard_key = key
         self._index: np.ndarray | None = None
+        self._by_offset: tuple | None = None  # (index, its stored entries' positions in offset order)
+        self.spans = Spans(read_value)  # runs of inner chunks read together ahead of a stream
         self._loaded = False
         self._loaded_at = 0.0
         self._lock = threading.Lock()  # decode-ahead threads start on a shard's inner chunks together
@@ -140,6 +152,10 @@ class ShardChunks:
                     self._loaded = True
         return self._index
 
+    def index_known(self) -> bool:
+        """Whether index() would answer without reading the store."""
+        return self._fresh()
+
     def _fresh(self) -> bool:
         ttl = self.capabilities.metadata_ttl
         return self._loaded and (ttl is None or time.monotonic() - self._loaded_at <= ttl)
@@ -148,6 +164,7 @@ class ShardChunks:
         """The shard was rewritten: read its index again next time."""
         self._loaded = False
         self._index = None
+        self.spans.forget()
 
     def stored_chunks(self) -> list:
         """The shard as stored, read whole: its encoded inner chunks in flat order (None for an
@@ -180,6 +197,34 @@ class ShardChunks:
             raise CorruptChunkError(f"truncated shard: index entry [{offset}, {offset + nbytes}) points "
                                     f"outside the shard")
         return data
+
+    def read_ahead(self, coords: tuple[int, ...]) -> bytes | None:
+        """The encoded inner chunk for a decode ahead of a stream. Where each request is a round
+        trip, it comes in one ranged read with the inner chunks stored after it (shard_spans.py),
+        which the decodes of those then take."""
+        if not self.capabilities.remote:
+            return self.read(coords)
+        index = self.index()
+        if index is None:
+            return None
+        offset, nbytes = (int(v) for v in index[self.flat(coords)])
+        if offset == EMPTY:
+            return None
+        data = self.spans.read(offset, nbytes, lambda: self._stored_after(index, offset))
+        if data is None or len(data) != nbytes:
+            raise CorruptChunkError(f"truncated shard: index entry [{offset}, {offset + nbytes}) points "
+                                    f"outside the shard")
+        return data
+
+    def _stored_after(self, index: np.ndarray, offset: int) -> list[tuple[int, int]]:
+        """(offset, nbytes) of the stored inner chunks after `offset`, in the order they are stored
+        (at most SPAN_CHUNKS of them)."""
+        if self._by_offset is None or self._by_offset[0] is not index:
+            stored = np.flatnonzero(index[:, 0] != EMPTY)
+            self._by_offset = (index, stored[np.argsort(index[stored, 0], kind="stable")])
+        order = self._by_offset[1]
+        i = int(np.searchsorted(index[order, 0], offset, side="right"))
+        return [(int(a), int(b)) for a, b in index[order[i:i + SPAN_CHUNKS]]]
 
     def read_many(self, coords_list: list[tuple], max_bytes: int) -> dict:
         """{coords: encoded bytes, or None if empty} for inner chunks, up to max_bytes of them,

@@ -51,6 +51,7 @@ class DecodeAhead:
         self.max_in_flight = 2 * self.workers
         self.nbytes = 0  # reserved by the entries
         self._entries: OrderedDict = OrderedDict()  # key -> Pending, oldest first
+        self._fetching: set = set()  # keys of small reads under way (fetch)
         self._running = 0
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None  # made on first use: a daemon forks first
@@ -110,6 +111,31 @@ class DecodeAhead:
                     result = None
                 entry.result = result
             entry.done.set()
+
+    def fetch(self, key, read: Callable[[], object]) -> None:
+        """Run `read` in the pool unless one for `key` is under way: a small read (a shard's
+        index, kept by whoever reads it) that a decode ahead would otherwise wait for. Not
+        counted in the budget; at most max_in_flight of them at once, others are left out."""
+        with self._lock:
+            if key in self._fetching or len(self._fetching) >= self.max_in_flight:
+                return
+            self._fetching.add(key)
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="decode-ahead")
+
+        def run():
+            try:
+                read()
+            except Exception:  # the read that needs it reports it, naming the shard
+                pass
+            finally:
+                with self._lock:
+                    self._fetching.discard(key)
+        try:
+            self._executor.submit(run)
+        except RuntimeError:  # no thread to be had (or shut down): the decode reads it itself
+            with self._lock:
+                self._fetching.discard(key)
 
     def take(self, key):
         """(address, chunk, version) decoded ahead for `key`, waiting for a decode under way;

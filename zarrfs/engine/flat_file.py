@@ -119,6 +119,9 @@ class RawFile:
         reached, started = stream
         step = self.array.leaf_nbytes
         position, stop = max(reached, started), min(self.size, reached + ahead.max_bytes)
+        if self.array.reads_indexes_ahead:  # the whole window's shards, before their chunks
+            for box in c_order_boxes(self.array.shape, position // self.itemsize, -(-stop // self.itemsize)):
+                self.array.read_indexes_ahead(box)
         while position < stop:
             until = min(stop, position + step)
             boxes = c_order_boxes(self.array.shape, position // self.itemsize, -(-until // self.itemsize))

@@ -163,7 +163,7 @@ class ObjectStore:
         """Several ranges of one value in one call: obstore coalesces nearby ranges into one
         request and sends distant ones concurrently. None if there is no such key."""
         _parts(key)
-        log.debug("GET %s %d ranges", key, len(ranges))
+        log.debug("GET %s %d ranges, %d bytes", key, len(ranges), sum(r.length for r in ranges))
         try:
             values = obstore.get_ranges(self.store, key, starts=[r.start for r in ranges],
                                         ends=[r.start + r.length for r in ranges])

@@ -61,6 +61,7 @@ class MemoryStore:
         self._values: dict[str, _Value] = {}
         self._read: OrderedDict[str, int | None] = OrderedDict()  # key -> version read whole (None: absent)
         self._faults: list[_Fault] = []
+        self.reads: list[tuple[str, ByteRange]] = []  # (key, range) of every get, in order: what a remote store would send
         self._versions = itertools.count(1)
         self._temporaries = itertools.count()
         self._lock = threading.RLock()
@@ -106,6 +107,7 @@ class MemoryStore:
         _parts(key)
         truncate = self._fault("get", key)
         with self._lock:
+            self.reads.append((key, byte_range))
             value = self._values.get(key)
             if byte_range is None:
                 self._remember(key, value.version if value else None)

@@ -1,0 +1,120 @@
+"""Runs of a shard's inner chunks read together ahead of a stream (shard_spans.py): fewer
+requests, the same bytes, one read shared by the decodes that wait for it, bounded memory."""
+
+import json
+import threading
+
+import numpy as np
+import pytest
+
+from helpers import array_doc, sharding
+from zarrfs.byte_ranges import Range
+from zarrfs.engine import shard_spans
+from zarrfs.engine.array import open_array
+from zarrfs.engine.chunk_cache import ChunkCache
+from zarrfs.engine.flat_file import RawFile
+from zarrfs.engine.shard_spans import Spans
+from zarrfs.format.v3 import parse_document
+from zarrfs.stores.contract import Capabilities
+from zarrfs.testing.memory_store import MemoryStore
+
+REMOTE = Capabilities(remote=True, conditional_writes=True, batched_reads=True, metadata_ttl=60)
+INNER, PER_SHARD, SHARDS = 4096, 16, 4  # uint8 elements: 16 inner chunks of 4 KiB per shard
+
+
+def sharded_store(values: np.ndarray, capabilities: Capabilities) -> MemoryStore:
+    """`values` (uint8) as shards of PER_SHARD inner chunks of INNER bytes, encoded by our own
+    codecs, in an in-memory store."""
+    doc = array_doc([values.size], "uint8", [INNER * PER_SHARD], codecs=[sharding([INNER])])
+    store = MemoryStore(capabilities)
+    store.set("zarr.json", json.dumps(doc).encode())
+    meta = parse_document(store.get("zarr.json"), "zarr.json")
+    codec = open_array(store, "", meta, ChunkCache(1 << 20)).chain.sharding
+    for s in range(values.size // (INNER * PER_SHARD)):
+        shard = values[s * INNER * PER_SHARD:(s + 1) * INNER * PER_SHARD]
+        store.set(f"c/{s}", codec.assemble([shard[i * INNER:(i + 1) * INNER].tobytes() for i in range(PER_SHARD)]))
+    store.reads.clear()
+    return store
+
+
+def stream(store: MemoryStore, size: int, piece: int = 64 << 10) -> bytes:
+    meta = parse_document(store.get("zarr.json"), "zarr.json")
+    cache = ChunkCache(64 << 20, ahead_bytes=16 << 20, ahead_workers=4)
+    raw = RawFile(open_array(store, "", meta, cache))
+    out = b"".join(raw.read(offset, piece) for offset in range(0, size, piece))
+    cache.ahead.settle(10)
+    return out
+
+
+@pytest.mark.parametrize("capabilities", [REMOTE, Capabilities()], ids=["remote", "local"])
+def test_a_stream_reads_the_same_bytes(capabilities):
+    values = np.random.default_rng(1).integers(0, 255, INNER * PER_SHARD * SHARDS, dtype="u1")
+    assert stream(sharded_store(values, capabilities), values.size) == values.tobytes()
+
+
+def test_a_stream_through_remote_shards_reads_runs_of_inner_chunks_at_once():
+    values = np.arange(INNER * PER_SHARD * SHARDS, dtype="u1")
+    store = sharded_store(values, REMOTE)
+    assert stream(store, values.size) == values.tobytes()
+    chunk_reads = [r for key, r in store.reads if key.startswith("c/") and isinstance(r, Range)]
+    # one ranged read per inner chunk before; now a stream's decodes share ranges of several
+    assert len(chunk_reads) < SHARDS * PER_SHARD // 2
+    assert max(r.length for r in chunk_reads) > INNER
+
+
+def test_the_waiting_decodes_share_one_read():
+    calls, release = [], threading.Event()
+
+    def read_range(r: Range) -> bytes:
+        calls.append(r)
+        release.wait(10)
+        return bytes(range(256)) * (r.length // 256)
+
+    spans = Spans(read_range)
+    following = [(256 * i, 256) for i in range(1, 8)]
+    results = {}
+    threads = [threading.Thread(target=lambda i=i: results.update({i: spans.read(256 * i, 256, lambda: following[i:])}))
+               for i in range(8)]
+    threads[0].start()
+    while not calls:
+        threading.Event().wait(0.01)
+    for t in threads[1:]:
+        t.start()
+    release.set()
+    for t in threads:
+        t.join(10)
+    assert calls == [Range(0, 8 * 256)]
+    assert all(results[i] == bytes(range(256)) for i in range(8))
+    assert not spans._spans  # each chunk taken: the span is gone
+
+
+def test_a_failed_read_reaches_every_waiter_and_the_next_read_tries_again():
+    attempts = []
+
+    def read_range(r: Range) -> bytes:
+        attempts.append(r)
+        if len(attempts) == 1:
+            raise OSError("connection reset")
+        return b"x" * r.length
+
+    spans = Spans(read_range)
+    with pytest.raises(OSError):
+        spans.read(0, 10, lambda: [(10, 10)])
+    assert spans.read(10, 10, lambda: []) == b"x" * 10
+    assert attempts == [Range(0, 20), Range(10, 10)]
+
+
+def test_spans_stop_at_a_gap_at_span_bytes_and_at_what_is_held(monkeypatch):
+    monkeypatch.setattr(shard_spans, "SPAN", 300)
+    monkeypatch.setattr(shard_spans, "MAX_HELD", 500)
+    calls = []
+    spans = Spans(lambda r: calls.append(r) or b"\0" * r.length)
+    spans.read(0, 100, lambda: [(100, 100), (250, 100)])  # a gap after 200
+    spans.read(1000, 100, lambda: [(1100, 100), (1200, 100), (1300, 100)])  # 300 bytes at most
+    assert calls == [Range(0, 200), Range(1000, 300)]
+    spans.read(2000, 100, lambda: [])  # 200 + 300 + 100 > 500: the oldest span goes
+    assert [(s.start, s.stop) for s in spans._spans] == [(1000, 1300)]  # the last one was taken whole
+    spans.read(100, 100, lambda: [])  # its span went before it was taken: read alone
+    assert calls[-2:] == [Range(2000, 100), Range(100, 100)]
+    spans.forget()
+    assert not spans._spans

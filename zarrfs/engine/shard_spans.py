@@ -1,0 +1,95 @@
+"""Spans: one ranged read for a run of a shard's inner chunks, shared by the decodes ahead of a
+stream that want them.
+
+On an object store each GET is a round trip and a request's own cost (CPU on both sides, and a
+price per request on the clouds); a stream through a shard of 1 MiB inner chunks would make one
+GET per inner chunk. Instead, a decode ahead that finds its inner chunk in no span reads a span:
+its chunk and the chunks stored right after it in the shard, up to SPAN bytes, in one ranged GET.
+The decodes of those chunks, on other threads, wait for that read instead of making their own.
+
+Bounded: a shard holds at most MAX_HELD bytes of spans; a span is dropped once each of its
+chunks was taken, and the oldest go first when there is no room (a chunk then is read alone).
+The spans belong to one index: a shard whose index is read again forgets them.
+"""
+
+import threading
+from concurrent.futures import Future
+from typing import Callable
+
+from zarrfs.byte_ranges import Range
+
+# Bytes one ranged read covers at most: 8 inner chunks of 1 MiB. Measured at 5 ms each way, spans of
+# 4, 8 and 16 MiB streamed alike; 8 made 24 GETs of 128 MiB where one per inner chunk made 131.
+SPAN = 8 << 20
+MAX_HELD = 32 << 20  # bytes of spans one shard holds (read or being read)
+
+
+class _Span:
+    __slots__ = ("start", "stop", "future", "left")
+
+    def __init__(self, start: int, stop: int, chunks: int):
+        self.start, self.stop = start, stop
+        self.future: Future = Future()
+        self.left = chunks  # chunks not yet taken
+
+
+class Spans:
+    """The spans of one shard; `read_range(Range)` reads bytes of it."""
+
+    def __init__(self, read_range: Callable[[Range], bytes | None]):
+        self.read_range = read_range
+        self._spans: list[_Span] = []  # oldest first
+        self._lock = threading.Lock()
+
+    def read(self, offset: int, nbytes: int, following: Callable[[], list[tuple[int, int]]]) -> bytes | None:
+        """The bytes [offset, offset + nbytes) of the shard, from a span. `following()` lists the
+        (offset, nbytes) of the chunks stored after this one, in order: a new span covers those
+        that follow without a gap, up to SPAN bytes."""
+        with self._lock:
+            span = self._covering(offset, nbytes)
+            new = span is None
+            if new:
+                span = self._plan(offset, nbytes, following())
+        if new:
+            self._fill(span)
+        data = span.future.result()
+        with self._lock:
+            span.left -= 1
+            if span.left <= 0 and span in self._spans:
+                self._spans.remove(span)
+        if data is None:
+            return None
+        return data[offset - span.start:offset - span.start + nbytes]
+
+    def forget(self) -> None:
+        """The shard was rewritten, or its index read again: no span is valid any more."""
+        with self._lock:
+            self._spans.clear()
+
+    def _covering(self, offset: int, nbytes: int) -> _Span | None:
+        for span in self._spans:
+            if span.start <= offset and offset + nbytes <= span.stop:
+                return span
+        return None
+
+    def _plan(self, offset: int, nbytes: int, following: list[tuple[int, int]]) -> _Span:
+        """A span from this chunk over those stored right after it that no span covers."""
+        stop, chunks = offset + nbytes, 1
+        for start, size in following:
+            if start != stop or stop + size - offset > SPAN or self._covering(start, size):
+                break
+            stop, chunks = stop + size, chunks + 1
+        span = _Span(offset, stop, chunks)
+        while self._spans and sum(s.stop - s.start for s in self._spans) + stop - offset > MAX_HELD:
+            self._spans.pop(0)  # its waiters hold it still; later readers read alone
+        self._spans.append(span)
+        return span
+
+    def _fill(self, span: _Span) -> None:
+        try:
+            span.future.set_result(self.read_range(Range(span.start, span.stop - span.start)))
+        except BaseException as e:  # every waiter gets the error, and the span goes
+            with self._lock:
+                if span in self._spans:
+                    self._spans.remove(span)
+            span.future.set_exception(e)
