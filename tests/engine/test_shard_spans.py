@@ -70,7 +70,7 @@ def test_the_waiting_decodes_share_one_read():
         release.wait(10)
         return bytes(range(256)) * (r.length // 256)
 
-    spans = Spans(read_range)
+    spans = Spans(read_range, 1 << 20)
     following = [(256 * i, 256) for i in range(1, 8)]
     results = {}
     threads = [threading.Thread(target=lambda i=i: results.update({i: spans.read(256 * i, 256, lambda: following[i:])}))
@@ -97,24 +97,33 @@ def test_a_failed_read_reaches_every_waiter_and_the_next_read_tries_again():
             raise OSError("connection reset")
         return b"x" * r.length
 
-    spans = Spans(read_range)
+    spans = Spans(read_range, 1 << 20)
     with pytest.raises(OSError):
         spans.read(0, 10, lambda: [(10, 10)])
     assert spans.read(10, 10, lambda: []) == b"x" * 10
     assert attempts == [Range(0, 20), Range(10, 10)]
 
 
-def test_spans_stop_at_a_gap_at_span_bytes_and_at_what_is_held(monkeypatch):
-    monkeypatch.setattr(shard_spans, "SPAN", 300)
-    monkeypatch.setattr(shard_spans, "MAX_HELD", 500)
+def test_spans_stop_at_a_gap_at_span_bytes_and_at_what_is_held():
     calls = []
-    spans = Spans(lambda r: calls.append(r) or b"\0" * r.length)
+    spans = Spans(lambda r: calls.append(r) or b"\0" * r.length, max_held=1200)  # spans of 300 bytes at most
     spans.read(0, 100, lambda: [(100, 100), (250, 100)])  # a gap after 200
-    spans.read(1000, 100, lambda: [(1100, 100), (1200, 100), (1300, 100)])  # 300 bytes at most
+    spans.read(1000, 100, lambda: [(1100, 100), (1200, 100), (1300, 100)])
     assert calls == [Range(0, 200), Range(1000, 300)]
-    spans.read(2000, 100, lambda: [])  # 200 + 300 + 100 > 500: the oldest span goes
+    spans.read(2000, 800, lambda: [])  # 200 + 300 + 800 > 1200: the oldest span goes
     assert [(s.start, s.stop) for s in spans._spans] == [(1000, 1300)]  # the last one was taken whole
     spans.read(100, 100, lambda: [])  # its span went before it was taken: read alone
-    assert calls[-2:] == [Range(2000, 100), Range(100, 100)]
+    spans.read(5000, 1300, lambda: [])  # more than a shard may hold: read alone, held nowhere
+    assert calls[-3:] == [Range(2000, 800), Range(100, 100), Range(5000, 1300)]
+    assert [(s.start, s.stop) for s in spans._spans] == [(1000, 1300)]
     spans.forget()
     assert not spans._spans
+
+
+def test_a_span_no_decode_came_back_to_goes_after_a_while(monkeypatch):
+    monkeypatch.setattr(shard_spans, "STALE", 0.0)
+    spans = Spans(lambda r: b"\0" * r.length, max_held=1200)
+    spans.read(0, 100, lambda: [(100, 100)])  # its second chunk is never read
+    assert len(spans._spans) == 1
+    spans.read(1000, 100, lambda: [])
+    assert not spans._spans  # the first one was read long enough ago, the second taken whole

@@ -355,7 +355,7 @@ class Array:
                                     metadata_ttl=around.metadata_ttl if outermost else None)
         source = ShardChunks(lambda byte_range: self.source.read(coords, byte_range), sharding, key,
                              read_ranges=lambda ranges: self.source.read_ranges(coords, ranges),
-                             capabilities=capabilities)
+                             capabilities=capabilities, span_bytes=self.shared.cache.ahead.max_bytes // 2)
         return Array(shape, sharding.inner_chunk_shape, sharding.inner_chain, source,
                      self.shared, self.cache_key + (coords,))
 

@@ -110,7 +110,7 @@ class ShardChunks:
 
     def __init__(self, read_value: Callable[[ByteRange], bytes | None], codec, key: str,
                  read_ranges: Callable[[list[Range]], list[bytes] | None] | None = None,
-                 capabilities: Capabilities | None = None):
+                 capabilities: Capabilities | None = None, span_bytes: int = 0):
         self.read_value = read_value
         self.read_ranges = read_ranges  # several ranges of the shard in one call (batched_fetch.py)
         # remote: written by other machines too (its writers keep written masks); metadata_ttl:
@@ -121,7 +121,7 @@ class ShardChunks:
         self.shard_key = key
         self._index: np.ndarray | None = None
         self._by_offset: tuple | None = None  # (index, its stored entries' positions in offset order)
-        self.spans = Spans(read_value)  # runs of inner chunks read together ahead of a stream
+        self.spans = Spans(read_value, span_bytes)  # runs of inner chunks read together ahead of a stream
         self._loaded = False
         self._loaded_at = 0.0
         self._lock = threading.Lock()  # decode-ahead threads start on a shard's inner chunks together
@@ -202,7 +202,7 @@ class ShardChunks:
         """The encoded inner chunk for a decode ahead of a stream. Where each request is a round
         trip, it comes in one ranged read with the inner chunks stored after it (shard_spans.py),
         which the decodes of those then take."""
-        if not self.capabilities.remote:
+        if not self.capabilities.remote or not self.spans.span_bytes:
             return self.read(coords)
         index = self.index()
         if index is None:

@@ -7,12 +7,15 @@ GET per inner chunk. Instead, a decode ahead that finds its inner chunk in no sp
 its chunk and the chunks stored right after it in the shard, up to SPAN bytes, in one ranged GET.
 The decodes of those chunks, on other threads, wait for that read instead of making their own.
 
-Bounded: a shard holds at most MAX_HELD bytes of spans; a span is dropped once each of its
-chunks was taken, and the oldest go first when there is no room (a chunk then is read alone).
-The spans belong to one index: a shard whose index is read again forgets them.
+Bounded: a shard holds at most `max_held` bytes of spans (half the decode-ahead budget: what the
+stream's decodes would hold anyway, read a little earlier), a span at most a quarter of that; a
+span is dropped once each of its chunks was taken or STALE seconds after its read ended, and the
+oldest go first when there is no room (a chunk then is read alone). The spans belong to one
+index: a shard whose index is read again forgets them.
 """
 
 import threading
+import time
 from concurrent.futures import Future
 from typing import Callable
 
@@ -21,23 +24,26 @@ from zarrfs.byte_ranges import Range
 # Bytes one ranged read covers at most: 8 inner chunks of 1 MiB. Measured at 5 ms each way, spans of
 # 4, 8 and 16 MiB streamed alike; 8 made 24 GETs of 128 MiB where one per inner chunk made 131.
 SPAN = 8 << 20
-MAX_HELD = 32 << 20  # bytes of spans one shard holds (read or being read)
+STALE = 1.0  # seconds after its read a span no decode came back to is dropped (its stream went away)
 
 
 class _Span:
-    __slots__ = ("start", "stop", "future", "left")
+    __slots__ = ("start", "stop", "future", "left", "read_at")
 
     def __init__(self, start: int, stop: int, chunks: int):
         self.start, self.stop = start, stop
         self.future: Future = Future()
         self.left = chunks  # chunks not yet taken
+        self.read_at = None  # monotonic time its read ended
 
 
 class Spans:
     """The spans of one shard; `read_range(Range)` reads bytes of it."""
 
-    def __init__(self, read_range: Callable[[Range], bytes | None]):
+    def __init__(self, read_range: Callable[[Range], bytes | None], max_held: int):
         self.read_range = read_range
+        self.max_held = max_held
+        self.span_bytes = min(SPAN, max_held // 4)
         self._spans: list[_Span] = []  # oldest first
         self._lock = threading.Lock()
 
@@ -50,6 +56,8 @@ class Spans:
             new = span is None
             if new:
                 span = self._plan(offset, nbytes, following())
+        if span is None:  # no room: read alone
+            return self.read_range(Range(offset, nbytes))
         if new:
             self._fill(span)
         data = span.future.result()
@@ -72,22 +80,29 @@ class Spans:
                 return span
         return None
 
-    def _plan(self, offset: int, nbytes: int, following: list[tuple[int, int]]) -> _Span:
-        """A span from this chunk over those stored right after it that no span covers."""
+    def _plan(self, offset: int, nbytes: int, following: list[tuple[int, int]]) -> _Span | None:
+        """A span from this chunk over those stored right after it that no span covers; None
+        when even this chunk does not fit in what a shard may hold."""
         stop, chunks = offset + nbytes, 1
         for start, size in following:
-            if start != stop or stop + size - offset > SPAN or self._covering(start, size):
+            if start != stop or stop + size - offset > self.span_bytes or self._covering(start, size):
                 break
             stop, chunks = stop + size, chunks + 1
-        span = _Span(offset, stop, chunks)
-        while self._spans and sum(s.stop - s.start for s in self._spans) + stop - offset > MAX_HELD:
+        if stop - offset > self.max_held:
+            return None
+        now = time.monotonic()
+        self._spans = [s for s in self._spans if s.read_at is None or now - s.read_at <= STALE]
+        while self._spans and sum(s.stop - s.start for s in self._spans) + stop - offset > self.max_held:
             self._spans.pop(0)  # its waiters hold it still; later readers read alone
+        span = _Span(offset, stop, chunks)
         self._spans.append(span)
         return span
 
     def _fill(self, span: _Span) -> None:
         try:
-            span.future.set_result(self.read_range(Range(span.start, span.stop - span.start)))
+            data = self.read_range(Range(span.start, span.stop - span.start))
+            span.read_at = time.monotonic()
+            span.future.set_result(data)
         except BaseException as e:  # every waiter gets the error, and the span goes
             with self._lock:
                 if span in self._spans:
