@@ -176,12 +176,12 @@ def _read_shard(chain: CodecChain, data: bytes):
     codec = chain.sharding
     if codec is None:
         return
-    def read_value(byte_range):
+    def read_value(byte_range, expect=None):  # (bytes, version) as Store.get_versioned: one version here
         if byte_range is None:
-            return data
+            return data, 1
         if hasattr(byte_range, "start"):
-            return data[byte_range.start:byte_range.start + byte_range.length]
-        return data[max(0, len(data) - byte_range.length):]
+            return data[byte_range.start:byte_range.start + byte_range.length], 1
+        return data[max(0, len(data) - byte_range.length):], 1
     shard = ShardChunks(read_value, codec, "fuzz/c/0/0")
     for coords in np.ndindex(*codec.chunks_per_shard):
         raw = shard.read(coords)

@@ -44,6 +44,19 @@ def array_doc(shape, data_type, chunk_shape, codecs=None, fill_value=None, key_e
     }
 
 
+def write_sharded(store, values: np.ndarray, inner: int, per_shard: int):
+    """`values` (1-D uint8) as an array of shards of `per_shard` inner chunks of `inner` bytes,
+    the bytes codec alone, encoded by our own sharding codec into `store`; returns the codec."""
+    doc = array_doc([values.size], "uint8", [inner * per_shard], codecs=[sharding([inner])])
+    store.set("zarr.json", json.dumps(doc).encode())
+    codec = open_array(store, "", parse_document(store.get("zarr.json"), "zarr.json"), ChunkCache(1 << 20)).chain.sharding
+    for s in range(values.size // (inner * per_shard)):
+        shard = values[s * inner * per_shard:(s + 1) * inner * per_shard]
+        chunks = [shard[i * inner:(i + 1) * inner].tobytes() for i in range(per_shard)]
+        store.set(f"c/{s}", codec.assemble(chunks))
+    return codec
+
+
 def sharding(inner_chunk_shape, codecs=None, index_location="end", index_codecs=None) -> dict:
     return {"name": "sharding_indexed", "configuration": {
         "chunk_shape": list(inner_chunk_shape),
@@ -72,10 +85,11 @@ class CountingStore(LocalStore):
         self.sets = []
         self.stats = []
 
-    def get(self, key, byte_range=None):
-        data = super().get(key, byte_range)
+    def get_versioned(self, key, byte_range=None, expect=None):
+        """Every read comes here (get too): recorded once."""
+        data, version = super().get_versioned(key, byte_range, expect)
         self.gets.append((key, byte_range, 0 if data is None else len(data)))
-        return data
+        return data, version
 
     def stat(self, key):
         self.stats.append(key)

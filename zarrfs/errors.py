@@ -77,6 +77,11 @@ class ConflictError(StoreError):
         self.keys = tuple(keys)
 
 
+class ValueChangedError(StoreError):
+    """A read asked for the version of a value an earlier read saw, and the value is another now
+    (another writer replaced it): what was read with it, a shard's index, is out of date."""
+
+
 class RefusedError(ZarrfsError):
     """A change of the hierarchy that cannot be made as asked; errno says why (EEXIST, ENOTEMPTY,
     EPERM, EBUSY...)."""

@@ -105,12 +105,12 @@ class GatedStore(CountingStore):
         super().__init__(root, read_only)
         self.reached, self.gate = threading.Event(), threading.Event()
 
-    def get(self, key, byte_range=None):
-        data = super().get(key, byte_range)
+    def get_versioned(self, key, byte_range=None, expect=None):
+        found = super().get_versioned(key, byte_range, expect)
         if key == self.gated:
             self.reached.set()
             self.gate.wait(10)
-        return data
+        return found
 
 
 def test_a_chunk_decoded_ahead_is_never_served_after_a_write(tmp_path):

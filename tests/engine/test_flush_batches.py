@@ -186,25 +186,25 @@ class VersionedStore(LocalStore):
         self.capabilities = Capabilities(remote=True, conditional_writes=True)
         self.versions = {}
 
-    def get(self, key, byte_range=None):
-        data = super().get(key, byte_range)
+    def get_versioned(self, key, byte_range=None, expect=None):
+        data, version = super().get_versioned(key, byte_range, expect)
         if byte_range is None and key.startswith("c/"):
             self.versions[key] = data
-        return data
+        return data, version
 
     def version_known(self, key):
         return key in self.versions
 
     def publish(self, staged):
         for key, _ in staged:
-            if key in self.versions and LocalStore.get(self, key) != self.versions[key]:
+            if key in self.versions and LocalStore.get_versioned(self, key)[0] != self.versions[key]:
                 del self.versions[key]
                 self.discard(staged)
                 raise ConflictError(f"changed by another writer meanwhile: {key}", keys=[key])
         super().publish(staged)
         for key, temporary in staged:
             if temporary is not None:
-                self.versions[key] = LocalStore.get(self, key)
+                self.versions[key] = LocalStore.get_versioned(self, key)[0]
 
 
 def test_a_flush_waiting_while_another_meets_a_conflict_merges_before_it_writes(tmp_path):

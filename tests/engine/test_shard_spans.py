@@ -1,13 +1,12 @@
 """Runs of a shard's inner chunks read together ahead of a stream (shard_spans.py): fewer
 requests, the same bytes, one read shared by the decodes that wait for it, bounded memory."""
 
-import json
 import threading
 
 import numpy as np
 import pytest
 
-from helpers import array_doc, sharding
+from helpers import write_sharded
 from zarrfs.byte_ranges import Range
 from zarrfs.engine import shard_spans
 from zarrfs.engine.array import open_array
@@ -23,16 +22,8 @@ INNER, PER_SHARD, SHARDS = 4096, 16, 4  # uint8 elements: 16 inner chunks of 4 K
 
 
 def sharded_store(values: np.ndarray, capabilities: Capabilities) -> MemoryStore:
-    """`values` (uint8) as shards of PER_SHARD inner chunks of INNER bytes, encoded by our own
-    codecs, in an in-memory store."""
-    doc = array_doc([values.size], "uint8", [INNER * PER_SHARD], codecs=[sharding([INNER])])
     store = MemoryStore(capabilities)
-    store.set("zarr.json", json.dumps(doc).encode())
-    meta = parse_document(store.get("zarr.json"), "zarr.json")
-    codec = open_array(store, "", meta, ChunkCache(1 << 20)).chain.sharding
-    for s in range(values.size // (INNER * PER_SHARD)):
-        shard = values[s * INNER * PER_SHARD:(s + 1) * INNER * PER_SHARD]
-        store.set(f"c/{s}", codec.assemble([shard[i * INNER:(i + 1) * INNER].tobytes() for i in range(PER_SHARD)]))
+    write_sharded(store, values, INNER, PER_SHARD)
     store.reads.clear()
     return store
 
@@ -70,11 +61,11 @@ def test_the_waiting_decodes_share_one_read():
         release.wait(10)
         return bytes(range(256)) * (r.length // 256)
 
-    spans = Spans(read_range, 1 << 20)
+    spans = Spans(1 << 20)
     following = [(256 * i, 256) for i in range(1, 8)]
     results = {}
-    threads = [threading.Thread(target=lambda i=i: results.update({i: spans.read(256 * i, 256, lambda: following[i:])}))
-               for i in range(8)]
+    threads = [threading.Thread(target=lambda i=i: results.update(
+        {i: spans.read(256 * i, 256, lambda: following[i:], read_range)})) for i in range(8)]
     threads[0].start()
     while not calls:
         threading.Event().wait(0.01)
@@ -97,23 +88,28 @@ def test_a_failed_read_reaches_every_waiter_and_the_next_read_tries_again():
             raise OSError("connection reset")
         return b"x" * r.length
 
-    spans = Spans(read_range, 1 << 20)
+    spans = Spans(1 << 20)
     with pytest.raises(OSError):
-        spans.read(0, 10, lambda: [(10, 10)])
-    assert spans.read(10, 10, lambda: []) == b"x" * 10
+        spans.read(0, 10, lambda: [(10, 10)], read_range)
+    assert spans.read(10, 10, lambda: [], read_range) == b"x" * 10
     assert attempts == [Range(0, 20), Range(10, 10)]
 
 
 def test_spans_stop_at_a_gap_at_span_bytes_and_at_what_is_held():
     calls = []
-    spans = Spans(lambda r: calls.append(r) or b"\0" * r.length, max_held=1200)  # spans of 300 bytes at most
-    spans.read(0, 100, lambda: [(100, 100), (250, 100)])  # a gap after 200
-    spans.read(1000, 100, lambda: [(1100, 100), (1200, 100), (1300, 100)])
+
+    def read(r: Range) -> bytes:
+        calls.append(r)
+        return b"\0" * r.length
+
+    spans = Spans(max_held=1200)  # spans of 300 bytes at most
+    spans.read(0, 100, lambda: [(100, 100), (250, 100)], read)  # a gap after 200
+    spans.read(1000, 100, lambda: [(1100, 100), (1200, 100), (1300, 100)], read)
     assert calls == [Range(0, 200), Range(1000, 300)]
-    spans.read(2000, 800, lambda: [])  # 200 + 300 + 800 > 1200: the oldest span goes
+    spans.read(2000, 800, lambda: [], read)  # 200 + 300 + 800 > 1200: the oldest span goes
     assert [(s.start, s.stop) for s in spans._spans] == [(1000, 1300)]  # the last one was taken whole
-    spans.read(100, 100, lambda: [])  # its span went before it was taken: read alone
-    spans.read(5000, 1300, lambda: [])  # more than a shard may hold: read alone, held nowhere
+    spans.read(100, 100, lambda: [], read)  # its span went before it was taken: read alone
+    spans.read(5000, 1300, lambda: [], read)  # more than a shard may hold: read alone, held nowhere
     assert calls[-3:] == [Range(2000, 800), Range(100, 100), Range(5000, 1300)]
     assert [(s.start, s.stop) for s in spans._spans] == [(1000, 1300)]
     spans.forget()
@@ -122,8 +118,9 @@ def test_spans_stop_at_a_gap_at_span_bytes_and_at_what_is_held():
 
 def test_a_span_no_decode_came_back_to_goes_after_a_while(monkeypatch):
     monkeypatch.setattr(shard_spans, "STALE", 0.0)
-    spans = Spans(lambda r: b"\0" * r.length, max_held=1200)
-    spans.read(0, 100, lambda: [(100, 100)])  # its second chunk is never read
+    spans = Spans(max_held=1200)
+    read = lambda r: b"\0" * r.length  # noqa: E731
+    spans.read(0, 100, lambda: [(100, 100)], read)  # its second chunk is never read
     assert len(spans._spans) == 1
-    spans.read(1000, 100, lambda: [])
+    spans.read(1000, 100, lambda: [], read)
     assert not spans._spans  # the first one was read long enough ago, the second taken whole

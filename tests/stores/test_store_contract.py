@@ -9,7 +9,7 @@ import obstore
 import pytest
 
 from zarrfs.byte_ranges import Range, Suffix
-from zarrfs.errors import ConflictError, StoreError
+from zarrfs.errors import ConflictError, StoreError, ValueChangedError
 from zarrfs.stores.contract import Capabilities, Store
 from zarrfs.stores.local import LocalStore
 from zarrfs.stores.object_store import ObjectStore
@@ -228,3 +228,27 @@ def test_a_value_another_writer_changed_is_a_conflict_and_theirs_survives(subjec
         store.publish([store.stage("a/v", b"mine")])
     assert caught.value.keys == ("a/v",) and "a/v" in str(caught.value)
     assert store.get("a/v") == b"theirs"
+
+
+def test_reads_that_ask_for_a_version_get_it_or_are_told_it_changed(subject):
+    store = subject.store
+    store.set("v", VALUE)
+    data, version = store.get_versioned("v", Range(10, 5))
+    assert data == VALUE[10:15] and version is not None
+    assert store.get_versioned("v", Suffix(3), expect=version) == (VALUE[-3:], version)
+    assert store.get_versioned("v", None, expect=version)[0] == VALUE
+    assert store.get_ranges("v", [Range(50, 3), Range(0, 2), Range(90, 10)], expect=version) == \
+        [VALUE[50:53], VALUE[:2], VALUE[90:]]
+    subject.other_writer("v", b"new" * 20)  # another size: a new version on every store
+    for read in (lambda: store.get_versioned("v", Range(0, 4), expect=version),
+                 lambda: store.get_versioned("v", Suffix(4), expect=version),
+                 lambda: store.get_ranges("v", [Range(0, 2), Range(30, 2)], expect=version)):
+        with pytest.raises(ValueChangedError, match="'?v'? was replaced|/v was replaced"):
+            read()
+    data, newer = store.get_versioned("v", Range(0, 3))
+    assert data == b"new" and newer != version
+    store.get("v")  # a conditional store deletes the version it read whole
+    store.delete("v")
+    with pytest.raises(ValueChangedError):
+        store.get_versioned("v", Range(0, 3), expect=newer)
+    assert store.get_versioned("v", Range(0, 3)) == (None, None)

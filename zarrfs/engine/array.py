@@ -20,7 +20,7 @@ from zarrfs.engine import batched_fetch as batchread
 from zarrfs.engine.buffers import free, scratch
 from zarrfs.engine.chunk_cache import MISSING, ChunkCache
 from zarrfs.codecs.chain import ChunkSpec, CodecChain
-from zarrfs.errors import CorruptChunkError
+from zarrfs.errors import CorruptChunkError, StoreError, ValueChangedError
 from zarrfs.geometry import Box, box_shape, chunk_parts, flat_index
 from zarrfs.format.v3 import ArrayMetadata
 from zarrfs.engine.chunk_sources import ChunkSource, ShardChunks, StoreChunks
@@ -31,6 +31,7 @@ from zarrfs.geometry import chunk_extent, chunk_origin, largest_chunk, regular
 log = logging.getLogger(__name__)
 
 MAX_SHARD_VIEWS = 4096  # clean shard views kept (each holds its decoded index)
+CHANGED_RETRIES = 3  # reads of a chunk that find its shard replaced again and again before giving up
 
 
 @dataclass
@@ -188,7 +189,7 @@ class Array:
         chunk = self._chunk_ahead(coords, key, into)
         if chunk is not MISSING:
             return chunk
-        refreshed = False
+        refreshed, changes = False, 0
         while True:
             version = self.shared.version
             if version % 2:  # a commit is replacing stored values: wait for it
@@ -204,6 +205,13 @@ class Array:
                     log.debug("decoded %s chunk %s (%d stored bytes%s) in %.2f ms", self.shared.name,
                               self.source.key(coords), len(data), "" if wanted is None else ", bytes %d-%d wanted" % tuple(wanted),
                               (time.perf_counter() - started) * 1e3)
+            except ValueChangedError as e:  # the shard was replaced since its index was read
+                changes += 1
+                if changes > CHANGED_RETRIES:
+                    raise StoreError(f"{self.shared.name}: chunk {self.source.key(coords)}: {e}, "
+                                     f"{CHANGED_RETRIES} times in a row") from None
+                self.source.refresh(changed=True)
+                continue
             except CorruptChunkError as e:
                 if version != self.shared.version:
                     continue  # read during a commit, perhaps through a stale shard index
@@ -220,6 +228,16 @@ class Array:
                 if chunk is None or chunk is not into:  # "not stored" is cheap to remember
                     self.shared.cache.put(key, MISSING if chunk is None else chunk)
                 return chunk
+
+    def stored(self, coords) -> bytes | None:
+        """The chunk's encoded bytes as stored now (None: not stored), through a fresh index when
+        its shard was replaced since the index was read (a merge after a conflict reads them)."""
+        for _ in range(CHANGED_RETRIES):
+            try:
+                return self.source.read(coords)
+            except ValueChangedError:
+                self.source.refresh(changed=True)
+        return self.source.read(coords)
 
     def _chunk_ahead(self, coords, key, into: np.ndarray | None) -> np.ndarray:
         """The chunk decoded ahead (decode_ahead.py), copied into `into` if given, else cached as a
@@ -353,8 +371,9 @@ class Array:
         outermost = isinstance(self.source, StoreChunks)  # a shard in a store value, not in an inner chunk
         capabilities = Capabilities(remote=around.remote, batched_reads=outermost and around.batched_reads,
                                     metadata_ttl=around.metadata_ttl if outermost else None)
-        source = ShardChunks(lambda byte_range: self.source.read(coords, byte_range), sharding, key,
-                             read_ranges=lambda ranges: self.source.read_ranges(coords, ranges),
+        source = ShardChunks(lambda byte_range, expect=None: self.source.read_versioned(coords, byte_range, expect),
+                             sharding, key,
+                             read_ranges=lambda ranges, expect=None: self.source.read_ranges(coords, ranges, expect),
                              capabilities=capabilities, span_bytes=self.shared.cache.ahead.max_bytes // 2)
         return Array(shape, sharding.inner_chunk_shape, sharding.inner_chain, source,
                      self.shared, self.cache_key + (coords,))

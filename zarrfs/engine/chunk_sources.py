@@ -15,7 +15,7 @@ import numpy as np
 from zarrfs.byte_ranges import ByteRange, Range, Suffix
 from zarrfs.codecs.shard_format import EMPTY
 from zarrfs.engine.shard_spans import Spans
-from zarrfs.errors import CorruptChunkError
+from zarrfs.errors import CorruptChunkError, ValueChangedError
 from zarrfs.format.v3 import ArrayMetadata
 from zarrfs.geometry import flat_index
 from zarrfs.stores.contract import Capabilities, Store
@@ -40,11 +40,16 @@ class ChunkSource(Protocol):
         """As read(coords), for a decode ahead of a stream: it may fetch the chunks stored after
         this one with it (shard_spans.py)."""
 
+    def read_versioned(self, coords: tuple[int, ...], byte_range: ByteRange = None,
+                       expect=None) -> tuple[bytes | None, object]:
+        """(as read(), the version of the stored value read); see Store.get_versioned."""
+
     def version_known(self, coords: tuple[int, ...]) -> bool: ...
 
-    def refresh(self) -> bool:
+    def refresh(self, changed: bool = False) -> bool:
         """Forget what is kept of the stored layout; True when that may change what a read of a
-        chunk returns (a shard's index on a store other machines write)."""
+        chunk returns (a shard's index on a store other machines write, or `changed`: a read
+        found the stored value replaced)."""
 
 
 class StoreChunks:
@@ -79,15 +84,20 @@ class StoreChunks:
         keys = {self.key(coords): coords for coords in coords_list}
         return {keys[key]: data for key, data in self.store.get_many(list(keys)).items()}
 
-    def read_ranges(self, coords: tuple[int, ...], ranges: list[Range]) -> list[bytes] | None:
-        return self.store.get_ranges(self.key(coords), ranges)
+    def read_ranges(self, coords: tuple[int, ...], ranges: list[Range], expect=None) -> list[bytes] | None:
+        return self.store.get_ranges(self.key(coords), ranges, expect)
+
+    def read_versioned(self, coords: tuple[int, ...], byte_range: ByteRange = None,
+                       expect=None) -> tuple[bytes | None, object]:
+        """(as read(), the version read); with `expect`, from that version or ValueChangedError."""
+        return self.store.get_versioned(self.key(coords), byte_range, expect)
 
     def version_known(self, coords: tuple[int, ...]) -> bool:
         """Whether the store remembers the version of the chunk that a conditional PUT needs
         (object stores; a local store needs none)."""
         return self.store.version_known(self.key(coords))
 
-    def refresh(self) -> bool:
+    def refresh(self, changed: bool = False) -> bool:
         """Nothing is kept of stored values here: a read gets each chunk as stored now."""
         return False
 
@@ -104,12 +114,15 @@ class StoreChunks:
 class ShardChunks:
     """One shard as a chunk source for an Array over its inner chunk grid.
 
-    `codec` is the ShardingCodec; `read_value(byte_range)` returns the shard's bytes (or a range
-    of them), None if the shard does not exist. The index is read once and kept.
+    `codec` is the ShardingCodec; `read_value(byte_range, expect)` returns (the shard's bytes or a
+    range of them, None if the shard does not exist; the version read), as Store.get_versioned.
+    The index is read once and kept with its version, and every later read of the shard asks for
+    that version: bytes of a shard another writer replaced never meet an index of the old one
+    (ValueChangedError, and the index is read again).
     """
 
-    def __init__(self, read_value: Callable[[ByteRange], bytes | None], codec, key: str,
-                 read_ranges: Callable[[list[Range]], list[bytes] | None] | None = None,
+    def __init__(self, read_value: Callable[..., tuple[bytes | None, object]], codec, key: str,
+                 read_ranges: Callable[..., list[bytes] | None] | None = None,
                  capabilities: Capabilities | None = None, span_bytes: int = 0):
         self.read_value = read_value
         self.read_ranges = read_ranges  # several ranges of the shard in one call (batched_fetch.py)
@@ -120,8 +133,9 @@ class ShardChunks:
         self.codec = codec
         self.shard_key = key
         self._index: np.ndarray | None = None
+        self._version = None  # the shard's version the index was read from
         self._by_offset: tuple | None = None  # (index, its stored entries' positions in offset order)
-        self.spans = Spans(read_value, span_bytes)  # runs of inner chunks read together ahead of a stream
+        self.spans = Spans(span_bytes)  # runs of inner chunks read together ahead of a stream
         self._loaded = False
         self._loaded_at = 0.0
         self._lock = threading.Lock()  # decode-ahead threads start on a shard's inner chunks together
@@ -133,24 +147,30 @@ class ShardChunks:
         """Always: an inner chunk is written with its shard, whose version the outer source keeps."""
         return True
 
-    def refresh(self) -> bool:
-        """Another machine may have rewritten the shard since its index was read: read it again."""
-        if not self.capabilities.remote:
+    def refresh(self, changed: bool = False) -> bool:
+        """Another machine may have rewritten the shard since its index was read (`changed`: a
+        read found it replaced): read it again."""
+        if not self.capabilities.remote and not changed:
             return False
         self.forget_index()
         return True
 
     def index(self) -> np.ndarray | None:
         """The (n, 2) index, None when the shard does not exist."""
+        return self._layout()[0]
+
+    def _layout(self) -> tuple[np.ndarray | None, object]:
+        """(the index, the shard's version it was read from), read once whichever thread comes first."""
         if not self._fresh():
             with self._lock:
-                if not self._fresh():  # read once, whichever thread comes first
+                if not self._fresh():
                     size = self.codec.index_nbytes
-                    raw = self.read_value(Range(0, size) if self.codec.index_location == "start" else Suffix(size))
+                    raw, version = self.read_value(Range(0, size) if self.codec.index_location == "start" else Suffix(size))
                     self._index = None if raw is None else self.codec.decode_index(raw)
+                    self._version = version
                     self._loaded_at = time.monotonic()
                     self._loaded = True
-        return self._index
+        return self._index, self._version
 
     def index_known(self) -> bool:
         """Whether index() would answer without reading the store."""
@@ -163,13 +183,13 @@ class ShardChunks:
     def forget_index(self) -> None:
         """The shard was rewritten: read its index again next time."""
         self._loaded = False
-        self._index = None
+        self._index = self._version = None
         self.spans.forget()
 
     def stored_chunks(self) -> list:
         """The shard as stored, read whole: its encoded inner chunks in flat order (None for an
         empty one, all None when the shard is not stored)."""
-        old = self.read_value(None)
+        old, _ = self.read_value(None)
         return [None] * math.prod(self.codec.chunks_per_shard) if old is None else self.codec.split(old)
 
     def flat(self, coords) -> int:
@@ -178,7 +198,7 @@ class ShardChunks:
 
     def read(self, coords: tuple[int, ...], byte_range: ByteRange = None) -> bytes | None:
         """The encoded inner chunk (or a range of it), None when it is empty."""
-        index = self.index()
+        index, version = self._layout()
         if index is None:
             return None
         offset, nbytes = (int(v) for v in index[self.flat(coords)])
@@ -192,11 +212,17 @@ class ShardChunks:
             length = max(0, min(byte_range.length, nbytes - byte_range.start))
         else:
             start, length = offset, nbytes
-        data = self.read_value(Range(start, length))
+        data, _ = self.read_value(Range(start, length), version)
         if data is None or len(data) != length:
             raise CorruptChunkError(f"truncated shard: index entry [{offset}, {offset + nbytes}) points "
                                     f"outside the shard")
         return data
+
+    def read_versioned(self, coords: tuple[int, ...], byte_range: ByteRange = None,
+                       expect=None) -> tuple[bytes | None, object]:
+        """For a shard nested in an inner chunk: its bytes, with no version of their own (this
+        shard's reads already ask for this shard's version)."""
+        return self.read(coords, byte_range), None
 
     def read_ahead(self, coords: tuple[int, ...]) -> bytes | None:
         """The encoded inner chunk for a decode ahead of a stream. Where each request is a round
@@ -204,13 +230,14 @@ class ShardChunks:
         which the decodes of those then take."""
         if not self.capabilities.remote or not self.spans.span_bytes:
             return self.read(coords)
-        index = self.index()
+        index, version = self._layout()
         if index is None:
             return None
         offset, nbytes = (int(v) for v in index[self.flat(coords)])
         if offset == EMPTY:
             return None
-        data = self.spans.read(offset, nbytes, lambda: self._stored_after(index, offset))
+        data = self.spans.read(offset, nbytes, lambda: self._stored_after(index, offset),
+                               lambda r: self.read_value(r, version)[0])
         if data is None or len(data) != nbytes:
             raise CorruptChunkError(f"truncated shard: index entry [{offset}, {offset + nbytes}) points "
                                     f"outside the shard")
@@ -229,8 +256,9 @@ class ShardChunks:
     def read_many(self, coords_list: list[tuple], max_bytes: int) -> dict:
         """{coords: encoded bytes, or None if empty} for inner chunks, up to max_bytes of them,
         from one ranged read of several ranges. Entries that do not fit the shard are left out:
-        read one by one, they raise the precise error."""
-        index = self.index()
+        read one by one, they raise the precise error. None of them when the shard changed since
+        its index was read: read one by one, they read it again."""
+        index, version = self._layout()
         if index is None:
             return {coords: None for coords in coords_list}
         found, wanted, total = {}, [], 0
@@ -242,7 +270,10 @@ class ShardChunks:
                 total += nbytes
                 wanted.append((coords, offset, nbytes))
         if wanted:
-            values = self.read_ranges([Range(offset, nbytes) for _, offset, nbytes in wanted])
+            try:
+                values = self.read_ranges([Range(offset, nbytes) for _, offset, nbytes in wanted], version)
+            except ValueChangedError:
+                return {}
             for (coords, _, nbytes), data in zip(wanted, values or (), strict=False):
                 if len(data) == nbytes:
                     found[coords] = data

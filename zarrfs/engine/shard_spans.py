@@ -38,28 +38,29 @@ class _Span:
 
 
 class Spans:
-    """The spans of one shard; `read_range(Range)` reads bytes of it."""
+    """The spans of one shard."""
 
-    def __init__(self, read_range: Callable[[Range], bytes | None], max_held: int):
-        self.read_range = read_range
+    def __init__(self, max_held: int):
         self.max_held = max_held
         self.span_bytes = min(SPAN, max_held // 4)
         self._spans: list[_Span] = []  # oldest first
         self._lock = threading.Lock()
 
-    def read(self, offset: int, nbytes: int, following: Callable[[], list[tuple[int, int]]]) -> bytes | None:
+    def read(self, offset: int, nbytes: int, following: Callable[[], list[tuple[int, int]]],
+             read_range: Callable[[Range], bytes | None]) -> bytes | None:
         """The bytes [offset, offset + nbytes) of the shard, from a span. `following()` lists the
         (offset, nbytes) of the chunks stored after this one, in order: a new span covers those
-        that follow without a gap, up to SPAN bytes."""
+        that follow without a gap, up to span_bytes; `read_range(Range)` reads the shard (the
+        version its index came from)."""
         with self._lock:
             span = self._covering(offset, nbytes)
             new = span is None
             if new:
                 span = self._plan(offset, nbytes, following())
         if span is None:  # no room: read alone
-            return self.read_range(Range(offset, nbytes))
+            return read_range(Range(offset, nbytes))
         if new:
-            self._fill(span)
+            self._fill(span, read_range)
         data = span.future.result()
         with self._lock:
             span.left -= 1
@@ -98,9 +99,9 @@ class Spans:
         self._spans.append(span)
         return span
 
-    def _fill(self, span: _Span) -> None:
+    def _fill(self, span: _Span, read_range) -> None:
         try:
-            data = self.read_range(Range(span.start, span.stop - span.start))
+            data = read_range(Range(span.start, span.stop - span.start))
             span.read_at = time.monotonic()
             span.future.set_result(data)
         except BaseException as e:  # every waiter gets the error, and the span goes

@@ -139,7 +139,7 @@ class WriteBack:
                 partial = self._written.partial()
             for coords, _ in partial:
                 if keys is None or self.source.key(coords) in keys:
-                    stored = self.array.decode(self.source.read(coords), coords)  # the new version, read whole
+                    stored = self.array.decode(self.array.stored(coords), coords)  # the new version, read whole
                     with self.shared.lock:
                         chunk, mask = self._dirty.get(coords), self._written.mask(coords)
                         if chunk is not None and mask is not None:  # still written only in part

@@ -51,8 +51,15 @@ class Store(Protocol):
     def get(self, key: str, byte_range: ByteRange = None) -> bytes | None:
         """The value (or a range or suffix of it); None when there is no such key."""
 
-    def get_ranges(self, key: str, ranges: list[Range]) -> list[bytes] | None:
-        """Several ranges of one value (capabilities.batched_reads)."""
+    def get_versioned(self, key: str, byte_range: ByteRange = None, expect=None) -> tuple[bytes | None, object]:
+        """(the value or a range of it, None when there is no such key; the version it was read
+        from: a token to compare for equality, None where the store keeps none). With `expect`,
+        a version an earlier call gave, the bytes come from that version or not at all:
+        ValueChangedError when the value is another now. Reads of parts of one value that must
+        agree (a shard's index and its inner chunks) pass the version of the first."""
+
+    def get_ranges(self, key: str, ranges: list[Range], expect=None) -> list[bytes] | None:
+        """Several ranges of one value (capabilities.batched_reads); `expect` as for get_versioned."""
 
     def get_many(self, keys: list[str]) -> dict[str, bytes | None]:
         """Several whole values (capabilities.batched_reads)."""

@@ -10,7 +10,7 @@ from zarrfs.stores import local_nodes as localtree
 from zarrfs.stores.local_nodes import TEMP_PREFIX, LocalNodes
 from zarrfs.stores.contained import Beneath, key_parts
 from zarrfs.byte_ranges import ByteRange, Range, Suffix
-from zarrfs.errors import StoreError
+from zarrfs.errors import StoreError, ValueChangedError
 from zarrfs.stores.contract import Capabilities
 from zarrfs.stores.deferred_release import releases, worth_holding
 
@@ -72,21 +72,36 @@ class LocalStore:
 
         A range that reaches past the end is answered short, as POSIX pread does.
         """
+        return self.get_versioned(key, byte_range)[0]
+
+    def get_versioned(self, key: str, byte_range: ByteRange = None, expect=None) -> tuple[bytes | None, object]:
+        """As get(), with the version read (the file's inode, size and mtime: values are replaced
+        by renaming, so an open descriptor reads one version whole); see the Store contract."""
         fd = self.open_value(key)
         if fd is None:
-            return None
+            if expect is not None:
+                raise ValueChangedError(f"{key!r} is gone since it was read")
+            return None, None
         try:
+            version = self._checked_version(fd, key, expect)
             if byte_range is None:
-                return _read_all(fd)
+                return _read_all(fd), version
             if isinstance(byte_range, Suffix):
-                size = os.fstat(fd).st_size
-                start = max(0, size - byte_range.length)
-                return os.pread(fd, size - start, start)
-            return os.pread(fd, byte_range.length, byte_range.start)
+                start = max(0, version[1] - byte_range.length)
+                return os.pread(fd, version[1] - start, start), version
+            return os.pread(fd, byte_range.length, byte_range.start), version
         except OSError as e:
             raise StoreError.from_os("cannot read", key, e) from None
         finally:
             os.close(fd)
+
+    @staticmethod
+    def _checked_version(fd: int, key: str, expect) -> tuple[int, int, int]:
+        st = os.fstat(fd)
+        version = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if expect is not None and version != expect:
+            raise ValueChangedError(f"{key!r} was replaced since it was read")
+        return version
 
     def open_value(self, key: str) -> int | None:
         """A descriptor for reading the value `key`, opened beneath the root as get() opens it
@@ -100,13 +115,16 @@ class LocalStore:
         except OSError as e:
             raise StoreError.from_os("cannot open", key, e) from None
 
-    def get_ranges(self, key: str, ranges: list[Range]) -> list[bytes] | None:
+    def get_ranges(self, key: str, ranges: list[Range], expect=None) -> list[bytes] | None:
         """Several ranges of one value, one open; None if there is no such key. (The engine asks
         only stores with batched_reads: a local pread costs microseconds.)"""
         fd = self.open_value(key)
         if fd is None:
+            if expect is not None:
+                raise ValueChangedError(f"{key!r} is gone since it was read")
             return None
         try:
+            self._checked_version(fd, key, expect)
             return [os.pread(fd, r.length, r.start) for r in ranges]
         except OSError as e:
             raise StoreError.from_os("cannot read", key, e) from None

@@ -33,12 +33,12 @@ NOT_FOUND = (NotFoundError, FileNotFoundError)  # obstore raises the builtin for
 
 from zarrfs.stores.contained import key_parts
 from zarrfs.stores.contract import Capabilities
-from zarrfs.errors import ConflictError, StoreError
+from zarrfs.errors import ConflictError, StoreError, ValueChangedError
 from zarrfs.stores import object_nodes as objecttree
 from zarrfs.names import text_key
 from zarrfs.stores.local import TEMP_PREFIX, Staged
 from zarrfs.stores.remote_errors import MISSING_BUCKET_CODES, explain, server_code
-from zarrfs.byte_ranges import ByteRange, Range, Suffix
+from zarrfs.byte_ranges import ByteRange, Range, Suffix, coalesce
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,7 @@ DOCUMENTS = ("zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata")  # smal
 PUBLISHERS = 16  # concurrent PUTs of one publish
 ETAGS = 1 << 16  # keys whose version is remembered for conditional PUTs (about 100 bytes each)
 FETCHERS = 16  # concurrent GETs of whole chunks for one read (batched_fetch.py)
+COALESCE = 1 << 20  # ranges of one value closer than this are read by one GET, as obstore's get_ranges does
 
 
 @dataclass
@@ -96,48 +97,65 @@ class ObjectStore:
         _parts(key)
         if _is_document(key) and byte_range is None:
             return self._document(key).data
+        return self.get_versioned(key, byte_range)[0]
+
+    def get_versioned(self, key: str, byte_range: ByteRange = None, expect: dict | None = None) -> tuple[bytes | None, object]:
+        """As get(), with the version read ({"e_tag", "version"}); `expect` makes the GET
+        conditional on it (If-Match): see the Store contract."""
+        _parts(key)
         options = {}
         if isinstance(byte_range, Suffix):
             if byte_range.length == 0:
-                return b""
+                return b"", expect
             if not self._suffix_ranges:
-                return self._suffix_from_size(key, byte_range.length)
+                return self._suffix_from_size(key, byte_range.length, expect)
             options["range"] = {"suffix": byte_range.length}
         elif isinstance(byte_range, Range):
             if byte_range.length == 0:
-                return b""
+                return b"", expect
             options["range"] = (byte_range.start, byte_range.start + byte_range.length)
+        if expect is not None and expect.get("e_tag"):
+            options["if_match"] = expect["e_tag"]
         log.debug("GET %s %s", key, options.get("range", "whole"))
         try:
             result = obstore.get(self.store, key, options=options or None)
             data = bytes(result.bytes())
         except NOT_FOUND:
+            if expect is not None:
+                raise ValueChangedError(f"{self.path(key)} is gone since it was read") from None
             self._remember(key, None, byte_range)
-            return None
+            return None, None
+        except PreconditionError:
+            raise ValueChangedError(f"{self.path(key)} was replaced since it was read") from None
         except NotSupportedError:
             if not isinstance(byte_range, Suffix):
                 raise
             self._suffix_ranges = False  # Azure Blob has no suffix ranges: ask for the size first
-            return self._suffix_from_size(key, byte_range.length)
+            return self._suffix_from_size(key, byte_range.length, expect)
         except Exception as e:
             if isinstance(byte_range, Range) and "416" in str(e):  # a range past the end: short, as pread
-                return b""
+                return b"", expect
             raise self.error("cannot read", key, e) from None
-        self._remember(key, _version(result.meta), byte_range)
-        return data
+        version = _version(result.meta)
+        self._remember(key, version, byte_range)
+        return data, version
 
-    def _suffix_from_size(self, key: str, length: int) -> bytes | None:
+    def _suffix_from_size(self, key: str, length: int, expect: dict | None) -> tuple[bytes | None, object]:
         """The last `length` bytes of `key` where the store takes no suffix range: a HEAD for its
-        size, then a bounded range (a shard index costs one request more, once per metadata_ttl)."""
+        size, then a bounded range of that version (a shard index costs one request more, once
+        per metadata_ttl)."""
         log.debug("HEAD %s (no suffix ranges)", key)
         try:
-            size = obstore.head(self.store, key)["size"]
+            meta = obstore.head(self.store, key)
         except NOT_FOUND:
+            if expect is not None:
+                raise ValueChangedError(f"{self.path(key)} is gone since it was read") from None
             self._remember(key, None, Suffix(length))
-            return None
+            return None, None
         except Exception as e:
             raise self.error("cannot read", key, e) from None
-        return self.get(key, Range(max(0, size - length), min(length, size)))
+        size = meta["size"]
+        return self.get_versioned(key, Range(max(0, size - length), min(length, size)), expect or _version(meta))
 
     def _remember(self, key: str, e_tag: dict | None, byte_range: ByteRange) -> None:
         """The version a later PUT of `key` is conditional on: the one last read whole, since a
@@ -159,10 +177,14 @@ class ObjectStore:
             if len(self._etags) > ETAGS:
                 self._etags.popitem(last=False)
 
-    def get_ranges(self, key: str, ranges: list[Range]) -> list[bytes] | None:
+    def get_ranges(self, key: str, ranges: list[Range], expect: dict | None = None) -> list[bytes] | None:
         """Several ranges of one value in one call: obstore coalesces nearby ranges into one
-        request and sends distant ones concurrently. None if there is no such key."""
+        request and sends distant ones concurrently. None if there is no such key. With
+        `expect`, each request is conditional on that version (obstore's get_ranges takes no
+        condition): nearby ranges are coalesced here, and fetched concurrently."""
         _parts(key)
+        if expect is not None and expect.get("e_tag"):
+            return self._get_ranges_of(key, ranges, expect)  # each GET logged by get_versioned
         log.debug("GET %s %d ranges, %d bytes", key, len(ranges), sum(r.length for r in ranges))
         try:
             values = obstore.get_ranges(self.store, key, starts=[r.start for r in ranges],
@@ -172,6 +194,18 @@ class ObjectStore:
         except Exception as e:
             raise self.error("cannot read", key, e) from None
         return [bytes(value) for value in values]
+
+    def _get_ranges_of(self, key: str, ranges: list[Range], expect: dict) -> list[bytes]:
+        """The ranges from version `expect` of `key`: one conditional GET per run of ranges
+        less than COALESCE apart."""
+        runs = coalesce(ranges, COALESCE)
+        fetched = self._fetchers.map(lambda run: self.get_versioned(key, run[0], expect)[0], runs)
+        out = [b""] * len(ranges)
+        for (run, members), data in zip(runs, fetched, strict=True):
+            for i in members:
+                start = ranges[i].start - run.start
+                out[i] = data[start:start + ranges[i].length]
+        return out
 
     def get_many(self, keys: list[str]) -> dict[str, bytes | None]:
         """Whole values of several keys, fetched concurrently."""

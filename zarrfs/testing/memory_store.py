@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from zarrfs.byte_ranges import ByteRange, Range, Suffix
-from zarrfs.errors import ConflictError, StoreError
+from zarrfs.errors import ConflictError, StoreError, ValueChangedError
 from zarrfs.stores.contained import key_parts as _parts
 from zarrfs.stores.contract import Capabilities
 from zarrfs.stores.local_nodes import TEMP_PREFIX
@@ -104,22 +104,32 @@ class MemoryStore:
         return f"{self.root}/{key}"
 
     def get(self, key: str, byte_range: ByteRange = None) -> bytes | None:
+        return self.get_versioned(key, byte_range)[0]
+
+    def get_versioned(self, key: str, byte_range: ByteRange = None, expect=None) -> tuple[bytes | None, object]:
         _parts(key)
         truncate = self._fault("get", key)
         with self._lock:
             self.reads.append((key, byte_range))
-            value = self._values.get(key)
+            value = self._current(key, expect)
             if byte_range is None:
                 self._remember(key, value.version if value else None)
         if value is None:
-            return None
+            return None, None
         data = _slice(value.data, byte_range)
-        return data[:len(data) // 2] if truncate else data
+        return (data[:len(data) // 2] if truncate else data), value.version
 
-    def get_ranges(self, key: str, ranges: list[Range]) -> list[bytes] | None:
+    def _current(self, key: str, expect) -> _Value | None:
+        """Under the lock: the value now, which must be version `expect` if given."""
+        value = self._values.get(key)
+        if expect is not None and (value is None or value.version != expect):
+            raise ValueChangedError(f"{key!r} was replaced since it was read")
+        return value
+
+    def get_ranges(self, key: str, ranges: list[Range], expect=None) -> list[bytes] | None:
         truncate = self._fault("get_ranges", key)
         with self._lock:
-            value = self._values.get(key)
+            value = self._current(key, expect)
         if value is None:
             return None
         parts = [_slice(value.data, r) for r in ranges]
