@@ -23,9 +23,24 @@ from pathlib import Path
 
 import numpy as np
 
-from benchlib import (GB, MIB, adjacent_pages, build, cpu_seconds, evict, layout_options, mount,
-                      mount_limit, open_tensorstore, p50_ms, random_offsets, read_through, table, timed,
-                      warm_read)
+from benchlib import (
+    GB,
+    MIB,
+    adjacent_pages,
+    build,
+    cpu_seconds,
+    evict,
+    layout_options,
+    mount,
+    mount_limit,
+    open_tensorstore,
+    p50_ms,
+    random_offsets,
+    read_through,
+    table,
+    timed,
+    warm_read,
+)
 
 HDF5_ARRAYS = 1000  # arrays in the root zarr.h5 whose open is timed
 

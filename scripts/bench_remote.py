@@ -25,8 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchlib import GB, ZARRFS, _mounted, build, cpu_seconds, p50_ms, random_offsets, read_through, table, \
-    timed
+from benchlib import GB, ZARRFS, _mounted, build, cpu_seconds, p50_ms, random_offsets, read_through, table, timed
 from zarrfs.stores.source_url import RemoteOptions
 from zarrfs.testing.delay_proxy import DelayProxy
 from zarrfs.testing.nginx import Nginx

@@ -5,8 +5,8 @@ at the top."""
 import os
 import statistics
 import subprocess
-import tempfile
 import sys
+import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path

@@ -11,14 +11,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import array_doc, sharding
-from zarrfs.engine.chunk_cache import ChunkCache
-from zarrfs.engine.array import open_array
 from zarrfs.codecs.chain import ChunkSpec, CodecChain
-from zarrfs.format.data_types import parse_data_type
-from zarrfs.errors import ZarrfsError
-from zarrfs.fs.hierarchy import sidecar
-from zarrfs.format.v3 import ArrayMetadata, parse_document
+from zarrfs.engine.array import open_array
+from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.engine.chunk_sources import ShardChunks
+from zarrfs.errors import ZarrfsError
+from zarrfs.format.data_types import parse_data_type
+from zarrfs.format.v3 import ArrayMetadata, parse_document
+from zarrfs.fs.hierarchy import sidecar
 from zarrfs.stores.local import LocalStore
 
 EXAMPLES = int(os.environ.get("ZARRFS_EXAMPLES", 600))

@@ -3,20 +3,19 @@
 import errno
 import json
 import os
-import sys
 import subprocess
+import sys
 import threading
 import warnings
 
-import pytest
 import numpy as np
+import pytest
 import zarr
-
 
 from zarrfs.engine.array import open_array
 from zarrfs.engine.chunk_cache import ChunkCache
-from zarrfs.format.v3 import parse_document
 from zarrfs.engine.flat_file import RawFile
+from zarrfs.format.v3 import parse_document
 from zarrfs.stores.local import LocalStore
 
 DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",

@@ -4,8 +4,7 @@ import warnings
 
 import numpy as np
 import zarr
-from zarr.codecs import (BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ShardingCodec, TransposeCodec,
-                         ZstdCodec)
+from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ShardingCodec, TransposeCodec, ZstdCodec
 
 warnings.filterwarnings("ignore", module="zarr")
 

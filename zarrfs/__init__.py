@@ -4,8 +4,16 @@
     view.read(offset, size); view.write(offset, data); view.flush(); view.close()
 """
 
-from zarrfs.errors import CorruptChunkError, MetadataError, OutOfBoundsError, ReadOnlyError, StoreError, UnsupportedError, ZarrfsError
 from zarrfs.api import RawView, open_raw
+from zarrfs.errors import (
+           CorruptChunkError,
+           MetadataError,
+           OutOfBoundsError,
+           ReadOnlyError,
+           StoreError,
+           UnsupportedError,
+           ZarrfsError,
+)
 
 __all__ = ["open_raw", "RawView", "ZarrfsError", "MetadataError", "UnsupportedError", "CorruptChunkError",
            "OutOfBoundsError", "ReadOnlyError", "StoreError"]

@@ -2,10 +2,10 @@
 
 from zarrfs.engine.array import open_array
 from zarrfs.engine.chunk_cache import ChunkCache
+from zarrfs.engine.flat_file import RawFile
 from zarrfs.errors import MetadataError, UnsupportedError, ZarrfsError
 from zarrfs.format.v3 import ArrayMetadata
 from zarrfs.nodes.documents import read_metadata
-from zarrfs.engine.flat_file import RawFile
 from zarrfs.stores.local import LocalStore
 
 DEFAULT_CACHE_BYTES = 256 << 20

@@ -14,18 +14,18 @@ import numcodecs
 import numpy as np
 import pytest
 import zstandard
-from helpers import array_doc, sharding, write_doc
 
 import zarrfs
+from helpers import array_doc, sharding, write_doc
 from zarrfs.codecs.base import ChunkSpec
 from zarrfs.codecs.chain import CodecChain
-from zarrfs.format.data_types import parse_data_type
 from zarrfs.errors import (
     CorruptChunkError,
     EncodeError,
     MetadataError,
     UnsupportedError,
 )
+from zarrfs.format.data_types import parse_data_type
 
 EXTENSIONS = "/work/.mirror/zarr-developers+zarr-extensions/repo"
 

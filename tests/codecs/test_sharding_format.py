@@ -65,8 +65,8 @@ def test_a_sharding_chunk_shape_that_is_not_a_list_is_refused_naming_it(inner):
     """Found by the metadata fuzz target: chunk_shape null was a TypeError (EIO), not a refusal."""
     from zarrfs.codecs.base import ChunkSpec
     from zarrfs.codecs.chain import CodecChain
-    from zarrfs.format.data_types import parse_data_type
     from zarrfs.errors import MetadataError
+    from zarrfs.format.data_types import parse_data_type
     spec = ChunkSpec((8,), parse_data_type("int32", "data_type"), np.array(0, "<i4"))
     with pytest.raises(MetadataError, match="chunk_shape must be a list"):
         CodecChain([{"name": "sharding_indexed", "configuration": {"chunk_shape": inner}}], spec, "zarr.json: codecs")

@@ -12,8 +12,8 @@ import warnings
 import numpy as np
 import pytest
 import zarr
-from helpers import make_store
 
+from helpers import make_store
 from mounting import mounted
 
 

@@ -10,8 +10,7 @@ import threading
 import numpy as np
 import pytest
 
-from helpers import Worker
-from helpers import make_store
+from helpers import Worker, make_store
 from zarrfs.edits import hierarchy_edits as shaping
 from zarrfs.engine.writeback import WriteBack
 from zarrfs.fuse.libfuse import mfusepy

@@ -1,6 +1,7 @@
 """Decode-ahead (ahead.py): a sequential reader's next chunks are decoded in the background,
 once each, within their budget, and never served once a write or a commit has made them stale."""
 
+import ctypes
 import os
 import threading
 
@@ -10,15 +11,13 @@ import zarr
 
 from helpers import CountingStore, Worker, array_doc, write_doc
 from mounting import mounted
-from zarrfs.engine.decode_ahead import DecodeAhead
 from zarrfs.engine.array import open_array
-from zarrfs.engine.chunk_cache import ChunkCache
-from zarrfs.format.v3 import parse_document
-from zarrfs.engine.flat_file import RawFile
-from zarrfs.fuse.replies import FuseBufvec, read_buf
 from zarrfs.engine.buffers import free
-
-import ctypes
+from zarrfs.engine.chunk_cache import ChunkCache
+from zarrfs.engine.decode_ahead import DecodeAhead
+from zarrfs.engine.flat_file import RawFile
+from zarrfs.format.v3 import parse_document
+from zarrfs.fuse.replies import FuseBufvec, read_buf
 
 CHUNK = 1 << 16  # elements of uint8: 64 KiB, as large as a read that is not a small random one
 ZSTD = [{"name": "bytes"}, {"name": "zstd", "configuration": {"level": 1, "checksum": False}}]

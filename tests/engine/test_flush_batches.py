@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from helpers import CountingStore, array_doc, open_raw_file, sharding, write_doc
-from zarrfs.stores.contract import Capabilities
 from zarrfs.engine.writeback import WriteBack
 from zarrfs.errors import ConflictError, StoreError
+from zarrfs.stores.contract import Capabilities
 from zarrfs.stores.local import TEMP_PREFIX, LocalStore
 
 ZSTD = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 1}}]
@@ -164,6 +164,7 @@ def test_write_back_threads_yield_the_cores_to_requests(tmp_path):
     """Encoders run at a lower priority than the threads that answer requests: a writer waits
     for each of its writes, and a write that waited for a core behind the encoders slowed it."""
     import os
+
     from zarrfs.engine.writeback import ENCODER_NICE
 
     write_doc(tmp_path, "", array_doc([64], "int32", [4], ZSTD))

@@ -10,13 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import CountingStore
+from zarrfs.byte_ranges import Suffix
 from zarrfs.engine.array import open_array
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.engine.holes import SEEK_DATA, SEEK_HOLE, Presence, SeekError, coords_of, seek
 from zarrfs.format.v3 import ChunkKeyEncoding, parse_document
-from zarrfs.byte_ranges import Suffix
-from zarrfs.stores.local import LocalStore
 from zarrfs.fs.stored_usage import Usage
+from zarrfs.stores.local import LocalStore
 
 
 @st.composite

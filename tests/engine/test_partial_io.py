@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from helpers import CountingStore, array_doc, open_raw_file, sharding, write_doc
-from zarrfs.engine.flat_file import SPARSE_READ
 from zarrfs.byte_ranges import Range, Suffix
+from zarrfs.engine.flat_file import SPARSE_READ
 
 ZSTD = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 1}}]
 INDEX_NBYTES = 16 * 16 + 4  # 4x4 inner chunks per shard, crc32c

@@ -11,16 +11,16 @@ import os
 import numpy as np
 import pytest
 import zstandard
-from helpers import CountingStore, array_doc, open_raw_file, sharding, write_doc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import zarrfs
-from zarrfs.errors import MetadataError, UnsupportedError
-from zarrfs.geometry import Edges, chunk_parts, grid_shape
-from zarrfs.fs.hierarchy import Hierarchy
+from helpers import CountingStore, array_doc, open_raw_file, sharding, write_doc
 from zarrfs.engine.holes import SEEK_DATA, SEEK_HOLE, Presence, SeekError, seek
+from zarrfs.errors import MetadataError, UnsupportedError
 from zarrfs.format.v3 import parse_document
+from zarrfs.fs.hierarchy import Hierarchy
+from zarrfs.geometry import Edges, chunk_parts, grid_shape
 from zarrfs.stores.local import LocalStore
 
 

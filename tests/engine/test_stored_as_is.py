@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import zarrfs
-from zarrfs.engine import stored_as_is
 from zarr_layouts import create
+from zarrfs.engine import stored_as_is
 
 
 def brute_force(shape, leaf, itemsize) -> list[tuple[tuple, int]]:

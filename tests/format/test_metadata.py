@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from helpers import array_doc, default_fill
-from zarrfs.format.data_types import parse_data_type
 from zarrfs.errors import MetadataError, UnsupportedError
+from zarrfs.format.data_types import parse_data_type
 from zarrfs.format.v3 import ArrayMetadata, GroupMetadata, parse_document
 
 

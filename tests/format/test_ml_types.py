@@ -8,10 +8,10 @@ import os
 import ml_dtypes
 import numpy as np
 import pytest
-from helpers import array_doc, write_doc
 
 import zarrfs
 import zarrfs.stores.local
+from helpers import array_doc, write_doc
 from zarrfs.errors import InvalidValueError, MetadataError
 
 ts = pytest.importorskip("tensorstore")

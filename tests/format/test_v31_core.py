@@ -6,12 +6,12 @@ import json
 import numpy as np
 import pytest
 import zarr
-from helpers import array_doc, group_doc, sharding, write_doc
 
 import zarrfs
+from helpers import array_doc, group_doc, sharding, write_doc
 from zarrfs.format.data_types import parse_data_type
-from zarrfs.fs.hierarchy import Hierarchy
 from zarrfs.format.v3 import parse_document
+from zarrfs.fs.hierarchy import Hierarchy
 from zarrfs.stores.local import LocalStore
 
 

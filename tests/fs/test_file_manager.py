@@ -5,8 +5,8 @@ import errno
 import json
 import os
 import re
-import stat
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 

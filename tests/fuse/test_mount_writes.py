@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import zarr
 
-from mount_data import flat
 from helpers import fill_disk
+from mount_data import flat
 from mounting import mounted, reap, unmount, wait_for
 from zarr_layouts import LAYOUTS, NUMERIC, create, random_values
 

@@ -9,9 +9,8 @@ import os
 
 import pytest
 
-from helpers import array_doc, group_doc, write_doc
+from helpers import READ, array_doc, group_doc, probe, write_doc
 from mounting import mounted
-from helpers import READ, probe
 
 CHUNK = 4096  # page-sized chunks: the kernel reads whole pages, so each chunk's error stays its own
 SHARED = bytes(range(256)) * 16

@@ -14,7 +14,6 @@ from PIL import Image
 
 from mounting import mounted
 
-
 NAN = (255, 0, 255)
 
 

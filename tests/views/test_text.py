@@ -103,10 +103,10 @@ def test_splice_gio_copy_and_tar_copy_a_text_file_whole(tmp_path):
 def test_a_large_text_file_shows_its_size_once_opened(tmp_path, monkeypatch):
     """Listing never decodes an array above SIZED_ELEMENTS; opening it makes the text, and from
     then on its size is known."""
-    from zarrfs.views import text as textview
     from zarrfs.engine.chunk_cache import ChunkCache
     from zarrfs.fs.hierarchy import Hierarchy
     from zarrfs.stores.local import LocalStore
+    from zarrfs.views import text as textview
     root = zarr.open_group(str(tmp_path / "t.zarr"), mode="w")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 import zarr
+
 from mounting import mounted
 from zarr_layouts import NUMERIC, random_values
 

@@ -10,10 +10,10 @@ import pytest
 from helpers import CountingStore, array_doc, group_doc, open_raw_file, write_doc
 from zarrfs.cli.command import UsageError, parse_options
 from zarrfs.errors import HeaderWriteError
-from zarrfs.fs.hierarchy import DATA, HEADER, Hierarchy
 from zarrfs.format.v3 import parse_document
-from zarrfs.views.prefixed_file import PrefixedFile
+from zarrfs.fs.hierarchy import DATA, HEADER, Hierarchy
 from zarrfs.views import DEFAULT_VIEWS, VIEWS, info_of
+from zarrfs.views.prefixed_file import PrefixedFile
 
 ALL_VIEWS = tuple(VIEWS)
 

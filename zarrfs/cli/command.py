@@ -5,10 +5,10 @@ returns only once the mount is live.
 """
 
 import argparse
-import difflib
-import importlib.metadata
 import ctypes
+import difflib
 import gc
+import importlib.metadata
 import logging
 import os
 import socket
@@ -16,16 +16,15 @@ import stat
 import sys
 import threading
 
-from zarrfs.errors import ZarrfsError
 from zarrfs.cli import daemon_log
-from zarrfs.names import LineFormatter, printable
-from zarrfs.fuse.binding import ZarrFUSE
 from zarrfs.cli.help import epilog
-from zarrfs.fuse.tracing import TracingFUSE, quiet_binding
+from zarrfs.errors import ZarrfsError
+from zarrfs.fuse.binding import ZarrFUSE
 from zarrfs.fuse.operations import BLKSIZE, Operations, Options
+from zarrfs.fuse.tracing import TracingFUSE, quiet_binding
+from zarrfs.names import LineFormatter, printable
 from zarrfs.stores.source_url import is_remote, public_url
-from zarrfs.views import preview
-from zarrfs.views import ALL_VIEWS, GROUP_VIEWS
+from zarrfs.views import ALL_VIEWS, GROUP_VIEWS, preview
 
 log = logging.getLogger("zarrfs")
 

@@ -5,8 +5,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zarrfs.format.data_types import DataType
 from zarrfs.errors import CorruptChunkError, MetadataError
+from zarrfs.format.data_types import DataType
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ float32, which makes its final rounding the right one (Boldo and Melquiond)."""
 import ml_dtypes
 import numpy as np
 
-from zarrfs.format import ml_types
 from zarrfs.codecs.base import ChunkSpec, Codec
-from zarrfs.format.data_types import DataType, parse_data_type
 from zarrfs.errors import CorruptChunkError, EncodeError, MetadataError, UnsupportedError
+from zarrfs.format import ml_types
+from zarrfs.format.data_types import DataType, parse_data_type
 
 ROUNDING = ("nearest-even", "towards-zero", "towards-positive", "towards-negative", "nearest-away")
 OUT_OF_RANGE = (None, "clamp", "wrap")

@@ -14,18 +14,13 @@ import numcodecs.zstd
 import numpy as np
 import zstandard
 
-from zarrfs.codecs import shard_format as sharding
 from zarrfs.codecs import numcodecs_adapter as numcodecs_codecs
-from zarrfs.codecs.blosc_blocks import blosc_blocks
-from zarrfs.codecs.bounded_decode import check_blosc_header, gzip_decode, zstd_decode
+from zarrfs.codecs import shard_format as sharding
 from zarrfs.codecs.base import MAX_CHUNK_NBYTES, MAX_INNER_CHUNKS, ChunkSpec, Codec
 from zarrfs.codecs.base import config_value as _config
-from zarrfs.format.data_types import DataType, fill_is_all
-from zarrfs.errors import CorruptChunkError, MetadataError, UnsupportedError
-from zarrfs.format.v3 import normalise_extension
-from zarrfs.codecs.bounded_decode import GZIP_WBITS, deflate_prefix
-from zarrfs.format import ml_types
 from zarrfs.codecs.bitround import BitroundCodec
+from zarrfs.codecs.blosc_blocks import blosc_blocks
+from zarrfs.codecs.bounded_decode import GZIP_WBITS, check_blosc_header, deflate_prefix, gzip_decode, zstd_decode
 from zarrfs.codecs.cast_value import CastValueCodec
 from zarrfs.codecs.conditional import ConditionalCodec
 from zarrfs.codecs.n5_default import N5DefaultCodec
@@ -33,6 +28,10 @@ from zarrfs.codecs.packbits import PackbitsCodec
 from zarrfs.codecs.reshape import ReshapeCodec
 from zarrfs.codecs.scale_offset import ScaleOffsetCodec
 from zarrfs.codecs.zfp import ZfpCodec
+from zarrfs.errors import CorruptChunkError, MetadataError, UnsupportedError
+from zarrfs.format import ml_types
+from zarrfs.format.data_types import DataType, fill_is_all
+from zarrfs.format.v3 import normalise_extension
 
 
 class TransposeCodec(Codec):

@@ -17,12 +17,11 @@ import numcodecs
 import numpy as np
 from numcodecs.compat import ensure_contiguous_ndarray, ensure_ndarray
 
-from zarrfs.codecs.bounded_decode import bounded_decoder
 from zarrfs.codecs.base import ChunkSpec, Codec
-from zarrfs.format.data_types import DataType
+from zarrfs.codecs.bounded_decode import PREFIX_WBITS, bounded_decoder, deflate_prefix
 from zarrfs.errors import CorruptChunkError, EncodeError, MetadataError, UnsupportedError
+from zarrfs.format.data_types import DataType
 from zarrfs.format.numpy_types import V2_OBJECT, little_endian, parse_v2_dtype
-from zarrfs.codecs.bounded_decode import PREFIX_WBITS, deflate_prefix
 
 PREFIX = "numcodecs."
 V2_FILTERS = "zarrfs.v2_filters"  # made only by the v2 reader: {"dtype": stored dtype, "filters": [...]},

@@ -9,9 +9,9 @@ import math
 
 import numpy as np
 
-from zarrfs.format import ml_types
 from zarrfs.codecs.base import Codec
 from zarrfs.errors import CorruptChunkError, MetadataError, UnsupportedError
+from zarrfs.format import ml_types
 
 PADDING = {"none": "none", "first_byte": "first_byte", "last_byte": "last_byte",
            "start_byte": "first_byte", "end_byte": "last_byte"}  # the schema's spellings

@@ -18,11 +18,11 @@ from typing import Callable
 
 import numpy as np
 
-from zarrfs.engine.array import open_array
-from zarrfs.errors import OutOfBoundsError, ZarrfsError
 from zarrfs.edits.new_nodes import InvalidNodeError, check, npy_documents
-from zarrfs.views.prefixed_file import PrefixedFile
+from zarrfs.engine.array import open_array
 from zarrfs.engine.flat_file import RawFile
+from zarrfs.errors import OutOfBoundsError, ZarrfsError
+from zarrfs.views.prefixed_file import PrefixedFile
 
 log = logging.getLogger(__name__)
 

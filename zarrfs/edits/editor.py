@@ -24,10 +24,10 @@ import threading
 from contextlib import contextmanager
 
 from zarrfs.edits import new_nodes as newnode
-from zarrfs.nodes import documents as nodes
-from zarrfs.nodes import reconsolidate
 from zarrfs.errors import RefusedError, StoreError, ZarrfsError
 from zarrfs.names import from_json, to_json
+from zarrfs.nodes import documents as nodes
+from zarrfs.nodes import reconsolidate
 from zarrfs.nodes.reconsolidate import Edit
 from zarrfs.stores.local import TEMP_PREFIX
 

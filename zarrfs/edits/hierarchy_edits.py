@@ -25,15 +25,15 @@ import threading
 import time
 
 from zarrfs.edits import new_nodes as newnode
-from zarrfs.nodes import documents as nodes
 from zarrfs.edits.drafts import NpyDraft, TextDraft
 from zarrfs.edits.editor import Editor
-from zarrfs.errors import ReadOnlyError, RefusedError
-from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, SIDECAR, TEXT, Entry
 from zarrfs.engine.writeback import CONFLICT_RETRIES
-from zarrfs.names import printable, text as name_text
+from zarrfs.errors import ReadOnlyError, RefusedError
+from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, GROUPFILE, SIDECAR, TEXT, Entry
 from zarrfs.fs.inodes import inode_number
-from zarrfs.fs.hierarchy import GROUPFILE
+from zarrfs.names import printable
+from zarrfs.names import text as name_text
+from zarrfs.nodes import documents as nodes
 
 log = logging.getLogger(__name__)
 

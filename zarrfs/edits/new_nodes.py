@@ -16,11 +16,11 @@ import math
 
 import numpy as np
 
-from zarrfs.nodes import documents as nodes
-from zarrfs.format.data_types import _NUMERIC
 from zarrfs.errors import InvalidValueError, ZarrfsError
-from zarrfs.fs.hierarchy import check_codecs
+from zarrfs.format.data_types import _NUMERIC
 from zarrfs.format.v3 import ArrayMetadata, GroupMetadata, load_document
+from zarrfs.fs.hierarchy import check_codecs
+from zarrfs.nodes import documents as nodes
 
 CHUNK_BYTES = 1 << 20
 ZSTD_V3 = {"name": "zstd", "configuration": {"level": 0, "checksum": False}}

@@ -16,17 +16,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from zarrfs.codecs.chain import ChunkSpec, CodecChain
 from zarrfs.engine import batched_fetch as batchread
 from zarrfs.engine.buffers import free, scratch
 from zarrfs.engine.chunk_cache import MISSING, ChunkCache
-from zarrfs.codecs.chain import ChunkSpec, CodecChain
-from zarrfs.errors import CorruptChunkError, StoreError, ValueChangedError
-from zarrfs.geometry import Box, box_shape, chunk_parts, flat_index
-from zarrfs.format.v3 import ArrayMetadata
 from zarrfs.engine.chunk_sources import ChunkSource, ShardChunks, StoreChunks
-from zarrfs.stores.contract import Capabilities, Store
 from zarrfs.engine.writeback import WriteBack
-from zarrfs.geometry import chunk_extent, chunk_origin, largest_chunk, regular
+from zarrfs.errors import CorruptChunkError, StoreError, ValueChangedError
+from zarrfs.format.v3 import ArrayMetadata
+from zarrfs.geometry import Box, box_shape, chunk_extent, chunk_origin, chunk_parts, flat_index, largest_chunk, regular
+from zarrfs.stores.contract import Capabilities, Store
 
 log = logging.getLogger(__name__)
 

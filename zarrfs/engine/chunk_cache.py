@@ -6,8 +6,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from zarrfs.engine.decode_ahead import DecodeAhead
 from zarrfs.engine.buffers import scratch
+from zarrfs.engine.decode_ahead import DecodeAhead
 from zarrfs.engine.recent_chunks import RecentDecodes
 
 MISSING = np.empty(0, dtype="u1")  # cached "this chunk is not stored": reads give the fill value

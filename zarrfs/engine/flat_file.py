@@ -11,9 +11,9 @@ import math
 import numpy as np
 
 from zarrfs.engine import stored_as_is
-from zarrfs.engine.decode_ahead import Streams
 from zarrfs.engine.array import Array
 from zarrfs.engine.buffers import free, malloc_array
+from zarrfs.engine.decode_ahead import Streams
 from zarrfs.errors import InvalidValueError, OutOfBoundsError, ReadOnlyError
 from zarrfs.geometry import box_shape, c_order_boxes
 

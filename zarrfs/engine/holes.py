@@ -17,10 +17,9 @@ from collections import Counter
 
 import numpy as np
 
-from zarrfs.errors import ZarrfsError
-from zarrfs.geometry import grid_shape
 from zarrfs.codecs.shard_format import EMPTY
-from zarrfs.geometry import index_of, size_of, start_of
+from zarrfs.errors import ZarrfsError
+from zarrfs.geometry import grid_shape, index_of, size_of, start_of
 
 SEEK_DATA = getattr(os, "SEEK_DATA", 3)
 SEEK_HOLE = getattr(os, "SEEK_HOLE", 4)

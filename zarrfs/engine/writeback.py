@@ -22,11 +22,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from zarrfs.errors import ConflictError, CorruptChunkError
-from zarrfs.geometry import Box, grid_shape
-from zarrfs.stores.local import Staged
 from zarrfs.engine.written_masks import WrittenMasks, overlay
-from zarrfs.geometry import chunk_extent, chunk_origin
+from zarrfs.errors import ConflictError, CorruptChunkError
+from zarrfs.geometry import Box, chunk_extent, chunk_origin, grid_shape
+from zarrfs.stores.local import Staged
 
 log = logging.getLogger(__name__)
 

@@ -12,9 +12,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from zarrfs.format import numpy_types
 from zarrfs.errors import MetadataError, UnsupportedError
-from zarrfs.format import ml_types
+from zarrfs.format import ml_types, numpy_types
 
 _NUMERIC = {
     "bool": "|b1",

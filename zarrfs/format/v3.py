@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from zarrfs.format.data_types import DataType, parse_data_type
 from zarrfs.errors import MetadataError, UnsupportedError
+from zarrfs.format.data_types import DataType, parse_data_type
 from zarrfs.geometry import Edges
 
 MAX_NBYTES = 2**63 - 1

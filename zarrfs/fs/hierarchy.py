@@ -26,20 +26,18 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from zarrfs.nodes import consolidated
-from zarrfs.nodes import documents as nodes
-from zarrfs.views import text as textview
 from zarrfs.codecs.chain import ChunkSpec, CodecChain
 from zarrfs.errors import MetadataError, StoreError, UnsupportedError, ZarrfsError
 from zarrfs.format.v3 import ArrayMetadata, GroupMetadata
-from zarrfs.views.georeferencing import Georeferencer
-from zarrfs.names import to_json as json_name
-from zarrfs.stores.contract import Store
-from zarrfs.views import DEFAULT_VIEWS, VIEWS, info_of
-from zarrfs.views import ome, preview
-from zarrfs.views.header_cache import HeaderCache
 from zarrfs.geometry import grid_shape, largest_chunk, regular, size_of
-from zarrfs.views import GROUP_VIEWS, hdf5
+from zarrfs.names import to_json as json_name
+from zarrfs.nodes import consolidated
+from zarrfs.nodes import documents as nodes
+from zarrfs.stores.contract import Store
+from zarrfs.views import DEFAULT_VIEWS, GROUP_VIEWS, VIEWS, hdf5, info_of, ome, preview
+from zarrfs.views import text as textview
+from zarrfs.views.georeferencing import Georeferencer
+from zarrfs.views.header_cache import HeaderCache
 
 log = logging.getLogger(__name__)
 

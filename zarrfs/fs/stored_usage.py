@@ -14,8 +14,8 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from zarrfs.nodes import documents as nodes
 from zarrfs.engine.holes import Presence
+from zarrfs.nodes import documents as nodes
 
 LIFETIME = 30.0  # seconds, as long as the kernel keeps attributes
 WARMERS = 16  # concurrent listings when a directory of arrays is listed from an object store

@@ -19,9 +19,21 @@ import errno
 import json
 
 from zarrfs.errors import RoutineError
-from zarrfs.fs.hierarchy import (DATA, DESCRIBED, DIR, DOCUMENT, GROUPFILE, HEADER, PREVIEW, SIDECAR, TEXT, Entry, Hierarchy,
-                                 described)
 from zarrfs.format.v3 import ArrayMetadata
+from zarrfs.fs.hierarchy import (
+    DATA,
+    DESCRIBED,
+    DIR,
+    DOCUMENT,
+    GROUPFILE,
+    HEADER,
+    PREVIEW,
+    SIDECAR,
+    TEXT,
+    Entry,
+    Hierarchy,
+    described,
+)
 
 OCTETS, JSON, TEXT_PLAIN = "application/octet-stream", "application/json", "text/plain"
 # the mount's own types (share/mime/packages/zarrfs.xml), kinds of application/octet-stream

@@ -4,9 +4,8 @@ import errno
 import functools
 import logging
 
-from zarrfs.fuse.libfuse import mfusepy
-
 from zarrfs.errors import CorruptChunkError, RoutineError, ZarrfsError
+from zarrfs.fuse.libfuse import mfusepy
 
 log = logging.getLogger(__name__)
 

@@ -14,29 +14,37 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from zarrfs.engine import holes
-from zarrfs.engine import recovery
-from zarrfs.fuse import replies
-from zarrfs.errors import ZarrfsError
-from zarrfs.fuse.errno_boundary import errno_boundary, fail
-from zarrfs.engine.chunk_cache import ChunkCache
-from zarrfs.fuse.group_files import GroupFiles
-from zarrfs.fuse.page_invalidation import Siblings
-from zarrfs.fs.hierarchy import (DATA, DIR, DOCUMENT, GROUPFILE, PREVIEW, SIDECAR, TEXT, Entry, Hierarchy, Node,
-                                 read_only_view)
-from zarrfs.fs.open_arrays import OpenArray, OpenArrays
-from zarrfs.fs.xattrs import ExtendedAttributes
-from zarrfs.views.prefixed_file import PrefixedFile
-from zarrfs.engine.flat_file import RawFile
 from zarrfs.edits.hierarchy_edits import HierarchyEdits
-from zarrfs.views.text import Texts
-from zarrfs.stores.source_url import RemoteOptions, open_store
-from zarrfs.fs.stored_usage import LIFETIME, Usage
-from zarrfs.fuse.libfuse import mfusepy
-from zarrfs.views import DEFAULT_VIEWS
-from zarrfs.views import hdf5
-from zarrfs.views import preview
+from zarrfs.engine import holes, recovery
+from zarrfs.engine.chunk_cache import ChunkCache
+from zarrfs.engine.flat_file import RawFile
+from zarrfs.errors import ZarrfsError
+from zarrfs.fs.hierarchy import (
+    DATA,
+    DIR,
+    DOCUMENT,
+    GROUPFILE,
+    PREVIEW,
+    SIDECAR,
+    TEXT,
+    Entry,
+    Hierarchy,
+    Node,
+    read_only_view,
+)
 from zarrfs.fs.inodes import entry_key, inode_number
+from zarrfs.fs.open_arrays import OpenArray, OpenArrays
+from zarrfs.fs.stored_usage import LIFETIME, Usage
+from zarrfs.fs.xattrs import ExtendedAttributes
+from zarrfs.fuse import replies
+from zarrfs.fuse.errno_boundary import errno_boundary, fail
+from zarrfs.fuse.group_files import GroupFiles
+from zarrfs.fuse.libfuse import mfusepy
+from zarrfs.fuse.page_invalidation import Siblings
+from zarrfs.stores.source_url import RemoteOptions, open_store
+from zarrfs.views import DEFAULT_VIEWS, hdf5, preview
+from zarrfs.views.prefixed_file import PrefixedFile
+from zarrfs.views.text import Texts
 
 log = logging.getLogger(__name__)
 

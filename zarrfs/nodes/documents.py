@@ -9,9 +9,9 @@ A directory with both a zarr.json and v2 documents is read as v3, as zarr-python
 import os
 from dataclasses import dataclass
 
-from zarrfs.nodes import v2 as metadata_v2
 from zarrfs.errors import MetadataError
 from zarrfs.format.v3 import ArrayMetadata, GroupMetadata, load_document, parse_object
+from zarrfs.nodes import v2 as metadata_v2
 
 ZARR_JSON, ZARRAY, ZGROUP, ZATTRS = "zarr.json", ".zarray", ".zgroup", ".zattrs"
 ZMETADATA = ".zmetadata"  # v2 consolidated metadata, read at the root

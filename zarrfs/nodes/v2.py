@@ -11,11 +11,11 @@ import math
 
 import numpy as np
 
-from zarrfs.format.data_types import DataType
-from zarrfs.errors import MetadataError, UnsupportedError
-from zarrfs.format.v3 import MAX_NBYTES, ArrayMetadata, ChunkKeyEncoding, GroupMetadata, int_list, load_document
 from zarrfs.codecs.numcodecs_adapter import KINDS, OBJECT_FILTERS, PREFIX, V2_FILTERS, get_codec
+from zarrfs.errors import MetadataError, UnsupportedError
+from zarrfs.format.data_types import DataType
 from zarrfs.format.numpy_types import V2_OBJECT, little_endian, parse_v2_dtype
+from zarrfs.format.v3 import MAX_NBYTES, ArrayMetadata, ChunkKeyEncoding, GroupMetadata, int_list, load_document
 
 BLOSC_SHUFFLES = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
 

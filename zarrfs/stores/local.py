@@ -6,13 +6,13 @@ import logging
 import os
 from typing import NamedTuple
 
-from zarrfs.stores import local_nodes as localtree
-from zarrfs.stores.local_nodes import TEMP_PREFIX, LocalNodes
-from zarrfs.stores.contained import Beneath, key_parts
 from zarrfs.byte_ranges import ByteRange, Range, Suffix
 from zarrfs.errors import StoreError, ValueChangedError
+from zarrfs.stores import local_nodes as localtree
+from zarrfs.stores.contained import Beneath, key_parts
 from zarrfs.stores.contract import Capabilities
 from zarrfs.stores.deferred_release import releases, worth_holding
+from zarrfs.stores.local_nodes import TEMP_PREFIX, LocalNodes
 
 log = logging.getLogger(__name__)
 

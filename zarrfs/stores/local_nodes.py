@@ -20,8 +20,8 @@ import logging
 import os
 import shutil
 
-from zarrfs.stores.contained import Beneath, key_parts
 from zarrfs.errors import StoreError
+from zarrfs.stores.contained import Beneath, key_parts
 
 log = logging.getLogger(__name__)
 

@@ -31,14 +31,14 @@ from obstore.exceptions import AlreadyExistsError, NotFoundError, NotSupportedEr
 
 NOT_FOUND = (NotFoundError, FileNotFoundError)  # obstore raises the builtin for a missing key
 
+from zarrfs.byte_ranges import ByteRange, Range, Suffix, coalesce
+from zarrfs.errors import ConflictError, StoreError, ValueChangedError
+from zarrfs.names import text_key
+from zarrfs.stores import object_nodes as objecttree
 from zarrfs.stores.contained import key_parts
 from zarrfs.stores.contract import Capabilities
-from zarrfs.errors import ConflictError, StoreError, ValueChangedError
-from zarrfs.stores import object_nodes as objecttree
-from zarrfs.names import text_key
 from zarrfs.stores.local import TEMP_PREFIX, Staged
 from zarrfs.stores.remote_errors import MISSING_BUCKET_CODES, explain, server_code
-from zarrfs.byte_ranges import ByteRange, Range, Suffix, coalesce
 
 log = logging.getLogger(__name__)
 

@@ -10,15 +10,8 @@ a chunk.
 from dataclasses import dataclass
 from typing import Callable
 
-from zarrfs.views import envi
-from zarrfs.views import mhd
-from zarrfs.views import nifti
-from zarrfs.views import npy
-from zarrfs.views import nrrd
-from zarrfs.views import tiff
-from zarrfs.views import vrt
+from zarrfs.views import envi, hdf5, mhd, nifti, npy, nrrd, tiff, vrt
 from zarrfs.views.info import ArrayInfo, info_of
-from zarrfs.views import hdf5
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,7 @@ import io
 
 import numpy as np
 
-from zarrfs.views.info import ArrayInfo
-from zarrfs.views.info import numpy_own
+from zarrfs.views.info import ArrayInfo, numpy_own
 
 
 def header(info: ArrayInfo) -> bytes | None:

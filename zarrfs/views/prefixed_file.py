@@ -5,8 +5,8 @@ same-shape .npy) but never change them. The header is bytes, or bytes-like (view
 import numpy as np
 
 from zarrfs.engine.buffers import free, malloc_array
-from zarrfs.errors import HeaderWriteError
 from zarrfs.engine.flat_file import RawFile
+from zarrfs.errors import HeaderWriteError
 
 
 class PrefixedFile:
