@@ -196,14 +196,28 @@ class ShardChunks:
         """The position of inner chunk `coords` in the flat order of the index."""
         return flat_index(coords, self.codec.chunks_per_shard)
 
-    def read(self, coords: tuple[int, ...], byte_range: ByteRange = None) -> bytes | None:
-        """The encoded inner chunk (or a range of it), None when it is empty."""
+    def _entry(self, coords) -> tuple | None:
+        """(index, version, offset, nbytes) of a stored inner chunk; None when it is empty or the
+        shard is not stored."""
         index, version = self._layout()
         if index is None:
             return None
         offset, nbytes = (int(v) for v in index[self.flat(coords)])
-        if offset == EMPTY:
+        return None if offset == EMPTY else (index, version, offset, nbytes)
+
+    @staticmethod
+    def _checked(data: bytes | None, length: int, offset: int, nbytes: int) -> bytes:
+        if data is None or len(data) != length:
+            raise CorruptChunkError(f"truncated shard: index entry [{offset}, {offset + nbytes}) points "
+                                    f"outside the shard")
+        return data
+
+    def read(self, coords: tuple[int, ...], byte_range: ByteRange = None) -> bytes | None:
+        """The encoded inner chunk (or a range of it), None when it is empty."""
+        entry = self._entry(coords)
+        if entry is None:
             return None
+        _, version, offset, nbytes = entry
         if isinstance(byte_range, Suffix):
             length = min(byte_range.length, nbytes)
             start = offset + nbytes - length
@@ -212,11 +226,7 @@ class ShardChunks:
             length = max(0, min(byte_range.length, nbytes - byte_range.start))
         else:
             start, length = offset, nbytes
-        data, _ = self.read_value(Range(start, length), version)
-        if data is None or len(data) != length:
-            raise CorruptChunkError(f"truncated shard: index entry [{offset}, {offset + nbytes}) points "
-                                    f"outside the shard")
-        return data
+        return self._checked(self.read_value(Range(start, length), version)[0], length, offset, nbytes)
 
     def read_versioned(self, coords: tuple[int, ...], byte_range: ByteRange = None,
                        expect=None) -> tuple[bytes | None, object]:
@@ -230,18 +240,13 @@ class ShardChunks:
         which the decodes of those then take."""
         if not self.capabilities.remote or not self.spans.span_bytes:
             return self.read(coords)
-        index, version = self._layout()
-        if index is None:
+        entry = self._entry(coords)
+        if entry is None:
             return None
-        offset, nbytes = (int(v) for v in index[self.flat(coords)])
-        if offset == EMPTY:
-            return None
+        index, version, offset, nbytes = entry
         data = self.spans.read(offset, nbytes, lambda: self._stored_after(index, offset),
                                lambda r: self.read_value(r, version)[0])
-        if data is None or len(data) != nbytes:
-            raise CorruptChunkError(f"truncated shard: index entry [{offset}, {offset + nbytes}) points "
-                                    f"outside the shard")
-        return data
+        return self._checked(data, nbytes, offset, nbytes)
 
     def _stored_after(self, index: np.ndarray, offset: int) -> list[tuple[int, int]]:
         """(offset, nbytes) of the stored inner chunks after `offset`, in the order they are stored
