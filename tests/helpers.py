@@ -83,12 +83,19 @@ class CountingStore(LocalStore):
         self.gets = []
         self.sets = []
         self.stats = []
+        self.opened = []
 
     def get_versioned(self, key, byte_range=None, expect=None):
         """Every read comes here (get too): recorded once."""
         data, version = super().get_versioned(key, byte_range, expect)
         self.gets.append((key, byte_range, 0 if data is None else len(data)))
         return data, version
+
+    def open_value(self, key):
+        """Every read opens the value: gets, and reads of stored parts or stored-as-is bytes,
+        which do not get it."""
+        self.opened.append(key)
+        return super().open_value(key)
 
     def stat(self, key):
         self.stats.append(key)
@@ -103,6 +110,7 @@ class CountingStore(LocalStore):
         self.gets.clear()
         self.sets.clear()
         self.stats.clear()
+        self.opened.clear()
 
     @property
     def bytes_read(self):

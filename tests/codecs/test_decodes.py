@@ -15,9 +15,10 @@ BLOSC = [{"name": "bytes", "configuration": {"endian": "little"}},
 
 @pytest.fixture
 def decodes(monkeypatch):
-    """Every chunk decode, counted at the codec chain (inner chunks of shards included)."""
+    """Every chunk decode, counted at the codec chain (inner chunks of shards included, and
+    decodes from stored parts, engine/stored_parts.py)."""
     calls = []
-    decode, decode_into = CodecChain.decode, CodecChain.decode_into
+    decode, decode_into, decode_part = CodecChain.decode, CodecChain.decode_into, CodecChain.decode_part
 
     def counted(self, data, *args, **kwargs):
         calls.append(len(data))
@@ -27,8 +28,15 @@ def decodes(monkeypatch):
         calls.append(len(data))
         return decode_into(self, data, *args, **kwargs)
 
+    def counted_part(self, read_into, stored, *args):
+        done = decode_part(self, read_into, stored, *args)
+        if done:
+            calls.append(len(stored))
+        return done
+
     monkeypatch.setattr(CodecChain, "decode", counted)
     monkeypatch.setattr(CodecChain, "decode_into", counted_into)
+    monkeypatch.setattr(CodecChain, "decode_part", counted_part)
     return calls
 
 

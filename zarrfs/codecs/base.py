@@ -28,6 +28,7 @@ class Codec:
     kind: str  # "array->array", "array->bytes" or "bytes->bytes"
     decoded_limit: int = 0  # bytes->bytes: the most bytes decode() may produce (set by CodecChain)
     decodes_parts: bool = False  # bytes->bytes: decode_into may decode only the bytes `wanted`
+    reads_parts: bool = False  # bytes->bytes: decode_part decodes them from ranges of the stored bytes
     # A codec that holds codecs of its own (conditional, n5_default) is given the chain builder as
     # `build_chain`: it lives above the codecs in chain.py, so they cannot import it.
     nests_chains: bool = False

@@ -4,9 +4,14 @@ blosc compresses a chunk in blocks (tens to hundreds of KiB) that decode on thei
 c-blosc's blosc_getitem decodes just the blocks that hold a run of items. numcodecs links that
 library in but no longer exposes the call (Blosc.decode_partial is gone from 0.16), so it is
 called through ctypes from numcodecs' own extension: the code that decodes whole chunks.
+
+The blocks' stored bytes can be found before the chunk is read: its header and block starts
+lie at its beginning (stored_ranges), so a small read on a local store reads only those
+(engine/stored_parts.py).
 """
 
 import ctypes
+import struct
 
 import numcodecs.blosc
 import numpy as np
@@ -15,6 +20,7 @@ from zarrfs.errors import CorruptChunkError
 
 HEADER = 16  # bytes of the blosc 1 header; the block starts follow it
 MEMCPYED = 0x2  # header flag: stored uncompressed, no block starts
+PREFIX = 4096  # stored bytes read first for a part: the header and up to 1020 block starts
 
 
 def _getitem():
@@ -58,3 +64,37 @@ def blosc_blocks(data, out: np.ndarray, wanted: list[int]) -> bool:
         raise CorruptChunkError(f"undecodable blosc stream (blosc_getitem: {decoded})")
     wanted[:] = start, stop
     return True
+
+
+def stored_ranges(prefix, stored_size: int, decoded_size: int, wanted: list[int]) -> list[tuple[int, int]] | None:
+    """The stored bytes, as [start, stop) ranges, that blosc_blocks needs to decode the bytes
+    `wanted` of a blosc chunk of `stored_size` bytes, from the chunk's first bytes `prefix`.
+    None when the prefix does not hold every block start, or blosc_blocks could not decode a
+    part (the caller reads the chunk whole). Blocks compressed on several threads may be stored
+    out of order: a block ends where the next start above its own begins."""
+    if len(prefix) < HEADER:
+        raise CorruptChunkError(f"undecodable blosc stream ({stored_size} bytes, shorter than its header)")
+    header = bytes(prefix[:HEADER])
+    flags, typesize = header[2], header[3]
+    nbytes, blocksize, cbytes = (int.from_bytes(header[i:i + 4], "little") for i in (4, 8, 12))
+    if cbytes != stored_size:
+        raise CorruptChunkError(f"undecodable blosc stream (header says {cbytes} bytes, chunk has {stored_size})")
+    if _GETITEM is None or not typesize or nbytes % typesize or nbytes != decoded_size or blocksize <= 0:
+        return None
+    first, last = wanted[0] // blocksize, (wanted[1] - 1) // blocksize
+    if flags & MEMCPYED:  # the decoded bytes as they are, after the header
+        return [(HEADER + first * blocksize, HEADER + min(nbytes, (last + 1) * blocksize))]
+    nblocks = -(-nbytes // blocksize)
+    if HEADER + 4 * nblocks > len(prefix):
+        return None
+    starts = struct.unpack_from(f"<{nblocks}i", prefix, HEADER)
+    ranges = []
+    for start in starts[first:last + 1]:
+        stop = min((s for s in starts if s > start), default=cbytes)
+        if not HEADER + 4 * nblocks <= start < stop <= cbytes:
+            raise CorruptChunkError("undecodable blosc stream (a block starts outside the chunk)")
+        if ranges and ranges[-1][1] == start:
+            ranges[-1] = (ranges[-1][0], stop)
+        else:
+            ranges.append((start, stop))
+    return ranges

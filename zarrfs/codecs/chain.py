@@ -19,7 +19,8 @@ from zarrfs.codecs import shard_format as sharding
 from zarrfs.codecs.base import MAX_CHUNK_NBYTES, MAX_INNER_CHUNKS, ChunkSpec, Codec
 from zarrfs.codecs.base import config_value as _config
 from zarrfs.codecs.bitround import BitroundCodec
-from zarrfs.codecs.blosc_blocks import blosc_blocks
+from zarrfs.codecs.blosc_blocks import PREFIX as BLOSC_PREFIX
+from zarrfs.codecs.blosc_blocks import blosc_blocks, stored_ranges
 from zarrfs.codecs.bounded_decode import GZIP_WBITS, check_blosc_header, deflate_prefix, gzip_decode, zstd_decode
 from zarrfs.codecs.cast_value import CastValueCodec
 from zarrfs.codecs.conditional import ConditionalCodec
@@ -200,6 +201,7 @@ def zstd_content_size(data) -> int | None:
 class BloscCodec(_NumcodecsCodec):
     label = "blosc"
     decodes_parts = True  # the blocks that hold the bytes wanted (blosc_blocks.py)
+    reads_parts = True  # and only their stored bytes (decode_part)
     SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 
     def __init__(self, config, spec, where):
@@ -232,6 +234,24 @@ class BloscCodec(_NumcodecsCodec):
             numcodecs.blosc.decompress(data, out)
         except Exception as e:
             raise CorruptChunkError(f"undecodable blosc stream ({e})") from None
+
+    def decode_part(self, read_into, stored: np.ndarray, out, wanted: list[int]) -> bool:
+        """Decode the bytes `wanted` of `out` (widening `wanted` to whole blocks) reading only
+        the ranges of the stored chunk that hold them: `read_into(offset, view)` fills `view`
+        with the stored bytes at `offset`, `stored` is a uint8 array as long as the stored chunk,
+        of which only the ranges read are filled. False when it cannot (read the chunk whole)."""
+        if wanted[1] - wanted[0] > len(out) // 4:
+            return False
+        prefix = stored[:min(BLOSC_PREFIX, len(stored))]
+        read_into(0, prefix)
+        ranges = stored_ranges(prefix, len(stored), len(out), wanted)
+        if ranges is None:
+            return False
+        for start, stop in ranges:
+            start = max(start, len(prefix))
+            if start < stop:
+                read_into(start, stored[start:stop])
+        return blosc_blocks(stored, out, wanted)
 
 
 def _crc32c(data) -> int:
@@ -472,6 +492,17 @@ class CodecChain:
         """decode_into may decode only the bytes `wanted` (zstd up to their end, blosc the blocks
         that hold them), leaving the rest of `out` undefined."""
         return self._stored_as_decoded and bool(self.bytes_bytes) and self.bytes_bytes[0].decodes_parts
+
+    @functools.cached_property
+    def reads_parts(self) -> bool:
+        """decode_part may decode the bytes wanted from a few ranges of the stored chunk (a
+        blosc chunk's header and the blocks that hold them) instead of all of it."""
+        return self._stored_as_decoded and len(self.bytes_bytes) == 1 and self.bytes_bytes[0].reads_parts
+
+    def decode_part(self, read_into, stored: np.ndarray, out: np.ndarray, wanted: list[int]) -> bool:
+        """As decode_into(..., wanted) from the ranges of the stored chunk it needs (BloscCodec.
+        decode_part); False when it cannot: the caller reads the chunk whole."""
+        return self.reads_parts and self.bytes_bytes[0].decode_part(read_into, stored, out.reshape(-1).view("u1"), wanted)
 
     @functools.cached_property
     def _stored_as_decoded(self) -> bool:

@@ -18,6 +18,7 @@ import numpy as np
 
 from zarrfs.codecs.chain import ChunkSpec, CodecChain
 from zarrfs.engine import batched_fetch as batchread
+from zarrfs.engine import stored_parts
 from zarrfs.engine.buffers import free, scratch
 from zarrfs.engine.chunk_cache import MISSING, ChunkCache
 from zarrfs.engine.chunk_sources import ChunkSource, ShardChunks, StoreChunks
@@ -195,15 +196,7 @@ class Array:
                 with self.shared.commit_lock:
                     continue
             try:
-                data = batchread.take(self.source, coords) if self._batched else batchread.NOT_FETCHED
-                if data is batchread.NOT_FETCHED:
-                    data = self.source.read(coords)
-                started = time.perf_counter()
-                chunk = self._decode(data, into, wanted, coords)
-                if data is not None and log.isEnabledFor(logging.DEBUG):
-                    log.debug("decoded %s chunk %s (%d stored bytes%s) in %.2f ms", self.shared.name,
-                              self.source.key(coords), len(data), "" if wanted is None else ", bytes %d-%d wanted" % tuple(wanted),
-                              (time.perf_counter() - started) * 1e3)
+                chunk = self._read_decoded(coords, into, wanted)
             except ValueChangedError as e:  # the shard was replaced since its index was read
                 changes += 1
                 if changes > CHANGED_RETRIES:
@@ -227,6 +220,26 @@ class Array:
                 if chunk is None or chunk is not into:  # "not stored" is cheap to remember
                     self.shared.cache.put(key, MISSING if chunk is None else chunk)
                 return chunk
+
+    def _read_decoded(self, coords, into: np.ndarray | None, wanted: list[int] | None) -> np.ndarray | None:
+        """Chunk `coords` read from its source and decoded (see _chunk), or for a small read,
+        only the stored parts it wants (stored_parts.py)."""
+        if wanted is not None and into is not None and stored_parts.readable(self, coords):
+            chunk = stored_parts.decode_part(self, coords, into, wanted)
+            if chunk is not stored_parts.NOT_READ:
+                log.debug("decoded %s chunk %s, bytes %d-%d, from the stored blocks that hold them",
+                          self.shared.name, self.source.key(coords), *wanted)
+                return chunk
+        data = batchread.take(self.source, coords) if self._batched else batchread.NOT_FETCHED
+        if data is batchread.NOT_FETCHED:
+            data = self.source.read(coords)
+        started = time.perf_counter()
+        chunk = self._decode(data, into, wanted, coords)
+        if data is not None and log.isEnabledFor(logging.DEBUG):
+            log.debug("decoded %s chunk %s (%d stored bytes%s) in %.2f ms", self.shared.name,
+                      self.source.key(coords), len(data), "" if wanted is None else ", bytes %d-%d wanted" % tuple(wanted),
+                      (time.perf_counter() - started) * 1e3)
+        return chunk
 
     def stored(self, coords) -> bytes | None:
         """The chunk's encoded bytes as stored now (None: not stored), through a fresh index when
