@@ -70,6 +70,25 @@ def daemon_places(tmp_path) -> str:
     return f"recovery_dir={Path(tmp_path) / 'daemon.recovery'},log_file={Path(tmp_path) / 'daemon.log'}"
 
 
+def failed_start(source, options, env, tmp_path) -> str:
+    """The command as users run it (a daemon, without -f), expected to fail at start-up: the one
+    line it printed, after checking that it exited non-zero with that line alone on stderr (no
+    traceback, no panic). Always unmounted."""
+    mountpoint = Path(tmp_path) / "m"
+    mountpoint.mkdir(exist_ok=True)
+    try:
+        result = subprocess.run([ZARRFS, str(source), str(mountpoint), "-o", ",".join([*options, "timeout=4",
+                                daemon_places(tmp_path)])], env=env, capture_output=True, text=True, timeout=90)
+    finally:
+        unmount(mountpoint)
+    stderr = result.stderr
+    assert result.returncode != 0, stderr
+    assert "Traceback" not in stderr and "panicked" not in stderr, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("zarrfs: "), stderr
+    return lines[0]
+
+
 @contextlib.contextmanager
 def mounted(source, tmp_path, *options, name="mnt", env=None, timeout=15.0):
     """Mount `source` in the foreground (-f) on tmp_path/name; yields a Mount. `env`: the

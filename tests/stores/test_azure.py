@@ -13,7 +13,7 @@ import zarr
 from zarr.codecs import ZstdCodec
 from zarr.storage import ObjectStore
 
-from mounting import ZARRFS, daemon_places, mounted, unmount
+from mounting import failed_start, mounted
 from zarrfs.testing.emulators import AZURE_ACCOUNT, AZURE_KEY
 
 
@@ -133,16 +133,7 @@ def test_credentials_from_a_file(azurite, container, tmp_path):
 
 
 def start(azurite, container, tmp_path, options, env):
-    (tmp_path / "m").mkdir(exist_ok=True)
-    try:
-        result = subprocess.run([ZARRFS, f"az://{container}/data", str(tmp_path / "m"), "-o",
-                                 ",".join([*azurite.mount_options(*options), "timeout=4", daemon_places(tmp_path)])],
-                                env=env, capture_output=True, text=True, timeout=90)
-    finally:
-        unmount(tmp_path / "m")
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode != 0 and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
-    return lines[0]
+    return failed_start(f"az://{container}/data", azurite.mount_options(*options), env, tmp_path)
 
 
 def test_anonymous_requests_to_a_private_container_are_one_line(azurite, container, tmp_path):

@@ -4,7 +4,6 @@ anonymous, none at all). Writes are not tested here: fake-gcs-server takes no XM
 which is how obstore (object_store) writes to GCS, so the fixture uploads through the JSON API."""
 
 import os
-import subprocess
 import uuid
 
 import numpy as np
@@ -12,7 +11,7 @@ import pytest
 import zarr
 from zarr.codecs import BloscCodec, ZstdCodec
 
-from mounting import ZARRFS, daemon_places, mounted, unmount
+from mounting import failed_start, mounted
 
 
 @pytest.fixture
@@ -66,17 +65,7 @@ def test_reads_with_a_service_account_file(fake_gcs, bucket, tmp_path):
 
 
 def start(fake_gcs, source, tmp_path, options, env):
-    (tmp_path / "m").mkdir(exist_ok=True)
-    try:
-        result = subprocess.run([ZARRFS, source, str(tmp_path / "m"), "-o",
-                                 ",".join([*fake_gcs.mount_options(*options), "ro", "timeout=4",
-                                           daemon_places(tmp_path)])],
-                                env=env, capture_output=True, text=True, timeout=90)
-    finally:
-        unmount(tmp_path / "m")
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode != 0 and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
-    return lines[0]
+    return failed_start(source, [*fake_gcs.mount_options(*options), "ro"], env, tmp_path)
 
 
 def test_no_credentials_at_all_lists_the_ways(fake_gcs, bucket, tmp_path):

@@ -3,13 +3,12 @@
 The CA is trusted only through -o ca_file; without it, or with a certificate for another host, the
 mount fails in one line and nothing is sent in the clear."""
 
-import subprocess
 
 import numpy as np
 import pytest
 import zarr
 
-from mounting import ZARRFS, daemon_places, mounted, unmount
+from mounting import failed_start, mounted
 from zarrfs.testing.nginx import Nginx
 from zarrfs.testing.seaweed import unique_prefix
 from zarrfs.testing.tls import CertificateAuthority
@@ -29,25 +28,6 @@ def tls_front(seaweed, ca, tmp_path):
         yield server
     finally:
         server.stop()
-
-
-def start(source, options, env, tmp_path):
-    """The command as users run it (a daemon); returns (exit status, stderr), always unmounted."""
-    (tmp_path / "m").mkdir(exist_ok=True)
-    try:
-        result = subprocess.run([ZARRFS, source, str(tmp_path / "m"), "-o", ",".join([*options, "timeout=4",
-                                daemon_places(tmp_path)])], env=env, capture_output=True, text=True, timeout=90)
-    finally:
-        unmount(tmp_path / "m")
-    return result.returncode, result.stderr
-
-
-def one_line(status, stderr) -> str:
-    assert status != 0, stderr
-    assert "Traceback" not in stderr and "panicked" not in stderr, stderr
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("zarrfs: "), stderr
-    return lines[0]
 
 
 def test_an_https_source_is_read_byte_exact_with_its_ca_file(ca, tmp_path):
@@ -86,8 +66,7 @@ def test_an_s3_endpoint_over_https_reads_and_writes(seaweed, tls_front, ca, tmp_
 def test_an_untrusted_certificate_fails_in_one_line_and_nothing_goes_in_the_clear(seaweed, tls_front, tmp_path):
     prefix = unique_prefix("untrusted")
     zarr.open_group(seaweed.zarr_store(prefix), mode="w")
-    status, stderr = start(seaweed.url(prefix), [f"endpoint={tls_front.url}"], seaweed.env(), tmp_path)
-    line = one_line(status, stderr)
+    line = failed_start(seaweed.url(prefix), [f"endpoint={tls_front.url}"], seaweed.env(), tmp_path)
     assert "TLS handshake" in line and "not trusted (UnknownIssuer)" in line and "ca_file" in line, line
     assert tls_front.requests() == [], "no request was made without TLS"
 
@@ -99,9 +78,8 @@ def test_a_certificate_for_another_host_fails_in_one_line(seaweed, ca, tmp_path)
                    upstream=seaweed.endpoint)
     server.start()
     try:
-        status, stderr = start(seaweed.url(prefix), [f"endpoint={server.url}", f"ca_file={ca.cert}"], seaweed.env(),
-                               tmp_path)
-        line = one_line(status, stderr)
+        line = failed_start(seaweed.url(prefix), [f"endpoint={server.url}", f"ca_file={ca.cert}"], seaweed.env(),
+                            tmp_path)
         assert "TLS handshake" in line and "NotValidForName" in line, line
         assert server.requests() == []
     finally:
@@ -111,6 +89,5 @@ def test_a_certificate_for_another_host_fails_in_one_line(seaweed, ca, tmp_path)
 def test_a_ca_file_without_a_certificate_is_one_line(seaweed, tls_front, tmp_path):
     bogus = tmp_path / "ca.pem"
     bogus.write_text("not a certificate\n")
-    status, stderr = start(seaweed.url("x"), [f"endpoint={tls_front.url}", f"ca_file={bogus}"], seaweed.env(),
-                           tmp_path)
-    assert "no PEM certificate" in one_line(status, stderr)
+    line = failed_start(seaweed.url("x"), [f"endpoint={tls_front.url}", f"ca_file={bogus}"], seaweed.env(), tmp_path)
+    assert "no PEM certificate" in line, line

@@ -5,37 +5,23 @@ without -f (the daemon forks and the parent says what the child found)."""
 
 import os
 import re
-import subprocess
 
 import numpy as np
 import pytest
 import zarr
 
-from mounting import ZARRFS, daemon_places, mounted, unmount
+from mounting import failed_start, mounted
 from zarrfs.testing.nginx import Nginx
 from zarrfs.testing.seaweed import USERS, unique_prefix
 
 
-def start(source, mountpoint, options, env, tmp_path):
-    """The command as a user types it; returns (exit status, stderr), always unmounted."""
-    mountpoint.mkdir(exist_ok=True)
-    try:
-        result = subprocess.run([ZARRFS, source, str(mountpoint), "-o", ",".join([*options, "timeout=4",
-                                daemon_places(tmp_path)])], env=env, capture_output=True, text=True, timeout=90)
-    finally:
-        unmount(mountpoint)
-    return result.returncode, result.stderr
-
-
-def assert_one_line(status, stderr, pattern):
-    assert status != 0, stderr
-    assert "Traceback" not in stderr and "panicked" not in stderr, stderr
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("zarrfs: "), stderr
-    assert re.search(pattern, lines[0]), lines[0]
+def start_line(source, options, env, tmp_path, pattern) -> str:
+    """The one line a start-up that must fail printed (mounting.failed_start), matching `pattern`."""
+    line = failed_start(source, options, env, tmp_path)
+    assert re.search(pattern, line), line
     for _, secret, _ in USERS.values():
-        assert secret not in stderr
-    return lines[0]
+        assert secret not in line
+    return line
 
 
 @pytest.fixture
@@ -56,21 +42,18 @@ def without_aws(tmp_path) -> dict:
 
 def test_an_endpoint_without_a_scheme_is_one_line_not_a_panic(seaweed, hierarchy, tmp_path):
     bare = seaweed.endpoint.removeprefix("http://")
-    status, stderr = start(seaweed.url(hierarchy), tmp_path / "m", [f"endpoint={bare}"], seaweed.env(), tmp_path)
-    line = assert_one_line(status, stderr, "needs a scheme")
+    line = start_line(seaweed.url(hierarchy), [f"endpoint={bare}"], seaweed.env(), tmp_path, "needs a scheme")
     assert f"did you mean http://{bare}" in line
 
 
 @pytest.mark.parametrize("endpoint", ["http://", "http://host:99999", "ftp://127.0.0.1:1", "://x", "http//x:1"])
 def test_any_malformed_endpoint_is_one_line(seaweed, hierarchy, tmp_path, endpoint):
-    status, stderr = start(seaweed.url(hierarchy), tmp_path / "m", [f"endpoint={endpoint}"], seaweed.env(), tmp_path)
-    assert_one_line(status, stderr, r"endpoint .*(scheme|port)")
+    start_line(seaweed.url(hierarchy), [f"endpoint={endpoint}"], seaweed.env(), tmp_path, r"endpoint .*(scheme|port)")
 
 
 def test_a_missing_bucket_is_named(seaweed, tmp_path):
-    status, stderr = start("s3://nosuchbucket/exp.zarr", tmp_path / "m", [f"endpoint={seaweed.endpoint}"],
-                           seaweed.env(), tmp_path)
-    assert_one_line(status, stderr, r"bucket 'nosuchbucket' does not exist .*\(NoSuchBucket\)")
+    start_line("s3://nosuchbucket/exp.zarr", [f"endpoint={seaweed.endpoint}"], seaweed.env(), tmp_path,
+               r"bucket 'nosuchbucket' does not exist .*\(NoSuchBucket\)")
 
 
 def test_an_endpoint_that_is_another_http_service_says_so(seaweed, tmp_path):
@@ -78,11 +61,10 @@ def test_an_endpoint_that_is_another_http_service_says_so(seaweed, tmp_path):
     server = Nginx(tmp_path / "nginx", tmp_path / "site")
     server.start()
     try:
-        status, stderr = start("s3://test/exp.zarr", tmp_path / "m", [f"endpoint={server.url}"], seaweed.env(),
-                               tmp_path)
+        line = start_line("s3://test/exp.zarr", [f"endpoint={server.url}"], seaweed.env(), tmp_path,
+                          "does not answer as an object store")
     finally:
         server.stop()
-    line = assert_one_line(status, stderr, "does not answer as an object store")
     assert "404" in line and "not a Zarr hierarchy" not in line
 
 
@@ -95,8 +77,7 @@ def test_refused_credentials_show_the_code_and_where_they_came_from(seaweed, hie
     else:
         env["AWS_ACCESS_KEY_ID"] = "AKUNKNOWN"
         code = "InvalidAccessKeyId"
-    status, stderr = start(seaweed.url(hierarchy), tmp_path / "m", [f"endpoint={seaweed.endpoint}"], env, tmp_path)
-    line = assert_one_line(status, stderr, code)
+    line = start_line(seaweed.url(hierarchy), [f"endpoint={seaweed.endpoint}"], env, tmp_path, code)
     assert "credentials from the environment (AWS_ACCESS_KEY_ID)" in line
     assert "not-the-secret" not in line
 
@@ -105,37 +86,30 @@ def test_refused_credentials_from_a_file_name_the_file(seaweed, hierarchy, tmp_p
     credentials = tmp_path / "credentials"
     credentials.write_text("[default]\naws_access_key_id = AKADMIN\naws_secret_access_key = wrong-secret\n")
     credentials.chmod(0o600)
-    status, stderr = start(seaweed.url(hierarchy), tmp_path / "m",
-                           [f"endpoint={seaweed.endpoint}", f"credentials_file={credentials}"],
-                           without_aws(tmp_path), tmp_path)
-    line = assert_one_line(status, stderr, "SignatureDoesNotMatch")
+    line = start_line(seaweed.url(hierarchy), [f"endpoint={seaweed.endpoint}", f"credentials_file={credentials}"],
+                      without_aws(tmp_path), tmp_path, "SignatureDoesNotMatch")
     assert f"credentials from the file {credentials} [default]" in line
 
 
 def test_anonymous_requests_refused_say_they_were_anonymous(seaweed, hierarchy, tmp_path):
-    status, stderr = start(seaweed.url(hierarchy), tmp_path / "m", [f"endpoint={seaweed.endpoint}", "anon"],
-                           without_aws(tmp_path), tmp_path)
-    assert_one_line(status, stderr, "access denied .*-o anon sends unsigned requests")
+    start_line(seaweed.url(hierarchy), [f"endpoint={seaweed.endpoint}", "anon"], without_aws(tmp_path), tmp_path,
+               "access denied .*-o anon sends unsigned requests")
 
 
 def test_no_credentials_at_all_says_so_and_lists_the_ways(seaweed, hierarchy, tmp_path):
-    status, stderr = start(seaweed.url(hierarchy), tmp_path / "m", [f"endpoint={seaweed.endpoint}"],
-                           without_aws(tmp_path), tmp_path)
-    line = assert_one_line(status, stderr, "no credentials found")
+    line = start_line(seaweed.url(hierarchy), [f"endpoint={seaweed.endpoint}"], without_aws(tmp_path), tmp_path,
+                      "no credentials found")
     assert "AWS_ACCESS_KEY_ID" in line and "credentials_file" in line and "-o anon" in line
     assert "169.254.169.254" not in line
 
 
 def test_a_port_that_does_not_answer_is_connection_refused(seaweed, hierarchy, tmp_path):
-    status, stderr = start(seaweed.url(hierarchy), tmp_path / "m", ["endpoint=http://127.0.0.1:9"], seaweed.env(),
-                           tmp_path)
-    assert_one_line(status, stderr, "connection refused")
+    start_line(seaweed.url(hierarchy), ["endpoint=http://127.0.0.1:9"], seaweed.env(), tmp_path, "connection refused")
 
 
 def test_https_against_plain_http_is_a_failed_tls_handshake(seaweed, hierarchy, tmp_path):
     endpoint = seaweed.endpoint.replace("http://", "https://")
-    status, stderr = start(seaweed.url(hierarchy), tmp_path / "m", [f"endpoint={endpoint}"], seaweed.env(), tmp_path)
-    assert_one_line(status, stderr, "TLS handshake .* failed")
+    start_line(seaweed.url(hierarchy), [f"endpoint={endpoint}"], seaweed.env(), tmp_path, "TLS handshake .* failed")
 
 
 def test_endpoint_url_in_the_credentials_file_is_honoured(seaweed, hierarchy, tmp_path):
@@ -154,9 +128,8 @@ def test_a_malformed_endpoint_url_in_the_file_is_one_line(seaweed, hierarchy, tm
     credentials.write_text("[default]\naws_access_key_id = AKADMIN\naws_secret_access_key = secretadmin\n"
                            "endpoint_url = 127.0.0.1:9000\n")
     credentials.chmod(0o600)
-    status, stderr = start(seaweed.url(hierarchy), tmp_path / "m", [f"credentials_file={credentials}"],
-                           without_aws(tmp_path), tmp_path)
-    assert_one_line(status, stderr, "needs a scheme")
+    start_line(seaweed.url(hierarchy), [f"credentials_file={credentials}"], without_aws(tmp_path), tmp_path,
+               "needs a scheme")
 
 
 def test_aws_endpoint_url_in_the_environment_is_honoured(seaweed, hierarchy, tmp_path):
@@ -169,7 +142,5 @@ def test_anon_with_a_credentials_file_is_refused_as_contradictory(seaweed, hiera
     credentials = tmp_path / "credentials"
     credentials.write_text("[default]\naws_access_key_id = AKADMIN\naws_secret_access_key = secretadmin\n")
     credentials.chmod(0o600)
-    status, stderr = start(seaweed.url(hierarchy), tmp_path / "m",
-                           [f"endpoint={seaweed.endpoint}", "anon", f"credentials_file={credentials}"],
-                           without_aws(tmp_path), tmp_path)
-    assert_one_line(status, stderr, "anon .* credentials_file contradict")
+    start_line(seaweed.url(hierarchy), [f"endpoint={seaweed.endpoint}", "anon", f"credentials_file={credentials}"],
+               without_aws(tmp_path), tmp_path, "anon .* credentials_file contradict")
