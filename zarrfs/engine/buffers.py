@@ -82,6 +82,18 @@ def malloc_array(shape: tuple[int, ...], dtype: np.dtype) -> tuple[int, np.ndarr
     return address, array[:math.prod(shape) * np.dtype(dtype).itemsize].view(dtype).reshape(shape)
 
 
+def malloced(nbytes: int, fill) -> tuple[int, int]:
+    """(address, count): `nbytes` of memory from malloc, given to fill(uint8 array) which answers
+    how many bytes it filled; the memory is the caller's to free, or freed here if fill raises."""
+    address, out = malloc_array((nbytes,), "u1")
+    try:
+        return address, fill(out)
+    except BaseException:
+        del out
+        free(address)
+        raise
+
+
 def calloc(nbytes: int) -> int:
     address = _libc.calloc(1, nbytes)
     if not address:

@@ -12,7 +12,7 @@ import numpy as np
 
 from zarrfs.engine import stored_as_is
 from zarrfs.engine.array import Array
-from zarrfs.engine.buffers import free, malloc_array
+from zarrfs.engine.buffers import malloced
 from zarrfs.engine.decode_ahead import Streams
 from zarrfs.errors import InvalidValueError, OutOfBoundsError, ReadOnlyError
 from zarrfs.geometry import box_shape, c_order_boxes
@@ -61,13 +61,7 @@ class RawFile:
                 found = self._whole_chunk_ahead(boxes)
                 if found is not None:
                     return found, n
-        address, out = malloc_array((n,), "u1")
-        try:
-            return address, self._fill(offset, out, boxes) if n and offset >= 0 else 0
-        except BaseException:
-            del out
-            free(address)
-            raise
+        return malloced(n, lambda out: self._fill(offset, out, boxes) if n and offset >= 0 else 0)
 
     @functools.cached_property
     def _stored_layout(self) -> stored_as_is.Layout | None:

@@ -399,7 +399,7 @@ class GroupFile:
     def read_malloced(self, offset: int, size: int) -> tuple[int, int]:
         """(address, count) in memory from malloc (replies.py): a read within one dataset is the
         array's own (a chunk decoded ahead as it is), any other is filled here."""
-        from zarrfs.engine.buffers import free, malloc_array
+        from zarrfs.engine.buffers import malloced
 
         i = bisect.bisect_right(self._starts, offset) - 1
         n = max(0, min(size, self.size - offset))
@@ -407,13 +407,7 @@ class GroupFile:
             start, length, what = self._extents[i]
             if not isinstance(what, bytes) and offset + n <= start + length:
                 return self.raw_of(what).read_malloced(offset - start, n)
-        address, out = malloc_array((n,), "u1")
-        try:
-            return address, self.read_into(offset, out)
-        except BaseException:
-            del out
-            free(address)
-            raise
+        return malloced(n, lambda out: self.read_into(offset, out))
 
     def read_into(self, offset: int, out: np.ndarray) -> int:
         n = max(0, min(len(out), self.size - offset))

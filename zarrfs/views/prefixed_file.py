@@ -4,7 +4,7 @@ same-shape .npy) but never change them. The header is bytes, or bytes-like (view
 
 import numpy as np
 
-from zarrfs.engine.buffers import free, malloc_array
+from zarrfs.engine.buffers import malloced
 from zarrfs.engine.flat_file import RawFile
 from zarrfs.errors import HeaderWriteError
 
@@ -34,13 +34,7 @@ class PrefixedFile:
         header, the array's own answer, so a chunk decoded ahead is sent as it is."""
         if offset >= len(self.header):
             return self.raw.read_malloced(offset - len(self.header), size)
-        address, out = malloc_array((max(0, min(size, self.size - offset)),), "u1")
-        try:
-            return address, self.read_into(offset, out)
-        except BaseException:
-            del out
-            free(address)
-            raise
+        return malloced(max(0, min(size, self.size - offset)), lambda out: self.read_into(offset, out))
 
     def stored_ranges(self, offset: int, size: int):
         """Past the header, the stored files' ranges of the array's bytes, as RawFile.stored_ranges
