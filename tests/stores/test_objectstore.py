@@ -200,15 +200,15 @@ def test_a_conflict_whose_merge_failed_is_merged_before_the_chunk_is_written_aga
     raw.write(0, np.full(4, 1, "<i4").tobytes())  # half of chunk 0
     other_machine_first(store, lambda: zarr.open_array(seaweed.zarr_store(prefix), mode="r+").__setitem__(
         slice(4, 8), 9))  # the other half
-    get = store.get
+    get_versioned = store.get_versioned
 
-    def lost_once(key, byte_range=None):
+    def lost_once(key, byte_range=None, expect=None):
         if key == "c/0" and byte_range is None:  # the merge's read
-            store.get = get
+            store.get_versioned = get_versioned
             raise StoreError(f"cannot read {key!r}: connection reset", errno.ECONNRESET)
-        return get(key, byte_range)
+        return get_versioned(key, byte_range, expect)
 
-    store.get = lost_once
+    store.get_versioned = lost_once
     with pytest.raises(StoreError):
         raw.array.flush()
     assert raw.array.dirty

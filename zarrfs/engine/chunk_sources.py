@@ -64,7 +64,7 @@ class StoreChunks:
         return self.prefix + self.encoding.key(coords)
 
     def read(self, coords: tuple[int, ...], byte_range: ByteRange = None) -> bytes | None:
-        data = self.store.get(self.key(coords), byte_range)
+        data = self.store.get_versioned(self.key(coords), byte_range)[0]  # bytes-like: no copy from an object store
         if log.isEnabledFor(logging.DEBUG):
             log.debug("store read %s %s -> %s", self.key(coords), tuple(byte_range) if byte_range else "whole",
                       "not stored" if data is None else f"{len(data)} bytes")

@@ -68,7 +68,9 @@ class Spans:
                 self._spans.remove(span)
         if data is None:
             return None
-        return data[offset - span.start:offset - span.start + nbytes]
+        # A view, not a copy: the decode ahead that asked decodes it and lets it go, and the span's
+        # memory goes with the last of its chunks.
+        return memoryview(data)[offset - span.start:offset - span.start + nbytes]
 
     def forget(self) -> None:
         """The shard was rewritten, or its index read again: no span is valid any more."""

@@ -56,13 +56,15 @@ class Store(Protocol):
         from: a token to compare for equality, None where the store keeps none). With `expect`,
         a version an earlier call gave, the bytes come from that version or not at all:
         ValueChangedError when the value is another now. Reads of parts of one value that must
-        agree (a shard's index and its inner chunks) pass the version of the first."""
+        agree (a shard's index and its inner chunks) pass the version of the first. The value
+        may be any read-only bytes-like object (an object store hands on the memory its client
+        fetched into, without a copy); get() and get_ranges() give bytes."""
 
     def get_ranges(self, key: str, ranges: list[Range], expect=None) -> list[bytes] | None:
         """Several ranges of one value (capabilities.batched_reads); `expect` as for get_versioned."""
 
     def get_many(self, keys: list[str]) -> dict[str, bytes | None]:
-        """Several whole values (capabilities.batched_reads)."""
+        """Several whole values (capabilities.batched_reads), bytes-like as from get_versioned."""
 
     def version_known(self, key: str) -> bool:
         """Whether a conditional write of `key` knows the version it builds on."""
