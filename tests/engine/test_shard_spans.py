@@ -124,3 +124,40 @@ def test_a_span_no_decode_came_back_to_goes_after_a_while(monkeypatch):
     assert len(spans._spans) == 1
     spans.read(1000, 100, lambda: [], read)
     assert not spans._spans  # the first one was read long enough ago, the second taken whole
+
+
+def test_a_span_stops_before_chunks_another_span_already_brought():
+    """Decodes ahead start in any order: the shard's last chunk was read in a span of its own and
+    taken before the first chunk's decode planned; the first one's span stops before it."""
+    calls = []
+
+    def read(r: Range) -> bytes:
+        calls.append(r)
+        return b"\0" * r.length
+
+    spans = Spans(max_held=1 << 20)
+    spans.read(300, 100, lambda: [], read)  # the last chunk, taken: its span is gone
+    assert not spans._spans
+    spans.read(0, 100, lambda: [(100, 100), (200, 100), (300, 100)], read)
+    assert calls == [Range(300, 100), Range(0, 300)]
+    spans.forget()  # a new index: nothing is known to be brought any more
+    spans.read(0, 100, lambda: [(100, 100), (200, 100), (300, 100)], read)
+    assert calls[-1] == Range(0, 400)
+
+
+def test_a_request_takes_a_chunk_a_span_holds_and_spans_stop_before_what_it_read():
+    """A request's own read (not a decode ahead) of a chunk a span holds takes it from the span;
+    a chunk a request read is not fetched again by a span planned after."""
+    calls = []
+
+    def read(r: Range) -> bytes:
+        calls.append(r)
+        return bytes(range(r.start, r.start + r.length))
+
+    spans = Spans(max_held=1 << 20)
+    assert spans.covered(0, 10) is shard_spans.NOT_COVERED
+    spans.read(0, 10, lambda: [(10, 10), (20, 10)], read)  # a span of three chunks
+    assert spans.covered(10, 10) == bytes(range(10, 20)) and calls == [Range(0, 30)]
+    spans.brought([(40, 10)])  # a request read the chunk at 40 itself
+    spans.read(30, 10, lambda: [(40, 10), (50, 10)], read)
+    assert calls[-1] == Range(30, 10)

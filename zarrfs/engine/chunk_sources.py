@@ -14,7 +14,7 @@ import numpy as np
 
 from zarrfs.byte_ranges import ByteRange, Range, Suffix
 from zarrfs.codecs.shard_format import EMPTY
-from zarrfs.engine.shard_spans import Spans
+from zarrfs.engine.shard_spans import NOT_COVERED, Spans
 from zarrfs.errors import CorruptChunkError, ValueChangedError
 from zarrfs.format.v3 import ArrayMetadata
 from zarrfs.geometry import flat_index
@@ -226,7 +226,16 @@ class ShardChunks:
             length = max(0, min(byte_range.length, nbytes - byte_range.start))
         else:
             start, length = offset, nbytes
+        if self._spanned() and length == nbytes:  # a span may hold it; else the spans learn it was read
+            data = self.spans.covered(offset, nbytes)
+            if data is not NOT_COVERED:
+                return self._checked(data, nbytes, offset, nbytes)
+            self.spans.brought([(offset, nbytes)])
         return self._checked(self.read_value(Range(start, length), version)[0], length, offset, nbytes)
+
+    def _spanned(self) -> bool:
+        """Whether decodes ahead read runs of inner chunks here (shard_spans.py)."""
+        return self.capabilities.remote and bool(self.spans.span_bytes)
 
     def read_versioned(self, coords: tuple[int, ...], byte_range: ByteRange = None,
                        expect=None) -> tuple[bytes | None, object]:
@@ -238,7 +247,7 @@ class ShardChunks:
         """The encoded inner chunk for a decode ahead of a stream. Where each request is a round
         trip, it comes in one ranged read with the inner chunks stored after it (shard_spans.py),
         which the decodes of those then take."""
-        if not self.capabilities.remote or not self.spans.span_bytes:
+        if not self._spanned():
             return self.read(coords)
         entry = self._entry(coords)
         if entry is None:
@@ -271,9 +280,14 @@ class ShardChunks:
             offset, nbytes = (int(v) for v in index[self.flat(coords)])
             if offset == EMPTY:
                 found[coords] = None
+            elif self._spanned() and (data := self.spans.covered(offset, nbytes)) is not NOT_COVERED:
+                if data is not None and len(data) == nbytes:  # else read alone: it raises the precise error
+                    found[coords] = data
             elif total + nbytes <= max_bytes:
                 total += nbytes
                 wanted.append((coords, offset, nbytes))
+        if wanted and self._spanned():
+            self.spans.brought([(offset, nbytes) for _, offset, nbytes in wanted])
         if wanted:
             try:
                 values = self.read_ranges([Range(offset, nbytes) for _, offset, nbytes in wanted], version)

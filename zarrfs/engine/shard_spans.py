@@ -12,6 +12,12 @@ stream's decodes would hold anyway, read a little earlier), a span at most a qua
 span is dropped once each of its chunks was taken or STALE seconds after its read ended, and the
 oldest go first when there is no room (a chunk then is read alone). The spans belong to one
 index: a shard whose index is read again forgets them.
+
+Decodes ahead start in any order, and a request reads the chunks no decode ahead was started
+for: the last chunk of a shard may be read, and taken, before the first one's decode plans its
+span. A span taken whole, and a chunk a request read, are remembered (their range, not their
+bytes) for STALE seconds, and a new span stops before them; a request's read of a chunk a span
+holds takes it from the span (covered). So no chunk is fetched twice.
 """
 
 import threading
@@ -25,6 +31,8 @@ from zarrfs.byte_ranges import Range
 # 4, 8 and 16 MiB streamed alike; 8 made 24 GETs of 128 MiB where one per inner chunk made 131.
 SPAN = 8 << 20
 STALE = 1.0  # seconds after its read a span no decode came back to is dropped (its stream went away)
+TAKEN = 256  # ranges taken or read otherwise that planning remembers, at most
+NOT_COVERED = object()
 
 
 class _Span:
@@ -44,6 +52,7 @@ class Spans:
         self.max_held = max_held
         self.span_bytes = min(SPAN, max_held // 4)
         self._spans: list[_Span] = []  # oldest first
+        self._taken: list[tuple[int, int, float]] = []  # (start, stop, when) of spans taken whole
         self._lock = threading.Lock()
 
     def read(self, offset: int, nbytes: int, following: Callable[[], list[tuple[int, int]]],
@@ -61,11 +70,29 @@ class Spans:
             return read_range(Range(offset, nbytes))
         if new:
             self._fill(span, read_range)
+        return self._take(span, offset, nbytes)
+
+    def covered(self, offset: int, nbytes: int):
+        """The bytes [offset, offset + nbytes) from a span that holds them (waiting for its read),
+        for a read that is not a decode ahead; NOT_COVERED when no span does."""
+        with self._lock:
+            span = self._covering(offset, nbytes)
+        return NOT_COVERED if span is None else self._take(span, offset, nbytes)
+
+    def brought(self, ranges: list[tuple[int, int]]) -> None:
+        """(offset, nbytes) of chunks read otherwise (a request's own reads): spans planned from
+        now on stop before them, as before a span taken whole."""
+        now = time.monotonic()
+        with self._lock:
+            self._taken.extend((offset, offset + nbytes, now) for offset, nbytes in ranges)
+
+    def _take(self, span: _Span, offset: int, nbytes: int):
         data = span.future.result()
         with self._lock:
             span.left -= 1
             if span.left <= 0 and span in self._spans:
                 self._spans.remove(span)
+                self._taken.append((span.start, span.stop, time.monotonic()))
         if data is None:
             return None
         # A view, not a copy: the decode ahead that asked decodes it and lets it go, and the span's
@@ -76,6 +103,7 @@ class Spans:
         """The shard was rewritten, or its index read again: no span is valid any more."""
         with self._lock:
             self._spans.clear()
+            self._taken.clear()
 
     def _covering(self, offset: int, nbytes: int) -> _Span | None:
         for span in self._spans:
@@ -86,14 +114,16 @@ class Spans:
     def _plan(self, offset: int, nbytes: int, following: list[tuple[int, int]]) -> _Span | None:
         """A span from this chunk over those stored right after it that no span covers; None
         when even this chunk does not fit in what a shard may hold."""
+        now = time.monotonic()
+        self._taken = [t for t in self._taken[-TAKEN:] if now - t[2] <= STALE]
         stop, chunks = offset + nbytes, 1
         for start, size in following:
-            if start != stop or stop + size - offset > self.span_bytes or self._covering(start, size):
+            if start != stop or stop + size - offset > self.span_bytes or self._covering(start, size) \
+                    or any(a <= start < b for a, b, _ in self._taken):
                 break
             stop, chunks = stop + size, chunks + 1
         if stop - offset > self.max_held:
             return None
-        now = time.monotonic()
         self._spans = [s for s in self._spans if s.read_at is None or now - s.read_at <= STALE]
         while self._spans and sum(s.stop - s.start for s in self._spans) + stop - offset > self.max_held:
             self._spans.pop(0)  # its waiters hold it still; later readers read alone
