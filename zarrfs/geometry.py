@@ -66,6 +66,15 @@ class ChunkPart(NamedTuple):
     complete: bool
 
 
+def chunks_spanned(boxes: list[Box], chunk_shape) -> int:
+    """How many chunks the bounding box of `boxes` (non-empty) meets."""
+    count = 1
+    for d, c in enumerate(chunk_shape):
+        low, high = min(b[d].start for b in boxes), max(b[d].stop for b in boxes)
+        count *= index_of(c, high - 1) - index_of(c, low) + 1 if high > low else 0
+    return count
+
+
 def box_shape(box: Box) -> tuple[int, ...]:
     return tuple(s.stop - s.start for s in box)
 

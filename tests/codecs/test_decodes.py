@@ -135,6 +135,7 @@ def test_a_chunk_decoded_again_into_full_recent_decodes_replaces_its_old_decode(
     from zarrfs.engine.recent_chunks import RecentDecodes
     pool = BufferPool()
     recent = RecentDecodes(pool, slots=4, max_bytes=4 << 20)
+    recent.make_room(4)
     for key in range(4):
         recent.keep(key, *pool.take((1 << 20,), "u1"), (0, 4096))
     base, chunk = pool.take((1 << 20,), "u1")

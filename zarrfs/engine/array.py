@@ -25,7 +25,17 @@ from zarrfs.engine.chunk_sources import ChunkSource, ShardChunks, StoreChunks
 from zarrfs.engine.writeback import WriteBack
 from zarrfs.errors import CorruptChunkError, StoreError, ValueChangedError
 from zarrfs.format.v3 import ArrayMetadata
-from zarrfs.geometry import Box, box_shape, chunk_extent, chunk_origin, chunk_parts, flat_index, largest_chunk, regular
+from zarrfs.geometry import (
+    Box,
+    box_shape,
+    chunk_extent,
+    chunk_origin,
+    chunk_parts,
+    chunks_spanned,
+    flat_index,
+    largest_chunk,
+    regular,
+)
 from zarrfs.stores.contract import Capabilities, Store
 
 log = logging.getLogger(__name__)
@@ -67,10 +77,14 @@ class Array:
     @functools.cached_property
     def leaf_nbytes(self) -> int:
         """Decoded bytes of one chunk, or of one inner chunk when sharded: what a decode makes."""
+        return self._leaf_chain.spec.nbytes
+
+    @functools.cached_property
+    def _leaf_chain(self) -> CodecChain:
         chain = self.chain
         while chain.sharding:
             chain = chain.sharding.inner_chain
-        return chain.spec.nbytes
+        return chain
 
     @property
     def dtype(self) -> np.dtype:
@@ -131,6 +145,12 @@ class Array:
                 self._read_small(part, target, whole)
             else:
                 self._copy_part(part, target, self._chunk(part.coords))
+
+    def keep_room(self, boxes: list[Box]) -> None:
+        """Room among the kept decodes (recent_chunks.py) for every chunk `boxes` meet: a small
+        read of several boxes comes back to its chunks from one box to the next."""
+        leaf_shape = self._leaf_chain.spec.shape if self.sharding else self.chunk_shape  # inner chunks tile shards
+        self.shared.cache.recent.make_room(chunks_spanned(boxes, leaf_shape))
 
     def _read_small(self, part, target: np.ndarray, whole: bool) -> None:
         """Part of a chunk for a small read: copied from the chunk's last scratch decode if that

@@ -132,6 +132,8 @@ class RawFile:
         pos = 0
         boxes = c_order_boxes(self.array.shape, first, last) if boxes is None else boxes
         whole = sparse and len(boxes) > 1
+        if whole:
+            self.array.keep_room(boxes)
         for box in boxes:
             n = math.prod(box_shape(box))
             self.array.read_into(box, out[pos:pos + n].reshape(box_shape(box)), sparse, whole)
