@@ -146,3 +146,33 @@ def test_a_block_start_outside_the_chunk_is_corrupt():
     block = block_size(encoded)
     with pytest.raises(CorruptChunkError, match="outside the chunk"):
         decode_part(codec_chain, Stored(bytes(encoded)), (5 * block, 5 * block + 4096))
+
+
+@pytest.mark.parametrize("cname,shuffle", [("lz4", "shuffle"), ("zstd", "bitshuffle"), ("blosclz", "noshuffle"),
+                                           ("lz4hc", "shuffle")])
+def test_a_last_block_cut_short_decodes_alone(cname, shuffle):
+    """A chunk whose length is not a multiple of the block: its last block is shorter, and was
+    compressed whole (never split by byte): a chunk of one block made of it says so."""
+    n = N - 1000
+    codec_chain = chain(cname, shuffle, n=n)
+    expected = values(n).view("u1")
+    stored = Stored(codec_chain.encode(values(n)))
+    block = block_size(stored.encoded)
+    assert (4 * n) % block
+    done, out, widened = decode_part(codec_chain, stored, (4 * n - 100, 4 * n))
+    assert done and widened == [4 * n // block * block, 4 * n]
+    assert (out[widened[0]:] == expected[widened[0]:]).all()
+    assert (out[:widened[0]] == GARBAGE).all()
+
+
+@pytest.mark.parametrize("size", [-1, 0, 1000, 2 ** 31 - 100])
+def test_a_damaged_block_is_corrupt_and_named(size):
+    """The first split's stored size at the start of block 5 damaged: an error naming the block,
+    never bytes read past it."""
+    codec_chain = chain()
+    encoded = bytearray(codec_chain.encode(values()))
+    start = int.from_bytes(encoded[HEADER + 4 * 5:HEADER + 4 * 6], "little")
+    encoded[start:start + 4] = size.to_bytes(4, "little", signed=True)
+    block = block_size(encoded)
+    with pytest.raises(CorruptChunkError, match="block 5"):
+        decode_part(codec_chain, Stored(bytes(encoded)), (5 * block, 5 * block + 4096))

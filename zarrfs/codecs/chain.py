@@ -20,7 +20,7 @@ from zarrfs.codecs.base import MAX_CHUNK_NBYTES, MAX_INNER_CHUNKS, ChunkSpec, Co
 from zarrfs.codecs.base import config_value as _config
 from zarrfs.codecs.bitround import BitroundCodec
 from zarrfs.codecs.blosc_blocks import PREFIX as BLOSC_PREFIX
-from zarrfs.codecs.blosc_blocks import blosc_blocks, stored_ranges
+from zarrfs.codecs.blosc_blocks import blosc_blocks, decode_stored_blocks, stored_ranges
 from zarrfs.codecs.bounded_decode import GZIP_WBITS, check_blosc_header, deflate_prefix, gzip_decode, zstd_decode
 from zarrfs.codecs.cast_value import CastValueCodec
 from zarrfs.codecs.conditional import ConditionalCodec
@@ -251,7 +251,7 @@ class BloscCodec(_NumcodecsCodec):
             start = max(start, len(prefix))
             if start < stop:
                 read_into(start, stored[start:stop])
-        return blosc_blocks(stored, out, wanted)
+        return decode_stored_blocks(stored, out, wanted) or blosc_blocks(stored, out, wanted)
 
 
 def _crc32c(data) -> int:
