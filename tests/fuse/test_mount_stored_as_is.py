@@ -191,6 +191,21 @@ def test_npy_view_past_its_header(uncompressed, tmp_path):
         assert fast_reads(m) > before
 
 
+def test_hdf5_view_datasets(tmp_path):
+    """zarr.h5 maps each dataset's bytes onto its array's flat bytes (datasets of 1 MiB or more
+    begin on a 1 MiB boundary): the kernel's reads within one are served from the stored files
+    too, and h5py reads every value."""
+    h5py = pytest.importorskip("h5py")
+    root = tmp_path / "data.zarr"
+    zarr.open_group(str(root), mode="w")
+    values = random_values("float32", (1024, 512), np.random.default_rng(5))  # 2 MiB, no hole
+    create(root / "plain", shape=values.shape, layout="bytes-little", chunks=(128, 512))[...] = values
+    with mounted(root, tmp_path, "ro", "debug") as m:
+        with h5py.File(m / "zarr.h5", "r") as f:
+            np.testing.assert_array_equal(f["plain"][...], values)
+        assert fast_reads(m) > 0
+
+
 SIZE = 240 * 20 * 2  # uint16 (240, 20) in (64, 20) chunks: the last one overhangs
 
 

@@ -401,13 +401,28 @@ class GroupFile:
         array's own (a chunk decoded ahead as it is), any other is filled here."""
         from zarrfs.engine.buffers import malloced
 
-        i = bisect.bisect_right(self._starts, offset) - 1
         n = max(0, min(size, self.size - offset))
+        within = self._within_dataset(offset, n)
+        if within is not None:
+            return within[0].read_malloced(within[1], n)
+        return malloced(n, lambda out: self.read_into(offset, out))
+
+    def stored_ranges(self, offset: int, size: int):
+        """A read within one dataset: its array's stored bytes, as RawFile.stored_ranges gives
+        them (an uncompressed array is answered from its files, engine/stored_as_is.py)."""
+        n = max(0, min(size, self.size - offset))
+        within = self._within_dataset(offset, n)
+        return None if within is None else within[0].stored_ranges(within[1], n)
+
+    def _within_dataset(self, offset: int, n: int):
+        """(the dataset's RawFile, the offset in it) when bytes [offset, offset + n) lie in one
+        dataset; else None."""
+        i = bisect.bisect_right(self._starts, offset) - 1
         if i >= 0 and n:
             start, length, what = self._extents[i]
             if not isinstance(what, bytes) and offset + n <= start + length:
-                return self.raw_of(what).read_malloced(offset - start, n)
-        return malloced(n, lambda out: self.read_into(offset, out))
+                return self.raw_of(what), offset - start
+        return None
 
     def read_into(self, offset: int, out: np.ndarray) -> int:
         n = max(0, min(len(out), self.size - offset))
