@@ -71,7 +71,7 @@ def chunks_spanned(boxes: list[Box], chunk_shape) -> int:
     count = 1
     for d, c in enumerate(chunk_shape):
         low, high = min(b[d].start for b in boxes), max(b[d].stop for b in boxes)
-        count *= index_of(c, high - 1) - index_of(c, low) + 1 if high > low else 0
+        count *= (index_of(c, high - 1) - index_of(c, low) + 1) if high > low else 0
     return count
 
 

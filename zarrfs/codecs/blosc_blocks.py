@@ -122,7 +122,7 @@ def decode_stored_blocks(stored: np.ndarray, out: np.ndarray, wanted: list[int])
         stop = min((s for s in starts if s > start), default=cbytes)
         size = min(blocksize, nbytes - block * blocksize)
         one = stored[start - ONE_BLOCK:stop]
-        # a last block cut short was compressed whole: a chunk of one block that says so, as long as it
+        # a last block cut short was compressed unsplit: its chunk of one block says so, and is as long as it
         kind = header[:2] + bytes([flags | (DONT_SPLIT if size < blocksize else 0), header[3]])
         one[:ONE_BLOCK] = np.frombuffer(kind + struct.pack("<4i", size, size, len(one), ONE_BLOCK), "u1")
         try:
