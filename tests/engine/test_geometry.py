@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zarrfs.geometry import box_shape, c_order_boxes, chunk_parts, full_box
+from zarrfs.geometry import box_shape, c_order_boxes, chunk_parts, chunks_spanned, full_box
 
 shapes = st.lists(st.integers(0, 6), min_size=0, max_size=4).map(tuple)
 
@@ -35,6 +35,21 @@ def test_chunk_parts_tile_a_box(shape, data):
         inside = tuple(slice(0, min(s, n - o)) for s, n, o in zip(chunk_shape, shape, origin, strict=False))
         assert part.complete == (part.chunk_box == inside)
     assert (out == array[box]).all()
+
+
+@given(shapes.filter(lambda s: math.prod(s) > 0), st.data())
+def test_chunks_spanned_counts_the_chunks_a_spans_boxes_meet(shape, data):
+    """For a span's boxes (a partial row, whole rows, a partial row): at least every chunk its
+    elements lie in (make_room keeps that many), exactly those for one box."""
+    chunk_shape = tuple(data.draw(st.integers(1, 4)) for _ in shape)
+    size = math.prod(shape)
+    start = data.draw(st.integers(0, size - 1))
+    stop = data.draw(st.integers(start + 1, size))
+    boxes = c_order_boxes(shape, start, stop)
+    met = {part.coords for box in boxes for part in chunk_parts(box, chunk_shape, shape)}
+    assert chunks_spanned(boxes, chunk_shape) >= len(met)
+    if len(boxes) == 1:
+        assert chunks_spanned(boxes, chunk_shape) == len(met)
 
 
 def test_zero_dimensional():
