@@ -8,6 +8,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 import zarr
@@ -195,7 +196,6 @@ def test_hdf5_view_datasets(tmp_path):
     """zarr.h5 maps each dataset's bytes onto its array's flat bytes (datasets of 1 MiB or more
     begin on a 1 MiB boundary): the kernel's reads within one are served from the stored files
     too, and h5py reads every value."""
-    h5py = pytest.importorskip("h5py")
     root = tmp_path / "data.zarr"
     zarr.open_group(str(root), mode="w")
     values = random_values("float32", (1024, 512), np.random.default_rng(5))  # 2 MiB, no hole

@@ -106,14 +106,15 @@ def stored_ranges(prefix, stored_size: int, decoded_size: int, wanted: list[int]
 
 def decode_stored_blocks(stored: np.ndarray, out: np.ndarray, wanted: list[int]) -> bool:
     """As blosc_blocks, from `stored`: a writable uint8 array as long as the chunk, of which the
-    header, the block starts and the blocks stored_ranges named are filled. Each block becomes a
-    chunk of one block in place: a header and a block start are written over the 20 bytes before
-    it (the block starts, or the end of a block decoded already: blocks go in stored order), and
-    blosc decodes it into `out`. False for a chunk stored uncompressed (blosc_blocks copies it)."""
+    header, the block starts and the blocks stored_ranges named are filled (stored_ranges checked
+    the header against the chunk and `out`). Each block becomes a chunk of one block in place: a
+    header and a block start are written over the 20 bytes before it (the block starts, or the end
+    of a block decoded already: blocks go in stored order), and blosc decodes it into `out`.
+    False for a chunk stored uncompressed (blosc_blocks copies it)."""
     header = bytes(stored[:HEADER])
     flags = header[2]
     nbytes, blocksize, cbytes = (int.from_bytes(header[i:i + 4], "little") for i in (4, 8, 12))
-    if flags & MEMCPYED or nbytes != len(out) or cbytes != len(stored):
+    if flags & MEMCPYED:
         return False
     nblocks = -(-nbytes // blocksize)
     starts = struct.unpack_from(f"<{nblocks}i", stored, HEADER)
