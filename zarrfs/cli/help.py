@@ -2,6 +2,13 @@
 the two cannot disagree)."""
 
 from zarrfs.cli.daemon_log import default_log_file
+from zarrfs.fuse.operations import EARLY_WRITE_BACK, REMOTE_FETCHERS
+
+# The per-user defaults as a rule, for the docs (docs/usage.md is the same for root and users)
+GENERIC_DEFAULTS = {
+    "recovery_dir": "/var/lib/zarrfs/recovery as root, else $XDG_STATE_HOME/zarrfs/recovery",
+    "log_file": "syslog; without /dev/log /var/log/zarrfs/zarrfs.log as root, else $XDG_STATE_HOME/zarrfs/zarrfs.log",
+}
 
 
 def format_size(nbytes: int) -> str:
@@ -11,15 +18,17 @@ def format_size(nbytes: int) -> str:
     return str(nbytes)
 
 
-def option_lines(defaults, views) -> list[tuple[str, str, str]]:
-    """(syntax, default, what it does) for every option parse_options accepts."""
-    return [
+def option_lines(defaults, views, generic: bool = False) -> list[tuple[str, str, str]]:
+    """(syntax, default, what it does) for every option parse_options accepts; `generic`: the
+    defaults that depend on the user said as a rule (the docs' table)."""
+    lines = [
         ("ro", "off", "read-only: writes fail with EROFS, no file shows a write bit"),
         ("cache_size=SIZE", format_size(defaults.cache_bytes), "decoded chunks kept in memory (e.g. 512M, 2G)"),
         ("decode_ahead=SIZE", format_size(defaults.ahead_bytes),
          "of cache_size (at most a quarter): chunks decoded ahead of sequential readers on all cores; 0: off"),
         ("dirty_size=SIZE", format_size(defaults.dirty_limit),
-         "decoded bytes written to one array and not yet stored; write-back starts at a quarter"),
+         f"decoded bytes written to one array and not yet stored; write-back starts at {format_size(EARLY_WRITE_BACK)} "
+         "or a quarter of it, whichever is less"),
         ("views=LIST", ",".join(defaults.views) or "none",
          (f"header views beside each NAME.bin, and zarr.h5/zarr.nc in each group (hdf5: needs h5py, the "
           f"hdf5 extra), from {','.join(views)}; or none")),
@@ -44,7 +53,7 @@ def option_lines(defaults, views) -> list[tuple[str, str, str]]:
          "object stores: an AWS-style credentials file (or a GCS service account, or an [azure] section); mode 600"),
         ("ca_file=PATH", "the system's CAs", "object stores: PEM certificates of CAs to trust as well, for https"),
         ("prefetch_size=SIZE", format_size(defaults.remote.prefetch_size),
-         "object stores: chunks fetched and decoded ahead of sequential readers, 16 at once (of cache_size, "
+         f"object stores: chunks fetched and decoded ahead of sequential readers, {REMOTE_FETCHERS} at once (of cache_size, "
          "at most a quarter); 0: off"),
         ("timeout=SECONDS", f"{defaults.remote.timeout:g}", "object stores: the longest a request may take, retries included"),
         ("metadata_ttl=SECONDS", f"{defaults.remote.metadata_ttl:g}",
@@ -55,6 +64,18 @@ def option_lines(defaults, views) -> list[tuple[str, str, str]]:
         ("rw, dev, suid, exec, auto, noauto, user, _netdev, nofail, defaults, x-*, ...", "",
          "added by mount(8), fstab or systemd: accepted and ignored"),
     ]
+    if generic:
+        lines = [(syntax, GENERIC_DEFAULTS.get(syntax.partition("=")[0], default), text)
+                 for syntax, default, text in lines]
+    return lines
+
+
+def options_table(defaults, views) -> str:
+    """The options as the Markdown table of docs/usage.md (scripts/options_table.py writes it there)."""
+    rows = ["| option | default | what it does |", "|---|---|---|"]
+    for syntax, default, text in option_lines(defaults, views, generic=True):
+        rows.append(f"| `{syntax}` | {default or '-'} | {text.replace('|', '/')} |")
+    return "\n".join(rows)
 
 
 def epilog(defaults, views) -> str:
