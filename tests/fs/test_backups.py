@@ -2,8 +2,11 @@
 regions that are holes (st_blocks, SEEK_DATA/SEEK_HOLE) for cp, tar -S, bsdtar and rsync -S."""
 
 import os
+import re
+import shlex
 import subprocess
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -95,6 +98,28 @@ def allocated(path) -> int:
 
 
 STORED = 2 * 128 * 1024 * 4
+
+
+def du_recipe() -> list[str]:
+    """The `du -s --exclude=...` command docs/semantics.md gives for what the store holds."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "semantics.md").read_text()
+    return shlex.split(re.search(r"`(du -s (?:--exclude='[^']+' ?)+)`", text).group(1))
+
+
+def test_the_docs_du_recipe_counts_each_array_once(tmp_path):
+    """du with the excludes the docs give says what the store holds, whatever views are on."""
+    store = tmp_path / "store"
+    group = zarr.open_group(str(store), mode="w", zarr_format=3)
+    group.create_array("a", shape=(512, 512), chunks=(128, 128), dtype="int32", compressors=None)[...] = 7
+    group.create_group("g").create_array("b", shape=(256, 256), chunks=(64, 64), dtype="int32",
+                                        compressors=None)[...] = 3
+    stored = sum(os.stat(os.path.join(d, f)).st_size for d, _, fs in os.walk(store) for f in fs if f != "zarr.json")
+    with mounted(store, tmp_path, "ro", "views=npy,envi,mhd,nrrd,vrt,nifti,tiff,hdf5") as m:
+        du = subprocess.run([*du_recipe(), "-B1", str(m.path)], capture_output=True, text=True, check=True)
+        counted = int(du.stdout.split()[0])
+        listed = {p.suffix for p in m.path.rglob("*")}
+    assert {".npy", ".tif", ".img", ".h5"} <= listed  # every data view the recipe must leave out is there
+    assert stored <= counted < stored * 1.25  # each array's chunks once, plus small headers and documents
 
 
 def test_fill_chunks_are_holes_for_du_and_lseek(tmp_path):

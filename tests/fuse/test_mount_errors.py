@@ -32,7 +32,8 @@ def run_zarrfs(*args):
 
 @pytest.mark.parametrize("case", ["missing source", "not zarr", "missing mountpoint", "mountpoint is a file",
                                   "mountpoint under a missing directory", "already mounted", "unknown option",
-                                  "misspelt option", "bad cache size"])
+                                  "misspelt option", "bad cache size", "mountpoint not empty",
+                                  "unknown scheme"])
 def test_startup_errors_are_one_line_and_leave_no_mount(tmp_path, case):
     source = small_hierarchy(tmp_path / "data.zarr")
     mnt = tmp_path / "mnt"
@@ -59,6 +60,11 @@ def test_startup_errors_are_one_line_and_leave_no_mount(tmp_path, case):
     elif case == "bad cache size":
         args += ["-o", "cache_size=lots"]
         expect = "cache_size='lots' is not a size"  # as given, not as parsed
+    elif case == "mountpoint not empty":
+        (mnt / "notes.txt").write_bytes(b"mine")
+        expect = "mnt: mount point is not empty (it holds 'notes.txt', which the mount would hide)"
+    elif case == "unknown scheme":
+        args[0], expect = "s4://test/exp.zarr", "s4://test/exp.zarr: unknown scheme s4://: zarrfs takes az://, gs://"
     if case == "already mounted":
         with mounted(source, tmp_path, "ro") as m:
             result = run_zarrfs(source, m.path)
@@ -69,6 +75,15 @@ def test_startup_errors_are_one_line_and_leave_no_mount(tmp_path, case):
     assert result.returncode != 0
     assert expect in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert not os.path.ismount(mnt)
+
+
+def test_nonempty_mounts_over_files_and_leaves_them_there(tmp_path):
+    source = small_hierarchy(tmp_path / "data.zarr")
+    (tmp_path / "mnt").mkdir()
+    (tmp_path / "mnt" / "notes.txt").write_bytes(b"mine")
+    with mounted(source, tmp_path, "ro", "nonempty") as m:
+        assert "good.bin" in os.listdir(m.path) and "notes.txt" not in os.listdir(m.path)
+    assert (tmp_path / "mnt" / "notes.txt").read_bytes() == b"mine"
 
 
 def test_corrupt_chunk_is_eio_for_that_read_only(tmp_path):

@@ -11,6 +11,7 @@ import gc
 import importlib.metadata
 import logging
 import os
+import re
 import socket
 import stat
 import sys
@@ -23,7 +24,7 @@ from zarrfs.fuse.binding import ZarrFUSE
 from zarrfs.fuse.operations import BLKSIZE, Operations, Options
 from zarrfs.fuse.tracing import TracingFUSE, quiet_binding
 from zarrfs.names import LineFormatter, printable
-from zarrfs.stores.source_url import is_remote, public_url
+from zarrfs.stores.source_url import SCHEMES, is_remote, public_url
 from zarrfs.views import ALL_VIEWS, GROUP_VIEWS, preview
 
 log = logging.getLogger("zarrfs")
@@ -132,6 +133,8 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
             debug = True
         elif name in FUSE_OPTIONS:
             fuse[name] = value if value else True
+        elif name == "nonempty":  # checked by check_startup, never passed on: libfuse 3 has no such option
+            fuse[name] = True
         elif name in IGNORED or word.startswith(IGNORED_PREFIXES):
             continue
         else:
@@ -141,7 +144,8 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
 
 # Every option name parse_options takes (the ones mount(8) adds aside): what a typo is matched to.
 OPTION_NAMES = ("ro", "cache_size", "decode_ahead", "dirty_size", *sorted(REMOTE_OPTIONS), "recovery_dir", "log_file",
-                "symlinks", "views", "previews", "noxattr", "nozerocopy", "header_cache_size", "debug", *sorted(FUSE_OPTIONS))
+                "symlinks", "views", "previews", "noxattr", "nozerocopy", "header_cache_size", "debug", "nonempty",
+                *sorted(FUSE_OPTIONS))
 
 
 def unknown_option(word: str) -> str:
@@ -177,15 +181,38 @@ def parse_views(value: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def check_startup(source: str, mountpoint: str) -> None:
+def check_startup(source: str, mountpoint: str, nonempty: bool = False) -> None:
     """One precise line for each way SOURCE or MOUNTPOINT can be wrong."""
     if not is_remote(source):
         check_directory(source, "source")
     check_directory(mountpoint, "mount point")
     if os.path.ismount(mountpoint):
         raise UsageError(f"{mountpoint}: is already a mount point")
+    if not nonempty:
+        check_empty(mountpoint)
     if not os.path.exists("/dev/fuse"):
         raise UsageError("/dev/fuse is missing: load the fuse kernel module (modprobe fuse)")
+
+
+def check_scheme(source: str) -> None:
+    """SOURCE as given: a URL of a scheme zarrfs does not take (s4://, a typo) is said as such, not as a local
+    directory that does not exist."""
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", source)
+    if scheme and not is_remote(source):
+        raise UsageError(f"{public_url(source)}: unknown scheme {scheme.group(1)}://: zarrfs takes "
+                         f"{', '.join(f'{s}://' for s in sorted(SCHEMES))} or a local directory")
+
+
+def check_empty(mountpoint: str) -> None:
+    """A mount over files hides them until unmount: refused unless asked for (-o nonempty)."""
+    try:
+        with os.scandir(mountpoint) as entries:
+            first = next(entries, None)
+    except OSError as e:
+        raise UsageError(f"{mountpoint}: mount point: {e.strerror}") from None
+    if first is not None:
+        raise UsageError(f"{mountpoint}: mount point is not empty (it holds {first.name!r}, which the mount would "
+                         "hide): choose an empty directory, or add -o nonempty")
 
 
 def package_version() -> str:
@@ -253,8 +280,8 @@ def main(argv=None) -> int:
                                      "files: NAME.bin (little-endian, C order) and NAME.json for each array.",
                                      epilog=epilog(Options(), ALL_VIEWS), formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"zarrfs {package_version()}")
-    parser.add_argument("source", help="a Zarr hierarchy (directory), a group or array inside one, or an object-store URL (s3://BUCKET/PREFIX, gs://, az://, https://)")
-    parser.add_argument("mountpoint", help="an existing empty directory")
+    parser.add_argument("source", help="a Zarr hierarchy (directory), a group or array inside one, or an object-store URL (s3://BUCKET/PREFIX, gs://, az://, http:// or https://)")
+    parser.add_argument("mountpoint", help="an existing empty directory (-o nonempty: one that holds files)")
     parser.add_argument("-f", action="store_true", help="stay in the foreground")
     parser.add_argument("-d", action="store_true",
                         help="debug: log one line per request, chunk decode and store read (implies -f)")
@@ -268,9 +295,10 @@ def main(argv=None) -> int:
         stderr.setFormatter(LineFormatter("zarrfs[%(process)d] %(levelname)s %(name)s: %(message)s"))
         logging.basicConfig(level=logging.DEBUG if debug or args.d else logging.INFO, handlers=[stderr])
         quiet_binding()
+        check_scheme(args.source)
         source = args.source if is_remote(args.source) else os.path.abspath(args.source)
         mountpoint = os.path.abspath(args.mountpoint)
-        check_startup(source, mountpoint)
+        check_startup(source, mountpoint, fuse_options.pop("nonempty", False))
     except (UsageError, ZarrfsError) as e:
         print(f"zarrfs: {e}", file=sys.stderr)
         return 1

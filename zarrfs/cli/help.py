@@ -58,6 +58,8 @@ def option_lines(defaults, views, generic: bool = False) -> list[tuple[str, str,
         ("timeout=SECONDS", f"{defaults.remote.timeout:g}", "object stores: the longest a request may take, retries included"),
         ("metadata_ttl=SECONDS", f"{defaults.remote.metadata_ttl:g}",
          "object stores: how long listings and metadata documents are trusted before they are asked for again"),
+        ("nonempty", "off", "mount over a directory that holds files (they are hidden until unmount); without it "
+         "such a mount point is refused"),
         ("debug", "off", "as -d: one log line per request, chunk decode and store read; implies -f"),
         ("allow_other, allow_root, default_permissions, auto_unmount, fsname=NAME, subtype=NAME", "libfuse's",
          "passed to libfuse"),
