@@ -102,7 +102,7 @@ class Array:
         return self.write_back.dirty
 
     def unstored(self):
-        """(box, values) of every chunk written and not stored (see WriteBack.unstored)."""
+        """(box, values, mask) of every chunk written and not stored (see WriteBack.unstored)."""
         return self.write_back.unstored()
 
     def chain_at(self, coords) -> CodecChain:

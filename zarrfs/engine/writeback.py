@@ -288,15 +288,19 @@ class WriteBack:
         self._flushing_shards = set()
 
     def unstored(self):
-        """(box, values) in this array's element coordinates for every chunk written and not
-        stored: what a failed shutdown saves for recovery."""
+        """(box, values, mask) in this array's element coordinates for every chunk written and
+        not stored: what a failed shutdown saves for recovery. `mask`, on a remote store for a
+        chunk written in part, says which of `values` were written here (the others were read
+        then, and a replay must not write them over another writer's); else None."""
         for coords, chunk in {**self._flushing, **self._dirty}.items():
             box = self._chunk_box(coords)
-            yield box, chunk[tuple(slice(0, s.stop - s.start) for s in box)]
+            inside = tuple(slice(0, s.stop - s.start) for s in box)
+            mask = self._written.mask(coords) if self._written is not None else None
+            yield box, chunk[inside], None if mask is None else mask[inside]
         for coords in self._dirty_shards | self._flushing_shards:
             origin = [s.start for s in self._chunk_box(coords)]
-            for box, values in self._view(coords).unstored():
-                yield tuple(slice(o + s.start, o + s.stop) for o, s in zip(origin, box, strict=False)), values
+            for box, values, mask in self._view(coords).unstored():
+                yield tuple(slice(o + s.start, o + s.stop) for o, s in zip(origin, box, strict=False)), values, mask
 
     def _chunk_box(self, coords) -> Box:
         """The elements of chunk `coords` that lie inside the array."""

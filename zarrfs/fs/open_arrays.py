@@ -188,8 +188,10 @@ class OpenArrays:
             log.critical("written data of %s could not be stored, and is lost: %s", name, e)
             self.unstored.append(name)
             return
+        # an object store is reached again with the mount's options and credentials, never saved
+        options = " -o OPTIONS (this mount's, in its environment)" if self.store.capabilities.remote else ""
         log.error("written data of %s could not be stored (%s); saved in %s: replay it with "
-                  "`zarrfs-recover %s`", name, opened.error, saved, saved)
+                  "`zarrfs-recover %s%s`", name, opened.error, saved, saved, options)
         self.unstored.append(name)
 
     def _flusher(self) -> None:
