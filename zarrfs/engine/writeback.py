@@ -40,7 +40,7 @@ class WriteBack:
         self.array = array
         # what an array is never changes: taken once, for the encoding and the store
         self.shared, self.source, self.chain, self.spec = array.shared, array.source, array.chain, array.spec
-        self.shape, self.chunk_shape, self.cache_key = array.shape, array.chunk_shape, array.cache_key
+        self.shape, self.chunk_shape = array.shape, array.chunk_shape  # not cache_key: forget_stored renews it
         self._dirty: dict[tuple, np.ndarray] = {}
         self._flushing: dict[tuple, np.ndarray] = {}  # the batch a flush is encoding: read-only
         self._dirty_shards: set[tuple] = set()
@@ -274,7 +274,7 @@ class WriteBack:
                 if self._written is not None:
                     self._written.stored(coords)
                 if coords not in self._written_whole:
-                    self.shared.cache.put(self.cache_key + (coords,), chunk)
+                    self.shared.cache.put(self.array.cache_key + (coords,), chunk)
                 self._written_whole.discard(coords)
             if committed or rewritten:
                 self.shared.dirty_nbytes -= chunk.nbytes
