@@ -45,6 +45,27 @@ def u2(ops, fh, element: int, count: int = 1) -> list[int]:
     return np.frombuffer(ops.read("/a.bin", 2 * count, 2 * element, fh), "<u2").tolist()
 
 
+def test_the_mounts_own_flushes_are_not_taken_for_another_writers(seaweed, remote_ops, drops):
+    prefix = unique_prefix("own")
+    z = zarr.open_group(seaweed.zarr_store(prefix), mode="w").create_array("a", shape=(32,), chunks=(8,), dtype="<u2",
+                                                                          fill_value=0)
+    z[...] = 1
+    ops = remote_ops(prefix)
+    fh = ops.open("/a.bin", os.O_RDWR)
+    try:
+        for n in range(3):
+            ops.write("/a.bin", np.array([n + 5], "<u2").tobytes(), 2 * (8 * n + 3), fh)
+            ops.fsync("/a.bin", 0, fh)
+            ops.getattr("/a.bin")  # looks at the stored values (notice_stored_change)
+        assert drops == []  # its own flushes: nothing cached dropped, no kernel page either
+        z[20] = 9  # another writer
+        ops.getattr("/a.bin")
+        assert len(drops) == 1
+        assert u2(ops, fh, 20, 2) == [9, 1]
+    finally:
+        ops.release("/a.bin", fh)
+
+
 def test_a_shard_held_by_unflushed_writes_serves_another_writers_inner_chunks(seaweed, remote_ops):
     prefix = unique_prefix("held-shard")
     z = zarr.open_group(seaweed.zarr_store(prefix), mode="w").create_array("a", shape=(16,), chunks=(4,),

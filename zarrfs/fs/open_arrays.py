@@ -217,9 +217,8 @@ class OpenArrays:
             return
         name = opened.node.path or "/"
         try:
-            opened.raw.flush(whole_only)
+            self._own_flush(opened, whole_only)
         except ZarrfsError as e:
-            self.usage.forget(opened.node.path)
             again = opened.failing == str(e)  # the same failure every few seconds
             log.log(logging.DEBUG if again else logging.ERROR, "write-back of %s failed: %s", name, e)
             opened.error, opened.failing = e, str(e)
@@ -227,7 +226,6 @@ class OpenArrays:
             log.exception("write-back of %s failed", name)
             opened.error = ZarrfsError(f"write-back failed: {e!r}")
         else:
-            self.usage.forget(opened.node.path)
             if opened.failing and not opened.raw.array.dirty:
                 log.warning("write-back of %s succeeds again", name)
                 opened.failing = ""
@@ -239,10 +237,27 @@ class OpenArrays:
         error, opened.error = opened.error, None
         if error is not None:
             raise error
+        self._own_flush(opened)
+
+    def _own_flush(self, opened: OpenArray, whole_only: bool = False) -> None:
+        """Write back, then (on a remote store) take the stored values as this mount now knows
+        them: its own PUTs change the stored fingerprint, and taken for another writer's they
+        would drop every cached chunk and kernel page at each flush. Only when no other change
+        was seen before the flush, which stays to be noticed; what another writer stores in the
+        moment between the flush and this look is the one change that may wait for the next."""
+        path = opened.node.path
+        current = self.store.capabilities.remote and not self._written_elsewhere(opened)
         try:
-            opened.raw.flush()
+            opened.raw.flush(whole_only)
         finally:
-            self.usage.forget(opened.node.path)
+            self.usage.forget(path)
+        if current:
+            try:
+                version = self.usage.of(path).version
+            except ZarrfsError:  # stored, but not looked at: the next look drops the caches, needlessly
+                return
+            with self._lock:
+                opened.stored_version = version
 
 
 def _settle(opened: OpenArray, keep: bool, wait: float) -> None:
