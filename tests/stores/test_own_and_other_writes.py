@@ -58,6 +58,12 @@ def test_the_mounts_own_flushes_are_not_taken_for_another_writers(seaweed, remot
             ops.fsync("/a.bin", 0, fh)
             ops.getattr("/a.bin")  # looks at the stored values (notice_stored_change)
         assert drops == []  # its own flushes: nothing cached dropped, no kernel page either
+        listings = []
+        files = ops.store.files
+        ops.store.files = lambda *args, **kwargs: listings.append(args) or files(*args, **kwargs)
+        ops.arrays.flush_all()  # the background write-back, with nothing to store
+        del ops.store.files
+        assert listings == []
         z[20] = 9  # another writer
         ops.getattr("/a.bin")
         assert len(drops) == 1

@@ -246,7 +246,8 @@ class OpenArrays:
         was seen before the flush, which stays to be noticed; what another writer stores in the
         moment between the flush and this look is the one change that may wait for the next."""
         path = opened.node.path
-        current = self.store.capabilities.remote and not self._written_elsewhere(opened)
+        # an array with nothing to store (the flusher visits every open one) costs no LIST
+        current = self.store.capabilities.remote and opened.raw.array.dirty and not self._written_elsewhere(opened)
         try:
             opened.raw.flush(whole_only)
         finally:
