@@ -8,6 +8,9 @@ import time
 from pathlib import Path
 
 ZARRFS = str(Path(sys.executable).parent / "zarrfs")
+# zarrfs-recover, run as its console script runs it (pyproject.toml: zarrfs.cli.recover:main), from
+# the tree under test whatever entry point the environment's installed script was made with
+RECOVER = [sys.executable, "-m", "zarrfs.cli.recover"]
 
 
 class Mount:

@@ -149,3 +149,42 @@ def test_mount_t_fuse_zarrfs_of_a_bucket_with_a_credentials_file(seaweed, tmp_pa
         subprocess.run(["umount", str(mnt)], check=True, timeout=30)
     finally:
         unmount(mnt)
+
+
+def unit_setting(name: str) -> list[str]:
+    line = next(line for line in (UNITS / "zarrfs@.service").read_text().splitlines() if line.startswith(name + "="))
+    return line.removeprefix(name + "=").split()
+
+
+def test_the_units_sandbox_lets_a_remote_mount_open_the_sockets_it_needs(seaweed, tmp_path):
+    """The unit's daemon for an s3:// source, run as ExecStart runs it, with every socket(2) it
+    makes traced: mounting, reading and unmounting opens sockets only of the address families
+    the unit's RestrictAddressFamilies allows (systemd refuses the others with EAFNOSUPPORT).
+    The endpoint is a host name, so name resolution is traced too. (No systemd runs as PID 1
+    here: systemd-run cannot apply the sandbox itself.)"""
+    from zarrfs.testing.seaweed import unique_prefix
+    prefix = unique_prefix("unit")
+    zarr.create_array(seaweed.zarr_store(prefix), shape=(10,), chunks=(4,), dtype="u1")[...] = np.arange(10)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    endpoint = f"http://localhost:{seaweed.ports['s3']}"
+    config = {"SOURCE": seaweed.url(prefix), "MOUNTPOINT": str(mnt),
+              "OPTIONS": f"ro,endpoint={endpoint},{daemon_places(tmp_path)}"}
+    notify_path, trace = tmp_path / "notify.sock", tmp_path / "sockets.trace"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(notify_path))
+    sock.settimeout(30)
+    process = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=socket", "-o", str(trace), *exec_start(config)],
+                               env={**seaweed.env("reader"), "NOTIFY_SOCKET": str(notify_path)},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        assert sock.recv(4096) == b"READY=1"
+        assert (mnt / f"{prefix}.bin").read_bytes() == bytes(range(10))
+    finally:
+        unmount(mnt)
+        reap(process)
+        sock.close()
+    assert process.returncode == 0, process.stderr.read()
+    opened = set(re.findall(r"socket\((AF_\w+)", trace.read_text()))
+    assert "AF_INET" in opened or "AF_INET6" in opened  # the trace saw the store's connections
+    assert opened <= set(unit_setting("RestrictAddressFamilies"))

@@ -86,3 +86,53 @@ def test_an_edit_that_fails_and_whose_repair_fails_keeps_its_intent_record(tmp_p
     monkeypatch.undo()
     ops.unlink("/a.bin")  # an edit that succeeds removes the record
     assert not (root / editing.INTENT).exists()
+
+
+def test_the_wait_is_thirty_seconds_on_a_local_store_and_the_documented_150_on_an_object_store():
+    """docs/writing.md: 30 s, and on an object store `timeout` times its five conflict retries."""
+    from zarrfs.stores.contract import Capabilities
+    from zarrfs.stores.source_url import RemoteOptions
+
+    timeout = RemoteOptions().timeout
+    assert shaping.flush_wait(Capabilities(), timeout) == 30.0
+    assert shaping.flush_wait(Capabilities(remote=True), timeout) == 150.0
+    assert shaping.flush_wait(Capabilities(remote=True), 60.0) == 300.0
+
+
+def test_an_object_stores_rm_waits_past_the_local_bound_for_its_write_back(seaweed, tmp_path, monkeypatch):
+    """On a real object store, an unlink waits for a write-back longer than a local store's bound:
+    the write-back is held ten times the local bound, well within the remote one, and the unlink
+    goes through once it is done."""
+    import zarr
+
+    from zarrfs.stores.source_url import RemoteOptions
+    from zarrfs.testing.seaweed import unique_prefix
+
+    prefix = unique_prefix("wait")
+    zarr.open_group(seaweed.zarr_store(prefix), mode="w").create_array("a", shape=(4,), chunks=(2,), dtype="<i4")
+    for name, value in seaweed.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(shaping, "FLUSH_WAIT", 0.05)
+    remote = RemoteOptions(endpoint=seaweed.endpoint, timeout=20.0)  # a bound of 100 s
+    ops = Operations(seaweed.url(prefix), Options(remote=remote, recovery_dir=str(tmp_path / "recovery")))
+    encoding, go_on = threading.Event(), threading.Event()
+    original = WriteBack._encode
+
+    def held_encode(write_back, coords, chunk):
+        encoding.set()
+        go_on.wait(10)
+        return original(write_back, coords, chunk)
+
+    monkeypatch.setattr(WriteBack, "_encode", held_encode)
+    fh = ops.open("/a.bin", os.O_RDWR)
+    ops.write("/a.bin", np.array([7, 8], "<i4").tobytes(), 0, fh)
+    write_back = Worker(ops.fsync, "/a.bin", 0, fh).start()
+    try:
+        assert encoding.wait(10)
+        threading.Timer(10 * shaping.FLUSH_WAIT, go_on.set).start()
+        ops.unlink("/a.bin")  # refused with EBUSY after FLUSH_WAIT when the remote bound is not used
+    finally:
+        go_on.set()
+        write_back.join()
+    ops.release("/a.bin", fh)
+    assert "a.bin" not in [name for name, *_ in ops.readdir("/", None)]

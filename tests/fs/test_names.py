@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers import array_doc, fill_disk, group_doc
-from mounting import ZARRFS, mounted, unmount
+from mounting import RECOVER, ZARRFS, mounted, unmount
 from zarrfs import names
 from zarrfs.errors import StoreError
 from zarrfs.stores.object_store import ObjectStore
@@ -27,7 +27,6 @@ from zarrfs.testing.seaweed import unique_prefix
 # store path (bytes) -> a multiplier of the oracle's values
 ARRAYS = {b"good": 1, b"new\nline": 2, b"bad\xff\xfename": 3, b"grp\xc3/in\xe9ner": 4}
 SHAPE, CHUNKS = (4, 6), (2, 3)
-RECOVER = ZARRFS + "-recover"
 
 
 def oracle(path: bytes) -> np.ndarray:
@@ -271,7 +270,7 @@ def test_data_an_odd_array_could_not_store_is_saved_and_replayed(tmp_path, tiny_
     manifest = strict_json((saved / "recovery.json").read_bytes())
     assert manifest["array"] == list(b"bad\xff\xfename")
     os.unlink(tiny_tmpfs / "filler")
-    subprocess.run([RECOVER, saved], check=True, capture_output=True, timeout=60)
+    subprocess.run([*RECOVER, saved], check=True, capture_output=True, timeout=60)
     stored = zarr.open_array(os.fsdecode(root + b"/bad\xff\xfename"), mode="r")[...]
     assert np.array_equal(stored, np.full(SHAPE, -1, "<i4"))
 

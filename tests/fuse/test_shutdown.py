@@ -12,9 +12,7 @@ import pytest
 import zarr
 
 from helpers import fill_disk
-from mounting import ZARRFS, mounted, reap, unmount
-
-RECOVER = str(Path(ZARRFS).parent / "zarrfs-recover")
+from mounting import RECOVER, mounted, reap, unmount
 
 
 @pytest.mark.parametrize("stop", ["unmount", "SIGTERM"])
@@ -50,7 +48,7 @@ def test_unstorable_data_is_saved_replayed_and_the_exit_status_says_so(tmp_path,
     assert "could not be stored" in log and "Traceback" not in log
 
     os.unlink(tiny_tmpfs / "filler")
-    result = subprocess.run([RECOVER, str(saved[0])], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([*RECOVER, str(saved[0])], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert (np.asarray(zarr.open_array(str(root))[...]) == expected).all()
     assert not saved[0].exists()  # replayed, then removed
@@ -71,7 +69,7 @@ def test_recover_refuses_an_array_whose_shape_changed(tmp_path, tiny_tmpfs):
     os.unlink(tiny_tmpfs / "filler")
     zarr.create_array(str(root), shape=(8192,), chunks=(1024,), dtype="uint8", overwrite=True)
     [saved] = recovery.iterdir()
-    result = subprocess.run([RECOVER, str(saved)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([*RECOVER, str(saved)], capture_output=True, text=True, timeout=60)
     assert result.returncode == 1 and "shape or data type changed" in result.stderr
     assert saved.exists()
 

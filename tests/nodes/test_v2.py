@@ -215,9 +215,9 @@ def test_recovery_data_of_a_v2_array_is_replayed(tmp_path):
     meta = read_metadata(LocalStore(str(tmp_path / "a")), "")
     piece = np.arange(6, dtype="<i4").reshape(2, 3)
     saved = recovery.save([str(tmp_path / "rec")], str(tmp_path / "a"), "", meta.document,
-                          [((slice(1, 3), slice(2, 5)), piece)])
+                          [((slice(1, 3), slice(2, 5)), piece, None)])
     assert json.loads((tmp_path / "rec" / saved.rsplit("/", 1)[-1] / "recovery.json").read_text())["zarr_format"] == 2
-    assert recovery.replay(saved) == 1
+    assert recovery.replay(saved, recovery.load(saved), LocalStore(str(tmp_path / "a"))) == 1
     expected = np.zeros((5, 7), "<i4")
     expected[1:3, 2:5] = piece
     assert np.array_equal(zarr.open_array(str(tmp_path / "a"), zarr_format=2)[...], expected)

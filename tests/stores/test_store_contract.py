@@ -252,3 +252,17 @@ def test_reads_that_ask_for_a_version_get_it_or_are_told_it_changed(subject):
     with pytest.raises(ValueChangedError):
         store.get_versioned("v", Range(0, 3), expect=newer)
     assert store.get_versioned("v", Range(0, 3)) == (None, None)
+
+
+def test_no_module_probes_a_store_for_attributes():
+    """Callers read the contract (capabilities, the Store protocol), never getattr/hasattr: a
+    probe of a renamed attribute silently takes the wrong branch (a 30 s wait instead of 150 s)."""
+    import pathlib
+    import re
+
+    import zarrfs
+
+    probe = re.compile(r"\b(?:get|has)attr\([^)]*\bstore\b")
+    found = [f"{path}:{n}" for path in sorted(pathlib.Path(zarrfs.__file__).parent.rglob("*.py"))
+             for n, line in enumerate(path.read_text().splitlines(), 1) if probe.search(line)]
+    assert not found

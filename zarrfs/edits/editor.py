@@ -24,7 +24,7 @@ import threading
 from contextlib import contextmanager
 
 from zarrfs.edits import new_nodes as newnode
-from zarrfs.errors import RefusedError, StoreError, ZarrfsError
+from zarrfs.errors import StoreError, ZarrfsError
 from zarrfs.names import from_json, to_json
 from zarrfs.nodes import documents as nodes
 from zarrfs.nodes import reconsolidate
@@ -57,13 +57,7 @@ class Editor:
 
     def begin(self, path: str) -> str:
         """Where a new node's chunks are written before commit (store.begin_node)."""
-        self._supported("begin_node")
         return self.store.begin_node(path)
-
-    def _supported(self, method: str) -> None:
-        if not hasattr(self.store, method):
-            raise RefusedError(f"this store cannot create, delete or move nodes yet ({type(self.store).__name__})",
-                               errno.EOPNOTSUPP)
 
     def commit(self, staging: str, path: str, documents: dict[str, bytes]) -> None:
         """Publish a node staged with begin_node (its chunks written below `staging`)."""
@@ -78,7 +72,6 @@ class Editor:
         log.info("created %s", path)
 
     def delete(self, path: str) -> None:
-        self._supported("delete_node")
         with self.lock, self._intent([path]):
             self._reconsolidate(Edit(removed=[path]))
             self.store.delete_node(path)
@@ -86,7 +79,6 @@ class Editor:
         log.info("deleted %s", path)
 
     def move(self, src: str, dst: str) -> None:
-        self._supported("move_node")
         with self.lock, self._intent([src, dst]):
             moved = self._consolidated_below(src)
             self._reconsolidate(Edit(removed=[src]))

@@ -34,6 +34,7 @@ from zarrfs.fs.inodes import inode_number
 from zarrfs.names import printable
 from zarrfs.names import text as name_text
 from zarrfs.nodes import documents as nodes
+from zarrfs.stores.contract import Capabilities
 
 log = logging.getLogger(__name__)
 
@@ -374,17 +375,18 @@ class HierarchyEdits:
     def _retire(self, path: str, keep: bool) -> None:
         """Arrays open at or below store path `path` stop serving, once a write-back in
         progress is done; what was written is stored first if the node is kept (OpenArrays.retire)."""
-        self.ops.arrays.retire(path, keep, self._flush_wait())
-
-    def _flush_wait(self) -> float:
-        """The longest a write-back may take: on an object store, each request is bounded by the
-        store's timeout and a conflicting flush is tried CONFLICT_RETRIES times."""
-        if getattr(self.ops.store, "remote", False):
-            return max(FLUSH_WAIT, self.ops.options.remote.timeout * CONFLICT_RETRIES)
-        return FLUSH_WAIT
+        self.ops.arrays.retire(path, keep, flush_wait(self.ops.store.capabilities, self.ops.options.remote.timeout))
 
     def _drop(self, paths: list[str]) -> None:
         self.ops.siblings.drop(paths)
+
+
+def flush_wait(capabilities: Capabilities, timeout: float) -> float:
+    """The longest a write-back may take: on a remote store each request is bounded by the
+    store's `timeout` and a conflicting flush is tried CONFLICT_RETRIES times."""
+    if capabilities.remote:
+        return max(FLUSH_WAIT, timeout * CONFLICT_RETRIES)
+    return FLUSH_WAIT
 
 
 def _child(parent: Entry, name: str) -> str:

@@ -102,7 +102,7 @@ class Array:
         return self.write_back.dirty
 
     def unstored(self):
-        """(box, values) of every chunk written and not stored (see WriteBack.unstored)."""
+        """(box, values, mask) of every chunk written and not stored (see WriteBack.unstored)."""
         return self.write_back.unstored()
 
     def chain_at(self, coords) -> CodecChain:
@@ -414,12 +414,16 @@ class Array:
         """Another writer changed the stored values: nothing cached of them is trusted any more.
         Cached and decoded-ahead chunks are left under a namespace no read asks for again (the
         cache evicts them as it needs room) and clean shard views, with their indexes, are
-        dropped. Chunks written here and not stored yet stay: their flush merges with the stored
-        values as it always does."""
+        dropped; a view holding chunks written here and not stored yet stays, with those chunks
+        (their flush merges with the stored values as it always does), and forgets the rest."""
         with self.shared.lock:
             self.cache_key = (next(_cache_namespaces),)
-            for coords in [c for c in self._shards if not self.write_back.holds_shard(c)]:
-                del self._shards[coords]
+            for coords, view in list(self._shards.items()):
+                if self.write_back.holds_shard(coords):  # kept for its writes: its cached chunks go
+                    view.source.forget_index()
+                    view.forget_stored()
+                else:
+                    del self._shards[coords]
 
     def _evict_shard_views(self) -> None:
         for coords in list(self._shards)[: max(0, len(self._shards) - MAX_SHARD_VIEWS)]:

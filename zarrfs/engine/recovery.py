@@ -2,21 +2,22 @@
 
 When write-back still fails at shutdown (a full disk, a store gone read-only), the daemon saves
 each array's unstored chunks as a recovery directory, exits non-zero, and `zarrfs-recover DIR`
-writes them into the store once it can take them:
+(zarrfs/cli/recover.py, with the mount's -o options and environment for an object store) writes
+them into the store once it can take them:
 
     RECOVERY_DIR/20261122T142233-4711-temperature/
         recovery.json    the store, the array (names as docs/names.md writes them in JSON), its
                          zarr.json, and one record per piece
         0.npy, 1.npy...  the pieces: boxes of the array's elements, as written
+        0.written.npy... for a piece of which only some elements were written (an object
+                         store's chunk written in part), which: a replay writes only those
 """
 
-import argparse
 import itertools
 import json
 import logging
 import os
 import shutil
-import sys
 import tempfile
 import time
 
@@ -28,7 +29,6 @@ from zarrfs.errors import ZarrfsError
 from zarrfs.format.v3 import ArrayMetadata, parse_object
 from zarrfs.names import from_json, to_json
 from zarrfs.nodes.documents import parse_v2, read_metadata
-from zarrfs.stores.local import LocalStore
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +65,12 @@ def _save_in(directory: str, store_root: str, array_path: str, document: dict, p
     work = tempfile.mkdtemp(prefix=".partial-", dir=directory)
     try:
         records = []
-        for i, (box, values) in enumerate(pieces):
+        for i, (box, values, written) in enumerate(pieces):
             np.save(os.path.join(work, f"{i}.npy"), np.ascontiguousarray(values), allow_pickle=False)
             records.append({"file": f"{i}.npy", "start": [s.start for s in box]})
+            if written is not None:  # only these elements are the mount's: the others were read
+                np.save(os.path.join(work, f"{i}.written.npy"), np.ascontiguousarray(written), allow_pickle=False)
+                records[-1]["written"] = f"{i}.written.npy"
         manifest = {"store": to_json(store_root), "array": to_json(array_path), "zarr.json": document,
                     "zarr_format": document.get("zarr_format", 3), "pieces": records,
                     "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
@@ -83,12 +86,24 @@ def _save_in(directory: str, store_root: str, array_path: str, document: dict, p
     return final
 
 
-def replay(directory: str, force: bool = False) -> int:
-    """Write a recovery directory's pieces into its store and make them durable; returns how
-    many pieces. Refuses (unless forced) when the array's shape or data type has changed."""
+def load(directory: str) -> dict:
+    """A recovery directory's manifest (recovery.json)."""
     with open(os.path.join(directory, MANIFEST)) as f:
-        manifest = json.load(f)
-    store = LocalStore(from_json(manifest["store"]))
+        return json.load(f)
+
+
+def saved_from(manifest: dict) -> str:
+    """The store the data was written to: a directory, or an object store's URL (without
+    credentials: a mount never takes them in its URL, and none is ever saved here)."""
+    return from_json(manifest["store"])
+
+
+def replay(directory: str, manifest: dict, store, force: bool = False) -> int:
+    """Write a recovery directory's pieces into `store` (opened from saved_from(manifest), with
+    the mount's options) as a writer does, and make them durable; returns how many pieces. On an
+    object store they are merged like any write: only the elements saved replace the stored
+    ones, conditionally on the version read. Refuses (unless forced) when the array's shape or
+    data type has changed."""
     path = from_json(manifest["array"])
     key = path or "/"
     meta = read_metadata(store, path)
@@ -104,12 +119,29 @@ def replay(directory: str, force: bool = False) -> int:
     array = open_array(store, path, meta, ChunkCache(64 << 20))
     for record in manifest["pieces"]:
         values = np.load(os.path.join(directory, record["file"]), allow_pickle=False)
-        box = tuple(slice(a, a + n) for a, n in zip(record["start"], values.shape, strict=False))
-        array.write(box, values)
+        written = np.load(os.path.join(directory, record["written"]), allow_pickle=False) \
+            if "written" in record else None
+        if written is not None and written.shape != values.shape:
+            raise ZarrfsError(f"{where}: {record['written']} does not match {record['file']}'s shape")
+        for start, part in _written_parts(values, written):
+            box = tuple(slice(a + b, a + b + n) for a, b, n in zip(record["start"], start, part.shape, strict=True))
+            array.write(box, part)
         if array.shared.dirty_nbytes > 256 << 20:
             array.flush()
     array.flush()
     return len(manifest["pieces"])
+
+
+def _written_parts(values: np.ndarray, written: np.ndarray | None):
+    """(start, values) of the boxes to write: the whole piece, or where only some elements were
+    the mount's, each run of them along the last axis (the others stay as stored now)."""
+    if written is None or written.all():
+        yield (0,) * values.ndim, values
+        return
+    for row in np.ndindex(*written.shape[:-1]):
+        edges = np.flatnonzero(np.diff(np.concatenate(([0], written[row].astype(np.int8), [0]))))
+        for begin, end in zip(edges[::2], edges[1::2], strict=True):
+            yield (*row, int(begin)), values[(*row, slice(begin, end))].reshape((1,) * len(row) + (end - begin,))
 
 
 def _fsync_directory(path: str) -> None:
@@ -118,28 +150,3 @@ def _fsync_directory(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="zarrfs-recover",
-                                     description="Write data that a zarrfs daemon could not store back into its store.")
-    parser.add_argument("directories", nargs="+", metavar="RECOVERY_DIR")
-    parser.add_argument("--force", action="store_true", help="write even if the array's shape or type changed")
-    parser.add_argument("--keep", action="store_true", help="keep the recovery directory after replaying it")
-    args = parser.parse_args(argv)
-    status = 0
-    for directory in args.directories:
-        try:
-            n = replay(directory, args.force)
-        except (OSError, ValueError, KeyError, ZarrfsError) as e:
-            print(f"zarrfs-recover: {directory}: {e}", file=sys.stderr)
-            status = 1
-            continue
-        print(f"{directory}: {n} pieces written and stored")
-        if not args.keep:
-            shutil.rmtree(directory)
-    return status
-
-
-if __name__ == "__main__":
-    sys.exit(main())

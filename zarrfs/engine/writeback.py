@@ -40,7 +40,7 @@ class WriteBack:
         self.array = array
         # what an array is never changes: taken once, for the encoding and the store
         self.shared, self.source, self.chain, self.spec = array.shared, array.source, array.chain, array.spec
-        self.shape, self.chunk_shape, self.cache_key = array.shape, array.chunk_shape, array.cache_key
+        self.shape, self.chunk_shape = array.shape, array.chunk_shape  # not cache_key: forget_stored renews it
         self._dirty: dict[tuple, np.ndarray] = {}
         self._flushing: dict[tuple, np.ndarray] = {}  # the batch a flush is encoding: read-only
         self._dirty_shards: set[tuple] = set()
@@ -274,7 +274,7 @@ class WriteBack:
                 if self._written is not None:
                     self._written.stored(coords)
                 if coords not in self._written_whole:
-                    self.shared.cache.put(self.cache_key + (coords,), chunk)
+                    self.shared.cache.put(self.array.cache_key + (coords,), chunk)
                 self._written_whole.discard(coords)
             if committed or rewritten:
                 self.shared.dirty_nbytes -= chunk.nbytes
@@ -288,15 +288,19 @@ class WriteBack:
         self._flushing_shards = set()
 
     def unstored(self):
-        """(box, values) in this array's element coordinates for every chunk written and not
-        stored: what a failed shutdown saves for recovery."""
+        """(box, values, mask) in this array's element coordinates for every chunk written and
+        not stored: what a failed shutdown saves for recovery. `mask`, on a remote store for a
+        chunk written in part, says which of `values` were written here (the others were read
+        then, and a replay must not write them over another writer's); else None."""
         for coords, chunk in {**self._flushing, **self._dirty}.items():
             box = self._chunk_box(coords)
-            yield box, chunk[tuple(slice(0, s.stop - s.start) for s in box)]
+            inside = tuple(slice(0, s.stop - s.start) for s in box)
+            mask = self._written.mask(coords) if self._written is not None else None
+            yield box, chunk[inside], None if mask is None else mask[inside]
         for coords in self._dirty_shards | self._flushing_shards:
             origin = [s.start for s in self._chunk_box(coords)]
-            for box, values in self._view(coords).unstored():
-                yield tuple(slice(o + s.start, o + s.stop) for o, s in zip(origin, box, strict=False)), values
+            for box, values, mask in self._view(coords).unstored():
+                yield tuple(slice(o + s.start, o + s.stop) for o, s in zip(origin, box, strict=False)), values, mask
 
     def _chunk_box(self, coords) -> Box:
         """The elements of chunk `coords` that lie inside the array."""

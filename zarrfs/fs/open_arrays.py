@@ -188,8 +188,10 @@ class OpenArrays:
             log.critical("written data of %s could not be stored, and is lost: %s", name, e)
             self.unstored.append(name)
             return
+        # an object store is reached again with the mount's options and credentials, never saved
+        options = " -o OPTIONS (this mount's, in its environment)" if self.store.capabilities.remote else ""
         log.error("written data of %s could not be stored (%s); saved in %s: replay it with "
-                  "`zarrfs-recover %s`", name, opened.error, saved, saved)
+                  "`zarrfs-recover %s%s`", name, opened.error, saved, saved, options)
         self.unstored.append(name)
 
     def _flusher(self) -> None:
@@ -215,9 +217,8 @@ class OpenArrays:
             return
         name = opened.node.path or "/"
         try:
-            opened.raw.flush(whole_only)
+            self._own_flush(opened, whole_only)
         except ZarrfsError as e:
-            self.usage.forget(opened.node.path)
             again = opened.failing == str(e)  # the same failure every few seconds
             log.log(logging.DEBUG if again else logging.ERROR, "write-back of %s failed: %s", name, e)
             opened.error, opened.failing = e, str(e)
@@ -225,7 +226,6 @@ class OpenArrays:
             log.exception("write-back of %s failed", name)
             opened.error = ZarrfsError(f"write-back failed: {e!r}")
         else:
-            self.usage.forget(opened.node.path)
             if opened.failing and not opened.raw.array.dirty:
                 log.warning("write-back of %s succeeds again", name)
                 opened.failing = ""
@@ -237,10 +237,28 @@ class OpenArrays:
         error, opened.error = opened.error, None
         if error is not None:
             raise error
+        self._own_flush(opened)
+
+    def _own_flush(self, opened: OpenArray, whole_only: bool = False) -> None:
+        """Write back, then (on a remote store) take the stored values as this mount now knows
+        them: its own PUTs change the stored fingerprint, and taken for another writer's they
+        would drop every cached chunk and kernel page at each flush. Only when no other change
+        was seen before the flush, which stays to be noticed; what another writer stores in the
+        moment between the flush and this look is the one change that may wait for the next."""
+        path = opened.node.path
+        # an array with nothing to store (the flusher visits every open one) costs no LIST
+        current = self.store.capabilities.remote and opened.raw.array.dirty and not self._written_elsewhere(opened)
         try:
-            opened.raw.flush()
+            opened.raw.flush(whole_only)
         finally:
-            self.usage.forget(opened.node.path)
+            self.usage.forget(path)
+        if current:
+            try:
+                version = self.usage.of(path).version
+            except ZarrfsError:  # stored, but not looked at: the next look drops the caches, needlessly
+                return
+            with self._lock:
+                opened.stored_version = version
 
 
 def _settle(opened: OpenArray, keep: bool, wait: float) -> None:
