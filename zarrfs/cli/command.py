@@ -145,11 +145,12 @@ OPTION_NAMES = ("ro", "cache_size", "decode_ahead", "dirty_size", *sorted(REMOTE
 
 
 def unknown_option(word: str) -> str:
-    """The refusal of an unknown -o word, naming the closest known option (a typo is the usual cause)."""
+    """The refusal of an unknown -o word, naming the closest known option (a typo is the usual
+    cause). Its name only: the value of a mistyped option may be a secret key."""
     name, equals, _ = word.partition("=")
     closest = difflib.get_close_matches(name, OPTION_NAMES, n=1)
     hint = f": did you mean {closest[0]}{equals}?" if closest else ""
-    return f"unknown option {word!r}{hint} (zarrfs --help lists the options)"
+    return f"unknown option {printable(name)!r}{hint} (zarrfs --help lists the options)"
 
 
 def rejoin_views(words: list[str]) -> list[str]:

@@ -211,15 +211,32 @@ def _aws_credentials(path: str | None) -> tuple[dict, str | None, dict]:
 
 
 def _ini_section(path: str, section: str, wanted: set, private: bool = True) -> dict:
-    parser = configparser.ConfigParser()
+    parser = configparser.ConfigParser(interpolation=None)  # a secret may hold '%'
     try:
-        with open(_private_file(path) if private else path) as f:
+        with open(_private_file(path) if private else path, encoding="utf-8") as f:
             parser.read_file(f)
-    except (OSError, configparser.Error) as e:
-        raise StoreError(f"{path}: cannot read credentials ({e})", errno.EACCES) from None
+    except OSError as e:
+        raise StoreError(f"{path}: cannot read credentials ({e.strerror})", e.errno or errno.EACCES) from None
+    except (configparser.Error, UnicodeDecodeError) as e:
+        raise StoreError(f"{path}: cannot read credentials: {_where_malformed(e)}", errno.EINVAL) from None
     if section not in parser:
         raise StoreError(f"{path}: no [{section}] section", errno.EINVAL)
     return {k: v for k, v in parser[section].items() if k in wanted}
+
+
+def _where_malformed(error: Exception) -> str:
+    """What is wrong with a credentials file and on which line, never what the line holds:
+    configparser's own messages quote it, and it may be a secret."""
+    if isinstance(error, UnicodeDecodeError):
+        return "not UTF-8 text"
+    if isinstance(error, configparser.MissingSectionHeaderError):
+        return f"line {error.lineno} comes before any [section] header"
+    if isinstance(error, configparser.ParsingError):
+        lines = ", ".join(str(number) for number, _ in error.errors[:5])
+        return f"line {lines} is not 'name = value'" if len(error.errors) == 1 else f"lines {lines} are not 'name = value'"
+    if isinstance(error, (configparser.DuplicateSectionError, configparser.DuplicateOptionError)):
+        return f"line {error.lineno} repeats a {'section' if isinstance(error, configparser.DuplicateSectionError) else 'name'}"
+    return type(error).__name__
 
 
 def _private_file(path: str) -> str:
