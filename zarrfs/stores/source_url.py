@@ -77,7 +77,8 @@ def _obstore(source: str, remote: RemoteOptions, config: dict):
     # One attempt may take half the timeout, and no retry starts after the other half: a
     # request, its retries included, is over within `timeout`.
     half = timedelta(seconds=remote.timeout / 2)
-    client = {"timeout": half, "connect_timeout": min(half, timedelta(seconds=5)), "allow_http": True}
+    client = {"timeout": half, "connect_timeout": min(half, timedelta(seconds=5)),
+              "allow_http": plain_http_chosen(parts.scheme, config)}
     if remote.ca_file:
         client["root_certificate"] = _ca_certificates(remote.ca_file)
     retry = {"max_retries": 3, "retry_timeout": half}
@@ -85,6 +86,21 @@ def _obstore(source: str, remote: RemoteOptions, config: dict):
         return from_url(url, config=config or None, client_options=client, retry_config=retry)
     except Exception as e:
         raise StoreError(f"{public_url(source)}: {str(e).splitlines()[0][:200]}", errno.EINVAL) from None
+
+
+# Variables the clients read an endpoint from themselves (the AWS ones are read into the config).
+ENDPOINT_ENVIRONMENT = {"az": ("AZURE_STORAGE_ENDPOINT", "AZURE_ENDPOINT"), "gs": ("GOOGLE_BASE_URL",)}
+
+
+def plain_http_chosen(scheme: str, config: dict) -> bool:
+    """Whether the user chose plain HTTP: an http:// source or endpoint (Azurite through
+    AZURE_STORAGE_USE_EMULATOR too). Otherwise the client speaks HTTPS only, and obstore, which
+    follows redirects by itself, refuses one to http:// instead of sending the request (and
+    its credentials) in clear."""
+    endpoints = [config.get("endpoint"), config.get("base_url"),
+                 *(os.environ.get(name) for name in ENDPOINT_ENVIRONMENT.get(scheme, ()))]
+    emulator = scheme == "az" and os.environ.get("AZURE_STORAGE_USE_EMULATOR", "").lower() in ("1", "true", "yes")
+    return scheme == "http" or emulator or any(e and e.lower().startswith("http://") for e in endpoints)
 
 
 def _ca_certificates(path: str) -> str:
