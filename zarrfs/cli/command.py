@@ -12,6 +12,7 @@ import gc
 import importlib.metadata
 import logging
 import os
+import re
 import socket
 import stat
 import sys
@@ -167,11 +168,16 @@ OPTION_NAMES = ("ro", "cache_size", "decode_ahead", "dirty_size", *sorted(REMOTE
 
 def unknown_option(word: str) -> str:
     """The refusal of an unknown -o word, naming the closest known option (a typo is the usual
-    cause). Its name only: the value of a mistyped option may be a secret key."""
+    cause). Never its value, which may be a secret key, nor a name unlike any option's (a key
+    pasted without one)."""
     name, equals, _ = word.partition("=")
     closest = difflib.get_close_matches(name, OPTION_NAMES, n=1)
     hint = f": did you mean {closest[0]}{equals}?" if closest else ""
-    return f"unknown option {printable(name)!r}{hint} (zarrfs --help lists the options)"
+    said = repr(name) if OPTION_LIKE.fullmatch(name) else "(not shown: not like an option's name)"
+    return f"unknown option {said}{hint} (zarrfs --help lists the options)"
+
+
+OPTION_LIKE = re.compile(r"[a-z][a-z_-]{0,31}")  # the shape of every option's name
 
 
 def rejoin_views(words: list[str]) -> list[str]:

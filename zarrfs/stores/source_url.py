@@ -8,6 +8,7 @@ must not be readable by group or others. They are handed to obstore and never lo
 import configparser
 import errno
 import os
+import re
 import stat
 from dataclasses import dataclass
 from datetime import timedelta
@@ -85,7 +86,13 @@ def _obstore(source: str, remote: RemoteOptions, config: dict):
     try:
         return from_url(url, config=config or None, client_options=client, retry_config=retry)
     except Exception as e:
-        raise StoreError(f"{public_url(source)}: {str(e).splitlines()[0][:200]}", errno.EINVAL) from None
+        said = QUOTED_VALUES.sub("(a value, not shown)", str(e).splitlines()[0])
+        raise StoreError(f"{public_url(source)}: {said[:200]}", errno.EINVAL) from None
+
+
+# What serde quotes from a credentials document it cannot decode (a GCS service account: `invalid
+# type: string "...", expected a boolean`): the values, which may be secrets; a field's name stays.
+QUOTED_VALUES = re.compile(r'"[^"]*"|(?<!field )`[^`]*`')
 
 
 # Variables the clients read an endpoint from themselves (the AWS ones are read into the config).
