@@ -76,3 +76,8 @@ def test_a_service_account_the_client_cannot_decode_is_not_quoted(tmp_path, case
                           "endpoint=http://127.0.0.1:1,timeout=2")
     assert "Unable to decode service account file" in stderr, stderr
     assert SECRET not in stderr + log
+
+
+def test_an_endpoint_with_credentials_but_no_scheme_is_refused_without_quoting_them(tmp_path):
+    stderr, log = refused(tmp_path, "s3://bucket/a.zarr", f"ro,endpoint=AKID:{SECRET}@127.0.0.1:1,timeout=2")
+    assert "endpoint: credentials in the URL are refused" in stderr and SECRET not in stderr + log, stderr

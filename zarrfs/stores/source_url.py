@@ -156,6 +156,9 @@ def check_endpoint(endpoint: str) -> str:
     """An endpoint URL with http:// or https:// and a host, else one line saying what is wrong
     (obstore would panic on some, and send to AWS with others)."""
     parts = urlsplit(endpoint)
+    if "@" in urlsplit(endpoint if "://" in endpoint else f"//{endpoint}").netloc:  # said before it is quoted
+        raise StoreError("endpoint: credentials in the URL are refused: use the environment or -o credentials_file",
+                         errno.EINVAL)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         guess = f": did you mean http://{endpoint}?" if "://" not in endpoint else ""
         raise StoreError(f"endpoint {endpoint!r}: needs a scheme and a host, e.g. http://127.0.0.1:9000 or "
@@ -164,9 +167,6 @@ def check_endpoint(endpoint: str) -> str:
         parts.port  # noqa: B018 -- urlsplit checks the port only when asked
     except ValueError:
         raise StoreError(f"endpoint {endpoint!r}: the port is not a number from 0 to 65535", errno.EINVAL) from None
-    if parts.username or parts.password:
-        raise StoreError("endpoint: credentials in the URL are refused: use the environment or -o credentials_file",
-                         errno.EINVAL)
     return endpoint
 
 
