@@ -44,6 +44,9 @@ def test_help_lists_every_option_with_its_default():
     assert "uid=N, gid=N" in out
     # other users' requests are checked by the kernel: the daemon writes with the owner's credentials
     assert parse_options(["allow_other"])[1] == {"allow_other": True, "default_permissions": True}
+    for word in ("uid=1000", "gid=1000", "umask=077"):  # the modes shown are the ones that hold
+        assert parse_options([word])[1] == {"default_permissions": True}
+    assert parse_options(["umask=022"])[1] == {}  # the default: nothing changes
 
 
 def test_debug_logs_each_request_and_chunk_and_nothing_of_the_bindings_set_up(tmp_path):

@@ -141,8 +141,10 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
             continue
         else:
             raise UsageError(unknown_option(word))
-    if "allow_other" in fuse:  # other users' requests are checked by the kernel against the modes
-        fuse["default_permissions"] = True  # shown, never carried out with the owner's credentials
+    if "allow_other" in fuse or options.ownership != Ownership():
+        # the kernel checks each request against the owner and modes shown: what they refuse is
+        # never carried out by the daemon with the owner's credentials
+        fuse["default_permissions"] = True
     return options, fuse, debug
 
 

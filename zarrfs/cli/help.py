@@ -50,9 +50,10 @@ def option_lines(defaults, views) -> list[tuple[str, str, str]]:
         ("metadata_ttl=SECONDS", f"{defaults.remote.metadata_ttl:g}",
          "object stores: how long listings and metadata documents are trusted before they are asked for again"),
         ("uid=N, gid=N", "the stored documents' owner (object stores: the mounting user)",
-         "the numeric owner and group every file shows"),
+         "the numeric owner and group every file shows; the kernel then checks the modes (default_permissions)"),
         ("umask=OCTAL", f"{defaults.ownership.umask:03o}",
-         "bits taken from every mode shown: 077 keeps other users out, 002 lets the group write"),
+         "bits taken from every mode shown: 077 keeps other users out, 002 lets the group write; the kernel "
+         "then checks the modes (default_permissions)"),
         ("debug", "off", "as -d: one log line per request, chunk decode and store read; implies -f"),
         ("allow_other", "off", "other users may use the mount, as the modes shown allow: the kernel checks them "
          "(default_permissions is added), since the daemon writes with the owner's credentials"),
