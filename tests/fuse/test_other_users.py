@@ -15,10 +15,12 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import obstore
 import pytest
 import zarr
 
 from mounting import ZARRFS, mounted
+from zarrfs.testing.seaweed import unique_prefix
 
 # Each operation a user may try on the mount: (name, code run with `m`, the mount, at hand).
 # The probe prints {name: "ok", the errno's name, or what access(2) said}.
@@ -86,10 +88,13 @@ def as_user(user, mount, names) -> dict[str, str]:
 
 
 def make_store(root: Path) -> Path:
-    group = zarr.open_group(str(root), mode="w", zarr_format=3, attributes={"title": "t"})
+    make_store_in(zarr.open_group(str(root), mode="w", zarr_format=3, attributes={"title": "t"}))
+    return root
+
+
+def make_store_in(group) -> None:
     group.create_array("a", shape=(16,), chunks=(8,), dtype="uint8", compressors=None)[...] = np.arange(16)
     group.create_group("g")
-    return root
 
 
 def stored(root: Path) -> dict[str, bytes]:
@@ -113,6 +118,26 @@ def test_other_users_are_refused_every_write_by_the_kernel_and_the_owner_is_not(
         os.mkdir(m / "mine")
     assert zarr.open_array(str(root / "a"))[:8].tolist() == [9] * 8
     assert (root / "mine" / "zarr.json").exists()
+
+
+def test_on_an_object_store_nothing_of_theirs_reaches_the_bucket(seaweed, shared, other_user):
+    """The case that matters most: the daemon holds the bucket's credentials."""
+    prefix = unique_prefix("other-users")
+    make_store_in(zarr.open_group(seaweed.zarr_store(prefix), mode="w", zarr_format=3, attributes={"title": "t"}))
+    bucket = seaweed.store(prefix)
+
+    def objects() -> dict[str, str]:
+        return {meta["path"]: meta["e_tag"] for meta in obstore.list(bucket).collect()}
+
+    before = objects()
+    with mounted(seaweed.url(prefix), shared, *seaweed.mount_options("allow_other"), env=seaweed.env()) as m:
+        said = as_user(other_user, m.path, list(OPERATIONS))
+        assert said == {"read a.bin": "ok", "access(W_OK) of a.bin": "not writable",
+                        **{name: "EACCES" for name in WRITES}}, said
+        assert objects() == before
+        with open(m / "a.bin", "r+b") as f:  # the owner (the daemon's user, root here) still writes
+            f.write(b"\x09" * 8)
+    assert zarr.open_array(seaweed.zarr_store(prefix), path="a")[:8].tolist() == [9] * 8
 
 
 def test_uid_and_gid_make_another_user_the_owner(tmp_path, shared, other_user):
