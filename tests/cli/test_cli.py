@@ -30,7 +30,8 @@ def test_help_lists_every_option_with_its_default():
                             ("log_file=PATH", "syslog; without /dev/log /var/log/zarrfs/zarrfs.log"),
                             ("symlinks=follow", "contain"), ("debug", "off"), ("previews", "off"),
                             ("noxattr", "off"), ("timeout=SECONDS", "30"), ("metadata_ttl=SECONDS", "60"),
-                            ("anon", "off"), ("prefetch_size=SIZE", "64M")]:
+                            ("anon", "off"), ("prefetch_size=SIZE", "64M"), ("umask=OCTAL", "022"),
+                            ("allow_other", "off")]:
         assert re.search(rf"^  {re.escape(option)}  \[{re.escape(default)}\]$", out, re.M), option
     for word in ("allow_other", "auto_unmount", "fsname=NAME", "nofail", "x-*"):
         assert word in out
@@ -38,8 +39,14 @@ def test_help_lists_every_option_with_its_default():
     for word in ("ro", "cache_size=1G", "dirty_size=1M", "decode_ahead=0", "decode_ahead=4M", "views=none", "header_cache_size=1M",
                  "recovery_dir=/tmp/r", "log_file=/tmp/l", "symlinks=follow", "debug", "previews", "noxattr", "endpoint=http://h:1", "region=eu-west-1",
                  "anon", "timeout=5", "metadata_ttl=0", "credentials_file=/c", "prefetch_size=0", "prefetch_size=128M", "allow_other", "auto_unmount",
-                 "fsname=x", "nofail", "x-a=b"):
+                 "fsname=x", "nofail", "x-a=b", "uid=1000", "gid=1000", "umask=077"):
         parse_options([word])
+    assert "uid=N, gid=N" in out
+    # other users' requests are checked by the kernel: the daemon writes with the owner's credentials
+    assert parse_options(["allow_other"])[1] == {"allow_other": True, "default_permissions": True}
+    for word in ("uid=1000", "gid=1000", "umask=077"):  # the modes shown are the ones that hold
+        assert parse_options([word])[1] == {"default_permissions": True}
+    assert parse_options(["umask=022"])[1] == {}  # the default: nothing changes
 
 
 def test_debug_logs_each_request_and_chunk_and_nothing_of_the_bindings_set_up(tmp_path):

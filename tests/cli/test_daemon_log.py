@@ -3,8 +3,10 @@
 it, on a machine with no /dev/log (a container), "written data ... could not be stored" went
 nowhere while the unmount returned 0."""
 
+import logging
 import os
 import socket
+import stat
 import subprocess
 
 import numpy as np
@@ -75,3 +77,37 @@ def test_foreground_with_a_log_file_logs_to_both(tmp_path):
     with mounted(root, tmp_path, "ro", f"log_file={tmp_path / 'z.log'}") as m:
         assert (m / "a.zarr.bin").read_bytes() == bytes(range(4))
     assert f"mounted {root} on {m.path}" in m.log() and f"mounted {root} on {m.path}" in (tmp_path / "z.log").read_text()
+
+
+def mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def test_the_log_file_is_the_owners_alone(tmp_path):
+    """It names URLs, endpoints and credential files: made 0600 whatever the umask, an older
+    one tightened, and the file reopened after logrotate moved it away made 0600 too."""
+    root = tmp_path / "a.zarr"
+    zarr.create_array(str(root), shape=(4,), chunks=(4,), dtype="uint8")
+    made, old = tmp_path / "logs" / "made.log", tmp_path / "old.log"
+    old.write_text("an earlier mount\n")
+    old.chmod(0o644)
+    for log_file in (made, old):
+        mnt = tmp_path / f"mnt-{log_file.stem}"
+        mnt.mkdir()
+        result = subprocess.run([ZARRFS, str(root), str(mnt), "-o", f"ro,log_file={log_file}"],
+                                capture_output=True, text=True, timeout=60)
+        try:
+            assert result.returncode == 0, result.stderr
+            assert mode(log_file) == 0o600
+        finally:
+            unmount(mnt)
+        wait_for(lambda mnt=mnt: daemon_gone(root, mnt), what="the daemon to exit")
+    assert old.read_text().startswith("an earlier mount\n") and f"mounted {root}" in old.read_text()
+    handler = daemon_log.file_handler(str(tmp_path / "rotated.log"))
+    try:
+        handler.emit(logging.makeLogRecord({"msg": "before"}))
+        os.rename(tmp_path / "rotated.log", tmp_path / "rotated.log.1")
+        handler.emit(logging.makeLogRecord({"msg": "after"}))
+    finally:
+        handler.close()
+    assert mode(tmp_path / "rotated.log") == 0o600 and "after" in (tmp_path / "rotated.log").read_text()

@@ -6,6 +6,7 @@ returns only once the mount is live.
 
 import argparse
 import ctypes
+import dataclasses
 import difflib
 import gc
 import importlib.metadata
@@ -20,6 +21,7 @@ import threading
 from zarrfs.cli import daemon_log
 from zarrfs.cli.help import epilog
 from zarrfs.errors import ZarrfsError
+from zarrfs.fs.ownership import Ownership
 from zarrfs.fuse.binding import ZarrFUSE
 from zarrfs.fuse.operations import BLKSIZE, Operations, Options
 from zarrfs.fuse.tracing import TracingFUSE, quiet_binding
@@ -129,6 +131,8 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
             options.zero_copy = False
         elif name == "header_cache_size":
             options.header_cache_bytes = parse_size(name, value)
+        elif name in ("uid", "gid", "umask"):
+            options.ownership = parse_ownership(options.ownership, name, value)
         elif name == "debug":
             debug = True
         elif name in FUSE_OPTIONS:
@@ -139,21 +143,45 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
             continue
         else:
             raise UsageError(unknown_option(word))
+    if "allow_other" in fuse or options.ownership != Ownership():
+        # the kernel checks each request against the owner and modes shown: what they refuse is
+        # never carried out by the daemon with the owner's credentials
+        fuse["default_permissions"] = True
     return options, fuse, debug
+
+
+def parse_ownership(ownership: Ownership, name: str, value: str) -> Ownership:
+    """uid=N and gid=N (numbers, as sshfs takes them) and umask=OCTAL."""
+    try:
+        number = int(value, 8 if name == "umask" else 10)
+    except ValueError:
+        number = -1
+    if name == "umask" and not 0 <= number <= 0o777:
+        raise UsageError(f"umask={value!r} is not an octal mask from 000 to 777 (e.g. 022, 077)")
+    if name != "umask" and not 0 <= number < 1 << 32:
+        raise UsageError(f"{name}={value!r} is not a numeric {'user' if name == 'uid' else 'group'} id "
+                         f"(e.g. {name}=$(id -{name[0]}))")
+    return dataclasses.replace(ownership, **{name: number})
 
 
 # Every option name parse_options takes (the ones mount(8) adds aside): what a typo is matched to.
 OPTION_NAMES = ("ro", "cache_size", "decode_ahead", "dirty_size", *sorted(REMOTE_OPTIONS), "recovery_dir", "log_file",
-                "symlinks", "views", "previews", "noxattr", "nozerocopy", "header_cache_size", "debug", "nonempty",
-                *sorted(FUSE_OPTIONS))
+                "symlinks", "views", "previews", "noxattr", "nozerocopy", "header_cache_size", "uid", "gid", "umask",
+                "debug", "nonempty", *sorted(FUSE_OPTIONS))
 
 
 def unknown_option(word: str) -> str:
-    """The refusal of an unknown -o word, naming the closest known option (a typo is the usual cause)."""
+    """The refusal of an unknown -o word, naming the closest known option (a typo is the usual
+    cause). Never its value, which may be a secret key, nor a name unlike any option's (a key
+    pasted without one)."""
     name, equals, _ = word.partition("=")
     closest = difflib.get_close_matches(name, OPTION_NAMES, n=1)
     hint = f": did you mean {closest[0]}{equals}?" if closest else ""
-    return f"unknown option {word!r}{hint} (zarrfs --help lists the options)"
+    said = repr(name) if OPTION_LIKE.fullmatch(name) else "(not shown: not like an option's name)"
+    return f"unknown option {said}{hint} (zarrfs --help lists the options)"
+
+
+OPTION_LIKE = re.compile(r"[a-z][a-z_-]{0,31}")  # the shape of every option's name
 
 
 def rejoin_views(words: list[str]) -> list[str]:

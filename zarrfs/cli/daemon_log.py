@@ -34,11 +34,24 @@ def describe(path: str | None) -> str:
     return f"the log is {path}" if path else "the log goes to syslog (journalctl -t zarrfs)"
 
 
+class PrivateFileHandler(logging.handlers.WatchedFileHandler):
+    """WatchedFileHandler whose file is the owner's alone (0600), when made and when reopened
+    after logrotate: the log names URLs, endpoints, buckets and credential files."""
+
+    def _open(self):
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            os.fchmod(fd, 0o600)  # a log made before (by an older zarrfs, or by hand) is tightened
+        except PermissionError:
+            pass  # another user's file that we may append to: its mode is that user's to set
+        return os.fdopen(fd, "a", encoding=self.encoding, errors=self.errors)
+
+
 def file_handler(path: str) -> logging.Handler:
     """A handler appending to `path` (its directory made), reopened when logrotate moves it away.
     Raises OSError when it cannot be opened."""
     os.makedirs(os.path.dirname(path) or ".", mode=0o755, exist_ok=True)
-    handler = logging.handlers.WatchedFileHandler(path, encoding="utf-8")
+    handler = PrivateFileHandler(path, encoding="utf-8")
     handler.setFormatter(LineFormatter(FILE_FORMAT))  # one line of UTF-8 whatever names it holds
     return handler
 

@@ -60,8 +60,15 @@ def option_lines(defaults, views, generic: bool = False) -> list[tuple[str, str,
          "object stores: how long listings and metadata documents are trusted before they are asked for again"),
         ("nonempty", "off", "mount over a directory that holds files (they are hidden until unmount); without it "
          "such a mount point is refused"),
+        ("uid=N, gid=N", "the stored documents' owner (object stores: the mounting user)",
+         "the numeric owner and group every file shows; the kernel then checks the modes (default_permissions)"),
+        ("umask=OCTAL", f"{defaults.ownership.umask:03o}",
+         "bits taken from every mode shown: 077 keeps other users out, 002 lets the group write; the kernel "
+         "then checks the modes (default_permissions)"),
         ("debug", "off", "as -d: one log line per request, chunk decode and store read; implies -f"),
-        ("allow_other, allow_root, default_permissions, auto_unmount, fsname=NAME, subtype=NAME", "libfuse's",
+        ("allow_other", "off", "other users may use the mount, as the modes shown allow: the kernel checks them "
+         "(default_permissions is added), since the daemon writes with the owner's credentials"),
+        ("allow_root, default_permissions, auto_unmount, fsname=NAME, subtype=NAME", "libfuse's",
          "passed to libfuse"),
         ("rw, dev, suid, exec, auto, noauto, user, _netdev, nofail, defaults, x-*, ...", "",
          "added by mount(8), fstab or systemd: accepted and ignored"),

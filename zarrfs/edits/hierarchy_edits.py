@@ -20,7 +20,6 @@ import logging
 import os
 import posixpath
 import re
-import stat
 import threading
 import time
 
@@ -67,11 +66,12 @@ class HierarchyEdits:
         return draft if draft is not None and not draft.committed else None
 
     def attributes(self, draft, path: str) -> dict:
-        st = self.hierarchy.node("").stat
+        ownership = self.ops.options.ownership
+        uid, gid = ownership.owner(self.hierarchy.node("").stat)
         now = int(time.time() * 1e9)
-        return {"st_ino": inode_number(f"draft\0{path}"), "st_mode": stat.S_IFREG | 0o644, "st_nlink": 1,
-                "st_size": draft.size, "st_uid": st.st_uid,
-                "st_gid": st.st_gid, "st_mtime": now, "st_ctime": now, "st_atime": now, "st_blocks": 0}
+        return {"st_ino": inode_number(f"draft\0{path}"), "st_mode": ownership.file(True), "st_nlink": 1,
+                "st_size": draft.size, "st_uid": uid, "st_gid": gid, "st_mtime": now, "st_ctime": now,
+                "st_atime": now, "st_blocks": 0}
 
     # groups
 

@@ -7,7 +7,6 @@ import ctypes
 import errno
 import logging
 import os
-import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from zarrfs.fs.hierarchy import (
 )
 from zarrfs.fs.inodes import entry_key, inode_number
 from zarrfs.fs.open_arrays import OpenArray, OpenArrays
+from zarrfs.fs.ownership import Ownership
 from zarrfs.fs.stored_usage import LIFETIME, Usage
 from zarrfs.fs.xattrs import ExtendedAttributes
 from zarrfs.fuse import replies
@@ -84,6 +84,7 @@ class Options:
     previews: bool = False  # NAME.png beside arrays of two or more dimensions
     xattrs: bool = True  # user.zarr.* and user.mime_type; off: none, and the kernel stops asking
     zero_copy: bool = True  # READs of stored-as-is bytes answered from the stored files (stored_as_is.py)
+    ownership: Ownership = field(default_factory=Ownership)  # -o uid=, gid=, umask=: the owner and modes shown
 
 
 class Operations(mfusepy.Operations):
@@ -174,28 +175,27 @@ class Operations(mfusepy.Operations):
         return self.attributes(self._entry(path))
 
     def attributes(self, entry: Entry) -> dict:
-        st = entry.node.stat
-        write_bits = 0 if self.options.read_only else 0o222
+        st, owns, writable = entry.node.stat, self.options.ownership, not self.options.read_only
         if entry.kind == DIR:
-            mode, size = stat.S_IFDIR | 0o555 | (write_bits & 0o200), 0
+            mode, size = owns.directory(writable), 0
         elif entry.kind == SIDECAR or entry.kind == DOCUMENT and entry.node.kind == "group":
-            mode, size = stat.S_IFREG | 0o444 | (write_bits & 0o200), len(self.hierarchy.content(entry))
+            mode, size = owns.file(writable), len(self.hierarchy.content(entry))
         elif entry.kind == DATA:
-            bits = 0o444 if read_only_view(entry) else 0o444 | write_bits
-            mode, size = stat.S_IFREG | (st.st_mode & bits), self._data_size(entry)
+            mode, size = owns.file(writable and not read_only_view(entry), st.st_mode), self._data_size(entry)
             if entry.node.meta is not None:
                 self.notice_stored_change(entry.node.path)
         elif entry.kind == PREVIEW:  # uncompressed: its size follows from its width and height
-            mode, size = stat.S_IFREG | 0o444, preview.png_size(*self.hierarchy.previews.of(entry.node)[1].size)
+            mode, size = owns.file(False), preview.png_size(*self.hierarchy.previews.of(entry.node)[1].size)
         elif entry.kind == TEXT:  # the true size, worked out once (textview.Texts.size): splice copies no further
-            mode, size = stat.S_IFREG | 0o444, self.texts.size(self.store, entry.node, self.cache)
+            mode, size = owns.file(False), self.texts.size(self.store, entry.node, self.cache)
         elif entry.kind == GROUPFILE:  # 0 until first opened, as /proc files: open makes it and says its size
-            mode, size = stat.S_IFREG | 0o444, self.hierarchy.group_file_made(entry.node)[0]
+            mode, size = owns.file(False), self.hierarchy.group_file_made(entry.node)[0]
         else:
-            mode, size = stat.S_IFREG | 0o444, len(self.hierarchy.content(entry))
+            mode, size = owns.file(False), len(self.hierarchy.content(entry))
         mtime, blocks = self._stored(entry, size)
+        uid, gid = owns.owner(st)
         return {"st_ino": inode_number(entry_key(entry)), "st_mode": mode, "st_nlink": 2 if entry.kind == DIR else 1, "st_size": size,
-                "st_uid": st.st_uid, "st_gid": st.st_gid, "st_blksize": BLKSIZE, "st_blocks": blocks,
+                "st_uid": uid, "st_gid": gid, "st_blksize": BLKSIZE, "st_blocks": blocks,
                 "st_mtime": mtime, "st_ctime": mtime, "st_atime": mtime}
 
     def _stored(self, entry: Entry, size: int) -> tuple[int, int]:

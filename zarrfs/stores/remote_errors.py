@@ -30,6 +30,11 @@ NO_CREDENTIALS = {
 
 # The causes in the Rust dump, most specific first: (pattern, what it means).
 CAUSES = (
+    # reqwest follows redirects itself; a client that speaks HTTPS only refuses one to http://
+    (re.compile(r"kind: Redirect,\s*source: reqwest::Error \{\s*kind: Builder,\s*url: \"(http://[^\"/?#]*)[^\"]*\","
+                r"\s*source: BadScheme"),
+     "{host} redirected to plain HTTP ({0}): refused, an https:// server is spoken to over HTTPS only"),
+    (re.compile(r"error following redirect"), "{host} redirected too often or to an unusable address"),
     (re.compile(r"ConnectionRefused|Connection refused"), "connection refused: nothing listens at {host}"),
     (re.compile(r"InvalidCertificate\(\s*NotValidForName"), "TLS handshake with {host} failed: its certificate "
      "is for another host name (NotValidForName): use the name the certificate was issued for"),

@@ -8,6 +8,7 @@ must not be readable by group or others. They are handed to obstore and never lo
 import configparser
 import errno
 import os
+import re
 import stat
 from dataclasses import dataclass
 from datetime import timedelta
@@ -77,14 +78,36 @@ def _obstore(source: str, remote: RemoteOptions, config: dict):
     # One attempt may take half the timeout, and no retry starts after the other half: a
     # request, its retries included, is over within `timeout`.
     half = timedelta(seconds=remote.timeout / 2)
-    client = {"timeout": half, "connect_timeout": min(half, timedelta(seconds=5)), "allow_http": True}
+    client = {"timeout": half, "connect_timeout": min(half, timedelta(seconds=5)),
+              "allow_http": plain_http_chosen(parts.scheme, config)}
     if remote.ca_file:
         client["root_certificate"] = _ca_certificates(remote.ca_file)
     retry = {"max_retries": 3, "retry_timeout": half}
     try:
         return from_url(url, config=config or None, client_options=client, retry_config=retry)
     except Exception as e:
-        raise StoreError(f"{public_url(source)}: {str(e).splitlines()[0][:200]}", errno.EINVAL) from None
+        said = QUOTED_VALUES.sub("(a value, not shown)", str(e).splitlines()[0])
+        raise StoreError(f"{public_url(source)}: {said[:200]}", errno.EINVAL) from None
+
+
+# What serde quotes from a credentials document it cannot decode (a GCS service account: `invalid
+# type: string "...", expected a boolean`): the values, which may be secrets; a field's name stays.
+QUOTED_VALUES = re.compile(r'"[^"]*"|(?<!field )`[^`]*`')
+
+
+# Variables the clients read an endpoint from themselves (the AWS ones are read into the config).
+ENDPOINT_ENVIRONMENT = {"az": ("AZURE_STORAGE_ENDPOINT", "AZURE_ENDPOINT"), "gs": ("GOOGLE_BASE_URL",)}
+
+
+def plain_http_chosen(scheme: str, config: dict) -> bool:
+    """Whether the user chose plain HTTP: an http:// source or endpoint (Azurite through
+    AZURE_STORAGE_USE_EMULATOR too). Otherwise the client speaks HTTPS only, and obstore, which
+    follows redirects by itself, refuses one to http:// instead of sending the request (and
+    its credentials) in clear."""
+    endpoints = [config.get("endpoint"), config.get("base_url"),
+                 *(os.environ.get(name) for name in ENDPOINT_ENVIRONMENT.get(scheme, ()))]
+    emulator = scheme == "az" and os.environ.get("AZURE_STORAGE_USE_EMULATOR", "").lower() in ("1", "true", "yes")
+    return scheme == "http" or emulator or any(e and e.lower().startswith("http://") for e in endpoints)
 
 
 def _ca_certificates(path: str) -> str:
@@ -133,6 +156,9 @@ def check_endpoint(endpoint: str) -> str:
     """An endpoint URL with http:// or https:// and a host, else one line saying what is wrong
     (obstore would panic on some, and send to AWS with others)."""
     parts = urlsplit(endpoint)
+    if "@" in urlsplit(endpoint if "://" in endpoint else f"//{endpoint}").netloc:  # said before it is quoted
+        raise StoreError("endpoint: credentials in the URL are refused: use the environment or -o credentials_file",
+                         errno.EINVAL)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         guess = f": did you mean http://{endpoint}?" if "://" not in endpoint else ""
         raise StoreError(f"endpoint {endpoint!r}: needs a scheme and a host, e.g. http://127.0.0.1:9000 or "
@@ -141,9 +167,6 @@ def check_endpoint(endpoint: str) -> str:
         parts.port  # noqa: B018 -- urlsplit checks the port only when asked
     except ValueError:
         raise StoreError(f"endpoint {endpoint!r}: the port is not a number from 0 to 65535", errno.EINVAL) from None
-    if parts.username or parts.password:
-        raise StoreError("endpoint: credentials in the URL are refused: use the environment or -o credentials_file",
-                         errno.EINVAL)
     return endpoint
 
 
@@ -211,15 +234,32 @@ def _aws_credentials(path: str | None) -> tuple[dict, str | None, dict]:
 
 
 def _ini_section(path: str, section: str, wanted: set, private: bool = True) -> dict:
-    parser = configparser.ConfigParser()
+    parser = configparser.ConfigParser(interpolation=None)  # a secret may hold '%'
     try:
-        with open(_private_file(path) if private else path) as f:
+        with open(_private_file(path) if private else path, encoding="utf-8") as f:
             parser.read_file(f)
-    except (OSError, configparser.Error) as e:
-        raise StoreError(f"{path}: cannot read credentials ({e})", errno.EACCES) from None
+    except OSError as e:
+        raise StoreError(f"{path}: cannot read credentials ({e.strerror})", e.errno or errno.EACCES) from None
+    except (configparser.Error, UnicodeDecodeError) as e:
+        raise StoreError(f"{path}: cannot read credentials: {_where_malformed(e)}", errno.EINVAL) from None
     if section not in parser:
         raise StoreError(f"{path}: no [{section}] section", errno.EINVAL)
     return {k: v for k, v in parser[section].items() if k in wanted}
+
+
+def _where_malformed(error: Exception) -> str:
+    """What is wrong with a credentials file and on which line, never what the line holds:
+    configparser's own messages quote it, and it may be a secret."""
+    if isinstance(error, UnicodeDecodeError):
+        return "not UTF-8 text"
+    if isinstance(error, configparser.MissingSectionHeaderError):
+        return f"line {error.lineno} comes before any [section] header"
+    if isinstance(error, configparser.ParsingError):
+        lines = ", ".join(str(number) for number, _ in error.errors[:5])
+        return f"line {lines} is not 'name = value'" if len(error.errors) == 1 else f"lines {lines} are not 'name = value'"
+    if isinstance(error, (configparser.DuplicateSectionError, configparser.DuplicateOptionError)):
+        return f"line {error.lineno} repeats a {'section' if isinstance(error, configparser.DuplicateSectionError) else 'name'}"
+    return type(error).__name__
 
 
 def _private_file(path: str) -> str:
