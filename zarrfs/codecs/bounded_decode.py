@@ -94,7 +94,7 @@ GZIP_WBITS, ZLIB_WBITS = 16 + zlib.MAX_WBITS, zlib.MAX_WBITS
 PREFIX_WBITS = {"gzip": GZIP_WBITS, "zlib": ZLIB_WBITS}  # by numcodecs id: deflate streams decoded in part
 
 
-def deflate_prefix(data: BytesLike, out: np.ndarray, wbits: int) -> None:
+def deflate_prefix(data, out, wbits: int) -> None:
     """Fill the uint8 array `out` with the first bytes the deflate stream (gzip members, or a
     zlib stream) in `data` decodes to, and decode no further: reading a chunk's first bytes
     (a file manager's sniff, `head`) costs them, not the whole chunk. The rest of the stream

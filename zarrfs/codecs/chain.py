@@ -138,7 +138,7 @@ class GzipCodec(_NumcodecsCodec):
     def decode(self, data):
         return gzip_decode(data, self.decoded_limit)
 
-    def decode_into(self, data: BytesLike, out: np.ndarray, wanted: list[int] | None = None) -> None:
+    def decode_into(self, data, out, wanted=None):
         """A part of a chunk costs the bytes up to its end, as with zstd."""
         if wanted is not None and wanted[1] < len(out):
             wanted[0] = 0
@@ -166,7 +166,7 @@ class ZstdCodec(_NumcodecsCodec):
             return zstd_decode(data, self.decoded_limit)
         return super().decode(data)
 
-    def decode_into(self, data: BytesLike, out: np.ndarray, wanted: list[int] | None = None) -> None:
+    def decode_into(self, data, out, wanted=None):
         """zstd decodes in order: a part of a chunk costs the bytes up to its end."""
         if zstd_content_size(data) != len(out):  # unknown or wrong: numcodecs would not notice a short frame
             return super().decode_into(data, out)
@@ -178,7 +178,7 @@ class ZstdCodec(_NumcodecsCodec):
         except Exception as e:
             raise CorruptChunkError(f"undecodable zstd stream ({e})") from None
 
-    def _decode_prefix(self, data: BytesLike, out: np.ndarray) -> None:
+    def _decode_prefix(self, data, out: np.ndarray) -> None:
         """Decode only as far as `out` reaches: zstd decodes in order, so a read of the first
         bytes of a chunk costs only them. (A frame with a checksum is always decoded whole,
         to check it.)"""
