@@ -118,7 +118,7 @@ def deflate_prefix(data, out, wbits: int) -> None:
         raise CorruptChunkError(f"undecodable {name} stream ({e})") from None
 
 
-def check_blosc_header(data: BytesLike, limit: int) -> None:
+def check_blosc_header(data, limit: int) -> None:
     """Refuse a blosc frame whose header disagrees with its length or promises more than `limit`
     bytes, before the decoder allocates or reads on its word."""
     if len(data) < BLOSC_HEADER:
