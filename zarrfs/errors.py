@@ -1,6 +1,7 @@
 """Typed errors. Each carries the errno the file system answers with."""
 
 import errno
+from collections.abc import Iterable
 
 
 class ZarrfsError(Exception):
@@ -72,7 +73,7 @@ class ConflictError(StoreError):
     """A conditional write found the value changed by another writer since it was read; `keys`
     names the values."""
 
-    def __init__(self, message: str, os_errno: int | None = None, keys: tuple = ()):
+    def __init__(self, message: str, os_errno: int | None = None, keys: Iterable[str] = ()):
         super().__init__(message, os_errno)
         self.keys = tuple(keys)
 

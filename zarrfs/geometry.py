@@ -3,52 +3,57 @@
 import bisect
 import itertools
 import math
-from typing import Iterator, NamedTuple
+from collections.abc import Iterable, Iterator, Sequence
+from typing import NamedTuple, Self
 
 Box = tuple[slice, ...]
 
 
-class Edges(tuple):
+class Edges(tuple[int, ...]):
     """The chunk edge lengths along one dimension of a rectilinear chunk grid. A chunk shape
     (a grid) is a tuple whose entries are an int (regular along that dimension) or Edges; the
     functions below take either. A chunk past the array's end keeps its declared length."""
 
     starts: tuple[int, ...]  # starts[g]: the first element of chunk g; starts[-1]: their sum
 
-    def __new__(cls, lengths):
+    def __new__(cls, lengths: Iterable[int]) -> Self:
         edges = super().__new__(cls, lengths)
         edges.starts = tuple(itertools.accumulate(edges, initial=0))
         return edges
 
 
-def index_of(c, i: int) -> int:
+ChunkEdge = int | Edges  # one dimension of a chunk grid: a regular chunk length, or the edges
+ChunkShape = Sequence[ChunkEdge]  # a chunk grid, one entry per dimension
+
+
+def index_of(c: ChunkEdge, i: int) -> int:
     """The chunk along a dimension of chunk size (or Edges) `c` that holds element `i`."""
     return i // c if isinstance(c, int) else bisect.bisect_right(c.starts, i) - 1
 
 
-def start_of(c, g: int) -> int:
+def start_of(c: ChunkEdge, g: int) -> int:
     return g * c if isinstance(c, int) else c.starts[g]
 
 
-def size_of(c, g: int) -> int:
+def size_of(c: ChunkEdge, g: int) -> int:
     """Chunk g's declared length along the dimension (whatever part overhangs the array)."""
     return c if isinstance(c, int) else c[g]
 
 
-def chunk_extent(chunk_shape, coords) -> tuple[int, ...]:
+def chunk_extent(chunk_shape: ChunkShape, coords: Sequence[int]) -> tuple[int, ...]:
     """The declared shape of chunk `coords`: what it decodes to."""
     return tuple(size_of(c, g) for c, g in zip(chunk_shape, coords, strict=False))
 
 
-def chunk_origin(chunk_shape, coords) -> tuple[int, ...]:
+def chunk_origin(chunk_shape: ChunkShape, coords: Sequence[int]) -> tuple[int, ...]:
     return tuple(start_of(c, g) for c, g in zip(chunk_shape, coords, strict=False))
 
 
-def regular(chunk_shape) -> bool:
+def regular(chunk_shape: ChunkShape) -> bool:
     return all(isinstance(c, int) for c in chunk_shape)
 
 
-def largest_chunk(chunk_shape) -> tuple[int, ...]:
+def largest_chunk(chunk_shape: ChunkShape) -> tuple[int, ...]:
     """The largest chunk's shape (a bound for budgets and limits)."""
     return tuple(c if isinstance(c, int) else max(c, default=1) for c in chunk_shape)
 
@@ -66,7 +71,7 @@ class ChunkPart(NamedTuple):
     complete: bool
 
 
-def chunks_spanned(boxes: list[Box], chunk_shape) -> int:
+def chunks_spanned(boxes: list[Box], chunk_shape: ChunkShape) -> int:
     """How many chunks the bounding box of `boxes` (non-empty) meets."""
     count = 1
     for d, c in enumerate(chunk_shape):
@@ -83,13 +88,13 @@ def full_box(shape: tuple[int, ...]) -> Box:
     return tuple(slice(0, n) for n in shape)
 
 
-def grid_shape(shape: tuple[int, ...], chunk_shape) -> tuple[int, ...]:
+def grid_shape(shape: tuple[int, ...], chunk_shape: ChunkShape) -> tuple[int, ...]:
     """Chunks per dimension: those that hold any element (a rectilinear grid may declare more)."""
     return tuple(-(-n // c) if isinstance(c, int) else min(len(c), bisect.bisect_left(c.starts, n))
                  for n, c in zip(shape, chunk_shape, strict=False))
 
 
-def chunk_parts(box: Box, chunk_shape, shape: tuple[int, ...]) -> Iterator[ChunkPart]:
+def chunk_parts(box: Box, chunk_shape: ChunkShape, shape: tuple[int, ...]) -> Iterator[ChunkPart]:
     """Split a box of an array of `shape` into the parts each chunk holds, in C order.
 
     A chunk counts as complete when the box covers all of it that lies inside the array,
@@ -112,7 +117,7 @@ def chunk_parts(box: Box, chunk_shape, shape: tuple[int, ...]) -> Iterator[Chunk
                         tuple(d[2] for d in combo), all(d[3] for d in combo))
 
 
-def flat_index(index, shape) -> int:
+def flat_index(index: Sequence[int], shape: Sequence[int]) -> int:
     """The C-order position of `index` in an array of `shape` (np.ravel_multi_index without
     its microseconds: small reads and shard lookups ask on every request)."""
     flat = 0

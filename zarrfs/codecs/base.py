@@ -1,10 +1,14 @@
-"""What every codec shares: the chunk spec it is bound to and the Codec interface."""
+"""What every codec shares: the chunk spec it is bound to and the Codec interface, one class
+per kind (array->array, array->bytes, bytes->bytes), each with the encode and decode of its kind."""
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
+from zarrfs.codecs.stored_bytes import BytesLike
 from zarrfs.errors import CorruptChunkError, MetadataError
 from zarrfs.format.data_types import DataType
 
@@ -44,7 +48,46 @@ class Codec:
         """Encoded size for a decoded size, or None when it depends on the data."""
         return None
 
-    def decode_into(self, data, out: np.ndarray, wanted: list[int] | None = None) -> None:
+
+ReadInto = Callable[[int, np.ndarray], object]  # read_into(offset, view): fill `view` with the stored bytes at offset
+
+
+class ArrayArrayCodec(Codec):
+    kind = "array->array"
+
+    def encode(self, array: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def decode(self, array: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+
+class ArrayBytesCodec(Codec):
+    kind = "array->bytes"
+
+    def encode(self, array: np.ndarray) -> BytesLike | None:
+        """The stored bytes; None when there is nothing to store (sharding: every inner chunk empty)."""
+        raise NotImplementedError
+
+    def decode(self, data: BytesLike) -> np.ndarray:
+        raise NotImplementedError
+
+
+class BytesBytesCodec(Codec):
+    kind = "bytes->bytes"
+
+    def encode(self, data: BytesLike) -> BytesLike:
+        raise NotImplementedError
+
+    def decode(self, data: BytesLike) -> BytesLike:
+        raise NotImplementedError
+
+    def decode_part(self, read_into: ReadInto, stored: np.ndarray, out: np.ndarray, wanted: list[int]) -> bool:
+        """With `reads_parts`: decode the bytes `wanted` of `out` from the ranges of the stored
+        chunk it reads with `read_into`; False when it cannot (the caller reads the chunk whole)."""
+        return False
+
+    def decode_into(self, data: BytesLike, out: np.ndarray, wanted: list[int] | None = None) -> None:
         """bytes->bytes: decode into the uint8 array `out`, which must end up exactly full.
         Codecs that can decode in place override this to skip the copy; those that can decode
         part of a chunk may fill only out[wanted[0]:wanted[1]], when a read wants no more, and
@@ -55,7 +98,25 @@ class Codec:
         out[...] = np.frombuffer(decoded, "u1")
 
 
-def config_value(config: dict, name: str, where: str, default=...):
+class NestedChain(Protocol):
+    """What a codec that holds codecs (conditional, n5_default) uses of the chain built for them:
+    chain.CodecChain, which lives above the codecs, so they are given its builder (BuildChain)."""
+
+    @property
+    def array_array(self) -> list[ArrayArrayCodec]: ...
+
+    @property
+    def bytes_bytes(self) -> list[BytesBytesCodec]: ...
+
+    def encode(self, array: np.ndarray) -> BytesLike | None: ...
+
+    def decode(self, data: BytesLike) -> np.ndarray: ...
+
+
+BuildChain = Callable[[list, ChunkSpec, str], NestedChain]  # (codecs, spec, where) -> the chain
+
+
+def config_value(config: dict, name: str, where: str, default: object = ...) -> object:
     if name not in config:
         if default is ...:
             raise MetadataError(f"{where}: missing configuration.{name}")

@@ -6,7 +6,7 @@ zarrs does, so a negative integer rounds from bit 63). Complex types round each 
 
 import numpy as np
 
-from zarrfs.codecs.base import Codec
+from zarrfs.codecs.base import ArrayArrayCodec, ChunkSpec
 from zarrfs.errors import MetadataError, UnsupportedError
 
 # mantissa bits of each float type, by the bits' width; bfloat16 has 7 (zarrs uses float16's 10)
@@ -16,10 +16,9 @@ _COMPLEX_PARTS = {"complex64": "float32", "complex128": "float64", "complex_floa
 _INTEGERS = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
 
 
-class BitroundCodec(Codec):
-    kind = "array->array"
+class BitroundCodec(ArrayArrayCodec):
 
-    def __init__(self, config, spec, where):
+    def __init__(self, config: dict, spec: ChunkSpec, where: str):
         super().__init__(config, spec, where)
         keepbits = config.get("keepbits")
         if type(keepbits) is not int or keepbits < 0 or set(config) - {"keepbits"}:
@@ -27,6 +26,7 @@ class BitroundCodec(Codec):
         name = spec.data_type.name
         name = _COMPLEX_PARTS.get(name, name)
         self.width = spec.data_type.itemsize * 8 // (2 if spec.data_type.name in _COMPLEX_PARTS else 1)
+        self.maxbits: int | None
         if name in _MANTISSA:
             self.maxbits = _MANTISSA[name]
         elif name in _INTEGERS or spec.data_type.numpy.kind in "Mm":
@@ -42,7 +42,7 @@ class BitroundCodec(Codec):
     def decode(self, array: np.ndarray) -> np.ndarray:
         return array
 
-    def encoded_size(self, nbytes):
+    def encoded_size(self, nbytes: int) -> int | None:
         return nbytes
 
 
@@ -78,4 +78,5 @@ def _bit_length(values: np.ndarray) -> np.ndarray:
             big = (rest >> values.dtype.type(step)) != 0
             length[big] += step
             rest[big] >>= values.dtype.type(step)
-    return length + (rest != 0)
+    length += rest != 0
+    return length

@@ -14,10 +14,12 @@ into place (26 µs instead of 36 for a 512 KiB block whose memory the CPU caches
 
 import ctypes
 import struct
+from collections.abc import Callable
 
 import numcodecs.blosc
 import numpy as np
 
+from zarrfs.codecs.stored_bytes import BytesLike
 from zarrfs.errors import CorruptChunkError
 
 HEADER = 16  # bytes of the blosc 1 header; the block starts follow it
@@ -27,7 +29,8 @@ DONT_SPLIT = 0x10  # header flag: blocks are compressed whole, not split by byte
 PREFIX = 4096  # stored bytes read first for a part: the header and up to 1020 block starts
 
 
-def _getitem():
+def _getitem() -> Callable[[int, int, int, int], int] | None:
+    """c-blosc's blosc_getitem(source, start, nitems, dest), None when this numcodecs has none."""
     try:
         function = ctypes.CDLL(numcodecs.blosc.__file__).blosc_getitem
     except (OSError, AttributeError):  # a numcodecs built otherwise: whole chunks only
@@ -40,7 +43,7 @@ def _getitem():
 _GETITEM = _getitem()
 
 
-def blosc_blocks(data, out: np.ndarray, wanted: list[int]) -> bool:
+def blosc_blocks(data: BytesLike, out: np.ndarray, wanted: list[int]) -> bool:
     """Decode the blocks that hold bytes [wanted[0], wanted[1]) of the blosc chunk `data` (whose
     header agrees with its length: bounded.check_blosc_header) into the same bytes of the uint8
     array `out`, and widen `wanted` to them: later reads within those blocks need no decode.
@@ -70,7 +73,7 @@ def blosc_blocks(data, out: np.ndarray, wanted: list[int]) -> bool:
     return True
 
 
-def stored_ranges(prefix, stored_size: int, decoded_size: int, wanted: list[int]) -> list[tuple[int, int]] | None:
+def stored_ranges(prefix: BytesLike, stored_size: int, decoded_size: int, wanted: list[int]) -> list[tuple[int, int]] | None:
     """The stored bytes, as [start, stop) ranges, that blosc_blocks needs to decode the bytes
     `wanted` of a blosc chunk of `stored_size` bytes, from the chunk's first bytes `prefix`.
     None when the prefix does not hold every block start, or blosc_blocks could not decode a
@@ -92,7 +95,7 @@ def stored_ranges(prefix, stored_size: int, decoded_size: int, wanted: list[int]
     if HEADER + 4 * nblocks > len(prefix):
         return None
     starts = struct.unpack_from(f"<{nblocks}i", prefix, HEADER)
-    ranges = []
+    ranges: list[tuple[int, int]] = []
     for start in starts[first:last + 1]:
         stop = min((s for s in starts if s > start), default=cbytes)
         if not HEADER + 4 * nblocks <= start < stop <= cbytes:

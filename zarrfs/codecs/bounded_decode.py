@@ -9,11 +9,14 @@ header declares no content size; its GZip decodes a bomb whole.)
 import bz2
 import lzma
 import zlib
+from collections.abc import Callable
+from typing import Protocol
 
 import numcodecs
 import numpy as np
 import zstandard
 
+from zarrfs.codecs.stored_bytes import BytesLike
 from zarrfs.errors import CorruptChunkError
 
 BLOSC_HEADER = 16
@@ -43,7 +46,7 @@ def zstd_decode(data, limit: int) -> bytearray:
     return out
 
 
-def _whole_zstd_frames(data) -> bool:
+def _whole_zstd_frames(data: BytesLike) -> bool:
     """`data` ends where a frame does: each frame's header, blocks (up to the last) and checksum
     are all there (RFC 8878, 3.1). Walks the block headers only; decodes nothing."""
     view, pos = memoryview(data).cast("B"), 0
@@ -68,7 +71,7 @@ def _whole_zstd_frames(data) -> bool:
     return pos == len(view)
 
 
-def gzip_decode(data, limit: int) -> bytes:
+def gzip_decode(data: BytesLike, limit: int) -> bytes:
     """The bytes of the gzip members in `data`, at most `limit` of them."""
     parts, total, rest = [], 0, bytes(data)
     try:
@@ -128,9 +131,21 @@ def check_blosc_header(data, limit: int) -> None:
         raise CorruptChunkError(f"blosc stream decodes to {nbytes} bytes, more than the {limit} bytes expected")
 
 
-def _stream_decode(make, errors):
+class Decompressor(Protocol):
+    """zlib's, bz2's and lzma's decompressor objects, as _stream_decode uses them."""
+
+    @property
+    def eof(self) -> bool: ...
+
+    def decompress(self, data: bytes, max_length: int, /) -> bytes: ...
+
+
+Decoder = Callable[[BytesLike, int], BytesLike]  # (stored bytes, limit) -> at most `limit` decoded bytes
+
+
+def _stream_decode(make: Callable[[], Decompressor], errors: type[Exception] | tuple[type[Exception], ...]) -> Decoder:
     """A bounded decoder for a decompressor object with decompress(data, max_length)."""
-    def decode(data, limit: int) -> bytes:
+    def decode(data: BytesLike, limit: int) -> bytes:
         decoder = make()
         try:
             out = decoder.decompress(bytes(data), limit + 1)
@@ -144,7 +159,7 @@ def _stream_decode(make, errors):
     return decode
 
 
-def _lz4_decode(data, limit: int) -> bytes:
+def _lz4_decode(data: BytesLike, limit: int) -> BytesLike:
     """numcodecs' LZ4 frames its block with the decoded size (4 bytes, little-endian) first."""
     if len(data) < 4 or int.from_bytes(bytes(data[:4]), "little") > limit:
         raise CorruptChunkError(f"lz4 stream is short or decodes to more than the {limit} bytes expected")
@@ -154,7 +169,7 @@ def _lz4_decode(data, limit: int) -> bytes:
         raise CorruptChunkError(f"undecodable lz4 stream ({e})") from None
 
 
-def _blosc_decode(data, limit: int) -> bytes:
+def _blosc_decode(data: BytesLike, limit: int) -> BytesLike:
     check_blosc_header(data, limit)
     try:
         return numcodecs.Blosc().decode(data)
@@ -162,7 +177,7 @@ def _blosc_decode(data, limit: int) -> bytes:
         raise CorruptChunkError(f"undecodable blosc stream ({e})") from None
 
 
-def bounded_decoder(codec_id: str):
+def bounded_decoder(codec_id: str) -> Decoder | None:
     """A decoder for numcodecs' codec `codec_id` that stops at a limit, None for codecs whose
     output is never larger than their input (checksums, shuffle)."""
     return {

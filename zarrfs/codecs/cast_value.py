@@ -11,7 +11,7 @@ float32, which makes its final rounding the right one (Boldo and Melquiond)."""
 import ml_dtypes
 import numpy as np
 
-from zarrfs.codecs.base import ChunkSpec, Codec
+from zarrfs.codecs.base import ArrayArrayCodec, ChunkSpec
 from zarrfs.errors import CorruptChunkError, EncodeError, MetadataError, UnsupportedError
 from zarrfs.format import ml_types
 from zarrfs.format.data_types import DataType, parse_data_type
@@ -21,6 +21,8 @@ OUT_OF_RANGE = (None, "clamp", "wrap")
 _INTS = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", *ml_types.INTS}
 _FLOATS = {"float16", "float32", "float64", *ml_types.FLOATS}
 LONG = np.longdouble
+ScalarMap = list[tuple[np.longdouble, np.ndarray]]  # (key as a long double, value as the target's 0-d array)
+Raise = type[Exception]  # what a value that cannot be cast raises: EncodeError, CorruptChunkError, ValueError
 
 
 def numeric_kind(dt: DataType) -> str | None:
@@ -35,10 +37,9 @@ def int_range(dt: DataType) -> tuple[int, int]:
     return int(info.min), int(info.max)
 
 
-class CastValueCodec(Codec):
-    kind = "array->array"
+class CastValueCodec(ArrayArrayCodec):
 
-    def __init__(self, config, spec, where):
+    def __init__(self, config: dict, spec: ChunkSpec, where: str):
         super().__init__(config, spec, where)
         unknown = set(config) - {"data_type", "rounding", "out_of_range", "scalar_map"}
         if unknown:
@@ -77,7 +78,7 @@ class CastValueCodec(Codec):
             raise MetadataError(f"{where}: the fill value does not survive the cast to {self.target.name} and back")
         return cast.reshape(())
 
-    def resolve(self, spec):
+    def resolve(self, spec: ChunkSpec) -> ChunkSpec:
         return ChunkSpec(spec.shape, self.target, self.target_fill)
 
     def encode(self, array: np.ndarray) -> np.ndarray:
@@ -86,10 +87,11 @@ class CastValueCodec(Codec):
     def decode(self, array: np.ndarray) -> np.ndarray:
         return self._cast(array, self.target, self.source, self.decode_map, CorruptChunkError)
 
-    def encoded_size(self, nbytes):
+    def encoded_size(self, nbytes: int) -> int | None:
         return nbytes // self.source.itemsize * self.target.itemsize
 
-    def _cast(self, array, source: DataType, target: DataType, scalar_map, error) -> np.ndarray:
+    def _cast(self, array: np.ndarray, source: DataType, target: DataType, scalar_map: ScalarMap,
+              error: Raise) -> np.ndarray:
         x = _long(array, source)
         out = np.empty(x.shape, target.numpy)
         mapped = np.zeros(x.shape, bool)
@@ -105,7 +107,7 @@ class CastValueCodec(Codec):
                 out[rest] = self._to_float(x[rest], target, error)
         return out
 
-    def _to_int(self, x: np.ndarray, target: DataType, error) -> np.ndarray:
+    def _to_int(self, x: np.ndarray, target: DataType, error: Raise) -> np.ndarray:
         if not np.isfinite(x).all():
             raise error(f"cast_value: NaN or infinity has no {target.name} value (no scalar_map entry for it)")
         x = _round_integer(x, self.rounding)
@@ -121,7 +123,7 @@ class CastValueCodec(Codec):
                 x = np.mod(x - LONG(low), span) + LONG(low)
         return x.astype(np.int64 if low < 0 else np.uint64).astype(target.numpy)
 
-    def _to_float(self, x: np.ndarray, target: DataType, error) -> np.ndarray:
+    def _to_float(self, x: np.ndarray, target: DataType, error: Raise) -> np.ndarray:
         if target.name in ml_types.FLOATS:
             for special, what in ((np.nan, "NaN"), (np.inf, "infinity")):
                 if (np.isnan(x) if what == "NaN" else np.isinf(x)).any() and not ml_types.has_value(target.numpy, special):
@@ -134,7 +136,7 @@ class CastValueCodec(Codec):
             out[big] = self._beyond(x[big], largest, target, error)
         return out
 
-    def _beyond(self, x: np.ndarray, largest, target: DataType, error) -> np.ndarray:
+    def _beyond(self, x: np.ndarray, largest: np.longdouble, target: DataType, error: Raise) -> np.ndarray:
         """Values past the largest finite one: rounded to it where the rounding allows (within
         half a step for the nearest roundings, a whole step toward zero), else out of range."""
         ulp = largest - _long(_step(_largest_array(target), target, -1), target)[0]
@@ -159,15 +161,18 @@ def _long(array: np.ndarray, dt: DataType) -> np.ndarray:
 
 
 def _round_integer(x: np.ndarray, rounding: str) -> np.ndarray:
+    rounded: np.ndarray  # NumPy's ufuncs are typed to return Any
     if rounding == "nearest-even":
-        return np.rint(x)
-    if rounding == "towards-zero":
-        return np.trunc(x)
-    if rounding == "towards-positive":
-        return np.ceil(x)
-    if rounding == "towards-negative":
-        return np.floor(x)
-    return np.sign(x) * np.floor(np.abs(x) + LONG(0.5))  # nearest-away
+        rounded = np.rint(x)
+    elif rounding == "towards-zero":
+        rounded = np.trunc(x)
+    elif rounding == "towards-positive":
+        rounded = np.ceil(x)
+    elif rounding == "towards-negative":
+        rounded = np.floor(x)
+    else:
+        rounded = np.sign(x) * np.floor(np.abs(x) + LONG(0.5))  # nearest-away
+    return rounded
 
 
 def _to_odd(values: np.ndarray, narrower: np.dtype, bits: str) -> np.ndarray:
@@ -234,17 +239,19 @@ def _largest_array(target: DataType) -> np.ndarray:
     return np.array([info.max], target.numpy)
 
 
-def _largest(target: DataType):
-    return _long(_largest_array(target), target)[0]
+def _largest(target: DataType) -> np.longdouble:
+    largest: np.longdouble = _long(_largest_array(target), target)[0]
+    return largest
 
 
-def _scalar_map(entries, source: DataType, target: DataType, where: str) -> list:
+def _scalar_map(entries: object, source: DataType, target: DataType, where: str) -> ScalarMap:
     """[(key as a long double, value as the target's 0-d array)], first occurrence of a key wins."""
     if entries is None:
         return []
     if not isinstance(entries, list) or not all(isinstance(e, list) and len(e) == 2 for e in entries):
         raise MetadataError(f"{where}: must be a list of [input, output] pairs")
-    out, seen = [], []
+    out: ScalarMap = []
+    seen: list[np.longdouble] = []
     for i, (key, value) in enumerate(entries):
         k = _long(source.fill_value(key, f"{where}[{i}][0]").reshape(1), source)[0]
         if any(np.isnan(k) and np.isnan(s) or k == s for s in seen):

@@ -9,6 +9,7 @@ import math
 
 import google_crc32c
 import numcodecs
+import numcodecs.abc
 import numcodecs.blosc
 import numcodecs.zstd
 import numpy as np
@@ -16,7 +17,16 @@ import zstandard
 
 from zarrfs.codecs import numcodecs_adapter as numcodecs_codecs
 from zarrfs.codecs import shard_format as sharding
-from zarrfs.codecs.base import MAX_CHUNK_NBYTES, MAX_INNER_CHUNKS, ChunkSpec, Codec
+from zarrfs.codecs.base import (
+    MAX_CHUNK_NBYTES,
+    MAX_INNER_CHUNKS,
+    ArrayArrayCodec,
+    ArrayBytesCodec,
+    BytesBytesCodec,
+    ChunkSpec,
+    Codec,
+    ReadInto,
+)
 from zarrfs.codecs.base import config_value as _config
 from zarrfs.codecs.bitround import BitroundCodec
 from zarrfs.codecs.blosc_blocks import PREFIX as BLOSC_PREFIX
@@ -28,17 +38,19 @@ from zarrfs.codecs.n5_default import N5DefaultCodec
 from zarrfs.codecs.packbits import PackbitsCodec
 from zarrfs.codecs.reshape import ReshapeCodec
 from zarrfs.codecs.scale_offset import ScaleOffsetCodec
+from zarrfs.codecs.stored_bytes import BytesLike
 from zarrfs.codecs.zfp import ZfpCodec
 from zarrfs.errors import CorruptChunkError, MetadataError, UnsupportedError
 from zarrfs.format import ml_types
 from zarrfs.format.data_types import DataType, fill_is_all
 from zarrfs.format.v3 import normalise_extension
+from zarrfs.geometry import ChunkShape
 
 
-class TransposeCodec(Codec):
+class TransposeCodec(ArrayArrayCodec):
     kind = "array->array"
 
-    def __init__(self, config, spec, where):
+    def __init__(self, config: dict, spec: ChunkSpec, where: str):
         super().__init__(config, spec, where)
         order = _config(config, "order", where)
         if (not isinstance(order, list) or not all(type(i) is int for i in order)  # not bool, not null
@@ -47,7 +59,7 @@ class TransposeCodec(Codec):
         self.order = tuple(order)
         self.inverse = tuple(int(i) for i in np.argsort(order))
 
-    def resolve(self, spec):
+    def resolve(self, spec: ChunkSpec) -> ChunkSpec:
         return ChunkSpec(tuple(spec.shape[i] for i in self.order), spec.data_type, spec.fill_value)
 
     def encode(self, array: np.ndarray) -> np.ndarray:
@@ -56,14 +68,14 @@ class TransposeCodec(Codec):
     def decode(self, array: np.ndarray) -> np.ndarray:
         return array.transpose(self.inverse)
 
-    def encoded_size(self, nbytes):
+    def encoded_size(self, nbytes: int) -> int:
         return nbytes
 
 
-class BytesCodec(Codec):
+class BytesCodec(ArrayBytesCodec):
     kind = "array->bytes"
 
-    def __init__(self, config, spec, where):
+    def __init__(self, config: dict, spec: ChunkSpec, where: str):
         super().__init__(config, spec, where)
         endian = config.get("endian")
         multibyte = spec.data_type.numpy.kind in "iufcMmU" or ml_types.is_ml(spec.data_type.name)
@@ -80,7 +92,7 @@ class BytesCodec(Codec):
         array = self.spec.data_type.stored(array)
         return np.ascontiguousarray(array, dtype=self.stored).reshape(-1).view("u1")
 
-    def decode(self, data) -> np.ndarray:
+    def decode(self, data: BytesLike) -> np.ndarray:
         if len(data) != self.spec.nbytes:
             raise CorruptChunkError(f"decoded chunk has {len(data)} bytes, expected {self.spec.nbytes}")
         array = np.frombuffer(data, dtype=self.stored).reshape(self.spec.shape)
@@ -90,20 +102,21 @@ class BytesCodec(Codec):
             return self.spec.data_type.clean(array.astype(self.spec.data_type.numpy))
         return array.astype(self.spec.data_type.numpy, copy=False)
 
-    def encoded_size(self, nbytes):
+    def encoded_size(self, nbytes: int) -> int:
         return nbytes
 
 
-class _NumcodecsCodec(Codec):
+class _NumcodecsCodec(BytesBytesCodec):
     """A bytes->bytes codec that numcodecs implements; errors become CorruptChunkError."""
 
     kind = "bytes->bytes"
     label = ""
+    impl: numcodecs.abc.Codec  # made by each codec's __init__
 
-    def encode(self, data) -> bytes:
+    def encode(self, data: BytesLike) -> bytes:
         return bytes(self.impl.encode(data))
 
-    def decode(self, data):
+    def decode(self, data: BytesLike) -> BytesLike:
         try:
             return self.impl.decode(data)
         except Exception as e:  # numcodecs raises RuntimeError, ValueError, zlib.error...
@@ -113,7 +126,7 @@ class _NumcodecsCodec(Codec):
 class GzipCodec(_NumcodecsCodec):
     label = "gzip"
 
-    def __init__(self, config, spec, where):
+    def __init__(self, config: dict, spec: ChunkSpec, where: str):
         super().__init__(config, spec, where)
         level = _config(config, "level", where)
         if not isinstance(level, int) or not 0 <= level <= 9:
@@ -137,7 +150,7 @@ class ZstdCodec(_NumcodecsCodec):
     label = "zstd"
     decodes_parts = True  # a prefix (_decode_prefix)
 
-    def __init__(self, config, spec, where):
+    def __init__(self, config: dict, spec: ChunkSpec, where: str):
         super().__init__(config, spec, where)
         level = _config(config, "level", where, 0)
         checksum = _config(config, "checksum", where, False)
@@ -145,7 +158,7 @@ class ZstdCodec(_NumcodecsCodec):
             raise MetadataError(f"{where}: level must be an integer and checksum a boolean")
         self.impl = numcodecs.Zstd(level=level, checksum=checksum)
 
-    def decode(self, data):
+    def decode(self, data: BytesLike) -> BytesLike:
         """numcodecs decodes a frame that declares its size in one call; any other frame goes
         through a decoder bounded by the size expected (numcodecs may spin on those)."""
         declared = zstd_content_size(data)
@@ -185,7 +198,7 @@ ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 ZSTD_CHECKSUM_FLAG = 4  # in the frame header descriptor (RFC 8878, 3.1.1.1.1)
 
 
-def zstd_content_size(data) -> int | None:
+def zstd_content_size(data: BytesLike) -> int | None:
     """The decoded size a zstd frame header declares (RFC 8878, 3.1.1.1), None when it has none
     or is no frame header. (zstandard answers 0 for a skippable frame, whose size says nothing
     of the frame after it: a hostile chunk would then decode without a bound.)"""
@@ -204,7 +217,7 @@ class BloscCodec(_NumcodecsCodec):
     reads_parts = True  # and only their stored bytes (decode_part)
     SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 
-    def __init__(self, config, spec, where):
+    def __init__(self, config: dict, spec: ChunkSpec, where: str):
         super().__init__(config, spec, where)
         cname = _config(config, "cname", where)
         if cname not in numcodecs.blosc.list_compressors():
@@ -223,7 +236,7 @@ class BloscCodec(_NumcodecsCodec):
         check_blosc_header(data, self.decoded_limit)
         return super().decode(data)
 
-    def decode_into(self, data, out, wanted=None):
+    def decode_into(self, data: BytesLike, out: np.ndarray, wanted: list[int] | None = None) -> None:
         # bytes 4..8 of the blosc header: the decoded size; numcodecs only checks that `out` is not smaller
         check_blosc_header(data, self.decoded_limit)
         if int.from_bytes(bytes(data[4:8]), "little") != len(out):
@@ -235,7 +248,7 @@ class BloscCodec(_NumcodecsCodec):
         except Exception as e:
             raise CorruptChunkError(f"undecodable blosc stream ({e})") from None
 
-    def decode_part(self, read_into, stored: np.ndarray, out, wanted: list[int]) -> bool:
+    def decode_part(self, read_into: ReadInto, stored: np.ndarray, out: np.ndarray, wanted: list[int]) -> bool:
         """Decode the bytes `wanted` of `out` (widening `wanted` to whole blocks) reading only
         the ranges of the stored chunk that hold them: `read_into(offset, view)` fills `view`
         with the stored bytes at `offset`, `stored` is a uint8 array as long as the stored chunk,
@@ -254,18 +267,18 @@ class BloscCodec(_NumcodecsCodec):
         return decode_stored_blocks(stored, out, wanted) or blosc_blocks(stored, out, wanted)
 
 
-def _crc32c(data) -> int:
+def _crc32c(data: BytesLike) -> int:
     """google-crc32c takes bytes and numpy arrays, not memoryviews: a uint8 array over the same memory."""
     return google_crc32c.value(np.frombuffer(data, "u1"))
 
 
-class Crc32cCodec(Codec):
+class Crc32cCodec(BytesBytesCodec):
     kind = "bytes->bytes"
 
-    def encode(self, data) -> bytes:
+    def encode(self, data: BytesLike) -> bytes:
         return bytes(data) + _crc32c(data).to_bytes(4, "little")
 
-    def decode(self, data):
+    def decode(self, data: BytesLike) -> BytesLike:
         if len(data) < 4:
             raise CorruptChunkError("crc32c: fewer than 4 bytes")
         body = memoryview(data)[:-4]
@@ -275,16 +288,16 @@ class Crc32cCodec(Codec):
             raise CorruptChunkError(f"crc32c mismatch (stored {stored:#010x}, computed {actual:#010x})")
         return body
 
-    def encoded_size(self, nbytes):
+    def encoded_size(self, nbytes: int) -> int:
         return nbytes + 4
 
 
-class ShardingCodec(Codec):
+class ShardingCodec(ArrayBytesCodec):
     """sharding_indexed: the whole-shard encode and decode; Array reads shards partially."""
 
     kind = "array->bytes"
 
-    def __init__(self, config, spec, where):
+    def __init__(self, config: dict, spec: ChunkSpec, where: str):
         super().__init__(config, spec, where)
         inner = _config(config, "chunk_shape", where)
         if not isinstance(inner, list):
@@ -317,23 +330,23 @@ class ShardingCodec(Codec):
     def inner_chunk_shape(self) -> tuple[int, ...]:
         return self.inner_chain.spec.shape
 
-    def decode_index(self, raw) -> np.ndarray:
+    def decode_index(self, raw: BytesLike) -> np.ndarray:
         """The index as an (n, 2) array of (offset, nbytes), inner chunks in C order."""
         if len(raw) != self.index_nbytes:
             raise CorruptChunkError(f"truncated shard: index has {len(raw)} bytes, expected {self.index_nbytes}")
         return sharding.check_index(self.index_chain.decode(raw).reshape(-1, 2))
 
-    def assemble(self, chunks: list) -> bytes | None:
+    def assemble(self, chunks: list[BytesLike | None]) -> bytes | None:
         """A shard from encoded inner chunks in C order (None for empty), None if all are empty."""
         return sharding.assemble(chunks, self.index_nbytes, self.index_location,
                                  lambda index: self.index_chain.encode(index.reshape(*self.chunks_per_shard, 2)))
 
-    def split(self, shard) -> list:
+    def split(self, shard: BytesLike) -> list[memoryview | None]:
         """Encoded inner chunks, C order, None for empty: the inverse of assemble."""
         index = self.decode_index(sharding.index_bytes(shard, self.index_nbytes, self.index_location))
         return [sharding.slice_chunk(shard, entry) for entry in index]
 
-    def decode(self, shard) -> np.ndarray:
+    def decode(self, shard: BytesLike) -> np.ndarray:
         out = np.empty(self.spec.shape, self.spec.data_type.numpy)
         inner = self.inner_chunk_shape
         for coords, data in zip(np.ndindex(*self.chunks_per_shard), self.split(shard), strict=False):
@@ -343,27 +356,27 @@ class ShardingCodec(Codec):
 
     def encode(self, array: np.ndarray) -> bytes | None:
         inner = self.inner_chunk_shape
-        chunks = []
+        chunks: list[BytesLike | None] = []
         for coords in np.ndindex(*self.chunks_per_shard):
             region = tuple(slice(i * c, (i + 1) * c) for i, c in zip(coords, inner, strict=False))
             chunks.append(self.inner_chain.encode_or_none(np.ascontiguousarray(array[region])))
         return self.assemble(chunks)
 
 
-def _little_endian_index(codecs):
+def _little_endian_index(codecs: object) -> object:
     """The shard index's codecs, a `bytes` without `endian` (the short-hand "bytes", as zarr-python
     reads it) taken as little-endian. Data of unstated byte order is refused, as wrong bytes
     would pass unseen; an index of the wrong order could not: its offsets fall outside the shard."""
     if not isinstance(codecs, list):
         return codecs
-    def unstated(codec):
+    def unstated(codec: object) -> bool:
         return codec == "bytes" or (isinstance(codec, dict) and codec.get("name") == "bytes"
                                     and codec.get("configuration", {}) == {})
     return [{**({} if codec == "bytes" else codec), "name": "bytes", "configuration": {"endian": "little"}}
             if unstated(codec) else codec for codec in codecs]
 
 
-CODECS = {
+CODECS: dict[str, type[Codec]] = {
     "transpose": TransposeCodec,
     "bytes": BytesCodec,
     "sharding_indexed": ShardingCodec,
@@ -386,14 +399,14 @@ _ORDER = {"array->array": 0, "array->bytes": 1, "bytes->bytes": 2}
 class CodecChain:
     """A codec list bound to one chunk spec: decode(bytes) -> array and encode(array) -> bytes."""
 
-    def __init__(self, codecs, spec: ChunkSpec, where: str):
+    def __init__(self, codecs: object, spec: ChunkSpec, where: str):
         if not isinstance(codecs, (list, tuple)) or not codecs:
             raise MetadataError(f"{where}: must be a non-empty list of codecs")
         self.spec = spec
         self.codecs, self.where = list(codecs), where
-        self.array_array: list[Codec] = []
-        self.array_bytes: Codec | None = None
-        self.bytes_bytes: list[Codec] = []
+        self.array_array: list[ArrayArrayCodec] = []
+        self.array_bytes: ArrayBytesCodec | None = None
+        self.bytes_bytes: list[BytesBytesCodec] = []
         for i, entry in enumerate(codecs):
             self._add(normalise_extension(entry, f"{where}[{i}]"), f"{where}[{i}]")
         if self.array_bytes is None:
@@ -439,7 +452,7 @@ class CodecChain:
         else:
             self.bytes_bytes.append(codec)
 
-    def check_grid(self, chunk_shape, where: str) -> None:
+    def check_grid(self, chunk_shape: ChunkShape, where: str) -> None:
         """Every chunk shape of a rectilinear grid binds this chain (a shard's inner chunks must
         divide it): checked when the array is listed and opened, so no read fails on it later.
         A shape is one length per dimension, so the lengths are checked dimension by dimension."""
@@ -462,7 +475,7 @@ class CodecChain:
             return self.array_bytes
         return None
 
-    def decode(self, data) -> np.ndarray:
+    def decode(self, data: BytesLike) -> np.ndarray:
         for codec in reversed(self.bytes_bytes):
             data = codec.decode(data)
         array = self.array_bytes.decode(data)
@@ -470,7 +483,7 @@ class CodecChain:
             array = codec.decode(array)
         return np.ascontiguousarray(array)
 
-    def decode_into(self, data, out: np.ndarray, wanted: list[int] | None = None) -> None:
+    def decode_into(self, data: BytesLike, out: np.ndarray, wanted: list[int] | None = None) -> None:
         """Decode into `out`, a C-contiguous array of the chunk's shape and dtype. When the stored
         bytes are already the decoded layout, the last codec writes straight into `out`, and may
         decode only the bytes `wanted` [start, stop) (a read that wants no more)."""
@@ -499,7 +512,7 @@ class CodecChain:
         blosc chunk's header and the blocks that hold them) instead of all of it."""
         return self._stored_as_decoded and len(self.bytes_bytes) == 1 and self.bytes_bytes[0].reads_parts
 
-    def decode_part(self, read_into, stored: np.ndarray, out: np.ndarray, wanted: list[int]) -> bool:
+    def decode_part(self, read_into: ReadInto, stored: np.ndarray, out: np.ndarray, wanted: list[int]) -> bool:
         """As decode_into(..., wanted) from the ranges of the stored chunk it needs (BloscCodec.
         decode_part); False when it cannot: the caller reads the chunk whole."""
         return self.reads_parts and self.bytes_bytes[0].decode_part(read_into, stored, out.reshape(-1).view("u1"), wanted)
@@ -511,7 +524,7 @@ class CodecChain:
         return (not self.array_array and isinstance(codec, BytesCodec) and codec.stored == self.spec.data_type.numpy
                 and codec.stored.kind != "b" and not self.spec.data_type.needs_cleaning)
 
-    def encode(self, array: np.ndarray) -> bytes | None:
+    def encode(self, array: np.ndarray) -> BytesLike | None:
         """The stored value: bytes-like (bytes, or a uint8 array from the bytes codec)."""
         for codec in self.array_array:
             array = codec.encode(array)
@@ -522,7 +535,7 @@ class CodecChain:
             data = codec.encode(data)
         return data
 
-    def encode_or_none(self, array: np.ndarray) -> bytes | None:
+    def encode_or_none(self, array: np.ndarray) -> BytesLike | None:
         """Encoded bytes, or None when the chunk is all fill value and need not be stored."""
         if fill_is_all(array, self.spec.fill_value):
             return None

@@ -4,15 +4,15 @@ header, least significant bit of byte 0 first, for codec i). Reading honours any
 writing uses the README's "compress_if_smaller" rule: a codec is applied when its output is
 smaller than its input. Set bits past the list are a corrupt chunk."""
 
-from zarrfs.codecs.base import Codec
+from zarrfs.codecs.base import BuildChain, BytesBytesCodec, ChunkSpec
+from zarrfs.codecs.stored_bytes import BytesLike
 from zarrfs.errors import CorruptChunkError, MetadataError
 
 
-class ConditionalCodec(Codec):
-    kind = "bytes->bytes"
+class ConditionalCodec(BytesBytesCodec):
     nests_chains = True
 
-    def __init__(self, config, spec, where, build_chain):
+    def __init__(self, config: dict, spec: ChunkSpec, where: str, build_chain: BuildChain):
         super().__init__(config, spec, where)
 
         codecs = config.get("codecs")
@@ -28,7 +28,7 @@ class ConditionalCodec(Codec):
         self.codecs = chain.bytes_bytes
         self.header = bits // 8
 
-    def encode(self, data) -> bytes:
+    def encode(self, data: BytesLike) -> bytes:
         mask = 0
         for i, codec in enumerate(self.codecs):
             trial = codec.encode(data)
@@ -36,7 +36,7 @@ class ConditionalCodec(Codec):
                 data, mask = trial, mask | 1 << i
         return mask.to_bytes(self.header, "little") + bytes(data)
 
-    def decode(self, data):
+    def decode(self, data: BytesLike) -> BytesLike:
         if len(data) < self.header:
             raise CorruptChunkError(f"conditional: {len(data)} bytes, shorter than the {self.header}-byte header")
         mask = int.from_bytes(bytes(data[:self.header]), "little")

@@ -10,16 +10,16 @@ import struct
 
 import numpy as np
 
-from zarrfs.codecs.base import MAX_CHUNK_NBYTES, ChunkSpec, Codec
-from zarrfs.errors import CorruptChunkError, MetadataError, UnsupportedError
+from zarrfs.codecs.base import MAX_CHUNK_NBYTES, ArrayBytesCodec, BuildChain, ChunkSpec, NestedChain
+from zarrfs.codecs.stored_bytes import BytesLike
+from zarrfs.errors import CorruptChunkError, EncodeError, MetadataError, UnsupportedError
 from zarrfs.format.v3 import normalise_extension
 
 
-class N5DefaultCodec(Codec):
-    kind = "array->bytes"
+class N5DefaultCodec(ArrayBytesCodec):
     nests_chains = True
 
-    def __init__(self, config, spec, where, build_chain):
+    def __init__(self, config: dict, spec: ChunkSpec, where: str, build_chain: BuildChain):
         super().__init__(config, spec, where)
         codecs = config.get("codecs")
         if not isinstance(codecs, list) or not 2 <= len(codecs) <= 3:
@@ -34,10 +34,10 @@ class N5DefaultCodec(Codec):
         if len(spec.shape) >= 1 << 16 or any(s >= 1 << 32 for s in spec.shape):
             raise UnsupportedError(f"{where}: N5 blocks hold at most 65535 dimensions of less than 2**32")
         self.codecs, self.spec, self.chain_where, self.build_chain = codecs, spec, f"{where}.codecs", build_chain
-        self._chains = {}  # block shape -> its chain: the chunk's, and a few truncated edge blocks'
+        self._chains: dict[tuple[int, ...], NestedChain] = {}  # block shape -> its chain: the chunk's, and a few truncated edge blocks'
         self.chain = self._chain(spec.shape)
 
-    def _chain(self, shape: tuple[int, ...]):
+    def _chain(self, shape: tuple[int, ...]) -> NestedChain:
         if shape not in self._chains:
             if len(self._chains) > 64:
                 self._chains.clear()
@@ -47,9 +47,12 @@ class N5DefaultCodec(Codec):
 
     def encode(self, array: np.ndarray) -> bytes:
         header = struct.pack(f">HH{len(self.spec.shape)}I", 0, len(self.spec.shape), *self.spec.shape)
-        return header + bytes(self.chain.encode(array))
+        block = self.chain.encode(array)
+        if block is None:  # the nested chain ends in the bytes codec, which always stores
+            raise EncodeError(f"{self.chain_where}: the N5 block encodes to nothing")
+        return header + bytes(block)
 
-    def decode(self, data) -> np.ndarray:
+    def decode(self, data: BytesLike) -> np.ndarray:
         data = memoryview(data)
         ndim = len(self.spec.shape)
         if len(data) < 4 + 4 * ndim:

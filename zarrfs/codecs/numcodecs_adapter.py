@@ -14,11 +14,13 @@ import json
 import math
 
 import numcodecs
+import numcodecs.abc
 import numpy as np
 from numcodecs.compat import ensure_contiguous_ndarray, ensure_ndarray
 
-from zarrfs.codecs.base import ChunkSpec, Codec
+from zarrfs.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec
 from zarrfs.codecs.bounded_decode import PREFIX_WBITS, bounded_decoder, deflate_prefix
+from zarrfs.codecs.stored_bytes import BytesLike
 from zarrfs.errors import CorruptChunkError, EncodeError, MetadataError, UnsupportedError
 from zarrfs.format.data_types import DataType
 from zarrfs.format.numpy_types import V2_OBJECT, little_endian, parse_v2_dtype
@@ -40,7 +42,7 @@ VLEN = {"vlen-utf8", "vlen-bytes"}  # v3 names zarr-python gives them, without t
 OBJECT_FILTERS = VLEN | {"json2"}  # the first filters of the v2 object arrays shown as text
 
 
-def get_codec(config: dict, where: str):
+def get_codec(config: dict, where: str) -> numcodecs.abc.Codec:
     """numcodecs' codec for a configuration with an `id`; errors name the codec and, for codecs
     that need an optional package, the package."""
     codec_id = config.get("id")
@@ -57,7 +59,7 @@ def get_codec(config: dict, where: str):
         raise MetadataError(f"{where}: bad configuration for {codec_id!r} ({e})") from None
 
 
-def codec_class(name: str, where: str) -> type | None:
+def codec_class(name: str, where: str) -> type[Codec] | None:
     """The adapter class for a codec name, None when the name is not numcodecs'."""
     if name == V2_FILTERS:
         return V2FiltersCodec
@@ -76,126 +78,134 @@ def codec_class(name: str, where: str) -> type | None:
     return _classes[codec_id]
 
 
-_classes: dict[str, type] = {}  # numcodecs id -> its adapter class
+_classes: dict[str, type[Codec]] = {}  # numcodecs id -> its adapter class
 
 
-class _Adapter(Codec):
-    id: str  # the numcodecs id, set by codec_class
+class _Numcodec:
+    """numcodecs' codec `codec_id` made from a configuration, a component of each adapter: its
+    errors become typed ones naming it."""
 
-    def __init__(self, config, spec, where):
-        super().__init__(config, spec, where)
-        self.spec = spec
-        self.impl = get_codec({**config, "id": self.id}, where)
+    def __init__(self, codec_id: str, config: dict, where: str):
+        self.id = codec_id
+        self.impl = get_codec({**config, "id": codec_id}, where)
 
-    def _call(self, method, data):
+    def decode(self, data: BytesLike) -> BytesLike:
+        """numcodecs' decode: bytes, or an array (filters, the codecs of object arrays)."""
         try:
-            return method(data)
+            return self.impl.decode(data)
         except (CorruptChunkError, UnsupportedError):
             raise
         except Exception as e:  # numcodecs raises RuntimeError, ValueError, zlib.error...
             raise CorruptChunkError(f"undecodable {self.id} data ({e})") from None
 
-    def _encode(self, data):
+    def encode(self, data: BytesLike) -> BytesLike:
         return encode_with(self.impl, data, self.id)
 
 
-class NumcodecsBytesCodec(_Adapter):
-    kind = "bytes->bytes"
+class NumcodecsBytesCodec(BytesBytesCodec):
+    id: str  # the numcodecs id, set by codec_class
 
-    def __init__(self, config, spec, where):
+    def __init__(self, config: dict, spec: ChunkSpec, where: str):
         super().__init__(config, spec, where)
+        self.spec, self.numcodec = spec, _Numcodec(self.id, config, where)
         self.bounded = bounded_decoder(self.id)
         self.wbits = PREFIX_WBITS.get(self.id)
         self.decodes_parts = self.wbits is not None  # zlib and gzip decode a prefix (bounded.deflate_prefix)
 
-    def encode(self, data) -> bytes:
-        return ensure_contiguous_ndarray(self._encode(data)).tobytes()
+    def encode(self, data: BytesLike) -> bytes:
+        return ensure_contiguous_ndarray(self.numcodec.encode(data)).tobytes()
 
-    def decode(self, data):
+    def decode(self, data: BytesLike) -> BytesLike:
         if self.bounded is not None:  # decoders that could be told to produce a lot
             return self.bounded(data, self.decoded_limit)
-        return self._call(self.impl.decode, data)
+        return self.numcodec.decode(data)
 
-    def decode_into(self, data, out, wanted=None):
+    def decode_into(self, data: BytesLike, out: np.ndarray, wanted: list[int] | None = None) -> None:
         if self.wbits is not None and wanted is not None and wanted[1] < len(out):
             wanted[0] = 0
             return deflate_prefix(data, out[:wanted[1]], self.wbits)
         return super().decode_into(data, out)
 
 
-class NumcodecsArrayCodec(_Adapter):
-    kind = "array->array"
+class NumcodecsArrayCodec(ArrayArrayCodec):
+    id: str  # the numcodecs id, set by codec_class
 
-    def __init__(self, config, spec, where):
+    def __init__(self, config: dict, spec: ChunkSpec, where: str):
         if self.id in NEEDS_DTYPE and "dtype" not in config:  # zarr-python fills it in from the array
             config = {**config, "dtype": spec.data_type.numpy.str}
         super().__init__(config, spec, where)
+        self.spec, self.numcodec = spec, _Numcodec(self.id, config, where)
         member = DTYPE_CHANGES.get(self.id)
         encoded = np.dtype(config[member]) if member and config.get(member) else spec.data_type.numpy
         if encoded.kind not in "biufc" or encoded.fields is not None:
             raise UnsupportedError(f"{where}: encodes to {encoded}, which zarrfs cannot store")
         self.encoded = DataType(encoded.str, little_endian(encoded))
 
-    def resolve(self, spec):
+    def resolve(self, spec: ChunkSpec) -> ChunkSpec:
         return ChunkSpec(spec.shape, self.encoded, np.zeros((), self.encoded.numpy))
 
     def encode(self, array: np.ndarray) -> np.ndarray:
-        out = ensure_ndarray(self._encode(np.ascontiguousarray(array)))
+        out = ensure_ndarray(self.numcodec.encode(np.ascontiguousarray(array)))
         encoded = self.encoded.numpy
         if out.dtype.kind != encoded.kind and out.dtype.itemsize == encoded.itemsize:  # bits, not values (bitround)
             out = out.astype(out.dtype.newbyteorder("<"), copy=False).view(encoded)
         return out.reshape(array.shape).astype(encoded, copy=False)
 
     def decode(self, array: np.ndarray) -> np.ndarray:
-        out = ensure_ndarray(self._call(self.impl.decode, np.ascontiguousarray(array)))
+        out = ensure_ndarray(self.numcodec.decode(np.ascontiguousarray(array)))
         if out.size != array.size:
             raise CorruptChunkError(f"{self.id} decoded {out.size} elements, expected {array.size}")
         return out.reshape(self.spec.shape).astype(self.spec.data_type.numpy, copy=False)
 
-    def encoded_size(self, nbytes):
+    def encoded_size(self, nbytes: int) -> int | None:
         return nbytes // self.spec.data_type.itemsize * self.encoded.itemsize if self.spec.data_type.itemsize else 0
 
 
-class NumcodecsPackBitsCodec(_Adapter):
+class NumcodecsPackBitsCodec(ArrayArrayCodec):
     """numcodecs' packbits: a bool chunk becomes one byte saying how many bits pad the last byte,
     then the bits, eight to a byte; the encoded side is that 1-D uint8 array, as zarr-python
     resolves it."""
 
-    kind, id = "array->array", "packbits"
+    id = "packbits"
     encoded = DataType("uint8", np.dtype("u1"))
 
-    def __init__(self, config, spec, where):
+    def __init__(self, config: dict, spec: ChunkSpec, where: str):
         if spec.data_type.numpy.kind != "b":
             raise MetadataError(f"{where}: packbits packs bool arrays, not {spec.data_type.name}")
         super().__init__(config, spec, where)
+        self.spec, self.numcodec = spec, _Numcodec(self.id, config, where)
         self.count = math.prod(spec.shape)
 
-    def resolve(self, spec):
+    def resolve(self, spec: ChunkSpec) -> ChunkSpec:
         return ChunkSpec((self.encoded_size(self.count),), self.encoded, np.zeros((), "u1"))
 
     def encode(self, array: np.ndarray) -> np.ndarray:
-        return ensure_ndarray(self._encode(np.ascontiguousarray(array)))
+        return ensure_ndarray(self.numcodec.encode(np.ascontiguousarray(array)))
 
     def decode(self, array: np.ndarray) -> np.ndarray:
-        out = ensure_ndarray(self._call(self.impl.decode, np.ascontiguousarray(array)))
+        out = ensure_ndarray(self.numcodec.decode(np.ascontiguousarray(array)))
         if out.size != self.count:  # the first byte may claim any padding
             raise CorruptChunkError(f"packbits decoded {out.size} elements, expected {self.count}")
         return out.reshape(self.spec.shape)
 
-    def encoded_size(self, nbytes):
+    def encoded_size(self, nbytes: int) -> int:
         return 1 + -(-nbytes // 8)  # a bool is one byte: nbytes elements
 
 
-class NumcodecsArrayBytesCodec(_Adapter):
-    kind = "array->bytes"
+class NumcodecsArrayBytesCodec(ArrayBytesCodec):
+    id: str  # the numcodecs id, set by codec_class
+
+    def __init__(self, config: dict, spec: ChunkSpec, where: str):
+        super().__init__(config, spec, where)
+        self.spec, self.numcodec = spec, _Numcodec(self.id, config, where)
 
     def encode(self, array: np.ndarray) -> bytes:
-        return ensure_contiguous_ndarray(self._encode(np.ascontiguousarray(array))).tobytes()
+        return ensure_contiguous_ndarray(self.numcodec.encode(np.ascontiguousarray(array))).tobytes()
 
-    def decode(self, data) -> np.ndarray:
+    def decode(self, data: BytesLike) -> np.ndarray:
         if self.id in VLEN:
             check_vlen_header(data, self.spec.shape)
-        out = ensure_ndarray(self._call(self.impl.decode, bytes(data)))
+        out = ensure_ndarray(self.numcodec.decode(bytes(data)))
         if out.size != np.prod(self.spec.shape, dtype=object):
             raise CorruptChunkError(f"{self.id} decoded {out.size} elements, expected {list(self.spec.shape)}")
         return out.reshape(self.spec.shape).astype(self.spec.data_type.numpy, copy=False)
@@ -204,7 +214,7 @@ class NumcodecsArrayBytesCodec(_Adapter):
 OWN_ADAPTERS = {"packbits": NumcodecsPackBitsCodec}  # codecs the generic adapters cannot describe
 
 
-def encode_with(codec, data, codec_id: str):
+def encode_with(codec: numcodecs.abc.Codec, data: BytesLike, codec_id: str) -> BytesLike:
     """numcodecs' encode; a value it cannot encode (a shuffle of the wrong size, text a vlen
     codec refuses) is a typed error naming the codec, and the written data stays dirty."""
     try:
@@ -213,7 +223,7 @@ def encode_with(codec, data, codec_id: str):
         raise EncodeError(f"{codec_id} cannot encode this chunk ({e})") from None
 
 
-def check_vlen_header(data, shape) -> None:
+def check_vlen_header(data: BytesLike, shape: tuple[int, ...]) -> None:
     """A vlen chunk starts with its element count (4 bytes, little-endian): refuse a chunk that
     claims another count before numcodecs allocates for it."""
     count = int(np.prod(shape, dtype=object))
@@ -221,7 +231,7 @@ def check_vlen_header(data, shape) -> None:
         raise CorruptChunkError(f"vlen chunk does not hold the {count} elements expected")
 
 
-def check_json_chunk(data, shape) -> None:
+def check_json_chunk(data: BytesLike, shape: tuple[int, ...]) -> None:
     """A json2 chunk is a JSON list of the elements, then their dtype and shape: refuse one that
     claims another shape or dtype before numcodecs allocates for it."""
     try:
@@ -235,13 +245,11 @@ def check_json_chunk(data, shape) -> None:
 OBJECT_CHECKS = {"vlen-utf8": check_vlen_header, "vlen-bytes": check_vlen_header, "json2": check_json_chunk}
 
 
-class V2FiltersCodec(Codec):
+class V2FiltersCodec(ArrayBytesCodec):
     """A v2 chunk's array side: the stored dtype (byte order kept), then the filters in order,
     each given the previous one's output, as zarr v2 does."""
 
-    kind = "array->bytes"
-
-    def __init__(self, config, spec, where):
+    def __init__(self, config: dict, spec: ChunkSpec, where: str):
         super().__init__(config, spec, where)
         self.spec = spec
         filters = config.get("filters") or []
@@ -251,13 +259,13 @@ class V2FiltersCodec(Codec):
         if config.get("compressor"):  # one that takes arrays (pcodec): it encodes the filters' output
             self.filters.append(get_codec(config["compressor"], f"{where}: compressor"))
 
-    def encode(self, array: np.ndarray):
-        data = np.ascontiguousarray(array, dtype=self.stored)
+    def encode(self, array: np.ndarray) -> np.ndarray:
+        data: BytesLike = np.ascontiguousarray(array, dtype=self.stored)
         for codec in self.filters:
             data = encode_with(codec, data, codec.codec_id)
         return ensure_contiguous_ndarray(data).reshape(-1).view("u1")
 
-    def decode(self, data) -> np.ndarray:
+    def decode(self, data: BytesLike) -> np.ndarray:
         limit = 2 * self.spec.nbytes + (1 << 20)  # a filter may widen the elements (astype): not this much
         try:
             for codec in reversed(self.filters):
@@ -276,14 +284,15 @@ class V2FiltersCodec(Codec):
             raise CorruptChunkError(f"decoded chunk has {len(flat)} bytes, expected {self.spec.nbytes}")
         array = flat.view(self.stored).reshape(self.spec.shape)
         if self.stored.kind == "b":
-            return array.view("u1") != 0
+            truth: np.ndarray = array.view("u1") != 0  # any nonzero byte is true (NumPy types `!=` as Any)
+            return truth
         return array.astype(self.spec.data_type.numpy, copy=False)
 
-    def encoded_size(self, nbytes):
+    def encoded_size(self, nbytes: int) -> int | None:
         return None if self.filters else nbytes
 
 
-def _elements(data, shape) -> np.ndarray:
+def _elements(data: BytesLike, shape: tuple[int, ...]) -> np.ndarray:
     out = np.asarray(data, dtype=object)
     if out.size != int(np.prod(shape, dtype=object)):
         raise CorruptChunkError(f"decoded chunk has {out.size} elements, expected {list(shape)}")

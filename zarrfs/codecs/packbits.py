@@ -9,7 +9,8 @@ import math
 
 import numpy as np
 
-from zarrfs.codecs.base import Codec
+from zarrfs.codecs.base import ArrayBytesCodec, ChunkSpec
+from zarrfs.codecs.stored_bytes import BytesLike
 from zarrfs.errors import CorruptChunkError, MetadataError, UnsupportedError
 from zarrfs.format import ml_types
 
@@ -33,10 +34,9 @@ def _component_bits(name: str) -> tuple[int, int]:
     raise KeyError(name)
 
 
-class PackbitsCodec(Codec):
-    kind = "array->bytes"
+class PackbitsCodec(ArrayBytesCodec):
 
-    def __init__(self, config, spec, where):
+    def __init__(self, config: dict, spec: ChunkSpec, where: str):
         super().__init__(config, spec, where)
         unknown = set(config) - {"padding_encoding", "first_bit", "last_bit", "start_bit", "end_bit"}
         if unknown:
@@ -45,10 +45,11 @@ class PackbitsCodec(Codec):
             self.n, self.components = _component_bits(spec.data_type.name)
         except KeyError:
             raise UnsupportedError(f"{where}: packbits does not take {spec.data_type.name}") from None
-        self.padding = PADDING.get(config.get("padding_encoding", "none"))
-        if self.padding is None:
+        padding = PADDING.get(config.get("padding_encoding", "none"))
+        if padding is None:
             raise MetadataError(f"{where}: padding_encoding must be one of {sorted(PADDING)}, "
                                 f"not {config.get('padding_encoding')!r}")
+        self.padding = padding
         first = _bit(config, ("first_bit", "start_bit"), 0, self.n, where)
         last = _bit(config, ("last_bit", "end_bit"), self.n - 1, self.n, where)
         if last < first:
@@ -64,7 +65,7 @@ class PackbitsCodec(Codec):
     def _packed_size(self) -> int:
         return -(-self._elements() * self.b // 8)
 
-    def encoded_size(self, nbytes):
+    def encoded_size(self, nbytes: int) -> int | None:
         return self._packed_size() + (self.padding != "none")
 
     def encode(self, array: np.ndarray) -> bytes:
@@ -80,7 +81,7 @@ class PackbitsCodec(Codec):
         pad = bytes([len(packed) * 8 - self._elements() * self.b])
         return {"none": packed, "first_byte": pad + packed, "last_byte": packed + pad}[self.padding]
 
-    def decode(self, data) -> np.ndarray:
+    def decode(self, data: BytesLike) -> np.ndarray:
         data = bytes(data)
         if len(data) != self.encoded_size(0):
             raise CorruptChunkError(f"packbits chunk has {len(data)} bytes, expected {self.encoded_size(0)}")
@@ -128,7 +129,8 @@ class PackbitsCodec(Codec):
     def _typed(self, values: np.ndarray) -> np.ndarray:
         dt = self.spec.data_type
         if dt.name == "bool":
-            return (values != 0).reshape(self.spec.shape)
+            truth: np.ndarray = values != 0  # NumPy types `!=` as Any
+            return truth.reshape(self.spec.shape)
         if self.n < 8:  # one byte per component; the sign of int2/int4 spread to int8 (NAME.bin)
             values = values.astype("u1") & ((1 << self.n) - 1)
         raw = np.ascontiguousarray(values).view("u1")

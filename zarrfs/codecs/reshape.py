@@ -8,21 +8,20 @@ import math
 
 import numpy as np
 
-from zarrfs.codecs.base import ChunkSpec, Codec
+from zarrfs.codecs.base import ArrayArrayCodec, ChunkSpec
 from zarrfs.errors import MetadataError
 
 
-class ReshapeCodec(Codec):
-    kind = "array->array"
+class ReshapeCodec(ArrayArrayCodec):
 
-    def __init__(self, config, spec, where):
+    def __init__(self, config: dict, spec: ChunkSpec, where: str):
         super().__init__(config, spec, where)
         if set(config) != {"shape"} or not isinstance(config["shape"], list) or not config["shape"]:
             raise MetadataError(f"{where}: configuration must be {{'shape': a non-empty list}}, not {config!r}")
         self.input_shape = spec.shape
         self.shape = _output_shape(config["shape"], spec.shape, where)
 
-    def resolve(self, spec):
+    def resolve(self, spec: ChunkSpec) -> ChunkSpec:
         return ChunkSpec(self.shape, spec.data_type, spec.fill_value)
 
     def encode(self, array: np.ndarray) -> np.ndarray:
@@ -31,7 +30,7 @@ class ReshapeCodec(Codec):
     def decode(self, array: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(array).reshape(self.input_shape)
 
-    def encoded_size(self, nbytes):
+    def encoded_size(self, nbytes: int) -> int | None:
         return nbytes
 
 

@@ -6,15 +6,14 @@ decode is exact only for values the encode made."""
 
 import numpy as np
 
-from zarrfs.codecs.base import ChunkSpec, Codec
+from zarrfs.codecs.base import ArrayArrayCodec, ChunkSpec
 from zarrfs.codecs.cast_value import LONG, int_range, numeric_kind
 from zarrfs.errors import CorruptChunkError, EncodeError, MetadataError, UnsupportedError
 
 
-class ScaleOffsetCodec(Codec):
-    kind = "array->array"
+class ScaleOffsetCodec(ArrayArrayCodec):
 
-    def __init__(self, config, spec, where):
+    def __init__(self, config: dict, spec: ChunkSpec, where: str):
         super().__init__(config, spec, where)
         if set(config) - {"offset", "scale"}:
             raise MetadataError(f"{where}: unknown configuration members {sorted(set(config) - {'offset', 'scale'})}")
@@ -29,7 +28,7 @@ class ScaleOffsetCodec(Codec):
         except ValueError as e:
             raise MetadataError(f"{where}: the fill value cannot be encoded ({e})") from None
 
-    def resolve(self, spec):
+    def resolve(self, spec: ChunkSpec) -> ChunkSpec:
         return ChunkSpec(spec.shape, spec.data_type, self.fill)
 
     def encode(self, array: np.ndarray) -> np.ndarray:
@@ -46,10 +45,10 @@ class ScaleOffsetCodec(Codec):
             out = (array / self.scale + self.offset).astype(self.dt.numpy)
         return self._finite(array, out, CorruptChunkError)
 
-    def encoded_size(self, nbytes):
+    def encoded_size(self, nbytes: int) -> int | None:
         return nbytes
 
-    def _encode(self, array: np.ndarray, error) -> np.ndarray:
+    def _encode(self, array: np.ndarray, error: type[Exception]) -> np.ndarray:
         if self.kind_of == "i":
             x = array.astype(LONG)
             return self._checked((x - LONG(int(self.offset))) * LONG(int(self.scale)), error)
@@ -57,14 +56,14 @@ class ScaleOffsetCodec(Codec):
             out = ((array - self.offset) * self.scale).astype(self.dt.numpy)
         return self._finite(array, out, error)
 
-    def _checked(self, x: np.ndarray, error) -> np.ndarray:
+    def _checked(self, x: np.ndarray, error: type[Exception]) -> np.ndarray:
         """Integer results, exact in long doubles, must fit the type."""
         low, high = int_range(self.dt)
         if ((x < low) | (x > high)).any():
             raise error(f"scale_offset: a result outside {self.dt.name}'s range {low}..{high}")
         return x.astype(np.int64 if low < 0 else np.uint64).astype(self.dt.numpy)
 
-    def _finite(self, before: np.ndarray, after: np.ndarray, error) -> np.ndarray:
+    def _finite(self, before: np.ndarray, after: np.ndarray, error: type[Exception]) -> np.ndarray:
         became = np.isfinite(before.astype(np.float64)) & ~np.isfinite(after.astype(np.float64))
         if became.any():
             raise error(f"scale_offset: {before[became].reshape(-1)[0]} leaves {self.dt.name}'s range")

@@ -2,11 +2,12 @@
 shard, and a shard assembled from or split into its inner chunks. Pure functions on bytes; the
 engine reads shards through them (engine/chunk_sources.py: ShardChunks)."""
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
-from zarrfs.errors import CorruptChunkError
+from zarrfs.codecs.stored_bytes import BytesLike
+from zarrfs.errors import CorruptChunkError, EncodeError
 
 EMPTY = 2**64 - 1
 
@@ -23,13 +24,13 @@ def check_index(index: np.ndarray) -> np.ndarray:
     return index
 
 
-def index_bytes(shard, index_nbytes: int, location: str):
+def index_bytes(shard: BytesLike, index_nbytes: int, location: str) -> BytesLike:
     if len(shard) < index_nbytes:
         raise CorruptChunkError(f"truncated shard: {len(shard)} bytes, the index alone needs {index_nbytes}")
     return shard[:index_nbytes] if location == "start" else shard[len(shard) - index_nbytes:]
 
 
-def slice_chunk(shard, entry) -> memoryview | None:
+def slice_chunk(shard: BytesLike, entry: np.ndarray) -> memoryview | None:
     offset, nbytes = int(entry[0]), int(entry[1])
     if offset == EMPTY:
         return None
@@ -39,7 +40,8 @@ def slice_chunk(shard, entry) -> memoryview | None:
     return memoryview(shard)[offset:offset + nbytes]
 
 
-def assemble(chunks: list, index_nbytes: int, location: str, encode_index: Callable) -> bytes | None:
+def assemble(chunks: list[BytesLike | None], index_nbytes: int, location: str,
+             encode_index: Callable[[np.ndarray], BytesLike | None]) -> bytes | None:
     """Lay encoded inner chunks (C order, None for empty) out back to back, with the index."""
     if all(c is None for c in chunks):
         return None
@@ -51,4 +53,6 @@ def assemble(chunks: list, index_nbytes: int, location: str, encode_index: Calla
             offset += len(chunk)
     parts = [c for c in chunks if c is not None]
     raw_index = encode_index(index)
+    if raw_index is None:  # index_codecs end in the bytes codec, which always stores
+        raise EncodeError("the shard index encodes to nothing")
     return b"".join([raw_index, *parts] if location == "start" else [*parts, raw_index])

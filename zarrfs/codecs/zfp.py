@@ -5,7 +5,8 @@ int32 and int64. Without zfpy the codec is refused, naming the package."""
 
 import numpy as np
 
-from zarrfs.codecs.base import Codec
+from zarrfs.codecs.base import ArrayBytesCodec, ChunkSpec
+from zarrfs.codecs.stored_bytes import BytesLike
 from zarrfs.errors import CorruptChunkError, EncodeError, MetadataError, UnsupportedError
 
 MODES = {"reversible": (), "fixed_accuracy": ("tolerance",), "fixed_rate": ("rate",),
@@ -13,10 +14,9 @@ MODES = {"reversible": (), "fixed_accuracy": ("tolerance",), "fixed_rate": ("rat
 _TYPES = {"float32", "float64", "int32", "int64"}
 
 
-class ZfpCodec(Codec):
-    kind = "array->bytes"
+class ZfpCodec(ArrayBytesCodec):
 
-    def __init__(self, config, spec, where):
+    def __init__(self, config: dict, spec: ChunkSpec, where: str):
         super().__init__(config, spec, where)
         try:
             import zfpy
@@ -36,12 +36,13 @@ class ZfpCodec(Codec):
 
     def encode(self, array: np.ndarray) -> bytes:
         try:
-            return self.zfpy.compress_numpy(np.ascontiguousarray(array).reshape(self._field()), write_header=False,
-                                            **self.options)
+            stream: bytes = self.zfpy.compress_numpy(np.ascontiguousarray(array).reshape(self._field()),
+                                                     write_header=False, **self.options)
+            return stream
         except Exception as e:  # zfpy raises RuntimeError, TypeError...
             raise EncodeError(f"zfp cannot encode this chunk ({e})") from None
 
-    def decode(self, data) -> np.ndarray:
+    def decode(self, data: BytesLike) -> np.ndarray:
         ztype = self.zfpy.dtype_to_ztype(self.spec.data_type.numpy)
         try:
             out = self.zfpy._decompress(bytes(data), ztype, list(self._field()), **self.options)

@@ -14,6 +14,7 @@ import numpy as np
 
 from zarrfs.errors import MetadataError, UnsupportedError
 from zarrfs.format import ml_types, numpy_types
+from zarrfs.format.json_values import JsonValue
 
 _NUMERIC = {
     "bool": "|b1",
@@ -33,14 +34,14 @@ class DataType:
 
     name: str
     numpy: np.dtype
-    fields: tuple = ()  # a struct's (name, DataType) pairs, when parsed from a v3 document
+    fields: tuple[tuple[str, "DataType"], ...] = ()  # a struct's (name, DataType) pairs, when parsed from a v3 document
 
     @property
     def itemsize(self) -> int:
         return self.numpy.itemsize
 
     @property
-    def array_interface(self):
+    def array_interface(self) -> str | list[list[object]]:
         """NumPy array-interface string with explicit byte order, e.g. '<f8', '|u1', '|V3'; the
         ml_dtypes name of a type NumPy lacks ('bfloat16', 'int4'); for a struct its fields,
         [[name, type], ...] (np.dtype([tuple(f) for f in it]) rebuilds a NumPy-only one)."""
@@ -88,7 +89,7 @@ class DataType:
             if field.needs_cleaning:
                 field.check_values(np.ascontiguousarray(elements[name]), f"{where}, field {name!r}")
 
-    def fill_value(self, value, where: str = "fill_value", big_endian: bool = False) -> np.ndarray:
+    def fill_value(self, value: object, where: str = "fill_value", big_endian: bool = False) -> np.ndarray:
         """The 0-d array a JSON fill value stands for, bit-exact (NaN payloads kept).
         `big_endian`: the bytes codec stores big-endian, which a struct's base64 fill follows."""
         if self.numpy.fields is not None and isinstance(value, str) and big_endian:
@@ -103,13 +104,13 @@ class DataType:
             return out
         return np.asarray(fill, dtype=self.numpy).reshape(())
 
-    def fill_json(self, fill: np.ndarray):
+    def fill_json(self, fill: np.ndarray) -> JsonValue:
         """The Zarr JSON form of a fill value, as zarr-python writes it."""
         return fill_value_json(self, fill)
 
 
-def parse_data_type(value, where: str = "data_type") -> DataType:
-    config = {}
+def parse_data_type(value: object, where: str = "data_type") -> DataType:
+    config: dict = {}
     if isinstance(value, dict):
         if set(value) - {"name", "configuration", "must_understand"}:
             raise MetadataError(f"{where}: unexpected members {sorted(set(value) - {'name', 'configuration'})}")
@@ -123,8 +124,8 @@ def parse_data_type(value, where: str = "data_type") -> DataType:
         return DataType(value, np.dtype(_NUMERIC[value]))
     if value in ml_types.TYPES:
         return DataType(value, ml_types.TYPES[value].numpy)
-    if ml_types.numpy_alias(value) is not None:
-        return DataType(value, ml_types.numpy_alias(value))
+    if (alias := ml_types.numpy_alias(value)) is not None:
+        return DataType(value, alias)
     if value in ("struct", "structured"):
         return _struct(value, config, f"{where}.configuration")
     if value in numpy_types.PARAMETRIC:
@@ -152,7 +153,7 @@ def _struct(name: str, config: dict, where: str) -> DataType:
     fields = config.get("fields")
     if not isinstance(fields, list) or not fields:
         raise MetadataError(f"{where}.fields must be a non-empty list of fields")
-    parsed = []
+    parsed: list[tuple[str, DataType]] = []
     for i, field in enumerate(fields):
         if isinstance(field, dict) and isinstance(field.get("name"), str) and "data_type" in field:
             field_name, field_type = field["name"], field["data_type"]
@@ -191,7 +192,8 @@ def _struct_fill(dt: DataType, value: dict, where: str) -> np.ndarray:
     return out
 
 
-def parse_fill_value(dt: DataType, value, where: str):
+def parse_fill_value(dt: DataType, value: object, where: str) -> object:
+    """The fill value as a Python or NumPy value that np.asarray makes the 0-d fill of `dt`."""
     if dt.name in ml_types.TYPES:
         return _ml_fill(dt, value, where)
     kind = dt.numpy.kind
@@ -226,7 +228,7 @@ def parse_fill_value(dt: DataType, value, where: str):
     raise UnsupportedError(f"{where}: no fill value rule for {dt.name}")
 
 
-def _ml_fill(dt: DataType, value, where: str):
+def _ml_fill(dt: DataType, value: object, where: str) -> int | np.ndarray:
     """Fill values of the ml_dtypes types: integers in range, floats as the core floats (a
     special value only where the type has it), complex as [real, imaginary] of the part type."""
     name = dt.name
@@ -240,12 +242,12 @@ def _ml_fill(dt: DataType, value, where: str):
     if not (isinstance(value, list) and len(value) == 2):
         raise MetadataError(f"{where}: a complex fill value must be a [real, imaginary] pair, not {value!r}")
     part_name = name.removeprefix("complex_")
-    part = dt.numpy.fields["real"][0]
+    part = dt.numpy["real"]
     pair = np.array([_float_bits(part, v, where, part_name) for v in value], dtype=part)
     return pair.view("u1").view(dt.numpy).reshape(())
 
 
-def _float_bits(dtype: np.dtype, value, where: str, name: str = ""):
+def _float_bits(dtype: np.dtype, value: object, where: str, name: str = "") -> np.ndarray:
     """A float fill value as a 0-d array of `dtype`; hex strings keep their exact bits.
     `name`: an ml_dtypes type's, whose special values and width are checked."""
     if isinstance(value, str):
@@ -272,7 +274,7 @@ def _float_bits(dtype: np.dtype, value, where: str, name: str = ""):
         return np.array(_as_double(value, to_odd=dtype.itemsize < 8), dtype=dtype)
 
 
-def _exact(value) -> Fraction | None:
+def _exact(value: int | float) -> Fraction | None:
     """The exact number of a JSON number: its text (metadata.JsonNumber), or the integer; None
     for a plain float (from elsewhere than a document), taken as it is."""
     text = getattr(value, "text", None)
@@ -281,7 +283,7 @@ def _exact(value) -> Fraction | None:
     return Fraction(value) if isinstance(value, int) else None
 
 
-def _as_double(value, to_odd: bool) -> float:
+def _as_double(value: int | float, to_odd: bool) -> float:
     """A JSON number as a float64: the nearest, or with `to_odd` rounded to odd, from which one
     more rounding (NumPy's and ml_dtypes', to nearest, ties to even) to a narrower type gives
     the value nearest the exact number (float64 rounded to odd keeps what a tie needs; Boldo and
@@ -300,10 +302,10 @@ def _as_double(value, to_odd: bool) -> float:
         return nearest
     truncated = nearest if abs(Fraction(nearest)) < abs(exact) else math.nextafter(nearest, 0.0)
     bits = struct.unpack("<q", struct.pack("<d", truncated))[0]
-    return struct.unpack("<d", struct.pack("<q", bits | 1))[0]
+    return float(struct.unpack("<d", struct.pack("<q", bits | 1))[0])
 
 
-def fill_value_json(dt: DataType, fill: np.ndarray):
+def fill_value_json(dt: DataType, fill: np.ndarray) -> JsonValue:
     if dt.name in ml_types.TYPES:
         return _ml_fill_json(dt, fill)
     if dt.fields and dt.name == "struct":  # an object of the fields' fill values ("structured": base64)
@@ -323,17 +325,17 @@ def fill_value_json(dt: DataType, fill: np.ndarray):
     return list(bytes(np.asarray(fill).tobytes()))
 
 
-def _ml_fill_json(dt: DataType, fill: np.ndarray):
+def _ml_fill_json(dt: DataType, fill: np.ndarray) -> JsonValue:
     fill = np.asarray(fill)
     if dt.name in ml_types.INTS:
         return int(fill.view("u1" if dt.numpy.kind == "u" else "i1"))
     if dt.name in ml_types.FLOATS:
         return _float_json(fill)
-    parts = fill.reshape(1).view("u1").view(dt.numpy.fields["real"][0])
+    parts = fill.reshape(1).view("u1").view(dt.numpy["real"])
     return [_float_json(parts[0]), _float_json(parts[1])]
 
 
-def _float_json(value: np.ndarray):
+def _float_json(value: np.ndarray) -> str | float:
     value = np.asarray(value)
     if np.isnan(value):
         canonical = np.array(np.nan, dtype=value.dtype)

@@ -50,7 +50,7 @@ FLOATS = {name: _float(name) for name in (  # float8_e4m3fn: unregistered, but t
     "float8_e5m2fnuz", "float8_e8m0fnu", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn")}
 INTS = {"int2": _int("int2", 2, True), "int4": _int("int4", 4, True),
         "uint2": _int("uint2", 2, False), "uint4": _int("uint4", 4, False)}
-_COMPLEX_NUMPY = {"complex_float32": np.dtype("<c8"), "complex_float64": np.dtype("<c16")}
+_COMPLEX_NUMPY: dict[str, np.dtype] = {"complex_float32": np.dtype("<c8"), "complex_float64": np.dtype("<c16")}
 COMPLEX = {f"complex_{name}": _complex(name) for name in ("float16", *FLOATS)}
 TYPES = {**FLOATS, **INTS, **COMPLEX}
 
@@ -81,7 +81,8 @@ def normalise(name: str, array: np.ndarray) -> np.ndarray:
     raw = np.ascontiguousarray(array).view("u1")
     if name in INTS and name.startswith("int"):
         shift = 8 - bits
-        return (np.left_shift(raw, shift).view("i1") >> shift).view(array.dtype)
+        signed: np.ndarray = np.left_shift(raw, shift).view("i1") >> shift
+        return signed.view(array.dtype)
     return (raw & ((1 << bits) - 1)).view(array.dtype)
 
 
@@ -131,7 +132,7 @@ def _odd_float32(exact: Fraction) -> np.float32:
         return near
     if abs(Fraction(float(near))) > abs(exact):
         near = np.nextafter(near, np.float32(0))
-    return np.array(near).view("u4").__or__(1).view(np.float32)[()]
+    return np.float32(np.array(near).view("u4").__or__(1).view(np.float32))
 
 
 def has_value(dtype: np.dtype, value: float) -> bool:

@@ -9,6 +9,7 @@ Variable-length strings and bytes have no fixed size and are not shown as a flat
 import base64
 import binascii
 import re
+from collections.abc import Callable
 
 import numpy as np
 
@@ -26,8 +27,10 @@ _V2_DTYPE = re.compile(r"[<>|=]?([biufcSUVMm])([0-9]+)(\[[0-9]*[A-Za-zμ]+\])?")
 
 def little_endian(dtype: np.dtype) -> np.dtype:
     """The dtype with every multi-byte field little-endian (structs too), as the flat view shows it."""
-    return dtype.newbyteorder("<") if dtype.fields is None else np.dtype(
-        [(name, little_endian(dtype.fields[name][0])) for name in dtype.names])
+    fields, names = dtype.fields, dtype.names  # both None, or both set (a struct)
+    if fields is None or names is None:
+        return dtype.newbyteorder("<")
+    return np.dtype([(name, little_endian(fields[name][0])) for name in names])
 
 
 def _length(config: dict, where: str, multiple: int = 1) -> int:
@@ -39,8 +42,11 @@ def _length(config: dict, where: str, multiple: int = 1) -> int:
     return n
 
 
-def _time(kind: str):
-    def parse(config: dict, where: str, field_type=None) -> np.dtype:
+ParseType = Callable[[dict, str], np.dtype]  # (configuration, where) -> the type's NumPy dtype
+
+
+def _time(kind: str) -> ParseType:
+    def parse(config: dict, where: str) -> np.dtype:
         unit, scale = config.get("unit"), config.get("scale_factor", 1)
         if unit not in TIME_UNITS:
             raise MetadataError(f"{where}.unit must be one of {sorted(TIME_UNITS)}, not {unit!r}")
@@ -56,8 +62,7 @@ def _bounded(dtype: np.dtype, where: str) -> np.dtype:
     return dtype
 
 
-PARAMETRIC = {
-    # each parser: (configuration, where, field_type) -> np.dtype; only structs use field_type
+PARAMETRIC: dict[str, ParseType] = {
     "numpy.datetime64": _time("M"),
     "numpy.timedelta64": _time("m"),
     "fixed_length_utf32": lambda c, w: np.dtype(f"<U{_length(c, w, 4) // 4}"),
@@ -66,7 +71,7 @@ PARAMETRIC = {
 }  # struct and structured: data_types.py, as their fields are Zarr data types
 
 
-def parse_v2_dtype(value, where: str) -> np.dtype:
+def parse_v2_dtype(value: object, where: str) -> np.dtype:
     """A Zarr v2 `dtype` (a NumPy type string, or a list of [name, type(, shape)] fields) as the
     stored NumPy dtype, byte order kept."""
     if isinstance(value, str):
@@ -100,7 +105,7 @@ def parse_v2_dtype(value, where: str) -> np.dtype:
     raise MetadataError(f"{where}: must be a dtype string or a list of fields, not {value!r}")
 
 
-def parse_fill_value(dtype: np.dtype, value, where: str):
+def parse_fill_value(dtype: np.dtype, value: object, where: str) -> np.ndarray | np.generic:
     """A fill value of a NumPy-only type: an integer for datetimes (NaT is -2**63), a string for
     text, base64 (or a list of byte values) for bytes and structs."""
     kind = dtype.kind
@@ -118,10 +123,11 @@ def parse_fill_value(dtype: np.dtype, value, where: str):
     raw = _bytes(value, where)
     if len(raw) > dtype.itemsize or (dtype.kind != "S" and len(raw) not in (0, dtype.itemsize)):
         raise MetadataError(f"{where}: a {dtype} fill value must have {dtype.itemsize} bytes, not {len(raw)}")
-    return np.frombuffer(raw.ljust(dtype.itemsize, b"\0"), dtype)[0]
+    element: np.generic = np.frombuffer(raw.ljust(dtype.itemsize, b"\0"), dtype)[0]
+    return element
 
 
-def variable_length_fill(name: str, value, where: str):
+def variable_length_fill(name: str, value: object, where: str) -> object:
     """The fill value of a variable-length type: a string, or base64 bytes; of JSON values (v2's
     json2 codec), any JSON value, null for none."""
     if name == "json2":
@@ -137,7 +143,7 @@ def variable_length_fill(name: str, value, where: str):
     return value
 
 
-def _bytes(value, where: str) -> bytes:
+def _bytes(value: object, where: str) -> bytes:
     if isinstance(value, str):
         try:
             return base64.b64decode(value.encode("ascii"), validate=True)
@@ -148,7 +154,7 @@ def _bytes(value, where: str) -> bytes:
     raise MetadataError(f"{where}: a byte fill value must be base64 or a list of byte values, not {value!r}")
 
 
-def fill_value_json(dtype: np.dtype, fill: np.ndarray):
+def fill_value_json(dtype: np.dtype, fill: np.ndarray) -> int | str:
     fill = np.asarray(fill)
     if dtype.kind in "Mm":
         return int(fill.view("<i8"))

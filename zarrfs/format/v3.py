@@ -3,12 +3,13 @@
 import json
 import math
 from dataclasses import dataclass, field
+from typing import Self
 
 import numpy as np
 
 from zarrfs.errors import MetadataError, UnsupportedError
 from zarrfs.format.data_types import DataType, parse_data_type
-from zarrfs.geometry import Edges
+from zarrfs.geometry import ChunkEdge, Edges
 
 MAX_NBYTES = 2**63 - 1
 MAX_DEPTH = 100  # nesting of JSON values in a document: deeper is refused, not recursed into
@@ -40,7 +41,7 @@ class GroupMetadata:
 class ArrayMetadata:
     shape: tuple[int, ...]
     data_type: DataType
-    chunk_shape: tuple  # ints; a rectilinear grid has geometry.Edges along its irregular dimensions
+    chunk_shape: tuple[ChunkEdge, ...]  # ints; a rectilinear grid has geometry.Edges along its irregular dimensions
     chunk_key_encoding: ChunkKeyEncoding
     fill_value: np.ndarray  # 0-d, of data_type.numpy
     codecs: tuple[dict, ...]  # normalised {"name", "configuration"} objects
@@ -61,7 +62,7 @@ class JsonNumber(float):
 
     text: str
 
-    def __new__(cls, text: str):
+    def __new__(cls, text: str) -> Self:
         number = super().__new__(cls, text)
         number.text = text
         return number
@@ -137,7 +138,9 @@ def _stores_big_endian(codecs: list) -> bool:
     for codec in codecs:
         if not isinstance(codec, dict):
             continue
-        config = codec.get("configuration") if isinstance(codec.get("configuration"), dict) else {}
+        config = codec.get("configuration")
+        if not isinstance(config, dict):
+            config = {}
         if codec.get("name") == "bytes":
             return config.get("endian") == "big"
         if codec.get("name") == "sharding_indexed" and isinstance(config.get("codecs"), list):
@@ -145,9 +148,9 @@ def _stores_big_endian(codecs: list) -> bool:
     return False
 
 
-def _check_depth(doc, where: str) -> None:
+def _check_depth(doc: dict, where: str) -> None:
     """Refuse documents nested past MAX_DEPTH, without recursion: later code may recurse."""
-    level = [doc]
+    level: list[dict | list] = [doc]
     for _depth in range(MAX_DEPTH + 1):
         level = [v for value in level for v in (value.values() if isinstance(value, dict) else value)
                  if isinstance(v, (dict, list))]
@@ -165,7 +168,7 @@ def _check_unknown(doc: dict, known: set, where: str) -> None:
         raise UnsupportedError(f"{where}: unknown member {name!r} (an extension zarrfs must understand)")
 
 
-def normalise_extension(value, where: str) -> dict:
+def normalise_extension(value: object, where: str) -> dict:
     """An extension given as a short-hand name or an object, as {"name", "configuration", ...}."""
     if isinstance(value, str):
         return {"name": value, "configuration": {}}
@@ -177,11 +180,11 @@ def normalise_extension(value, where: str) -> dict:
     return {**value, "configuration": config}
 
 
-def extension_name(value) -> str:
+def extension_name(value: object) -> str:
     return value if isinstance(value, str) else value.get("name", "?") if isinstance(value, dict) else repr(value)
 
 
-def int_list(value, where: str, minimum: int) -> tuple[int, ...]:
+def int_list(value: object, where: str, minimum: int) -> tuple[int, ...]:
     if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         raise MetadataError(f"{where} must be a list of integers, not {value!r}")
     if any(v < minimum for v in value):
@@ -189,7 +192,7 @@ def int_list(value, where: str, minimum: int) -> tuple[int, ...]:
     return tuple(value)
 
 
-def _chunk_grid(value, shape: tuple[int, ...], where: str) -> tuple:
+def _chunk_grid(value: object, shape: tuple[int, ...], where: str) -> tuple[ChunkEdge, ...]:
     """The chunk shape: ints for a regular grid; for a rectilinear one, per dimension an int
     (regular along it) or geometry.Edges (the edge lengths, run-length encoding expanded)."""
     grid = normalise_extension(value, f"{where}: chunk_grid")
@@ -208,14 +211,14 @@ def _chunk_grid(value, shape: tuple[int, ...], where: str) -> tuple:
 MAX_EDGES = 1 << 22  # chunk edges per dimension of a rectilinear grid: more is refused, not expanded
 
 
-def _rectilinear(config: dict, shape: tuple[int, ...], where: str) -> tuple:
+def _rectilinear(config: dict, shape: tuple[int, ...], where: str) -> tuple[ChunkEdge, ...]:
     """zarr-extensions, chunk-grids/rectilinear: kind "inline", chunk_shapes per dimension."""
     if config.get("kind") != "inline":
         raise UnsupportedError(f"{where}: rectilinear kind {config.get('kind')!r} (zarrfs reads 'inline')")
     shapes = config.get("chunk_shapes")
     if not isinstance(shapes, list) or len(shapes) != len(shape):
         raise MetadataError(f"{where}: chunk_shapes must be a list of {len(shape)} entries, one per dimension")
-    grid = []
+    grid: list[ChunkEdge] = []
     for k, (entry, n) in enumerate(zip(shapes, shape, strict=False)):
         at = f"{where}.chunk_shapes[{k}]"
         if _positive(entry):
@@ -247,11 +250,11 @@ def _edges(entry: list, where: str) -> list[int]:
     return edges
 
 
-def _positive(value) -> bool:
+def _positive(value: object) -> bool:
     return type(value) is int and value >= 1
 
 
-def _chunk_key_encoding(value, where: str) -> ChunkKeyEncoding:
+def _chunk_key_encoding(value: object, where: str) -> ChunkKeyEncoding:
     enc = normalise_extension(value, f"{where}: chunk_key_encoding")
     defaults = {"default": "/", "v2": "."}
     if enc["name"] not in defaults:
@@ -269,7 +272,7 @@ def _attributes(doc: dict, where: str) -> dict:
     return attributes
 
 
-def _dimension_names(doc: dict, ndim: int, where: str):
+def _dimension_names(doc: dict, ndim: int, where: str) -> tuple[str | None, ...] | None:
     names = doc.get("dimension_names")
     if names is None:
         return None

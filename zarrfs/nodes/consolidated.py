@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from zarrfs.errors import MetadataError
 from zarrfs.format.v3 import load_document
 from zarrfs.names import text as name_text
-from zarrfs.nodes.documents import ZARR_JSON, ZARRAY, ZATTRS, ZGROUP, ZMETADATA, Documents
+from zarrfs.nodes.documents import ZARR_JSON, ZARRAY, ZATTRS, ZGROUP, ZMETADATA, Documents, Version
 
 log = logging.getLogger(__name__)
 
-CONSOLIDATED = ("consolidated",)  # the version of a node read from consolidated metadata
+CONSOLIDATED: Version = ("consolidated",)  # the version of a node read from consolidated metadata
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def load(root: Documents) -> Consolidated | None:
     return _build(ZMETADATA, _v2_entries(load_document(raw, ZMETADATA).get("metadata"), root))
 
 
-def _v3_entries(metadata, root: Documents) -> dict[str, Documents]:
+def _v3_entries(metadata: object, root: Documents) -> dict[str, Documents]:
     where = f"{ZARR_JSON}: consolidated_metadata.metadata"
     if not isinstance(metadata, dict):
         raise MetadataError(f"{where} must be an object")
@@ -68,7 +68,7 @@ def _v3_entries(metadata, root: Documents) -> dict[str, Documents]:
     return entries
 
 
-def _v2_entries(metadata, root: Documents) -> dict[str, Documents]:
+def _v2_entries(metadata: object, root: Documents) -> dict[str, Documents]:
     where = f"{ZMETADATA}: metadata"
     if not isinstance(metadata, dict):
         raise MetadataError(f"{where} must be an object")
@@ -97,15 +97,19 @@ def _build(source: str, entries: dict[str, Documents]) -> Consolidated:
     return Consolidated(source, entries, children)
 
 
-def _path(name, where: str, key=None) -> str | None:
+def _path(name: object, where: str, key: str | None = None) -> str | None:
     """A store path from a consolidated key: relative, '/'-separated, no '.' or '..'. None, with
     a warning naming the key, for any other: that entry alone is left out."""
-    parts = name.strip("/").split("/") if isinstance(name, str) else None
-    if not parts or any(p in ("", ".", "..") for p in parts) or name_text(name) is None:  # \uDCxx: no text
+    if not isinstance(name, str) or not _is_node_path(name):
         log.warning("%s: %r is not a node path below the root: the entry is left out", where,
                     name if key is None else key)
         return None
-    return "/".join(parts)
+    return "/".join(name.strip("/").split("/"))
+
+
+def _is_node_path(name: str) -> bool:
+    parts = name.strip("/").split("/")
+    return all(p not in ("", ".", "..") for p in parts) and name_text(name) is not None  # \uDCxx: no text
 
 
 def _bytes(doc: dict) -> bytes:
@@ -121,6 +125,6 @@ def same_documents(a: Documents, b: Documents) -> bool:
         return False
 
 
-def _json(docs: Documents, name: str):
+def _json(docs: Documents, name: str) -> object:
     raw = docs.documents.get(name)
     return ({} if name == ZATTRS else None) if raw is None else json.loads(raw)

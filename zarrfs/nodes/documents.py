@@ -8,6 +8,7 @@ A directory with both a zarr.json and v2 documents is read as v3, as zarr-python
 
 import os
 from dataclasses import dataclass
+from typing import Protocol
 
 from zarrfs.errors import MetadataError
 from zarrfs.format.v3 import ArrayMetadata, GroupMetadata, load_document, parse_object
@@ -17,6 +18,20 @@ ZARR_JSON, ZARRAY, ZGROUP, ZATTRS = "zarr.json", ".zarray", ".zgroup", ".zattrs"
 ZMETADATA = ".zmetadata"  # v2 consolidated metadata, read at the root
 DOCUMENT_NAMES = {ZARR_JSON, ZARRAY, ZGROUP, ZATTRS, ZMETADATA}  # files of a node, never nodes
 MAIN_DOCUMENTS = ((ZARR_JSON, 3, None), (ZARRAY, 2, "array"), (ZGROUP, 2, "group"))
+
+
+class DocumentStore(Protocol):
+    """What reading a node's documents needs of a store: the part of stores.contract.Store this
+    package uses (it sits below the stores, so it names the part rather than importing it)."""
+
+    def get(self, key: str) -> bytes | None: ...
+
+    def stat(self, key: str) -> os.stat_result | None: ...
+
+
+Found = tuple[str, int, str | None, os.stat_result]  # (name, zarr_format, kind, stat) of a main document
+# (mtime, size) of each document (None: a v2 node without .zattrs), or consolidated.CONSOLIDATED
+Version = tuple[tuple[int, int] | None, ...] | tuple[str]
 
 
 def key_of(path: str, name: str) -> str:
@@ -31,7 +46,7 @@ class Documents:
     zarr_format: int
     kind: str | None  # "array" or "group" when the document's name says so (v2)
     documents: dict[str, bytes]
-    version: tuple  # (mtime, size) of each document: the node changed when this does
+    version: Version  # the node changed when this does
     stat: os.stat_result  # of the main document
 
     @property
@@ -39,7 +54,7 @@ class Documents:
         return next(iter(self.documents))
 
 
-def locate(store, path: str):
+def locate(store: DocumentStore, path: str) -> Found | None:
     """(name, zarr_format, kind, stat) of the node's main document, None if there is none."""
     for name, zarr_format, kind in MAIN_DOCUMENTS:
         st = store.stat(key_of(path, name))
@@ -48,16 +63,16 @@ def locate(store, path: str):
     return None
 
 
-def version_of(store, path: str, found) -> tuple:
+def version_of(store: DocumentStore, path: str, found: Found) -> Version:
     name, zarr_format, _, st = found
-    version = ((st.st_mtime_ns, st.st_size),)
+    version: tuple[tuple[int, int] | None, ...] = ((st.st_mtime_ns, st.st_size),)
     if zarr_format == 2:
         attrs = store.stat(key_of(path, ZATTRS))
         version += (None if attrs is None else (attrs.st_mtime_ns, attrs.st_size),)
     return version
 
 
-def read_documents(store, path: str, found=None) -> Documents | None:
+def read_documents(store: DocumentStore, path: str, found: Found | None = None) -> Documents | None:
     found = found or locate(store, path)
     if found is None:
         return None
@@ -81,7 +96,7 @@ def parse(path: str, docs: Documents) -> ArrayMetadata | GroupMetadata:
     return parse_v2(load_document(docs.documents[docs.main], where), attributes, docs.kind, where)
 
 
-def parse_v2(doc: dict, attributes, kind: str, where: str) -> ArrayMetadata | GroupMetadata:
+def parse_v2(doc: dict, attributes: object, kind: str | None, where: str) -> ArrayMetadata | GroupMetadata:
     if not isinstance(attributes, dict):
         raise MetadataError(f"{where}: .zattrs must be a JSON object")
     if kind == "group":
@@ -89,7 +104,7 @@ def parse_v2(doc: dict, attributes, kind: str, where: str) -> ArrayMetadata | Gr
     return metadata_v2.parse_array(doc, attributes, where)
 
 
-def read_metadata(store, path: str) -> ArrayMetadata | GroupMetadata | None:
+def read_metadata(store: DocumentStore, path: str) -> ArrayMetadata | GroupMetadata | None:
     """The parsed metadata of the node at `path`, None if there is none."""
     docs = read_documents(store, path)
     return None if docs is None else parse(path, docs)

@@ -9,6 +9,7 @@ The copy is edited as JSON, so members zarrfs does not know are kept as they are
 
 import json
 import logging
+from collections.abc import Iterable
 
 from zarrfs import names
 from zarrfs.format.v3 import load_document
@@ -21,7 +22,7 @@ class Edit:
     """What changed, in store paths: nodes put (path -> {document name: bytes}) and removed
     (each with every node below it)."""
 
-    def __init__(self, put=None, removed=()):
+    def __init__(self, put: dict[str, dict[str, bytes]] | None = None, removed: Iterable[str] = ()) -> None:
         self.put: dict[str, dict[str, bytes]] = put or {}
         self.removed: tuple[str, ...] = tuple(removed)
 
@@ -72,11 +73,11 @@ def rewritten(zarr_format: int, root_documents: dict[str, bytes], edit: Edit) ->
     if found is None:
         return None
     doc, member, entries = found
-    entries = sorted(_apply(entries, edit).items())
+    ordered = sorted(_apply(entries, edit).items())
     if zarr_format == 3:
-        member["metadata"] = {p: d[ZARR_JSON] for p, d in entries if p}
+        member["metadata"] = {p: d[ZARR_JSON] for p, d in ordered if p}
         return ZARR_JSON, _dump(doc)
-    member["metadata"] = {(f"{p}/{n}" if p else n): v for p, docs in entries for n, v in docs.items()}
+    member["metadata"] = {(f"{p}/{n}" if p else n): v for p, docs in ordered for n, v in docs.items()}
     return ZMETADATA, _dump(doc)
 
 

@@ -79,7 +79,7 @@ def _check_format(doc: dict, where: str) -> None:
         raise MetadataError(f"{where}: zarr_format must be 2, not {doc.get('zarr_format')!r}")
 
 
-def _fill_value(stored: np.dtype, data_type: DataType, value, where: str) -> np.ndarray:
+def _fill_value(stored: np.dtype, data_type: DataType, value: object, where: str) -> np.ndarray:
     """null means no fill value: missing chunks read as zarr-python reads them, zeros (NaT for
     datetimes; for object arrays "", b"" or, of JSON values, null). Bytes, text and structs are
     given in the stored byte order (base64 for bytes)."""
@@ -131,7 +131,7 @@ def _array_to_bytes(doc: dict, stored: np.dtype, compressor: dict) -> dict:
                                                    "compressor": compressor}}
 
 
-def _codec_config(value, where: str) -> dict:
+def _codec_config(value: object, where: str) -> dict:
     if not isinstance(value, dict) or not isinstance(value.get("id"), str):
         raise MetadataError(f"{where}: must be a codec configuration with an 'id', not {value!r}")
     return value

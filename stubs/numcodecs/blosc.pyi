@@ -1,0 +1,6 @@
+import numpy as np
+
+from numcodecs.abc import Buffer
+
+def list_compressors() -> list[str]: ...
+def decompress(source: Buffer, dest: np.ndarray | None = None) -> Buffer: ...
