@@ -10,7 +10,8 @@ The same interface as LocalStore, so the engine never asks where bytes live:
   If-Match on the ETag this store last saw for the key, If-None-Match for a key it saw absent.
   A value someone else changed meanwhile raises ConflictError, and the engine merges and
   writes again (see Array.flush). A deletion is a DELETE. Each PUT is atomic; a publish of
-  several objects is not.
+  several objects is not: a failure names the objects stored before it (StoreError.stored).
+  A PUT or DELETE whose connection failed is sent again (resend.py).
 
 obstore's synchronous calls release the GIL, so FUSE worker threads run them in parallel.
 """
@@ -35,6 +36,7 @@ from zarrfs.byte_ranges import ByteRange, Range, Suffix, coalesce
 from zarrfs.errors import ConflictError, StoreError, ValueChangedError
 from zarrfs.names import text_key
 from zarrfs.stores import object_nodes as objecttree
+from zarrfs.stores import resend
 from zarrfs.stores.contained import key_parts
 from zarrfs.stores.contract import Capabilities
 from zarrfs.stores.local import TEMP_PREFIX, Staged
@@ -68,8 +70,9 @@ class ObjectStore:
     """`store` is an obstore store whose root is the hierarchy's root; `url` names it in messages."""
 
     def __init__(self, store, url: str, read_only: bool = False, metadata_ttl: float = 60.0,
-                 can_list: bool = True, credentials: str | None = None):
+                 can_list: bool = True, credentials: str | None = None, timeout: float = 30.0):
         self.store = store
+        self.timeout = timeout  # seconds for one request, retries included (source_url.py)
         self.root = url
         self.credentials = credentials  # where they came from, for messages (never their value)
         self.read_only = read_only
@@ -352,30 +355,31 @@ class ObjectStore:
 
     def publish(self, staged: list[Staged]) -> None:
         """PUT (or DELETE) each staged value, conditional on what this store last saw of it.
-        Raises ConflictError naming the values another writer changed (the others are stored),
-        StoreError for any other failure."""
+        Raises ConflictError naming the values another writer changed, StoreError for any other
+        failure; either names in `stored` the values that were stored all the same, which a
+        write-back need not send again."""
         results = list(self._pool.map(self._publish_one, staged))
+        stored = [key for key, error in results if error is None]
         conflicts = [key for key, error in results if isinstance(error, ConflictError)]
         failures = [error for _, error in results if error is not None and not isinstance(error, ConflictError)]
         if failures:
-            raise failures[0]
+            raise StoreError(str(failures[0]), failures[0].errno, stored)
         if conflicts:
             raise ConflictError(f"changed by another writer meanwhile: {', '.join(conflicts[:5])}"
-                                f"{' ...' if len(conflicts) > 5 else ''}", errno.EAGAIN, conflicts)
+                                f"{' ...' if len(conflicts) > 5 else ''}", errno.EAGAIN, conflicts, stored)
 
     def _publish_one(self, staged: Staged) -> tuple[str, StoreError | None]:
         key, data = staged
         try:
             log.debug("%s %s", "DELETE" if data is None else "PUT", key)
             if data is None:
-                obstore.delete(self.store, key)
+                self.delete_object(key)
                 self._set_etag(key, None)
             else:
                 known = self._etags.get(key, ...)
                 # a version the store gave neither an ETag nor a generation for cannot be a condition
                 mode = "overwrite" if known is ... or known == {} else "create" if known is None else known
-                result = obstore.put(self.store, key, data, mode=mode, use_multipart=False)
-                self._set_etag(key, _version(result))
+                self._set_etag(key, _version(self.put_object(key, data, mode)))
         except (PreconditionError, AlreadyExistsError):
             with self._lock:
                 self._etags.pop(key, None)  # unknown now: the merge reads it again
@@ -391,6 +395,15 @@ class ObjectStore:
         finally:
             self._forget(key)
         return key, None
+
+    def put_object(self, key: str, data: bytes, mode) -> dict:
+        """One PUT (`mode` as obstore's: "create", "overwrite" or a version), sent again when its
+        connection fails within half the timeout; obstore's errors as they are."""
+        return resend.put(self.store, key, data, mode, self.timeout / 2)
+
+    def delete_object(self, key: str) -> None:
+        """One DELETE, sent again as put_object's PUT; a key gone already raises NotFound."""
+        resend.delete(self.store, key, self.timeout / 2)
 
     def _forget(self, key: str) -> None:
         """What this store remembers of `key` and its parent's listing is stale now."""
