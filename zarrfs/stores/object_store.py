@@ -40,6 +40,7 @@ from zarrfs.stores import resend
 from zarrfs.stores.contained import key_parts
 from zarrfs.stores.contract import Capabilities
 from zarrfs.stores.local import TEMP_PREFIX, Staged
+from zarrfs.stores.recent_timeouts import RecentTimeouts
 from zarrfs.stores.remote_errors import MISSING_BUCKET_CODES, explain, server_code
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ PUBLISHERS = 16  # concurrent PUTs of one publish
 ETAGS = 1 << 16  # keys whose version is remembered for conditional PUTs (about 100 bytes each)
 FETCHERS = 16  # concurrent GETs of whole chunks for one read (batched_fetch.py)
 COALESCE = 1 << 20  # ranges of one value closer than this are read by one GET, as obstore's get_ranges does
+RECENTLY = 1.0  # seconds a key whose GET timed out fails at once (recent_timeouts.py)
 
 
 @dataclass
@@ -73,6 +75,7 @@ class ObjectStore:
                  can_list: bool = True, credentials: str | None = None, timeout: float = 30.0):
         self.store = store
         self.timeout = timeout  # seconds for one request, retries included (source_url.py)
+        self._timeouts = RecentTimeouts(min(RECENTLY, timeout / 2))
         self.root = url
         self.credentials = credentials  # where they came from, for messages (never their value)
         self.read_only = read_only
@@ -109,6 +112,7 @@ class ObjectStore:
         the memory obstore fetched into: a copy of every chunk fetched cost a tenth of the
         daemon's CPU on a stream (the copy, and the faults of new memory to copy into)."""
         _parts(key)
+        self._timeouts.check(key)
         options = {}
         if isinstance(byte_range, Suffix):
             if byte_range.length == 0:
@@ -141,6 +145,7 @@ class ObjectStore:
         except Exception as e:
             if isinstance(byte_range, Range) and "416" in str(e):  # a range past the end: short, as pread
                 return b"", expect
+            self._timeouts.note(key, e)
             raise self.error("cannot read", key, e) from None
         version = _version(result.meta)
         self._remember(key, version, byte_range)
@@ -192,12 +197,14 @@ class ObjectStore:
         if expect is not None and expect.get("e_tag"):
             return self._get_ranges_of(key, ranges, expect)  # each GET logged by get_versioned
         log.debug("GET %s %d ranges, %d bytes", key, len(ranges), sum(r.length for r in ranges))
+        self._timeouts.check(key)
         try:
             values = obstore.get_ranges(self.store, key, starts=[r.start for r in ranges],
                                         ends=[r.start + r.length for r in ranges])
         except NOT_FOUND:
             return None
         except Exception as e:
+            self._timeouts.note(key, e)
             raise self.error("cannot read", key, e) from None
         return [bytes(value) for value in values]
 

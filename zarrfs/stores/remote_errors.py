@@ -123,6 +123,15 @@ UNANSWERED = re.compile(r"error sending request|connection closed before message
                         r"kind: (Interrupted|Request|Connect)\b|ConnectionReset|Connection reset|BrokenPipe")
 
 
+TIMED_OUT = re.compile(r"TimedOut|timed out|operation timed out|kind: Timeout\b", re.I)
+
+
+def timed_out(error: BaseException) -> bool:
+    """The request ran out of time (-o timeout) without an answer."""
+    text = str(error)
+    return status_line(text) is None and TIMED_OUT.search(text) is not None
+
+
 def unanswered(error: BaseException) -> bool:
     """The request got no answer from the server (no HTTP status): whether it took effect is
     unknown. A timeout is not one of these: it used up the time a retry would need."""
