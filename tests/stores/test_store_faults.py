@@ -19,6 +19,7 @@ import zarr
 from zarr.storage import ObjectStore
 
 from mounting import mounted, wait_for
+from zarrfs.stores import resend
 from zarrfs.testing.emulators import AZURE_ACCOUNT, AZURE_KEY
 from zarrfs.testing.fault_proxy import CUT, LOSE, RESET, STALL, TRUNCATE, FaultProxy
 from zarrfs.testing.seaweed import unique_prefix
@@ -123,6 +124,27 @@ def test_a_put_cut_while_its_body_is_sent_is_sent_again(backend, tmp_path):
         written(m, NEW, faults=lambda: proxy.add(CUT, "PUT", "/a/c/", times=3))
         assert proxy.count("PUT", "/a/c/", CUT) == 3
         assert [proxy.count("PUT", f"/a/c/{i}", None) for i in range(8)] == [1] * 8
+    assert np.array_equal(stored(backend), NEW)
+
+
+def test_after_a_failed_fsync_only_the_chunk_not_stored_is_sent_again(backend, tmp_path):
+    """One chunk's PUT is cut on every try: fsync is EIO naming it, the other seven are stored.
+    The next fsync sends that chunk alone (before: all eight again)."""
+    make_array(backend)
+    with through_proxy(backend, tmp_path) as (proxy, m):
+        fd = os.open(m / "a.bin", os.O_RDWR)
+        try:
+            os.pread(fd, 64, 0)
+            proxy.add(CUT, "PUT", "/a/c/3", times=resend.TRIES)
+            os.pwrite(fd, NEW.tobytes(), 0)
+            with pytest.raises(OSError) as raised:
+                os.fsync(fd)
+            assert raised.value.errno == errno.EIO
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        assert [proxy.count("PUT", f"/a/c/{i}", None) for i in range(8)] == [1] * 8
+        assert "a/c/3" in m.log()
     assert np.array_equal(stored(backend), NEW)
 
 
