@@ -23,6 +23,7 @@ a free loopback port and stops on leaving, closing every connection.
 
 import asyncio
 import contextlib
+import random
 import socket
 import struct
 import threading
@@ -38,12 +39,14 @@ REASONS = {500: "Internal Server Error", 503: "Service Unavailable"}
 @dataclass
 class Rule:
     """Harm the next `times` requests whose method is `method` (None: any) and whose path holds
-    `path` (a substring), with `fault` (one of the faults above, or an HTTP status code)."""
+    `path` (a substring), with `fault` (one of the faults above, or an HTTP status code); with
+    `chance` below 1, each matching request only with that probability (a seeded draw)."""
 
     fault: str | int
     method: str | None = None
     path: str = ""
     times: int = 1
+    chance: float = 1.0
 
     def matches(self, method: str, path: str) -> bool:
         return self.times > 0 and (self.method is None or self.method == method) and self.path in path
@@ -69,6 +72,7 @@ class FaultProxy:
         self.down = False
         self.seen: list[Seen] = []
         self._rules: list[Rule] = []
+        self._random = random.Random(0)  # the same faults on every run
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -82,9 +86,10 @@ class FaultProxy:
     def endpoint(self) -> str:
         return f"http://{self.address[0]}:{self.address[1]}"
 
-    def add(self, fault: str | int, method: str | None = None, path: str = "", times: int = 1) -> Rule:
+    def add(self, fault: str | int, method: str | None = None, path: str = "", times: int = 1,
+            chance: float = 1.0) -> Rule:
         """A new rule, tried after the earlier ones."""
-        rule = Rule(fault, method, path, times)
+        rule = Rule(fault, method, path, times, chance)
         with self._lock:
             self._rules.append(rule)
         return rule
@@ -118,7 +123,7 @@ class FaultProxy:
         with self._lock:
             fault = RESET if self.down else None
             for rule in self._rules:
-                if fault is None and rule.matches(method, path):
+                if fault is None and rule.matches(method, path) and self._random.random() < rule.chance:
                     rule.times -= 1
                     fault = rule.fault
             self.seen.append(Seen(method, path, fault))
