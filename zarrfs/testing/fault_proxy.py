@@ -7,7 +7,8 @@ pipeline), and before each request asks its rules whether to harm it:
   while its body is being sent);
 - RESET: the client's connection is reset as soon as the request has arrived;
 - STALL: the request is held unanswered until the proxy stops or `release()` is called;
-- TRUNCATE: the response's head and half its body reach the client, then the connection is reset;
+- TRUNCATE: the response's head and half its body reach the client, then the connection is
+  closed (a FIN, so the client reads the half before the end);
 - LOSE: the request reaches the server and takes effect, but the answer is dropped and the
   client's connection reset (a PUT that landed, whose sender cannot know it);
 - a status code (503, 500): answered at once by the proxy, the server never sees the request.
@@ -61,6 +62,10 @@ class Seen:
 
 class _Reset(Exception):
     """The connection is to be reset."""
+
+
+class _Close(Exception):
+    """The connection is to be closed after what was written."""
 
 
 class FaultProxy:
@@ -183,7 +188,7 @@ class FaultProxy:
             _reset(client_out)
             if link.server_out is not None:
                 _reset(link.server_out)
-        except (OSError, EOFError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.CancelledError):
+        except (_Close, OSError, EOFError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.CancelledError):
             pass
         finally:
             for writer in (client_out, link.server_out):
@@ -264,7 +269,7 @@ def _parse_head(head: bytes) -> tuple[str, str, dict]:
 
 async def _relay_response(server_in, client_out, method: str, truncate: bool) -> None:
     """The server's response to the client: by Content-Length, chunked, or up to the end of the
-    connection. `truncate`: half the body by Content-Length, then a reset."""
+    connection. `truncate`: half the body by Content-Length, then the end of the connection."""
     head = await server_in.readuntil(b"\r\n\r\n")
     status = int(head.split(b" ", 2)[1])
     _, _, fields = _parse_head(head)
@@ -277,7 +282,7 @@ async def _relay_response(server_in, client_out, method: str, truncate: bool) ->
         if truncate:
             client_out.write(await server_in.readexactly(length // 2))
             await client_out.drain()
-            raise _Reset
+            raise _Close
         await _relay_bytes(server_in, client_out, length)
     elif "chunked" in fields.get("transfer-encoding", ""):
         await _relay_chunks(server_in, client_out)
