@@ -121,8 +121,7 @@ def explain(error: BaseException, scheme: str, credentials: str | None) -> Expla
 # kinds for both.
 UNANSWERED = re.compile(r"error sending request|connection closed before message completed|"
                         r"kind: (Interrupted|Request|Connect)\b|ConnectionReset|Connection reset|BrokenPipe")
-
-
+# How it says a request ran out of time (the attempt's share of -o timeout).
 TIMED_OUT = re.compile(r"TimedOut|timed out|operation timed out|kind: Timeout\b", re.I)
 
 
@@ -136,4 +135,4 @@ def unanswered(error: BaseException) -> bool:
     """The request got no answer from the server (no HTTP status): whether it took effect is
     unknown. A timeout is not one of these: it used up the time a retry would need."""
     text = str(error)
-    return status_line(text) is None and UNANSWERED.search(text) is not None
+    return status_line(text) is None and not TIMED_OUT.search(text) and UNANSWERED.search(text) is not None
