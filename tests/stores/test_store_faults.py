@@ -2,14 +2,16 @@
 real mount and a real server (SeaweedFS for S3, Azurite for Azure): PUTs cut while their body is
 sent, answers lost after the PUT landed, 503 and 500 storms, reset, truncated and stalled GETs,
 a server gone during fsync and back, DELETEs of fill-only chunks and hierarchy edits under
-resets. Nothing written is lost or torn, errors are EIO with a line naming the key, and what the
-store held all along is never sent again."""
+resets; and at the store level, a retried PUT that meets another writer's value (a conflict) or
+its own (success). Nothing written is lost or torn, errors are EIO with a line naming the key,
+and what the store held all along is never sent again."""
 
 import contextlib
 import errno
 import os
 import subprocess
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +21,8 @@ import zarr
 from zarr.storage import ObjectStore
 
 from mounting import mounted, wait_for
-from zarrfs.stores import resend
+from zarrfs.errors import ConflictError
+from zarrfs.stores import object_store, resend
 from zarrfs.testing.emulators import AZURE_ACCOUNT, AZURE_KEY
 from zarrfs.testing.fault_proxy import CUT, LOSE, RESET, STALL, TRUNCATE, FaultProxy
 from zarrfs.testing.seaweed import unique_prefix
@@ -36,6 +39,7 @@ class Backend:
     source: str
     env: dict
     store: object  # obstore's store of the mount's root, straight to the server
+    via: Callable  # endpoint -> obstore's store of the mount's root through that endpoint
     account_path: str = ""  # Azurite's endpoint names the account in its path
 
     def options(self, proxy: FaultProxy, *more: str) -> tuple[str, ...]:
@@ -55,7 +59,8 @@ class Backend:
 def _seaweed(seaweed) -> Backend:
     prefix = unique_prefix("faults")
     host, port = seaweed.endpoint.removeprefix("http://").split(":")
-    return Backend("s3", (host, int(port)), seaweed.url(prefix), seaweed.env(), seaweed.store(prefix))
+    return Backend("s3", (host, int(port)), seaweed.url(prefix), seaweed.env(), seaweed.store(prefix),
+                   lambda endpoint: seaweed.store(prefix, endpoint=endpoint))
 
 
 def _azurite(azurite) -> Backend:
@@ -64,7 +69,13 @@ def _azurite(azurite) -> Backend:
     host, port = azurite.endpoint.removeprefix("http://").split("/")[0].split(":")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AZURE_", "AWS_"))}
     env.update(AZURE_STORAGE_ACCOUNT_NAME=AZURE_ACCOUNT, AZURE_STORAGE_ACCOUNT_KEY=AZURE_KEY)
-    return Backend("azure", (host, int(port)), f"az://{container}/data", env, azurite.store(container, "data"),
+    def via(endpoint):
+        from obstore.store import AzureStore
+
+        return AzureStore(container, prefix="data", endpoint=f"{endpoint}/{AZURE_ACCOUNT}", account_name=AZURE_ACCOUNT,
+                          account_key=AZURE_KEY, client_options={"allow_http": True})
+
+    return Backend("azure", (host, int(port)), f"az://{container}/data", env, azurite.store(container, "data"), via,
                    f"/{AZURE_ACCOUNT}")
 
 
@@ -158,6 +169,38 @@ def test_a_put_that_landed_but_whose_answer_was_lost_is_not_a_conflict(backend, 
         log = m.log()
     assert "another writer" not in log and "could not be stored" not in log, log
     assert np.array_equal(stored(backend), NEW)
+
+
+def test_a_retried_put_that_meets_another_writers_value_is_still_a_conflict(backend):
+    """Store level: our PUT is cut; the other writer's value was stored before it. The retry is
+    refused (412), the value read back is not ours, so the conflict stands and names the key
+    (the write-back merges it), and what the other writer stored is kept."""
+    with FaultProxy(backend.target) as proxy:
+        store = object_store.ObjectStore(backend.via(proxy.endpoint), backend.source)
+        store.set("k", b"ours, first")
+        assert bytes(store.get_versioned("k")[0]) == b"ours, first"  # the next PUT: If-Match this version
+        obstore.put(backend.store, "k", b"the other writer's")
+        proxy.add(CUT, "PUT", "/k")
+        with pytest.raises(ConflictError) as raised:
+            store.publish([store.stage("k", b"ours, second")])
+        assert raised.value.keys == ("k",)
+        assert proxy.count("PUT", "/k", CUT) == 1 and proxy.count("PUT", "/k", None) == 2  # the set, the retry
+        assert bytes(obstore.get(backend.store, "k").bytes()) == b"the other writer's"
+
+
+def test_a_put_whose_answer_was_lost_is_stored_with_its_version_known(backend):
+    """Store level: the server stored our PUT but the answer was lost; the retry's 412 is ours,
+    so publish succeeds, and the version remembered is the one stored: the next conditional PUT
+    goes through at the first try."""
+    with FaultProxy(backend.target) as proxy:
+        store = object_store.ObjectStore(backend.via(proxy.endpoint), backend.source)
+        store.set("k", b"first")
+        proxy.add(LOSE, "PUT", "/k")
+        store.publish([store.stage("k", b"second")])
+        proxy.clear()
+        store.publish([store.stage("k", b"third")])
+        assert [s.fault for s in proxy.seen if s.method == "PUT"] == [None, LOSE, None, None]
+        assert bytes(obstore.get(backend.store, "k").bytes()) == b"third"
 
 
 def test_a_server_gone_during_fsync_is_eio_naming_a_chunk_then_fsync_stores_it(backend, tmp_path):
