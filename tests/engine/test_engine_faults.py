@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from helpers import array_doc, open_raw_file
+from helpers import array_doc, open_raw_file, write_sharded
 from zarrfs.engine.writeback import CONFLICT_RETRIES
 from zarrfs.errors import ConflictError, CorruptChunkError, StoreError
 from zarrfs.stores.contract import Capabilities
@@ -80,6 +80,22 @@ def test_a_failed_flush_sends_again_only_what_was_not_stored(capabilities):
     raw.flush()
     assert np.frombuffer(open_raw_file(store, writable=False).read(0, 64), "<i4").tolist() == list(range(1, 17))
     assert not raw.array.dirty
+
+
+@pytest.mark.parametrize("capabilities", [None, REMOTE], ids=["local", "remote"])
+def test_a_failed_flush_sends_again_only_the_shards_not_stored(capabilities):
+    """The same with two shards of four inner chunks: shard c/0 stored, c/1 failed; the next
+    flush rebuilds and sends c/1 alone, and every inner chunk reads back as written."""
+    store = MemoryStore(capabilities)
+    write_sharded(store, np.zeros(32, "u1"), inner=4, per_shard=4)
+    raw = open_raw_file(store)
+    raw.write(0, bytes(range(1, 33)))
+    store.fail("publish", "c/1")
+    with pytest.raises(StoreError, match="'c/1'"):
+        raw.flush()
+    store.fail("publish", "c/0", error=StoreError("c/0 was sent again"))
+    raw.flush()
+    assert open_raw_file(store, writable=False).read(0, 32) == bytes(range(1, 33)) and not raw.array.dirty
 
 
 def test_a_conflict_during_flush_merges_the_other_writers_elements():
