@@ -51,11 +51,14 @@ class ReadOnlyError(ZarrfsError):
 
 
 class StoreError(ZarrfsError):
-    """The store refused an operation; errno is the one the OS gave (ENOSPC, EROFS, EACCES...)."""
+    """The store refused an operation; errno is the one the OS gave (ENOSPC, EROFS, EACCES...).
+    From a publish of several values, `stored` names those stored all the same (the rest kept
+    their old values)."""
 
-    def __init__(self, message: str, os_errno: int | None = None):
+    def __init__(self, message: str, os_errno: int | None = None, stored: Iterable[str] = ()):
         super().__init__(message)
         self.errno = os_errno or errno.EIO
+        self.stored = tuple(stored)
 
     @classmethod
     def from_os(cls, what: str, key: str, e: OSError) -> "StoreError":
@@ -73,8 +76,9 @@ class ConflictError(StoreError):
     """A conditional write found the value changed by another writer since it was read; `keys`
     names the values."""
 
-    def __init__(self, message: str, os_errno: int | None = None, keys: Iterable[str] = ()):
-        super().__init__(message, os_errno)
+    def __init__(self, message: str, os_errno: int | None = None, keys: Iterable[str] = (),
+                 stored: Iterable[str] = ()):
+        super().__init__(message, os_errno, stored)
         self.keys = tuple(keys)
 
 

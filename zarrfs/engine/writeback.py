@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from zarrfs.engine.written_masks import WrittenMasks, overlay
-from zarrfs.errors import ConflictError, CorruptChunkError
+from zarrfs.errors import ConflictError, CorruptChunkError, StoreError
 from zarrfs.geometry import Box, chunk_extent, chunk_origin, grid_shape
 from zarrfs.stores.local import Staged
 
@@ -158,16 +158,18 @@ class WriteBack:
                 self._take_batch(whole_only)
                 if not (self._flushing or self._flushing_shards):
                     return
-            committed = False
+            committed, stored = False, frozenset()
             try:
                 self._commit(self._stage_batch())
                 committed = True
-            except ConflictError as e:
-                self._unmerged.update(e.keys)  # before the lock goes: no other flush may PUT them unmerged
+            except StoreError as e:
+                stored = frozenset(e.stored)  # stored all the same: not sent again
+                if isinstance(e, ConflictError):
+                    self._unmerged.update(e.keys)  # before the lock goes: no other flush may PUT them unmerged
                 raise
             finally:
                 with self.shared.lock:
-                    self._end_batch(committed)
+                    self._end_batch(committed, stored)
 
     def _stage_batch(self) -> list[Staged]:
         """Encode the batch and write each new value beside its old one, in parallel."""
@@ -264,27 +266,30 @@ class WriteBack:
             view.source.forget_index()
             view._forget_shard_indices()
 
-    def _end_batch(self, committed: bool) -> None:
+    def _end_batch(self, committed: bool, stored: frozenset = frozenset()) -> None:
         """Committed chunks become cached, but not those written whole: like chunks read whole,
         the kernel's page cache has their bytes. Uncommitted chunks are dirty again, unless
-        rewritten since."""
+        rewritten since. `stored`: keys of a failed publish that were stored all the same, which
+        count as committed (a shard's view whole)."""
         for coords, chunk in self._flushing.items():
+            committed_here = committed or self.source.key(coords) in stored
             rewritten = coords in self._dirty
-            if committed and not rewritten:
+            if committed_here and not rewritten:
                 if self._written is not None:
                     self._written.stored(coords)
                 if coords not in self._written_whole:
                     self.shared.cache.put(self.array.cache_key + (coords,), chunk)
                 self._written_whole.discard(coords)
-            if committed or rewritten:
+            if committed_here or rewritten:
                 self.shared.dirty_nbytes -= chunk.nbytes
             else:
                 self._dirty[coords] = chunk
         self._flushing = {}
         for coords in self._flushing_shards:
-            self._view(coords)._end_batch(committed)
-        if not committed:
-            self._dirty_shards |= self._flushing_shards
+            shard_committed = committed or self.source.key(coords) in stored
+            self._view(coords)._end_batch(shard_committed)
+            if not shard_committed:
+                self._dirty_shards.add(coords)
         self._flushing_shards = set()
 
     def unstored(self):

@@ -73,7 +73,9 @@ class Store(Protocol):
         """Write `data` (None: a deletion) beside the current value; publish() makes it current."""
 
     def publish(self, staged: list) -> None:
-        """Make staged values current, each atomically (ConflictError under conditional_writes)."""
+        """Make staged values current, each atomically (ConflictError under conditional_writes).
+        A failure that stored some of them names those in the error's `stored` (StoreError): a
+        write-back sends only the others again."""
 
     def discard(self, staged: list) -> None:
         """Forget staged values."""

@@ -143,7 +143,7 @@ def _put_documents(store, path: str, documents: dict[str, bytes]) -> None:
     for name, data in documents.items():
         key = f"{path}/{name}" if path else name
         try:
-            obstore.put(store.store, key, data, mode="create", use_multipart=False)
+            store.put_object(key, data, "create")
         except Exception as e:
             if type(e).__name__ in ("AlreadyExistsError", "PreconditionError"):
                 raise StoreError(f"cannot create {path!r}: another writer created it meanwhile", errno.EEXIST) from None
@@ -162,7 +162,7 @@ def _copy(store, pairs: dict[str, str]) -> None:
 def _delete(store, keys: list[str]) -> None:
     def delete(key):
         try:
-            obstore.delete(store.store, key)
+            store.delete_object(key)
         except FileNotFoundError:
             pass
         except Exception as e:

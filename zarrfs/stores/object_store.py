@@ -10,7 +10,8 @@ The same interface as LocalStore, so the engine never asks where bytes live:
   If-Match on the ETag this store last saw for the key, If-None-Match for a key it saw absent.
   A value someone else changed meanwhile raises ConflictError, and the engine merges and
   writes again (see Array.flush). A deletion is a DELETE. Each PUT is atomic; a publish of
-  several objects is not.
+  several objects is not: a failure names the objects stored before it (StoreError.stored).
+  A PUT or DELETE whose connection failed is sent again (resend.py).
 
 obstore's synchronous calls release the GIL, so FUSE worker threads run them in parallel.
 """
@@ -35,9 +36,11 @@ from zarrfs.byte_ranges import ByteRange, Range, Suffix, coalesce
 from zarrfs.errors import ConflictError, StoreError, ValueChangedError
 from zarrfs.names import text_key
 from zarrfs.stores import object_nodes as objecttree
+from zarrfs.stores import resend
 from zarrfs.stores.contained import key_parts
 from zarrfs.stores.contract import Capabilities
 from zarrfs.stores.local import TEMP_PREFIX, Staged
+from zarrfs.stores.recent_timeouts import RecentTimeouts
 from zarrfs.stores.remote_errors import MISSING_BUCKET_CODES, explain, server_code
 
 log = logging.getLogger(__name__)
@@ -47,6 +50,7 @@ PUBLISHERS = 16  # concurrent PUTs of one publish
 ETAGS = 1 << 16  # keys whose version is remembered for conditional PUTs (about 100 bytes each)
 FETCHERS = 16  # concurrent GETs of whole chunks for one read (batched_fetch.py)
 COALESCE = 1 << 20  # ranges of one value closer than this are read by one GET, as obstore's get_ranges does
+RECENTLY = 1.0  # seconds a key whose GET timed out fails at once (recent_timeouts.py)
 
 
 @dataclass
@@ -68,8 +72,10 @@ class ObjectStore:
     """`store` is an obstore store whose root is the hierarchy's root; `url` names it in messages."""
 
     def __init__(self, store, url: str, read_only: bool = False, metadata_ttl: float = 60.0,
-                 can_list: bool = True, credentials: str | None = None):
+                 can_list: bool = True, credentials: str | None = None, timeout: float = 30.0):
         self.store = store
+        self.timeout = timeout  # seconds for one request, retries included (source_url.py)
+        self._timeouts = RecentTimeouts(min(RECENTLY, timeout / 2))
         self.root = url
         self.credentials = credentials  # where they came from, for messages (never their value)
         self.read_only = read_only
@@ -106,6 +112,7 @@ class ObjectStore:
         the memory obstore fetched into: a copy of every chunk fetched cost a tenth of the
         daemon's CPU on a stream (the copy, and the faults of new memory to copy into)."""
         _parts(key)
+        self._timeouts.check(key)
         options = {}
         if isinstance(byte_range, Suffix):
             if byte_range.length == 0:
@@ -138,6 +145,7 @@ class ObjectStore:
         except Exception as e:
             if isinstance(byte_range, Range) and "416" in str(e):  # a range past the end: short, as pread
                 return b"", expect
+            self._timeouts.note(key, e)
             raise self.error("cannot read", key, e) from None
         version = _version(result.meta)
         self._remember(key, version, byte_range)
@@ -189,12 +197,14 @@ class ObjectStore:
         if expect is not None and expect.get("e_tag"):
             return self._get_ranges_of(key, ranges, expect)  # each GET logged by get_versioned
         log.debug("GET %s %d ranges, %d bytes", key, len(ranges), sum(r.length for r in ranges))
+        self._timeouts.check(key)
         try:
             values = obstore.get_ranges(self.store, key, starts=[r.start for r in ranges],
                                         ends=[r.start + r.length for r in ranges])
         except NOT_FOUND:
             return None
         except Exception as e:
+            self._timeouts.note(key, e)
             raise self.error("cannot read", key, e) from None
         return [bytes(value) for value in values]
 
@@ -352,30 +362,31 @@ class ObjectStore:
 
     def publish(self, staged: list[Staged]) -> None:
         """PUT (or DELETE) each staged value, conditional on what this store last saw of it.
-        Raises ConflictError naming the values another writer changed (the others are stored),
-        StoreError for any other failure."""
+        Raises ConflictError naming the values another writer changed, StoreError for any other
+        failure; either names in `stored` the values that were stored all the same, which a
+        write-back need not send again."""
         results = list(self._pool.map(self._publish_one, staged))
+        stored = [key for key, error in results if error is None]
         conflicts = [key for key, error in results if isinstance(error, ConflictError)]
         failures = [error for _, error in results if error is not None and not isinstance(error, ConflictError)]
         if failures:
-            raise failures[0]
+            raise StoreError(str(failures[0]), failures[0].errno, stored)
         if conflicts:
             raise ConflictError(f"changed by another writer meanwhile: {', '.join(conflicts[:5])}"
-                                f"{' ...' if len(conflicts) > 5 else ''}", errno.EAGAIN, conflicts)
+                                f"{' ...' if len(conflicts) > 5 else ''}", errno.EAGAIN, conflicts, stored)
 
     def _publish_one(self, staged: Staged) -> tuple[str, StoreError | None]:
         key, data = staged
         try:
             log.debug("%s %s", "DELETE" if data is None else "PUT", key)
             if data is None:
-                obstore.delete(self.store, key)
+                self.delete_object(key)
                 self._set_etag(key, None)
             else:
                 known = self._etags.get(key, ...)
                 # a version the store gave neither an ETag nor a generation for cannot be a condition
                 mode = "overwrite" if known is ... or known == {} else "create" if known is None else known
-                result = obstore.put(self.store, key, data, mode=mode, use_multipart=False)
-                self._set_etag(key, _version(result))
+                self._set_etag(key, _version(self.put_object(key, data, mode)))
         except (PreconditionError, AlreadyExistsError):
             with self._lock:
                 self._etags.pop(key, None)  # unknown now: the merge reads it again
@@ -391,6 +402,15 @@ class ObjectStore:
         finally:
             self._forget(key)
         return key, None
+
+    def put_object(self, key: str, data: bytes, mode) -> dict:
+        """One PUT (`mode` as obstore's: "create", "overwrite" or a version), sent again when its
+        connection fails within half the timeout; obstore's errors as they are."""
+        return resend.put(self.store, key, data, mode, self.timeout / 2)
+
+    def delete_object(self, key: str) -> None:
+        """One DELETE, sent again as put_object's PUT; a key gone already raises NotFound."""
+        resend.delete(self.store, key, self.timeout / 2)
 
     def _forget(self, key: str) -> None:
         """What this store remembers of `key` and its parent's listing is stale now."""

@@ -119,3 +119,25 @@ def explain(error: BaseException, scheme: str, credentials: str | None) -> Expla
         return Explained(f"{host} answered {status}", errno.EIO)
     first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
     return Explained(first[:300], errno.EIO)
+
+
+# How obstore says a request got no answer: hyper's "error sending request" (a reset or a closed
+# connection while it went out), a connection closed before the answer, object_store's HTTP error
+# kinds for both.
+UNANSWERED = re.compile(r"error sending request|connection closed before message completed|"
+                        r"kind: (Interrupted|Request|Connect)\b|ConnectionReset|Connection reset|BrokenPipe")
+# How it says a request ran out of time (the attempt's share of -o timeout).
+TIMED_OUT = re.compile(r"TimedOut|timed out|operation timed out|kind: Timeout\b", re.I)
+
+
+def timed_out(error: BaseException) -> bool:
+    """The request ran out of time (-o timeout) without an answer."""
+    text = str(error)
+    return status_line(text) is None and TIMED_OUT.search(text) is not None
+
+
+def unanswered(error: BaseException) -> bool:
+    """The request got no answer from the server (no HTTP status): whether it took effect is
+    unknown. A timeout is not one of these: it used up the time a retry would need."""
+    text = str(error)
+    return status_line(text) is None and not TIMED_OUT.search(text) and UNANSWERED.search(text) is not None

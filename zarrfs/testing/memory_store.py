@@ -161,21 +161,27 @@ class MemoryStore:
     def publish(self, staged: list[Staged]) -> None:
         """Each staged value becomes current at once (under the lock). With conditional_writes,
         one whose stored version is not the one read raises ConflictError naming it, after the
-        others are stored, as ObjectStore's publish does."""
-        conflicts = []
+        others are stored, as ObjectStore's publish does. A fault stops the publish there: the
+        error names in `stored` the values stored before it."""
+        conflicts, stored = [], []
         for key, data in staged:
-            self._fault("publish", key)
+            try:
+                self._fault("publish", key)
+            except StoreError as e:
+                e.stored = tuple(stored)
+                raise
             with self._lock:
                 if self._conflicts(key):
                     self._read.pop(key, None)  # unknown now: the merge reads it again
                     conflicts.append(key)
                     continue
                 self._put(key, data)
+                stored.append(key)
                 if self.capabilities.conditional_writes:
                     self._remember(key, self._values[key].version if data is not None else None)
         if conflicts:
             raise ConflictError(f"changed by another writer meanwhile: {', '.join(conflicts[:5])}",
-                                errno.EAGAIN, conflicts)
+                                errno.EAGAIN, conflicts, stored)
 
     def _conflicts(self, key: str) -> bool:
         if not self.capabilities.conditional_writes or key not in self._read:
