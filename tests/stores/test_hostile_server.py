@@ -1,0 +1,68 @@
+"""A server whose answers are hostile, through a real mount (SeaweedFS behind a proxy that answers
+chosen chunk GETs itself, zarrfs/testing/hostile_proxy.py): a read of such a chunk gets EIO and
+one log line naming the key and the sizes, the daemon lives on with bounded memory and serves
+the other arrays, and what was written before reaches the store."""
+
+import os
+import re
+
+import numpy as np
+import pytest
+import zarr
+
+from helpers import probe
+from mounting import mounted
+from zarrfs.testing.hostile_proxy import HUGE, OVERSIZED, HostileProxy
+from zarrfs.testing.seaweed import unique_prefix
+
+PAGE = 4096  # one chunk is one page
+# a read the page cache does not retry (a buffered read that fails is asked again page by page)
+READ = ("import mmap, os, sys\nfd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECT)\nbuf = mmap.mmap(-1, int(sys.argv[3]))\n"
+        "try:\n    n = os.preadv(fd, [buf], int(sys.argv[2]))\n    print(buf[:n].hex())\n"
+        "except OSError as e:\n    print('errno', e.errno)")
+RSS_LIMIT = 512 << 20  # bytes of peak memory the daemon may reach (it starts at about 80 MB)
+
+# the proxy's word for an array's only chunk -> what its log line says, sizes and all
+HOSTILE = {
+    "huge": rf"announced {HUGE} bytes, more than the {PAGE} expected",
+    "oversized": rf"announced {OVERSIZED} bytes, more than the {PAGE} expected",
+    "short": rf"the {PAGE} bytes the server announced did not all arrive",
+    "endless": rf"the {PAGE} bytes the server announced did not all arrive .*in time",
+}
+
+
+def peak_rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) << 10 for line in status if line.startswith("VmHWM:"))
+
+
+def stored_hierarchy(seaweed, prefix):
+    root = zarr.open_group(seaweed.zarr_store(prefix), mode="w")
+    for name in [*HOSTILE, "good", "written"]:
+        root.create_array(name, shape=(PAGE,), chunks=(PAGE,), dtype="u1", compressors=None)[...] = \
+            np.arange(PAGE) % 251
+    return root
+
+
+@pytest.mark.parametrize("word", sorted(HOSTILE))
+def test_a_hostile_answer_is_eio_with_one_line_and_the_daemon_lives(seaweed, tmp_path, word):
+    prefix = unique_prefix(f"hostile-{word}")
+    stored_hierarchy(seaweed, prefix)
+    host, port = seaweed.endpoint.removeprefix("http://").split(":")
+    with HostileProxy((host, int(port)), {f"/{prefix}/{word}/c/0": word}) as proxy, \
+            mounted(seaweed.url(prefix), tmp_path, f"endpoint={proxy.endpoint}", "timeout=4",
+                    env=seaweed.env()) as m:
+        fd = os.open(m / "written.bin", os.O_RDWR)  # written before, stored after: never lost
+        try:
+            os.pwrite(fd, b"\xff" * 8, 0)
+            assert probe(READ, m / f"{word}.bin", 0, PAGE).stdout.split() == ["errno", "5"]
+            assert m.process.poll() is None, m.log()
+            assert probe(READ, m / "good.bin", 0, 8).stdout.strip() == bytes(range(8)).hex()
+            assert peak_rss(m.process.pid) < RSS_LIMIT
+            lines = [line for line in m.log().splitlines() if f"{word}/c/0" in line]
+            assert len(lines) == 1 and re.search(HOSTILE[word], lines[0]), m.log()
+            assert proxy.requests(f"/{word}/c/0") >= 1
+        finally:
+            os.close(fd)
+    written = zarr.open_array(seaweed.zarr_store(prefix), path="written", mode="r")[:16]
+    assert written.tolist() == [255] * 8 + list(range(8, 16))
