@@ -66,3 +66,20 @@ def test_a_hostile_answer_is_eio_with_one_line_and_the_daemon_lives(seaweed, tmp
             os.close(fd)
     written = zarr.open_array(seaweed.zarr_store(prefix), path="written", mode="r")[:16]
     assert written.tolist() == [255] * 8 + list(range(8, 16))
+
+
+def test_opening_an_array_probes_no_dimension_name_that_consolidated_metadata_lacks(seaweed, tmp_path):
+    """A hung server cost the first read twice -o timeout: the coordinate arrays named like the
+    dimensions were probed (three GETs each) though consolidated metadata had answered."""
+    prefix = unique_prefix("dimensions")
+    root = zarr.open_group(seaweed.zarr_store(prefix), mode="w")
+    root.create_array("t", shape=(4, 4), chunks=(4, 4), dtype="u1", dimension_names=["y", "x"])[...] = 1
+    zarr.consolidate_metadata(seaweed.zarr_store(prefix))
+    host, port = seaweed.endpoint.removeprefix("http://").split(":")
+    with HostileProxy((host, int(port)), {}) as proxy, \
+            mounted(seaweed.url(prefix), tmp_path, f"endpoint={proxy.endpoint}", "ro", env=seaweed.env()) as m:
+        assert (m / "t.bin").read_bytes() == b"\x01" * 16
+        assert "GeoTransform" not in (m / "t.vrt").read_text()
+        assert proxy.requests("/t/c/0/0") == 1  # the proxy saw the mount's reads
+        assert [proxy.requests(f"/{name}/{doc}") for name in "xy" for doc in ("zarr.json", ".zarray", ".zgroup")] \
+            == [0] * 6
