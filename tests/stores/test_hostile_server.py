@@ -3,15 +3,19 @@ chosen chunk GETs itself, zarrfs/testing/hostile_proxy.py): a read of such a chu
 one log line naming the key and the sizes, the daemon lives on with bounded memory and serves
 the other arrays, and what was written before reaches the store."""
 
+import json
 import os
 import re
+import subprocess
 
 import numpy as np
+import obstore
 import pytest
 import zarr
 
-from helpers import probe
-from mounting import mounted
+from helpers import PROBE_LIMIT, array_doc, group_doc, probe
+from mounting import mounted, unmount
+from zarrfs.engine.read_budget import MAX_READ_CHUNKS
 from zarrfs.testing.hostile_proxy import HUGE, OVERSIZED, HostileProxy
 from zarrfs.testing.seaweed import unique_prefix
 
@@ -83,3 +87,26 @@ def test_opening_an_array_probes_no_dimension_name_that_consolidated_metadata_la
         assert proxy.requests("/t/c/0/0") == 1  # the proxy saw the mount's reads
         assert [proxy.requests(f"/{name}/{doc}") for name in "xy" for doc in ("zarr.json", ".zarray", ".zgroup")] \
             == [0] * 6
+
+
+def test_a_read_of_tiny_chunks_makes_a_bounded_number_of_requests_and_unmount_ends_it(seaweed, tmp_path):
+    """shape [2**63-1] in chunks of [1]: a 4 KiB dd once made a GET per byte of the kernel's
+    read-ahead, never returned, and the daemon went on fetching after the unmount."""
+    prefix = unique_prefix("tiny")
+    store = seaweed.store(prefix)
+    obstore.put(store, "zarr.json", json.dumps(group_doc()).encode())
+    obstore.put(store, "tiny/zarr.json", json.dumps(array_doc([2**63 - 1], "uint8", [1])).encode())
+    host, port = seaweed.endpoint.removeprefix("http://").split(":")
+    with HostileProxy((host, int(port)), {}) as proxy, \
+            mounted(seaweed.url(prefix), tmp_path, f"endpoint={proxy.endpoint}", "ro", "timeout=4",
+                    env=seaweed.env()) as m:
+        dd = subprocess.run(["dd", f"if={m / 'tiny.bin'}", "of=/dev/null", "bs=4096", "count=1"],
+                            capture_output=True, text=True, timeout=PROBE_LIMIT * 3)
+        assert dd.returncode == 0 or "Input/output error" in dd.stderr, dd.stderr
+        assert m.process.poll() is None, m.log()
+        unmount(m.path)
+        m.process.wait(PROBE_LIMIT * 3)  # the daemon ends by itself: nothing it does outlasts its deadline
+        assert proxy.requests("/tiny/c/") <= 4 * MAX_READ_CHUNKS
+        lines = [line for line in m.log().splitlines() if "ERROR" in line]
+        assert lines and all(re.search(r"tiny: a read .*(more than zarrfs's limit of \d+ for one read|did not finish "
+                                        r"within 4 s)", line) for line in lines), m.log()

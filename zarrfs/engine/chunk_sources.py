@@ -14,6 +14,7 @@ import numpy as np
 
 from zarrfs.byte_ranges import ByteRange, Range, Suffix
 from zarrfs.codecs.shard_format import EMPTY
+from zarrfs.engine import read_budget
 from zarrfs.engine.shard_spans import NOT_COVERED, Spans
 from zarrfs.errors import CorruptChunkError, ValueChangedError
 from zarrfs.format.v3 import ArrayMetadata
@@ -67,6 +68,7 @@ class StoreChunks:
         return self.prefix + self.encoding.key(coords)
 
     def read(self, coords: tuple[int, ...], byte_range: ByteRange = None) -> bytes | None:
+        read_budget.check_deadline(self.key(coords))
         data = self.store.get_versioned(self.key(coords), byte_range, limit=self.limit)[0]  # bytes-like: no copy
         if log.isEnabledFor(logging.DEBUG):
             log.debug("store read %s %s -> %s", self.key(coords), tuple(byte_range) if byte_range else "whole",
@@ -85,14 +87,18 @@ class StoreChunks:
         """{coords: bytes, or None if not stored} for each chunk, fetched concurrently (see
         batched_fetch.py). Whole chunks' sizes are not known beforehand: max_bytes is not used."""
         keys = {self.key(coords): coords for coords in coords_list}
+        if keys:
+            read_budget.check_deadline(next(iter(keys)))
         return {keys[key]: data for key, data in self.store.get_many(list(keys), self.limit).items()}
 
     def read_ranges(self, coords: tuple[int, ...], ranges: list[Range], expect=None) -> list[bytes] | None:
+        read_budget.check_deadline(self.key(coords))
         return self.store.get_ranges(self.key(coords), ranges, expect)
 
     def read_versioned(self, coords: tuple[int, ...], byte_range: ByteRange = None,
                        expect=None) -> tuple[bytes | None, object]:
         """(as read(), the version read); with `expect`, from that version or ValueChangedError."""
+        read_budget.check_deadline(self.key(coords))
         return self.store.get_versioned(self.key(coords), byte_range, expect, limit=self.limit)
 
     def version_known(self, coords: tuple[int, ...]) -> bool:

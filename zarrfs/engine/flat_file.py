@@ -10,12 +10,12 @@ import math
 
 import numpy as np
 
-from zarrfs.engine import stored_as_is
+from zarrfs.engine import read_budget, stored_as_is
 from zarrfs.engine.array import Array
 from zarrfs.engine.buffers import malloced
 from zarrfs.engine.decode_ahead import Streams
 from zarrfs.errors import InvalidValueError, OutOfBoundsError, ReadOnlyError
-from zarrfs.geometry import box_shape, c_order_boxes
+from zarrfs.geometry import box_shape, c_order_boxes, chunks_spanned
 
 log = logging.getLogger(__name__)
 MAX_CODE_POINT = 0x10FFFF
@@ -92,14 +92,20 @@ class RawFile:
     def _fill(self, offset: int, out: np.ndarray, boxes: list | None = None) -> int:
         n = len(out)
         first, last = offset // self.itemsize, -(-(offset + n) // self.itemsize)
-        sparse = n < SPARSE_READ
-        if offset % self.itemsize == 0 and n % self.itemsize == 0:  # decode straight into `out`
-            self._read_elements(first, last, out.view(self.array.dtype), sparse, boxes)
-        else:
-            elements = np.empty(last - first, self.array.dtype)
-            self._read_elements(first, last, elements, sparse)
-            skip = offset - first * self.itemsize
-            out[:n] = elements.view("u1")[skip:skip + n]
+        capabilities = self.array.source.capabilities
+        if capabilities.remote:  # each chunk a round trip: the read's work is bounded (read_budget.py)
+            grid = self.array.leaf_grid
+            read_budget.check_chunks(self.array.shared.name, offset, n,
+                                     sum(chunks_spanned([box], grid) for box in c_order_boxes(self.array.shape, first, last)))
+        with read_budget.reading(self.array.shared.name, offset, n, capabilities.read_deadline):
+            sparse = n < SPARSE_READ
+            if offset % self.itemsize == 0 and n % self.itemsize == 0:  # decode straight into `out`
+                self._read_elements(first, last, out.view(self.array.dtype), sparse, boxes)
+            else:
+                elements = np.empty(last - first, self.array.dtype)
+                self._read_elements(first, last, elements, sparse)
+                skip = offset - first * self.itemsize
+                out[:n] = elements.view("u1")[skip:skip + n]
         return n
 
     def _decode_ahead(self, offset: int, end: int) -> None:
@@ -112,7 +118,9 @@ class RawFile:
             return
         reached, started = stream
         step = self.array.leaf_nbytes
-        position, stop = max(reached, started), min(self.size, reached + ahead.max_bytes)
+        # at most MAX_READ_CHUNKS chunks a walk: tiny chunks would make the window millions of them
+        position = max(reached, started)
+        stop = min(self.size, reached + ahead.max_bytes, position + read_budget.MAX_READ_CHUNKS * step)
         if self.array.reads_indexes_ahead:  # the whole window's shards, before their chunks
             for box in c_order_boxes(self.array.shape, position // self.itemsize, -(-stop // self.itemsize)):
                 self.array.read_indexes_ahead(box)

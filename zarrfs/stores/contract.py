@@ -35,6 +35,9 @@ class Capabilities:
     # A value's file may be kept open after it is replaced and shows nowhere (disk file systems;
     # NFS, SMB and FUSE show it under a hidden name).
     hold_open: bool = False
+    # Seconds one read of the mount may spend fetching its chunks (-o timeout): past it, the read
+    # makes no further request (engine/read_budget.py). None: no deadline.
+    read_deadline: float | None = None
 
 
 @runtime_checkable

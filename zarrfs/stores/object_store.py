@@ -75,7 +75,7 @@ class ObjectStore:
     """`store` is an obstore store whose root is the hierarchy's root; `url` names it in messages."""
 
     def __init__(self, store, url: str, read_only: bool = False, metadata_ttl: float = 60.0,
-                 can_list: bool = True, credentials: str | None = None):
+                 can_list: bool = True, credentials: str | None = None, timeout: float | None = None):
         self.store = store
         self.root = url
         self.credentials = credentials  # where they came from, for messages (never their value)
@@ -83,7 +83,7 @@ class ObjectStore:
         # each request is a round trip (a read's chunks are fetched together), other machines write
         # it too (stored state is looked at again after metadata_ttl), PUTs are conditional on ETags
         self.capabilities = Capabilities(remote=True, conditional_writes=True, batched_reads=True,
-                                         listing=can_list, metadata_ttl=metadata_ttl)
+                                         listing=can_list, metadata_ttl=metadata_ttl, read_deadline=timeout)
         self._listings: dict[str, _Listing] = {}
         self._documents: dict[str, _Document] = {}
         # the versions to PUT on (_remember): {"e_tag", "version"} as obstore's PUT takes them; None: absent

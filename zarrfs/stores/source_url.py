@@ -60,7 +60,8 @@ def open_store(source: str, read_only: bool, remote: RemoteOptions, follow_symli
     config, credentials = _config(scheme, remote)
     store = _obstore(source, remote, config)
     object_store = ObjectStore(store, public_url(source), read_only=read_only, metadata_ttl=remote.metadata_ttl,
-                               can_list=scheme not in ("http", "https"), credentials=credentials)
+                               can_list=scheme not in ("http", "https"), credentials=credentials,
+                               timeout=remote.timeout)
     try:
         object_store.check_root()
     except StoreError as e:  # at start-up, the line names the source

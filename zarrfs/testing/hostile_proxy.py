@@ -10,8 +10,8 @@ GET whose path ends with a key given in `answers`, which gets what that key's wo
   ends within any sensible time-out
 
 What it sends is bounded all the same (SEND_LIMIT bytes, SEND_SECONDS seconds per answer), so a
-client that never stops reading still ends. `requests(suffix)` counts the GETs of paths ending
-with `suffix`, hostile or not. Runs in threads of its own on a free loopback port:
+client that never stops reading still ends. `requests(part)` counts the GETs of paths that hold
+`part`, hostile or not. Runs in threads of its own on a free loopback port:
 `with HostileProxy(("127.0.0.1", port), {...}) as proxy:` starts it and stops it on leaving.
 """
 
@@ -53,10 +53,10 @@ class HostileProxy:
         self._server.server_close()
         self._thread.join()
 
-    def requests(self, suffix: str) -> int:
-        """GETs so far of paths ending with `suffix`."""
+    def requests(self, part: str) -> int:
+        """GETs so far of paths that hold `part`."""
         with self._lock:
-            return sum(n for path, n in self.counts.items() if path.endswith(suffix))
+            return sum(n for path, n in self.counts.items() if part in path)
 
 
 def _handler(proxy: HostileProxy):
