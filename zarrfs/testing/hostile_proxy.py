@@ -6,6 +6,8 @@ GET whose path ends with a key given in `answers`, which gets what that key's wo
 - "huge": `Content-Length: 2**40` (a terabyte announced), then zeros for as long as the client reads
 - "oversized": an honest 1 GiB of zeros, far more than any chunk of the tests
 - "short": the upstream's own headers, and then half its body before the connection is closed
+- "overlong": the upstream's own headers (to a ranged GET, the range asked for in
+  `Content-Range`), but 1 GiB of zeros in `Content-Length` and the body
 - "endless": the upstream's own headers, then its body a byte every TRICKLE seconds: it never
   ends within any sensible time-out
 
@@ -148,6 +150,11 @@ def _handler(proxy: HostileProxy):
             except OSError:
                 pass
             self.close_connection = True
+
+        def _answer_overlong(self):
+            status, headers, _ = self._upstream()
+            self._send_head(status, headers, OVERSIZED)
+            self._zeros(OVERSIZED)
 
         def _answer_short(self):
             status, headers, body = self._upstream()
