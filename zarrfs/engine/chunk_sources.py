@@ -84,8 +84,11 @@ class StoreChunks:
         return self.store.capabilities
 
     def read_many(self, coords_list: list[tuple], max_bytes: int) -> dict:
-        """{coords: bytes, or None if not stored} for each chunk, fetched concurrently (see
-        batched_fetch.py). Whole chunks' sizes are not known beforehand: max_bytes is not used."""
+        """{coords: bytes, or None if not stored} for the first chunks, fetched concurrently (see
+        batched_fetch.py): as many as fit in max_bytes at the most each may hold (self.limit),
+        whatever their servers send; the others are read one by one."""
+        if self.limit:
+            coords_list = coords_list[:max(1, max_bytes // self.limit)]
         keys = {self.key(coords): coords for coords in coords_list}
         if keys:
             read_budget.check_deadline(next(iter(keys)))
