@@ -92,12 +92,7 @@ class RawFile:
     def _fill(self, offset: int, out: np.ndarray, boxes: list | None = None) -> int:
         n = len(out)
         first, last = offset // self.itemsize, -(-(offset + n) // self.itemsize)
-        capabilities = self.array.source.capabilities
-        if capabilities.remote:  # each chunk a round trip: the read's work is bounded (read_budget.py)
-            grid = self.array.leaf_grid
-            read_budget.check_chunks(self.array.shared.name, offset, n,
-                                     sum(chunks_spanned([box], grid) for box in c_order_boxes(self.array.shape, first, last)))
-        with read_budget.reading(self.array.shared.name, offset, n, capabilities.read_deadline):
+        with self._budget(offset, n, first, last):
             sparse = n < SPARSE_READ
             if offset % self.itemsize == 0 and n % self.itemsize == 0:  # decode straight into `out`
                 self._read_elements(first, last, out.view(self.array.dtype), sparse, boxes)
@@ -107,6 +102,16 @@ class RawFile:
                 skip = offset - first * self.itemsize
                 out[:n] = elements.view("u1")[skip:skip + n]
         return n
+
+    def _budget(self, offset: int, n: int, first: int, last: int):
+        """The bounds of one read of elements [first, last) where each chunk is a round trip
+        (read_budget.py): refused if it meets too many chunks, and a deadline for its fetches."""
+        capabilities = self.array.source.capabilities
+        if capabilities.remote:
+            grid = self.array.leaf_grid
+            chunks = sum(chunks_spanned([box], grid) for box in c_order_boxes(self.array.shape, first, last))
+            read_budget.check_chunks(self.array.shared.name, offset, n, chunks)
+        return read_budget.reading(self.array.shared.name, offset, n, capabilities.read_deadline)
 
     def _decode_ahead(self, offset: int, end: int) -> None:
         """A read that continues a stream starts the decoding of the chunks after it (decode_ahead.py),

@@ -7,9 +7,9 @@ The same interface as LocalStore, so the engine never asks where bytes live:
   Every answer is bounded before memory is taken for it: the size the server announces is
   checked against the most the caller can use (the range asked for; for a whole value the
   `limit` the engine gives, what a chunk of that array can encode to; DOCUMENT_LIMIT for a
-  document; VALUE_LIMIT where nothing is known), and the body is read in pieces into a buffer
-  of that size, stopped as soon as more arrives. A server that announces or sends more, or
-  less, gets EIO and one line naming the key and the sizes (bounded_get.py).
+  document; VALUE_LIMIT where nothing is known), and the body is taken through obstore's
+  stream, stopped as soon as more arrives than announced. A server that announces or sends
+  more, or less, gets EIO and one line naming the key and the sizes (bounded_get.py).
 - stat and list_dir: answered from one LIST per prefix (`list_with_delimiter`) per
   `metadata_ttl`; a metadata document's stat comes from its GET. Plain HTTP cannot list.
 - stage/publish: staged values are held in memory, and publish PUTs each one, conditionally:
@@ -110,10 +110,10 @@ class ObjectStore:
     def get_versioned(self, key: str, byte_range: ByteRange = None, expect: dict | None = None,
                       limit: int | None = None) -> tuple[bytes | None, object]:
         """As get(), with the version read ({"e_tag", "version"}); `expect` makes the GET
-        conditional on it (If-Match): see the Store contract. The bytes are read into one
-        buffer of the size announced, and handed on without a copy: a copy of every chunk
-        fetched cost a tenth of the daemon's CPU on a stream (the copy, and the faults of new
-        memory to copy into)."""
+        conditional on it (If-Match): see the Store contract. The bytes come as the one piece
+        obstore's stream makes of the body (bounded_get.py), handed on without a further copy:
+        a copy of every chunk fetched cost a tenth of the daemon's CPU on a stream (the copy,
+        and the faults of new memory to copy into)."""
         _parts(key)
         options = {}
         if isinstance(byte_range, Suffix):
