@@ -85,9 +85,9 @@ class CountingStore(LocalStore):
         self.stats = []
         self.opened = []
 
-    def get_versioned(self, key, byte_range=None, expect=None):
+    def get_versioned(self, key, byte_range=None, expect=None, limit=None):
         """Every read comes here (get too): recorded once."""
-        data, version = super().get_versioned(key, byte_range, expect)
+        data, version = super().get_versioned(key, byte_range, expect, limit)
         self.gets.append((key, byte_range, 0 if data is None else len(data)))
         return data, version
 

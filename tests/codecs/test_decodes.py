@@ -148,3 +148,31 @@ def test_a_chunk_decoded_again_into_full_recent_decodes_replaces_its_old_decode(
     out = np.zeros(16, "u1")
     assert recent.copy_out(2, (slice(100, 116),), out, [100, 116]) and (out == 7).all()
     assert recent.copy_out(0, (slice(0, 16),), out, [0, 16])  # the others stay
+
+
+STORED_CHAINS = {
+    "bytes": [{"name": "bytes", "configuration": {"endian": "little"}}],
+    "zstd": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "zstd", "configuration": {"level": 1}}],
+    "gzip-crc32c": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "gzip", "configuration": {"level": 1}},
+                    {"name": "crc32c"}],
+    "blosc": [{"name": "bytes", "configuration": {"endian": "little"}},
+              {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "noshuffle", "typesize": 1,
+                                                  "blocksize": 0}}],
+    "sharded-zstd": [sharding([64], [{"name": "bytes", "configuration": {"endian": "little"}},
+                                     {"name": "zstd", "configuration": {"level": 1}}])],
+}
+
+
+@pytest.mark.parametrize("name", sorted(STORED_CHAINS))
+@pytest.mark.parametrize("size", [64, 1 << 16])
+def test_a_stored_chunk_fits_its_chains_stored_limit_even_incompressible(name, size):
+    """The limit a store holds a server's answer to (stores/bounded_get.py): every real encoding
+    of the chunk fits, even of random bytes, and it stays within a small factor of the chunk."""
+    from zarrfs.codecs.base import ChunkSpec
+    from zarrfs.format.data_types import DataType
+    spec = ChunkSpec((size,), DataType("uint8", np.dtype("u1")), np.array(0, "u1"))
+    chain = CodecChain(STORED_CHAINS[name], spec, "codecs")
+    data = np.random.default_rng(size).integers(1, 256, size, dtype="u1")
+    stored = chain.encode(data)
+    assert len(stored) <= chain.stored_limit() <= 3 * size + (2 << 20)
+    assert name != "bytes" or chain.stored_limit() == size

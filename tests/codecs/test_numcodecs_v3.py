@@ -109,13 +109,15 @@ def test_a_stream_that_decodes_to_more_than_its_chunk_is_corrupt(tmp_path, codec
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compressor = {"zlib": nc.Zlib(), "bz2": nc.BZ2(), "lzma": nc.LZMA(), "lz4": nc.LZ4()}[codec]
-        z = zarr.create_array(str(tmp_path / "a"), shape=(16,), chunks=(16,), dtype="|u1", compressors=[compressor])
+        # a chunk whose stored limit (CodecChain.stored_limit) the bombs fit, so the decoder meets them
+        z = zarr.create_array(str(tmp_path / "a"), shape=(1 << 18,), chunks=(1 << 18,), dtype="|u1",
+                              compressors=[compressor])
     z[...] = 1
-    bomb = numcodecs.get_codec({"id": codec}).encode(bytes(64 << 20))  # 64 MiB of zeros for a 16-byte chunk
+    bomb = numcodecs.get_codec({"id": codec}).encode(bytes(64 << 20))  # 64 MiB of zeros for a 256 KiB chunk
     (tmp_path / "a" / "c" / "0").write_bytes(bomb)
     with zarrfs.open_raw(str(tmp_path / "a")) as view:
         with pytest.raises(CorruptChunkError, match="more than the"):
-            view.read(0, 16)
+            view.read(0, 1 << 18)  # whole: a small read of a zlib chunk decodes only its start
 
 
 def test_a_v3_document_cannot_smuggle_pickle_through_the_v2_filter_codec(tmp_path):

@@ -104,8 +104,8 @@ class GatedStore(CountingStore):
         super().__init__(root, read_only)
         self.reached, self.gate = threading.Event(), threading.Event()
 
-    def get_versioned(self, key, byte_range=None, expect=None):
-        found = super().get_versioned(key, byte_range, expect)
+    def get_versioned(self, key, byte_range=None, expect=None, limit=None):
+        found = super().get_versioned(key, byte_range, expect, limit)
         if key == self.gated:
             self.reached.set()
             self.gate.wait(10)

@@ -147,3 +147,18 @@ def test_a_shard_another_writer_rewrote_is_read_through_its_new_index():
     new_values = np.concatenate([np.zeros(4, int), np.full(8, 7), np.random.default_rng(0).integers(0, 1 << 30, 4)])
     store.other_writer("c/0", shard(new_values)[1])  # the first inner chunk all fill value, not stored: others move
     assert np.frombuffer(raw.read(48, 16), "<i4").tolist() == new_values[12:].tolist()
+
+
+def test_one_batch_of_whole_chunks_holds_at_most_its_bytes_at_the_most_each_chunk_can_be():
+    """A server decides how much of its limit each answer fills: a batch may take only as many
+    chunks as fit in its bytes if every one were as large as its array allows."""
+    from zarrfs.engine.chunk_sources import StoreChunks
+    from zarrfs.format.v3 import parse_object
+
+    store = MemoryStore(Capabilities(remote=True, batched_reads=True))
+    meta = parse_object(array_doc([64], "uint8", [1]), "a")
+    for i in range(64):
+        store.set(f"a/c/{i}", b"x")
+    got = StoreChunks(store, "a", meta, limit=1000).read_many([(i,) for i in range(64)], 10_000)
+    assert sorted(got) == [(i,) for i in range(10)]
+    assert len(StoreChunks(store, "a", meta).read_many([(i,) for i in range(64)], 10_000)) == 64

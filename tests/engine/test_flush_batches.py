@@ -187,8 +187,8 @@ class VersionedStore(LocalStore):
         self.capabilities = Capabilities(remote=True, conditional_writes=True)
         self.versions = {}
 
-    def get_versioned(self, key, byte_range=None, expect=None):
-        data, version = super().get_versioned(key, byte_range, expect)
+    def get_versioned(self, key, byte_range=None, expect=None, limit=None):
+        data, version = super().get_versioned(key, byte_range, expect, limit)
         if byte_range is None and key.startswith("c/"):
             self.versions[key] = data
         return data, version

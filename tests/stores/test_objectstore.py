@@ -202,11 +202,11 @@ def test_a_conflict_whose_merge_failed_is_merged_before_the_chunk_is_written_aga
         slice(4, 8), 9))  # the other half
     get_versioned = store.get_versioned
 
-    def lost_once(key, byte_range=None, expect=None):
+    def lost_once(key, byte_range=None, expect=None, limit=None):
         if key == "c/0" and byte_range is None:  # the merge's read
             store.get_versioned = get_versioned
             raise StoreError(f"cannot read {key!r}: connection reset", errno.ECONNRESET)
-        return get_versioned(key, byte_range, expect)
+        return get_versioned(key, byte_range, expect, limit)
 
     store.get_versioned = lost_once
     with pytest.raises(StoreError):

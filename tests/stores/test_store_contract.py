@@ -86,6 +86,17 @@ def test_get_ranges_and_get_many(store):
     assert store.get_many(["a/v", "a/missing"]) == {"a/v": VALUE, "a/missing": None}
 
 
+def test_a_whole_value_over_its_limit_is_eio_naming_the_key_and_sizes(store):
+    store.set("a/v", VALUE)
+    assert store.get("a/v", limit=len(VALUE)) == VALUE
+    for read in (lambda: store.get("a/v", limit=99), lambda: store.get_versioned("a/v", limit=99),
+                 lambda: store.get_many(["a/v"], limit=99)):
+        with pytest.raises(StoreError, match=r"'a/v'.* 100 bytes, more than the 99 expected") as caught:
+            read()
+        assert caught.value.errno == errno.EIO
+    assert store.get("a/v", Range(0, 50), limit=10) == VALUE[:50]  # a range is bounded by its length
+
+
 def test_publish_makes_every_staged_value_current_and_deletes(store):
     store.set("a/old", b"old")
     store.set("a/keep", b"keep")

@@ -46,6 +46,8 @@ from zarrfs.format.data_types import DataType, fill_is_all
 from zarrfs.format.v3 import normalise_extension
 from zarrfs.geometry import ChunkShape
 
+STORED_SLACK = 1 << 10  # bytes a compressor's header and framing may add to a tiny chunk (zstd: 18, gzip: 18, blosc: 16)
+
 
 class TransposeCodec(ArrayArrayCodec):
     kind = "array->array"
@@ -428,6 +430,29 @@ class CodecChain:
             codec.decoded_limit = exact if exact is not None else bound
             exact = None if exact is None else codec.encoded_size(exact)
             bound += bound // 4
+
+    def stored_limit(self) -> int | None:
+        """The most bytes a stored chunk of this chain can hold, for the store to refuse more
+        before taking it into memory (stores/bounded_get.py); None for variable-length elements,
+        whose size the shape does not tell. The exact encoded size where it is fixed; a shard's
+        index and every inner chunk at their most; else what _bound_decoders gives the
+        compressors, and a quarter more (plus STORED_SLACK) for what each bytes->bytes codec
+        may add: no real compressor grows incompressible data by that much."""
+        if self.spec.data_type.numpy.kind == "O":
+            return None
+        nbytes = self.spec.nbytes
+        for codec in self.array_array:
+            nbytes = codec.encoded_size(nbytes) or nbytes
+        if self.sharding is not None:
+            inner = self.sharding.inner_chain.stored_limit()
+            if inner is None:
+                return None
+            size = self.sharding.index_nbytes + math.prod(self.sharding.chunks_per_shard) * inner
+        else:
+            size = self.array_bytes.encoded_size(nbytes) or 2 * nbytes + (1 << 20)
+        for codec in self.bytes_bytes:
+            size = codec.encoded_size(size) or size + size // 4 + STORED_SLACK
+        return size
 
     def _add(self, entry: dict, where: str) -> None:
         cls = CODECS.get(entry["name"]) or numcodecs_codecs.codec_class(entry["name"], f"{where} ({entry['name']})")

@@ -146,11 +146,15 @@ class Array:
             else:
                 self._copy_part(part, target, self._chunk(part.coords))
 
+    @property
+    def leaf_grid(self):
+        """The chunk shape whose chunks a read decodes: the inner chunks', which tile the shards."""
+        return self._leaf_chain.spec.shape if self.sharding else self.chunk_shape
+
     def keep_room(self, boxes: list[Box]) -> None:
         """Room among the kept decodes (recent_chunks.py) for every chunk `boxes` meet: a small
         read of several boxes comes back to its chunks from one box to the next."""
-        leaf_shape = self._leaf_chain.spec.shape if self.sharding else self.chunk_shape  # inner chunks tile shards
-        self.shared.cache.recent.make_room(chunks_spanned(boxes, leaf_shape))
+        self.shared.cache.recent.make_room(chunks_spanned(boxes, self.leaf_grid))
 
     def _read_small(self, part, target: np.ndarray, whole: bool) -> None:
         """Part of a chunk for a small read: copied from the chunk's last scratch decode if that
@@ -489,7 +493,8 @@ def open_array(store: Store, path: str, meta: ArrayMetadata, cache: ChunkCache) 
         chain.check_grid(meta.chunk_shape, where)
     shared = Shared(name=path or "/", cache=cache)
     cache_key = (next(_cache_namespaces),)  # never reused, unlike id(): no stale chunks of another array
-    return Array(meta.shape, meta.chunk_shape, chain, StoreChunks(store, path, meta), shared, cache_key)
+    return Array(meta.shape, meta.chunk_shape, chain, StoreChunks(store, path, meta, chain.stored_limit()), shared,
+                 cache_key)
 
 
 _cache_namespaces = itertools.count()

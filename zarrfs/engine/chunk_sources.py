@@ -14,6 +14,7 @@ import numpy as np
 
 from zarrfs.byte_ranges import ByteRange, Range, Suffix
 from zarrfs.codecs.shard_format import EMPTY
+from zarrfs.engine import read_budget
 from zarrfs.engine.shard_spans import NOT_COVERED, Spans
 from zarrfs.errors import CorruptChunkError, ValueChangedError
 from zarrfs.format.v3 import ArrayMetadata
@@ -55,16 +56,20 @@ class ChunkSource(Protocol):
 class StoreChunks:
     """The chunks of an array stored as values of a store, named by the chunk key encoding."""
 
-    def __init__(self, store: Store, path: str, meta: ArrayMetadata):
+    def __init__(self, store: Store, path: str, meta: ArrayMetadata, limit: int | None = None):
         self.store = store
         self.prefix = f"{path}/" if path else ""
         self.encoding = meta.chunk_key_encoding
+        # the most bytes a stored chunk can hold (CodecChain.stored_limit): a server that sends
+        # more for one chunk is refused before its bytes are taken (Store contract)
+        self.limit = limit
 
     def key(self, coords: tuple[int, ...]) -> str:
         return self.prefix + self.encoding.key(coords)
 
     def read(self, coords: tuple[int, ...], byte_range: ByteRange = None) -> bytes | None:
-        data = self.store.get_versioned(self.key(coords), byte_range)[0]  # bytes-like: no copy from an object store
+        read_budget.check_deadline(self.key(coords))
+        data = self.store.get_versioned(self.key(coords), byte_range, limit=self.limit)[0]  # bytes-like: no copy
         if log.isEnabledFor(logging.DEBUG):
             log.debug("store read %s %s -> %s", self.key(coords), tuple(byte_range) if byte_range else "whole",
                       "not stored" if data is None else f"{len(data)} bytes")
@@ -79,18 +84,25 @@ class StoreChunks:
         return self.store.capabilities
 
     def read_many(self, coords_list: list[tuple], max_bytes: int) -> dict:
-        """{coords: bytes, or None if not stored} for each chunk, fetched concurrently (see
-        batched_fetch.py). Whole chunks' sizes are not known beforehand: max_bytes is not used."""
+        """{coords: bytes, or None if not stored} for the first chunks, fetched concurrently (see
+        batched_fetch.py): as many as fit in max_bytes at the most each may hold (self.limit),
+        whatever their servers send; the others are read one by one."""
+        if self.limit:
+            coords_list = coords_list[:max(1, max_bytes // self.limit)]
         keys = {self.key(coords): coords for coords in coords_list}
-        return {keys[key]: data for key, data in self.store.get_many(list(keys)).items()}
+        if keys:
+            read_budget.check_deadline(next(iter(keys)))
+        return {keys[key]: data for key, data in self.store.get_many(list(keys), self.limit).items()}
 
     def read_ranges(self, coords: tuple[int, ...], ranges: list[Range], expect=None) -> list[bytes] | None:
+        read_budget.check_deadline(self.key(coords))
         return self.store.get_ranges(self.key(coords), ranges, expect)
 
     def read_versioned(self, coords: tuple[int, ...], byte_range: ByteRange = None,
                        expect=None) -> tuple[bytes | None, object]:
         """(as read(), the version read); with `expect`, from that version or ValueChangedError."""
-        return self.store.get_versioned(self.key(coords), byte_range, expect)
+        read_budget.check_deadline(self.key(coords))
+        return self.store.get_versioned(self.key(coords), byte_range, expect, limit=self.limit)
 
     def version_known(self, coords: tuple[int, ...]) -> bool:
         """Whether the store remembers the version of the chunk that a conditional PUT needs

@@ -10,12 +10,12 @@ import math
 
 import numpy as np
 
-from zarrfs.engine import stored_as_is
+from zarrfs.engine import read_budget, stored_as_is
 from zarrfs.engine.array import Array
 from zarrfs.engine.buffers import malloced
 from zarrfs.engine.decode_ahead import Streams
 from zarrfs.errors import InvalidValueError, OutOfBoundsError, ReadOnlyError
-from zarrfs.geometry import box_shape, c_order_boxes
+from zarrfs.geometry import box_shape, c_order_boxes, chunks_spanned
 
 log = logging.getLogger(__name__)
 MAX_CODE_POINT = 0x10FFFF
@@ -92,15 +92,26 @@ class RawFile:
     def _fill(self, offset: int, out: np.ndarray, boxes: list | None = None) -> int:
         n = len(out)
         first, last = offset // self.itemsize, -(-(offset + n) // self.itemsize)
-        sparse = n < SPARSE_READ
-        if offset % self.itemsize == 0 and n % self.itemsize == 0:  # decode straight into `out`
-            self._read_elements(first, last, out.view(self.array.dtype), sparse, boxes)
-        else:
-            elements = np.empty(last - first, self.array.dtype)
-            self._read_elements(first, last, elements, sparse)
-            skip = offset - first * self.itemsize
-            out[:n] = elements.view("u1")[skip:skip + n]
+        with self._budget(offset, n, first, last):
+            sparse = n < SPARSE_READ
+            if offset % self.itemsize == 0 and n % self.itemsize == 0:  # decode straight into `out`
+                self._read_elements(first, last, out.view(self.array.dtype), sparse, boxes)
+            else:
+                elements = np.empty(last - first, self.array.dtype)
+                self._read_elements(first, last, elements, sparse)
+                skip = offset - first * self.itemsize
+                out[:n] = elements.view("u1")[skip:skip + n]
         return n
+
+    def _budget(self, offset: int, n: int, first: int, last: int):
+        """The bounds of one read of elements [first, last) where each chunk is a round trip
+        (read_budget.py): refused if it meets too many chunks, and a deadline for its fetches."""
+        capabilities = self.array.source.capabilities
+        if capabilities.remote:
+            grid = self.array.leaf_grid
+            chunks = sum(chunks_spanned([box], grid) for box in c_order_boxes(self.array.shape, first, last))
+            read_budget.check_chunks(self.array.shared.name, offset, n, chunks)
+        return read_budget.reading(self.array.shared.name, offset, n, capabilities.read_deadline)
 
     def _decode_ahead(self, offset: int, end: int) -> None:
         """A read that continues a stream starts the decoding of the chunks after it (decode_ahead.py),
@@ -112,7 +123,9 @@ class RawFile:
             return
         reached, started = stream
         step = self.array.leaf_nbytes
-        position, stop = max(reached, started), min(self.size, reached + ahead.max_bytes)
+        # at most MAX_READ_CHUNKS chunks a walk: tiny chunks would make the window millions of them
+        position = max(reached, started)
+        stop = min(self.size, reached + ahead.max_bytes, position + read_budget.MAX_READ_CHUNKS * step)
         if self.array.reads_indexes_ahead:  # the whole window's shards, before their chunks
             for box in c_order_boxes(self.array.shape, position // self.itemsize, -(-stop // self.itemsize)):
                 self.array.read_indexes_ahead(box)

@@ -82,7 +82,7 @@ class Hierarchy:
         self.group_views = _group_views(views, views is DEFAULT_VIEWS)
         self._headers = HeaderCache(header_cache_bytes)
         georeferenced = previews or any(view.name in ("vrt", "envi") for view in self.views)
-        self._georeferencer = Georeferencer(store, self.node) if georeferenced else None
+        self._georeferencer = Georeferencer(store, self.sibling) if georeferenced else None
         self._ome = any(view.name == "tiff" for view in self.views)  # OME-TIFF for OME-Zarr images
         self.previews = preview.Plans(self.node, self._north_up) if previews else None
         self._nodes: dict[str, Node] = {}
@@ -157,6 +157,19 @@ class Hierarchy:
         node = _parse_node(path, docs)
         self._nodes[path] = node
         return node
+
+    def sibling(self, path: str) -> Node | None:
+        """The node at `path` as a node beside another names it (a coordinate array named like a
+        dimension, a grid mapping): where consolidated metadata lists the hierarchy, a path
+        that neither it nor the parent's listing (kept from the lookup that led to the array)
+        has is no node, with no request. A probe of each name (three GETs for the documents of
+        either format) cost the first read of an array as long again on a server that does not
+        answer."""
+        if self.consolidated is not None and path not in self.consolidated.entries:
+            parent, _, name = path.rpartition("/")
+            if not self.store.capabilities.listing or name not in self.store.list_dir(parent):
+                return None
+        return self.node(path)
 
     def _unreadable(self, path: str, key: str, error: StoreError) -> Node:
         cached = self._nodes.get(path)

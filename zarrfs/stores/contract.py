@@ -35,6 +35,9 @@ class Capabilities:
     # A value's file may be kept open after it is replaced and shows nowhere (disk file systems;
     # NFS, SMB and FUSE show it under a hidden name).
     hold_open: bool = False
+    # Seconds one read of the mount may spend fetching its chunks (-o timeout): past it, the read
+    # makes no further request (engine/read_budget.py). None: no deadline.
+    read_deadline: float | None = None
 
 
 @runtime_checkable
@@ -48,10 +51,16 @@ class Store(Protocol):
         """The key's location, for messages."""
 
     # values
-    def get(self, key: str, byte_range: ByteRange = None) -> bytes | None:
+    # `limit`: the most bytes a whole value may have where the caller knows it (the engine: what
+    # a chunk of the array can encode to, CodecChain.stored_limit); None: the store's own cap. A
+    # value over it, and a range answered with more than asked, is a StoreError (EIO) naming the
+    # key and the sizes, raised before memory is taken for the bytes (a server's word is
+    # untrusted: stores/bounded_get.py).
+    def get(self, key: str, byte_range: ByteRange = None, limit: int | None = None) -> bytes | None:
         """The value (or a range or suffix of it); None when there is no such key."""
 
-    def get_versioned(self, key: str, byte_range: ByteRange = None, expect=None) -> tuple[bytes | None, object]:
+    def get_versioned(self, key: str, byte_range: ByteRange = None, expect=None,
+                      limit: int | None = None) -> tuple[bytes | None, object]:
         """(the value or a range of it, None when there is no such key; the version it was read
         from: a token to compare for equality, None where the store keeps none). With `expect`,
         a version an earlier call gave, the bytes come from that version or not at all:
@@ -63,8 +72,9 @@ class Store(Protocol):
     def get_ranges(self, key: str, ranges: list[Range], expect=None) -> list[bytes] | None:
         """Several ranges of one value (capabilities.batched_reads); `expect` as for get_versioned."""
 
-    def get_many(self, keys: list[str]) -> dict[str, bytes | None]:
-        """Several whole values (capabilities.batched_reads), bytes-like as from get_versioned."""
+    def get_many(self, keys: list[str], limit: int | None = None) -> dict[str, bytes | None]:
+        """Several whole values (capabilities.batched_reads), bytes-like as from get_versioned,
+        each of at most `limit` bytes."""
 
     def version_known(self, key: str) -> bool:
         """Whether a conditional write of `key` knows the version it builds on."""

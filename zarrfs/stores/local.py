@@ -67,14 +67,15 @@ class LocalStore:
         """The key's path, for messages and tests only: every access goes through `beneath`."""
         return os.path.join(self.root, *key_parts(key))
 
-    def get(self, key: str, byte_range: ByteRange = None) -> bytes | None:
+    def get(self, key: str, byte_range: ByteRange = None, limit: int | None = None) -> bytes | None:
         """The value's bytes (or the requested range of them), None if there is no such key.
 
         A range that reaches past the end is answered short, as POSIX pread does.
         """
-        return self.get_versioned(key, byte_range)[0]
+        return self.get_versioned(key, byte_range, limit=limit)[0]
 
-    def get_versioned(self, key: str, byte_range: ByteRange = None, expect=None) -> tuple[bytes | None, object]:
+    def get_versioned(self, key: str, byte_range: ByteRange = None, expect=None,
+                      limit: int | None = None) -> tuple[bytes | None, object]:
         """As get(), with the version read (the file's inode, size and mtime: values are replaced
         by renaming, so an open descriptor reads one version whole); see the Store contract."""
         fd = self.open_value(key)
@@ -85,6 +86,7 @@ class LocalStore:
         try:
             version = self._checked_version(fd, key, expect)
             if byte_range is None:
+                _check_limit(key, version[1], limit)
                 return _read_all(fd), version
             if isinstance(byte_range, Suffix):
                 start = max(0, version[1] - byte_range.length)
@@ -131,8 +133,8 @@ class LocalStore:
         finally:
             os.close(fd)
 
-    def get_many(self, keys: list[str]) -> dict[str, bytes | None]:
-        return {key: self.get(key) for key in keys}
+    def get_many(self, keys: list[str], limit: int | None = None) -> dict[str, bytes | None]:
+        return {key: self.get(key, limit=limit) for key in keys}
 
     def version_known(self, key: str) -> bool:
         """Always: no write of a local store is conditional on a version."""
@@ -376,6 +378,12 @@ def _create_temporary(directory: int) -> tuple[int, str]:
 def _write_all(fd: int, view: memoryview) -> None:
     while view:
         view = view[os.write(fd, view):]
+
+
+def _check_limit(key: str, size: int, limit: int | None) -> None:
+    """A whole value larger than its caller can use is refused before it is read (Store contract)."""
+    if limit is not None and size > limit:
+        raise StoreError(f"cannot read {key!r}: it has {size} bytes, more than the {limit} expected", errno.EIO)
 
 
 def _read_all(fd: int) -> bytes:

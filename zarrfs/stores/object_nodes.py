@@ -27,6 +27,7 @@ import obstore
 
 from zarrfs.errors import StoreError
 from zarrfs.nodes.documents import DOCUMENT_NAMES
+from zarrfs.stores import bounded_get
 from zarrfs.stores.local import TEMP_PREFIX
 
 WORKERS = 16  # concurrent copies and deletions
@@ -133,7 +134,9 @@ def _fresh(store, key: str) -> bytes:
     """A document as stored now, not as cached for metadata_ttl: another machine may have
     edited it since."""
     try:
-        return bytes(obstore.get(store.store, key).bytes())
+        return bounded_get.body(key, obstore.get(store.store, key), bounded_get.DOCUMENT_LIMIT, store.error)
+    except StoreError:
+        raise
     except Exception as e:
         raise store.error("cannot read", key, e) from None
 

@@ -4,6 +4,12 @@ The same interface as LocalStore, so the engine never asks where bytes live:
 
 - get: one GET, ranged (`Range` or `Suffix`) when a range is asked for. Small metadata
   documents are fetched whole once and trusted for `metadata_ttl` seconds, like listings.
+  Every answer is bounded before memory is taken for it: the size the server announces is
+  checked against the most the caller can use (the range asked for; for a whole value the
+  `limit` the engine gives, what a chunk of that array can encode to; DOCUMENT_LIMIT for a
+  document; VALUE_LIMIT where nothing is known), and the body is taken through obstore's
+  stream, stopped as soon as more arrives than announced. A server that announces or sends
+  more, or less, gets EIO and one line naming the key and the sizes (bounded_get.py).
 - stat and list_dir: answered from one LIST per prefix (`list_with_delimiter`) per
   `metadata_ttl`; a metadata document's stat comes from its GET. Plain HTTP cannot list.
 - stage/publish: staged values are held in memory, and publish PUTs each one, conditionally:
@@ -35,6 +41,7 @@ NOT_FOUND = (NotFoundError, FileNotFoundError)  # obstore raises the builtin for
 from zarrfs.byte_ranges import ByteRange, Range, Suffix, coalesce
 from zarrfs.errors import ConflictError, StoreError, ValueChangedError
 from zarrfs.names import text_key
+from zarrfs.stores import bounded_get
 from zarrfs.stores import object_nodes as objecttree
 from zarrfs.stores import resend
 from zarrfs.stores.contained import key_parts
@@ -82,7 +89,7 @@ class ObjectStore:
         # each request is a round trip (a read's chunks are fetched together), other machines write
         # it too (stored state is looked at again after metadata_ttl), PUTs are conditional on ETags
         self.capabilities = Capabilities(remote=True, conditional_writes=True, batched_reads=True,
-                                         listing=can_list, metadata_ttl=metadata_ttl)
+                                         listing=can_list, metadata_ttl=metadata_ttl, read_deadline=timeout)
         self._listings: dict[str, _Listing] = {}
         self._documents: dict[str, _Document] = {}
         # the versions to PUT on (_remember): {"e_tag", "version"} as obstore's PUT takes them; None: absent
@@ -99,18 +106,20 @@ class ObjectStore:
 
     # reads
 
-    def get(self, key: str, byte_range: ByteRange = None) -> bytes | None:
+    def get(self, key: str, byte_range: ByteRange = None, limit: int | None = None) -> bytes | None:
         _parts(key)
         if _is_document(key) and byte_range is None:
             return self._document(key).data
-        data = self.get_versioned(key, byte_range)[0]
+        data = self.get_versioned(key, byte_range, limit=limit)[0]
         return None if data is None else bytes(data)
 
-    def get_versioned(self, key: str, byte_range: ByteRange = None, expect: dict | None = None) -> tuple[bytes | None, object]:
+    def get_versioned(self, key: str, byte_range: ByteRange = None, expect: dict | None = None,
+                      limit: int | None = None) -> tuple[bytes | None, object]:
         """As get(), with the version read ({"e_tag", "version"}); `expect` makes the GET
-        conditional on it (If-Match): see the Store contract. The bytes are a read-only view of
-        the memory obstore fetched into: a copy of every chunk fetched cost a tenth of the
-        daemon's CPU on a stream (the copy, and the faults of new memory to copy into)."""
+        conditional on it (If-Match): see the Store contract. The bytes come as the one piece
+        obstore's stream makes of the body (bounded_get.py), handed on without a further copy:
+        a copy of every chunk fetched cost a tenth of the daemon's CPU on a stream (the copy,
+        and the faults of new memory to copy into)."""
         _parts(key)
         self._timeouts.check(key)
         options = {}
@@ -129,7 +138,7 @@ class ObjectStore:
         log.debug("GET %s %s", key, options.get("range", "whole"))
         try:
             result = obstore.get(self.store, key, options=options or None)
-            data = memoryview(result.bytes())
+            data = bounded_get.body(key, result, bounded_get.most(byte_range, limit), self.error)
         except NOT_FOUND:
             if expect is not None:
                 raise ValueChangedError(f"{self.path(key)} is gone since it was read") from None
@@ -142,6 +151,8 @@ class ObjectStore:
                 raise
             self._suffix_ranges = False  # Azure Blob has no suffix ranges: ask for the size first
             return self._suffix_from_size(key, byte_range.length, expect)
+        except StoreError:
+            raise
         except Exception as e:
             if isinstance(byte_range, Range) and "416" in str(e):  # a range past the end: short, as pread
                 return b"", expect
@@ -189,30 +200,15 @@ class ObjectStore:
                 self._etags.popitem(last=False)
 
     def get_ranges(self, key: str, ranges: list[Range], expect: dict | None = None) -> list[bytes] | None:
-        """Several ranges of one value in one call: obstore coalesces nearby ranges into one
-        request and sends distant ones concurrently. None if there is no such key. With
-        `expect`, each request is conditional on that version (obstore's get_ranges takes no
-        condition): nearby ranges are coalesced here, and fetched concurrently."""
+        """Several ranges of one value in one call: one GET per run of ranges less than COALESCE
+        apart, the runs fetched concurrently, each bounded as get_versioned bounds a range
+        (obstore's get_ranges would take whatever the server sends, and takes no condition).
+        None if there is no such key. With `expect`, each GET is conditional on that version."""
         _parts(key)
-        if expect is not None and expect.get("e_tag"):
-            return self._get_ranges_of(key, ranges, expect)  # each GET logged by get_versioned
-        log.debug("GET %s %d ranges, %d bytes", key, len(ranges), sum(r.length for r in ranges))
-        self._timeouts.check(key)
-        try:
-            values = obstore.get_ranges(self.store, key, starts=[r.start for r in ranges],
-                                        ends=[r.start + r.length for r in ranges])
-        except NOT_FOUND:
-            return None
-        except Exception as e:
-            self._timeouts.note(key, e)
-            raise self.error("cannot read", key, e) from None
-        return [bytes(value) for value in values]
-
-    def _get_ranges_of(self, key: str, ranges: list[Range], expect: dict) -> list[bytes]:
-        """The ranges from version `expect` of `key`: one conditional GET per run of ranges
-        less than COALESCE apart."""
         runs = coalesce(ranges, COALESCE)
-        fetched = self._fetchers.map(lambda run: self.get_versioned(key, run[0], expect)[0], runs)
+        fetched = list(self._fetchers.map(lambda run: self.get_versioned(key, run[0], expect)[0], runs))
+        if any(data is None for data in fetched):
+            return None
         out = [b""] * len(ranges)
         for (run, members), data in zip(runs, fetched, strict=True):
             for i in members:  # copies: a range must not hold its whole run's memory
@@ -220,12 +216,13 @@ class ObjectStore:
                 out[i] = bytes(data[start:start + ranges[i].length])
         return out
 
-    def get_many(self, keys: list[str]) -> dict[str, bytes | None]:
-        """Whole values of several keys, fetched concurrently (bytes-like, as get_versioned)."""
-        return dict(zip(keys, self._fetchers.map(self._value, keys), strict=False))
+    def get_many(self, keys: list[str], limit: int | None = None) -> dict[str, bytes | None]:
+        """Whole values of several keys, fetched concurrently (bytes-like, as get_versioned),
+        each of at most `limit` bytes."""
+        return dict(zip(keys, self._fetchers.map(lambda key: self._value(key, limit), keys), strict=False))
 
-    def _value(self, key: str):
-        return self._document(key).data if _is_document(key) else self.get_versioned(key)[0]
+    def _value(self, key: str, limit: int | None):
+        return self._document(key).data if _is_document(key) else self.get_versioned(key, limit=limit)[0]
 
     def _document(self, key: str) -> _Document:
         cached = self._documents.get(key)
@@ -235,11 +232,13 @@ class ObjectStore:
         log.debug("GET %s whole (document)", key)
         try:
             result = obstore.get(self.store, key)
-            data = bytes(result.bytes())
+            data = bounded_get.body(key, result, bounded_get.DOCUMENT_LIMIT, self.error)
             meta = result.meta
         except NOT_FOUND as e:
             self._check_bucket(key, e)
             document = _Document(fetched, None, None)
+        except StoreError:
+            raise
         except Exception as e:
             raise self.error("cannot read", key, e) from None
         else:

@@ -103,10 +103,11 @@ class MemoryStore:
     def path(self, key: str) -> str:
         return f"{self.root}/{key}"
 
-    def get(self, key: str, byte_range: ByteRange = None) -> bytes | None:
-        return self.get_versioned(key, byte_range)[0]
+    def get(self, key: str, byte_range: ByteRange = None, limit: int | None = None) -> bytes | None:
+        return self.get_versioned(key, byte_range, limit=limit)[0]
 
-    def get_versioned(self, key: str, byte_range: ByteRange = None, expect=None) -> tuple[bytes | None, object]:
+    def get_versioned(self, key: str, byte_range: ByteRange = None, expect=None,
+                      limit: int | None = None) -> tuple[bytes | None, object]:
         _parts(key)
         truncate = self._fault("get", key)
         with self._lock:
@@ -116,6 +117,9 @@ class MemoryStore:
                 self._remember(key, value.version if value else None)
         if value is None:
             return None, None
+        if byte_range is None and limit is not None and len(value.data) > limit:
+            raise StoreError(f"cannot read {key!r}: it has {len(value.data)} bytes, more than the {limit} expected",
+                             errno.EIO)
         data = _slice(value.data, byte_range)
         return (data[:len(data) // 2] if truncate else data), value.version
 
@@ -135,10 +139,10 @@ class MemoryStore:
         parts = [_slice(value.data, r) for r in ranges]
         return [p[:len(p) // 2] for p in parts] if truncate else parts
 
-    def get_many(self, keys: list[str]) -> dict[str, bytes | None]:
+    def get_many(self, keys: list[str], limit: int | None = None) -> dict[str, bytes | None]:
         for key in keys:
             self._fault("get_many", key)
-        return {key: self.get(key) for key in keys}
+        return {key: self.get(key, limit=limit) for key in keys}
 
     def version_known(self, key: str) -> bool:
         if not self.capabilities.conditional_writes:

@@ -1,0 +1,58 @@
+"""What one read of the mount may cost where each chunk is a network round trip.
+
+A read fetches the chunks its bytes lie in. With tiny chunks (an array of shape [2**63-1] in
+chunks of [1]) one 128 KiB read of the kernel's read-ahead meant 131072 GETs, and the daemon kept
+fetching long after the reader and the mount were gone. On a store that declares `remote`:
+
+- a read meeting more than MAX_READ_CHUNKS chunks is refused before any request is made;
+- a read whose fetches outlast the store's `read_deadline` (-o timeout) makes no further
+  request: the chunks it has not fetched by then are not fetched.
+
+Either is EIO with one log line naming the file, the read and the limit. The deadline belongs to
+the thread serving the read (`reading`); fetches on other threads (decodes ahead of a stream)
+have none, and are bounded by their memory budget instead.
+"""
+
+import contextlib
+import errno
+import threading
+import time
+
+from zarrfs.errors import StoreError
+
+MAX_READ_CHUNKS = 1 << 14  # chunks one read may fetch: a 128 KiB read of 8-byte chunks
+
+_local = threading.local()
+
+
+class ReadBudgetError(StoreError):
+    """A read that would cost more than its budget: EIO."""
+
+    def __init__(self, message: str):
+        super().__init__(message, errno.EIO)
+
+
+def check_chunks(name: str, offset: int, size: int, chunks: int) -> None:
+    if chunks > MAX_READ_CHUNKS:
+        raise ReadBudgetError(f"{name}: a read of {size} bytes at {offset} meets {chunks} chunks, more than "
+                              f"zarrfs's limit of {MAX_READ_CHUNKS} for one read")
+
+
+@contextlib.contextmanager
+def reading(name: str, offset: int, size: int, seconds: float | None):
+    """Within this block, this thread's fetches end `seconds` from now (None: never)."""
+    outer = getattr(_local, "deadline", None)
+    _local.deadline = None if seconds is None else (time.monotonic() + seconds, seconds, name, offset, size)
+    try:
+        yield
+    finally:
+        _local.deadline = outer
+
+
+def check_deadline(key: str) -> None:
+    """Before a fetch of `key`: refused once this thread's read is past its deadline."""
+    deadline = getattr(_local, "deadline", None)
+    if deadline is not None and time.monotonic() > deadline[0]:
+        _, seconds, name, offset, size = deadline
+        raise ReadBudgetError(f"{name}: a read of {size} bytes at {offset} did not finish within {seconds:g} s "
+                              f"(-o timeout); {key!r} and the chunks after it were not fetched")
