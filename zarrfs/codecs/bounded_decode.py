@@ -17,30 +17,35 @@ import zstandard
 from zarrfs.errors import CorruptChunkError
 
 BLOSC_HEADER = 16
+READ_STEP = 1 << 22  # zstd output taken 4 MiB at a time
+# The most bytes one stored byte can decode to, by numcodecs id, from each format's own limits:
+# zstd's RLE block of 4 bytes makes 128 KiB; deflate makes 258 bytes from 2 bits; blosc's inner
+# codecs reach zstd's at most; numcodecs' lz4 block 255 per length byte. Variable-length data has
+# no size known before decoding: its chunk is bounded by what its stored bytes could hold (real
+# data never exceeds that), within base.MAX_CHUNK_NBYTES. bz2 and lzma have no useful ratio.
+MAX_RATIO = {"zstd": 1 << 15, "gzip": 1032, "zlib": 1032, "blosc": 1 << 15, "lz4": 256}
 ZSTD_SKIPPABLE = 0x184D2A50  # the magic of a skippable frame, its low 4 bits free
 
 
-def zstd_decode(data, limit: int) -> bytearray:
-    """The bytes of the zstd frames in `data`, at most `limit` of them."""
-    out = bytearray(limit + 1)  # one more: a stream that fills it is too long
-    view, filled = memoryview(out), 0
+def zstd_decode(data, limit: int) -> bytes:
+    """The bytes of the zstd frames in `data`, at most `limit` of them. The output grows as it
+    decodes: a limit is a bound, not an allocation (a variable-length chunk's is large)."""
+    parts, filled = [], 0
     try:
         with zstandard.ZstdDecompressor().stream_reader(bytes(data), read_across_frames=True) as reader:
             while filled <= limit:
-                n = reader.readinto(view[filled:])
-                if not n:
+                part = reader.read(min(limit + 1 - filled, READ_STEP))
+                if not part:
                     break
-                filled += n
+                parts.append(part)
+                filled += len(part)
     except zstandard.ZstdError as e:
         raise CorruptChunkError(f"undecodable zstd stream ({e})") from None
-    finally:
-        view.release()
     if filled > limit:
         raise CorruptChunkError(f"zstd stream decodes to more than the {limit} bytes expected")
     if not _whole_zstd_frames(data):  # the reader ends quietly where a cut stream does
         raise CorruptChunkError("undecodable zstd stream (truncated)")
-    del out[filled:]
-    return out
+    return b"".join(parts)
 
 
 def _whole_zstd_frames(data) -> bool:

@@ -111,7 +111,7 @@ class _NumcodecsCodec(Codec):
 
 
 class GzipCodec(_NumcodecsCodec):
-    label = "gzip"
+    label = stream = "gzip"
 
     def __init__(self, config, spec, where):
         super().__init__(config, spec, where)
@@ -123,7 +123,7 @@ class GzipCodec(_NumcodecsCodec):
     decodes_parts = True  # a prefix: deflate decodes in order
 
     def decode(self, data):
-        return gzip_decode(data, self.decoded_limit)
+        return gzip_decode(data, self.limit_for(data))
 
     def decode_into(self, data, out, wanted=None):
         """A part of a chunk costs the bytes up to its end, as with zstd."""
@@ -134,7 +134,7 @@ class GzipCodec(_NumcodecsCodec):
 
 
 class ZstdCodec(_NumcodecsCodec):
-    label = "zstd"
+    label = stream = "zstd"
     decodes_parts = True  # a prefix (_decode_prefix)
 
     def __init__(self, config, spec, where):
@@ -148,9 +148,9 @@ class ZstdCodec(_NumcodecsCodec):
     def decode(self, data):
         """numcodecs decodes a frame that declares its size in one call; any other frame goes
         through a decoder bounded by the size expected (numcodecs may spin on those)."""
-        declared = zstd_content_size(data)
-        if declared is None or declared > self.decoded_limit:
-            return zstd_decode(data, self.decoded_limit)
+        declared, limit = zstd_content_size(data), self.limit_for(data)
+        if declared is None or declared > limit:
+            return zstd_decode(data, limit)
         return super().decode(data)
 
     def decode_into(self, data, out, wanted=None):
@@ -199,7 +199,7 @@ def zstd_content_size(data) -> int | None:
 
 
 class BloscCodec(_NumcodecsCodec):
-    label = "blosc"
+    label = stream = "blosc"
     decodes_parts = True  # the blocks that hold the bytes wanted (blosc_blocks.py)
     reads_parts = True  # and only their stored bytes (decode_part)
     SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
@@ -220,12 +220,12 @@ class BloscCodec(_NumcodecsCodec):
                                     typesize=typesize or 1)
 
     def decode(self, data):
-        check_blosc_header(data, self.decoded_limit)
+        check_blosc_header(data, self.limit_for(data))
         return super().decode(data)
 
     def decode_into(self, data, out, wanted=None):
         # bytes 4..8 of the blosc header: the decoded size; numcodecs only checks that `out` is not smaller
-        check_blosc_header(data, self.decoded_limit)
+        check_blosc_header(data, self.limit_for(data))
         if int.from_bytes(bytes(data[4:8]), "little") != len(out):
             return super().decode_into(data, out)
         if wanted is not None and wanted[1] - wanted[0] <= len(out) // 4 and blosc_blocks(data, out, wanted):
@@ -405,16 +405,18 @@ class CodecChain:
 
     def _bound_decoders(self) -> None:
         """Tell each bytes->bytes codec the most its decode may produce: the exact encoded size of
-        the codecs before it when that is fixed, else a bound no real compressor output reaches."""
+        the codecs before it when that is fixed, else a bound no real compressor output reaches;
+        none for variable-length elements (strings, bytes), whose size only the stored bytes
+        bound (Codec.limit_for): 4 bytes and the value each, which the shape says nothing of."""
         nbytes = self.spec.nbytes
         for codec in self.array_array:  # numcodecs' astype and delta may widen the elements
             nbytes = codec.encoded_size(nbytes) or nbytes
         exact = self.array_bytes.encoded_size(nbytes)
-        bound = 2 * nbytes + (1 << 20)
+        bound = None if self.spec.data_type.numpy.kind == "O" else 2 * nbytes + (1 << 20)
         for codec in self.bytes_bytes:
             codec.decoded_limit = exact if exact is not None else bound
             exact = None if exact is None else codec.encoded_size(exact)
-            bound += bound // 4
+            bound = None if bound is None else bound + bound // 4
 
     def _add(self, entry: dict, where: str) -> None:
         cls = CODECS.get(entry["name"]) or numcodecs_codecs.codec_class(entry["name"], f"{where} ({entry['name']})")

@@ -105,6 +105,7 @@ class NumcodecsBytesCodec(_Adapter):
     def __init__(self, config, spec, where):
         super().__init__(config, spec, where)
         self.bounded = bounded_decoder(self.id)
+        self.stream = self.id
         self.wbits = PREFIX_WBITS.get(self.id)
         self.decodes_parts = self.wbits is not None  # zlib and gzip decode a prefix (bounded.deflate_prefix)
 
@@ -113,7 +114,7 @@ class NumcodecsBytesCodec(_Adapter):
 
     def decode(self, data):
         if self.bounded is not None:  # decoders that could be told to produce a lot
-            return self.bounded(data, self.decoded_limit)
+            return self.bounded(data, self.limit_for(data))
         return self._call(self.impl.decode, data)
 
     def decode_into(self, data, out, wanted=None):
