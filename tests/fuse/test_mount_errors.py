@@ -1,6 +1,7 @@
 """Start-up errors, corrupt chunks, broken nodes, name collisions, daemon mode and signals."""
 
 import errno
+import gzip
 import json
 import os
 import signal
@@ -89,6 +90,32 @@ def test_corrupt_chunk_is_eio_for_that_read_only(tmp_path):
         wait_for(lambda: "checked/c/1" in m.log(), what="the log line")
         line = next(line for line in m.log().splitlines() if "checked/c/1" in line)
         assert "crc32c mismatch" in line and "checked" in line
+
+
+def test_a_gzip_bomb_fails_reads_of_every_size(tmp_path):
+    """An 8 KiB gzip chunk whose stream inflates to 1 MiB of zeros: the kernel's 8 KiB read got
+    EIO, and its 4 KiB retry 4096 zero bytes (a prefix decode answered from the refused chunk)."""
+    from zarr.codecs import BytesCodec, GzipCodec
+    source = tmp_path / "data.zarr"
+    z = zarr.open_group(str(source), mode="w").create_array(
+        "bomb", shape=(4096,), chunks=(2048,), dtype="int32", serializer=BytesCodec(), compressors=[GzipCodec(level=1)])
+    z[...] = np.arange(4096)
+    (source / "bomb" / "c" / "0").write_bytes(gzip.compress(bytes(1 << 20), 1))
+    with mounted(source, tmp_path, "ro") as m:
+        for size in (4, 4096, 8192):
+            fd = os.open(m / "bomb.bin", os.O_RDONLY)
+            try:
+                with pytest.raises(OSError) as info:
+                    os.pread(fd, size, 0)
+                assert info.value.errno == errno.EIO, size
+            finally:
+                os.close(fd)
+        head = subprocess.run(["head", "-c", "4", str(m / "bomb.bin")], capture_output=True)
+        assert head.returncode != 0 and head.stdout == b""
+        with open(m / "bomb.bin", "rb") as f:  # the next chunk is sound
+            f.seek(8192)
+            assert f.read(8) == np.arange(2048, 2050, dtype="<i4").tobytes()
+        assert "bomb/c/0: gzip stream decodes to more than the 8192 bytes expected" in m.log()
 
 
 def test_broken_nodes_are_listed_and_fail_to_open_with_a_log_line(tmp_path):

@@ -11,7 +11,6 @@ import lzma
 import zlib
 
 import numcodecs
-import numpy as np
 import zstandard
 
 from zarrfs.errors import CorruptChunkError
@@ -90,34 +89,6 @@ def gzip_decode(data, limit: int) -> bytes:
     except zlib.error as e:
         raise CorruptChunkError(f"undecodable gzip stream ({e})") from None
     return b"".join(parts)
-
-
-GZIP_WBITS, ZLIB_WBITS = 16 + zlib.MAX_WBITS, zlib.MAX_WBITS
-PREFIX_WBITS = {"gzip": GZIP_WBITS, "zlib": ZLIB_WBITS}  # by numcodecs id: deflate streams decoded in part
-
-
-def deflate_prefix(data, out, wbits: int) -> None:
-    """Fill the uint8 array `out` with the first bytes the deflate stream (gzip members, or a
-    zlib stream) in `data` decodes to, and decode no further: reading a chunk's first bytes
-    (a file manager's sniff, `head`) costs them, not the whole chunk. The rest of the stream
-    is not checked; a whole decode does that."""
-    filled, rest, wanted = 0, bytes(data), len(out)
-    name = "gzip" if wbits == GZIP_WBITS else "zlib"
-    try:
-        while filled < wanted:
-            decoder = zlib.decompressobj(wbits)
-            while filled < wanted and not decoder.eof:
-                part = decoder.decompress(rest, wanted - filled)
-                out[filled:filled + len(part)] = np.frombuffer(part, "u1")
-                filled += len(part)
-                rest = decoder.unconsumed_tail
-                if not part and not rest:
-                    raise CorruptChunkError(f"undecodable {name} stream (truncated after {filled} bytes)")
-            rest = decoder.unused_data
-            if filled < wanted and not rest:
-                raise CorruptChunkError(f"{name} stream ends after {filled} bytes, expected at least {wanted}")
-    except zlib.error as e:
-        raise CorruptChunkError(f"undecodable {name} stream ({e})") from None
 
 
 def check_blosc_header(data, limit: int) -> None:

@@ -21,7 +21,7 @@ from zarrfs.codecs.base import config_value as _config
 from zarrfs.codecs.bitround import BitroundCodec
 from zarrfs.codecs.blosc_blocks import PREFIX as BLOSC_PREFIX
 from zarrfs.codecs.blosc_blocks import blosc_blocks, decode_stored_blocks, stored_ranges
-from zarrfs.codecs.bounded_decode import GZIP_WBITS, check_blosc_header, deflate_prefix, gzip_decode, zstd_decode
+from zarrfs.codecs.bounded_decode import check_blosc_header, gzip_decode, zstd_decode
 from zarrfs.codecs.cast_value import CastValueCodec
 from zarrfs.codecs.conditional import ConditionalCodec
 from zarrfs.codecs.n5_default import N5DefaultCodec
@@ -111,6 +111,8 @@ class _NumcodecsCodec(Codec):
 
 
 class GzipCodec(_NumcodecsCodec):
+    """gzip, decoded whole for any read, as zstd (ZstdCodec)."""
+
     label = stream = "gzip"
 
     def __init__(self, config, spec, where):
@@ -120,22 +122,16 @@ class GzipCodec(_NumcodecsCodec):
             raise MetadataError(f"{where}: level must be an integer 0..9, not {level!r}")
         self.impl = numcodecs.GZip(level)
 
-    decodes_parts = True  # a prefix: deflate decodes in order
-
     def decode(self, data):
         return gzip_decode(data, self.limit_for(data))
 
-    def decode_into(self, data, out, wanted=None):
-        """A part of a chunk costs the bytes up to its end, as with zstd."""
-        if wanted is not None and wanted[1] < len(out):
-            wanted[0] = 0
-            return deflate_prefix(data, out[:wanted[1]], GZIP_WBITS)
-        return super().decode_into(data, out)
-
 
 class ZstdCodec(_NumcodecsCodec):
+    """zstd, decoded whole even for a read that wants its first bytes: a prefix decode would
+    answer from a frame that a whole decode refuses (cut short, garbled further on, longer
+    than it says), and checking the rest costs what decoding it does."""
+
     label = stream = "zstd"
-    decodes_parts = True  # a prefix (_decode_prefix)
 
     def __init__(self, config, spec, where):
         super().__init__(config, spec, where)
@@ -154,35 +150,15 @@ class ZstdCodec(_NumcodecsCodec):
         return super().decode(data)
 
     def decode_into(self, data, out, wanted=None):
-        """zstd decodes in order: a part of a chunk costs the bytes up to its end."""
         if zstd_content_size(data) != len(out):  # unknown or wrong: numcodecs would not notice a short frame
             return super().decode_into(data, out)
-        if wanted is not None and wanted[1] < len(out) and not data[4] & ZSTD_CHECKSUM_FLAG:
-            wanted[0] = 0
-            return self._decode_prefix(data, out[:wanted[1]])
         try:
             numcodecs.zstd.decompress(data, out)
         except Exception as e:
             raise CorruptChunkError(f"undecodable zstd stream ({e})") from None
 
-    def _decode_prefix(self, data, out: np.ndarray) -> None:
-        """Decode only as far as `out` reaches: zstd decodes in order, so a read of the first
-        bytes of a chunk costs only them. (A frame with a checksum is always decoded whole,
-        to check it.)"""
-        view, filled = memoryview(out), 0
-        try:
-            with zstandard.ZstdDecompressor().stream_reader(data, read_size=len(data)) as reader:
-                while filled < len(view):
-                    n = reader.readinto(view[filled:])
-                    if not n:
-                        raise CorruptChunkError(f"zstd stream ends after {filled} bytes, expected {len(out)}")
-                    filled += n
-        except zstandard.ZstdError as e:
-            raise CorruptChunkError(f"undecodable zstd stream ({e})") from None
-
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-ZSTD_CHECKSUM_FLAG = 4  # in the frame header descriptor (RFC 8878, 3.1.1.1.1)
 
 
 def zstd_content_size(data) -> int | None:

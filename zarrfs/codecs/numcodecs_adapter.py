@@ -18,7 +18,7 @@ import numpy as np
 from numcodecs.compat import ensure_contiguous_ndarray, ensure_ndarray
 
 from zarrfs.codecs.base import ChunkSpec, Codec
-from zarrfs.codecs.bounded_decode import PREFIX_WBITS, bounded_decoder, deflate_prefix
+from zarrfs.codecs.bounded_decode import bounded_decoder
 from zarrfs.errors import CorruptChunkError, EncodeError, MetadataError, UnsupportedError
 from zarrfs.format.data_types import DataType
 from zarrfs.format.numpy_types import V2_OBJECT, little_endian, parse_v2_dtype
@@ -106,8 +106,6 @@ class NumcodecsBytesCodec(_Adapter):
         super().__init__(config, spec, where)
         self.bounded = bounded_decoder(self.id)
         self.stream = self.id
-        self.wbits = PREFIX_WBITS.get(self.id)
-        self.decodes_parts = self.wbits is not None  # zlib and gzip decode a prefix (bounded.deflate_prefix)
 
     def encode(self, data) -> bytes:
         return ensure_contiguous_ndarray(self._encode(data)).tobytes()
@@ -116,12 +114,6 @@ class NumcodecsBytesCodec(_Adapter):
         if self.bounded is not None:  # decoders that could be told to produce a lot
             return self.bounded(data, self.limit_for(data))
         return self._call(self.impl.decode, data)
-
-    def decode_into(self, data, out, wanted=None):
-        if self.wbits is not None and wanted is not None and wanted[1] < len(out):
-            wanted[0] = 0
-            return deflate_prefix(data, out[:wanted[1]], self.wbits)
-        return super().decode_into(data, out)
 
 
 class NumcodecsArrayCodec(_Adapter):
