@@ -139,6 +139,41 @@ def test_broken_nodes_are_listed_and_fail_to_open_with_a_log_line(tmp_path):
         assert "weird/zarr.json: data_type: unsupported data type 'float128'" in log
 
 
+def test_every_eio_has_a_line_naming_the_file_and_the_cause(tmp_path):
+    """zarr-extensions' own examples (scale_offset on float32 and cast_value from float64, each
+    followed by a "bytes" without endian or with a "+Infinity" zarrfs refuses), a Zarr v2 zfpy
+    array without the zfpy package, and a corrupt chunk: each open or read that fails says, in
+    the daemon's log, which file and why (the node's line at listing time was the only one)."""
+    source = small_hierarchy(tmp_path / "data.zarr")
+    write_doc(source, "scaled", array_doc([4], "float32", [4], codecs=[
+        {"name": "scale_offset", "configuration": {"offset": 5, "scale": 0.1}}, "bytes"]))
+    write_doc(source, "cast", array_doc([4], "float64", [4], codecs=[
+        {"name": "cast_value", "configuration": {"data_type": "uint8", "rounding": "towards-zero", "out_of_range": "wrap",
+                                                 "scalar_map": {"encode": [["NaN", 0], ["+Infinity", 0]]}}}, "bytes"]))
+    (source / "zfp").mkdir()
+    (source / "zfp" / ".zarray").write_text(json.dumps({
+        "zarr_format": 2, "shape": [4], "chunks": [4], "dtype": "<f8", "fill_value": 0.0, "order": "C", "filters": None,
+        "compressor": {"id": "zfpy", "mode": 4, "tolerance": -1, "rate": -1, "precision": -1}}))
+    chunk = source / "checked" / "c" / "1"
+    chunk.write_bytes(bytes([chunk.read_bytes()[0] ^ 0xFF]) + chunk.read_bytes()[1:])
+    with mounted(source, tmp_path, "ro") as m:
+        for name, code in [("scaled.bin", errno.EIO), ("cast.bin", errno.EIO), ("zfp.bin", errno.EOPNOTSUPP)]:
+            for _ in range(2):  # each failed open its own line
+                with pytest.raises(OSError) as info:
+                    open(m / name, "rb")
+                assert info.value.errno == code, name
+        with open(m / "checked.bin", "rb") as f, pytest.raises(OSError) as info:
+            os.pread(f.fileno(), 4, 4096)
+        assert info.value.errno == errno.EIO
+        lines = m.log().splitlines()
+        for start, cause in [("open /scaled.bin: ", "codecs[1] (bytes): missing configuration.endian for float32"),
+                             ("open /cast.bin: ", "'+Infinity' is not a float fill value"),
+                             ("open /zfp.bin: ", "needs the Python package 'zfpy'"),
+                             ("read_buf checked: ", "checked/c/1: crc32c mismatch")]:
+            found = [line for line in lines if start in line and cause in line]
+            assert len(found) == 2 if start.startswith("open") else found, (start, m.log())  # a read: the kernel may retry
+
+
 def test_name_collisions_hide_nothing(tmp_path):
     source = tmp_path / "data.zarr"
     write_doc(source, "", group_doc())

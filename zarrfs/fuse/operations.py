@@ -279,8 +279,8 @@ class Operations(mfusepy.Operations):
             return self._add_handle(Handle(entry, file=self.group_files.open(entry, path)))
         if entry.kind != DATA:
             return self._add_handle(Handle(entry, content=self.hierarchy.content(entry)))
-        if entry.node.error is not None:  # logged once, when the node was read
-            fail(entry.node.error.errno)
+        if entry.node.error is not None:  # the boundary logs it for this open, naming the file
+            raise entry.node.error.with_traceback(None)
         opened = self.arrays.open(entry.node)
         prefix = self.hierarchy.prefix(entry)
         file = PrefixedFile(opened.raw, prefix, path) if prefix else opened.raw
@@ -353,6 +353,13 @@ class Operations(mfusepy.Operations):
         cache, so a reader never sees pages of an older rendering."""
         handle = self._handles.get(fh)
         return handle is not None and handle.entry is not None and handle.entry.kind in (TEXT, PREVIEW)
+
+    def node_of(self, fh) -> str:
+        """The node an open file shows, for the errno boundary's log lines."""
+        handle = self._handles.get(fh)
+        if handle is None or handle.entry is None:
+            return f"file handle {fh}" if handle is None else "a file being written"
+        return handle.entry.node.path or "/"
 
     def _handle(self, fh) -> Handle:
         handle = self._handles.get(fh)
