@@ -37,7 +37,7 @@ from zarrfs.fs.open_arrays import OpenArray, OpenArrays
 from zarrfs.fs.stored_usage import LIFETIME, Usage
 from zarrfs.fs.xattrs import ExtendedAttributes
 from zarrfs.fuse import replies
-from zarrfs.fuse.errno_boundary import errno_boundary, fail
+from zarrfs.fuse.errno_boundary import errno_boundary, fail, fail_logged
 from zarrfs.fuse.group_files import GroupFiles
 from zarrfs.fuse.libfuse import mfusepy
 from zarrfs.fuse.page_invalidation import Siblings
@@ -279,8 +279,8 @@ class Operations(mfusepy.Operations):
             return self._add_handle(Handle(entry, file=self.group_files.open(entry, path)))
         if entry.kind != DATA:
             return self._add_handle(Handle(entry, content=self.hierarchy.content(entry)))
-        if entry.node.error is not None:  # the boundary logs it for this open, naming the file
-            raise entry.node.error.with_traceback(None)
+        if entry.node.error is not None:  # logged once, naming the file, when the node was read
+            fail_logged(entry.node.error.errno)
         opened = self.arrays.open(entry.node)
         prefix = self.hierarchy.prefix(entry)
         file = PrefixedFile(opened.raw, prefix, path) if prefix else opened.raw
