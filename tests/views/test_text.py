@@ -6,6 +6,7 @@ import os
 import subprocess
 import warnings
 
+import numcodecs
 import numpy as np
 import pytest
 import zarr
@@ -143,8 +144,11 @@ def test_zarr_pythons_default_string_and_bytes_arrays_read_whole_in_one_chunk(tm
         v2 = zarr.create_array(str(tmp_path / "t.zarr" / "old"), shape=(10**5,), chunks=(10**5,), dtype=str,
                                zarr_format=2)
         v2[...] = arrays["labels"]
+        v2 = zarr.create_array(str(tmp_path / "t.zarr" / "filtered"), shape=(10**5,), chunks=(10**5,), dtype=str,
+                               zarr_format=2, filters=[numcodecs.VLenUTF8(), numcodecs.Zstd(1)], compressors=None)
+        v2[...] = arrays["labels"]  # v2 filters: the compressor as a filter after the vlen one
     with mounted(tmp_path / "t.zarr", tmp_path, "ro") as m:
-        for name, values in [*arrays.items(), ("old", arrays["labels"])]:
+        for name, values in [*arrays.items(), ("old", arrays["labels"]), ("filtered", arrays["labels"])]:
             expected = zarr.open_array(str(tmp_path / "t.zarr" / name))[...]
             assert list(expected) == list(values)
             lines = (m / f"{name}.txt").read_bytes().decode().split("\n")

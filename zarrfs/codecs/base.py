@@ -44,10 +44,7 @@ class Codec:
         """The most bytes decode(data) may produce: the chain's bound, or for variable-length
         elements what `data` could decode to at its format's greatest ratio (MAX_RATIO), within
         MAX_CHUNK_NBYTES: real data always fits, and a bomb costs no more than a real chunk."""
-        if self.decoded_limit is not None:
-            return self.decoded_limit
-        ratio = MAX_RATIO.get(self.stream)
-        return MAX_CHUNK_NBYTES if ratio is None else min(MAX_CHUNK_NBYTES, ratio * len(data))
+        return self.decoded_limit if self.decoded_limit is not None else variable_limit(self.stream, len(data))
 
     def resolve(self, spec: ChunkSpec) -> ChunkSpec:
         """The spec of the encoded side (array->array codecs change it)."""
@@ -66,6 +63,13 @@ class Codec:
         if len(decoded) != len(out):
             raise CorruptChunkError(f"decoded chunk has {len(decoded)} bytes, expected {len(out)}")
         out[...] = np.frombuffer(decoded, "u1")
+
+
+def variable_limit(stream: str | None, stored: int) -> int:
+    """The most `stored` bytes of the numcodecs format `stream` can decode to (MAX_RATIO), within
+    MAX_CHUNK_NBYTES: the bound of a chunk of variable-length elements."""
+    ratio = MAX_RATIO.get(stream)
+    return MAX_CHUNK_NBYTES if ratio is None else min(MAX_CHUNK_NBYTES, ratio * stored)
 
 
 def config_value(config: dict, name: str, where: str, default=...):

@@ -17,7 +17,7 @@ import numcodecs
 import numpy as np
 from numcodecs.compat import ensure_contiguous_ndarray, ensure_ndarray
 
-from zarrfs.codecs.base import ChunkSpec, Codec
+from zarrfs.codecs.base import ChunkSpec, Codec, variable_limit
 from zarrfs.codecs.bounded_decode import bounded_decoder
 from zarrfs.errors import CorruptChunkError, EncodeError, MetadataError, UnsupportedError
 from zarrfs.format.data_types import DataType
@@ -251,13 +251,18 @@ class V2FiltersCodec(Codec):
         return ensure_contiguous_ndarray(data).reshape(-1).view("u1")
 
     def decode(self, data) -> np.ndarray:
-        limit = 2 * self.spec.nbytes + (1 << 20)  # a filter may widen the elements (astype): not this much
+        # a filter may widen the elements (astype): not this much; variable-length elements have
+        # no size the shape says, only what the stored bytes could hold (base.variable_limit)
+        limit = None if self.stored.kind == "O" else 2 * self.spec.nbytes + (1 << 20)
         try:
             for codec in reversed(self.filters):
                 if self.stored.kind == "O" and codec is self.filters[0]:
                     OBJECT_CHECKS[codec.codec_id](data, self.spec.shape)
                 bounded = bounded_decoder(codec.codec_id)  # a compressor used as a filter
-                data = bounded(data, limit) if bounded else codec.decode(data)
+                if bounded:
+                    data = bounded(data, variable_limit(codec.codec_id, len(data)) if limit is None else limit)
+                else:
+                    data = codec.decode(data)
             if self.stored.kind == "O":  # variable-length: the first filter made the elements
                 return _elements(data, self.spec.shape)
             flat = ensure_contiguous_ndarray(data).reshape(-1).view("u1")
