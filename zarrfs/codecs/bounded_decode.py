@@ -2,7 +2,8 @@
 
 A chunk's decoded size is known from its metadata, so a stream that claims more, or a decoder
 that would loop or allocate on the stream's word, is a corrupt chunk, not a reason to hang or
-to run out of memory. (numcodecs' Zstd().decode() spins forever on some 27-byte frames whose
+to run out of memory. (A chunk of variable-length elements has no such size: its bound is what
+its stored bytes could decode to, MAX_RATIO.) (numcodecs' Zstd().decode() spins forever on some 27-byte frames whose
 header declares no content size; its GZip decodes a bomb whole.)
 """
 

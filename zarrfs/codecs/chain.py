@@ -467,8 +467,9 @@ class CodecChain:
 
     @functools.cached_property
     def decodes_parts(self) -> bool:
-        """decode_into may decode only the bytes `wanted` (zstd up to their end, blosc the blocks
-        that hold them), leaving the rest of `out` undefined."""
+        """decode_into may decode only the bytes `wanted` (blosc: the blocks that hold them),
+        leaving the rest of `out` undefined. Streams (zstd, gzip, zlib) never do: a prefix
+        would answer from a chunk whose whole decode fails."""
         return self._stored_as_decoded and bool(self.bytes_bytes) and self.bytes_bytes[0].decodes_parts
 
     @functools.cached_property
