@@ -151,8 +151,13 @@ def test_zarr_pythons_default_string_and_bytes_arrays_read_whole_in_one_chunk(tm
         for name, values in [*arrays.items(), ("old", arrays["labels"]), ("filtered", arrays["labels"])]:
             expected = zarr.open_array(str(tmp_path / "t.zarr" / name))[...]
             assert list(expected) == list(values)
-            lines = (m / f"{name}.txt").read_bytes().decode().split("\n")
+            text = (m / f"{name}.txt").read_bytes()
+            assert os.stat(m / f"{name}.txt").st_size == len(text)  # what a file manager's copy takes
+            lines = text.decode().split("\n")
             assert lines[-1] == "" and [unescape(line).decode() for line in lines[:-1]] == list(values), name
+        (tmp_path / "copy").mkdir()  # a file manager's paste
+        subprocess.run(["gio", "copy", str(m / "labels.txt"), str(tmp_path / "copy")], check=True)
+        assert (tmp_path / "copy" / "labels.txt").read_bytes() == (m / "labels.txt").read_bytes()
         lines = (m / "raw.txt").read_bytes().decode().split("\n")
         assert [unescape(line) for line in lines[:-1]] == list(zarr.open_array(str(tmp_path / "t.zarr" / "raw"))[...])
         assert "ERROR" not in m.log()
