@@ -355,11 +355,12 @@ class Operations(mfusepy.Operations):
         return handle is not None and handle.entry is not None and handle.entry.kind in (TEXT, PREVIEW)
 
     def node_of(self, fh) -> str:
-        """The node an open file shows, for the errno boundary's log lines."""
+        """What an open file is, for the errno boundary's log lines: its path for an array's data
+        file, else the node it shows."""
         handle = self._handles.get(fh)
         if handle is None or handle.entry is None:
             return f"file handle {fh}" if handle is None else "a file being written"
-        return handle.entry.node.path or "/"
+        return handle.siblings[0] or handle.entry.node.path or "/"
 
     def _handle(self, fh) -> Handle:
         handle = self._handles.get(fh)
