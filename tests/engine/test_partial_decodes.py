@@ -49,9 +49,11 @@ def bomb(name) -> bytes:
 
 
 def cut(name) -> bytes:
-    """The chunk's stream without its last bytes: a gzip member's size trailer, a zstd frame's end."""
+    """The chunk's stream without its last bytes: a gzip member's size trailer, a zstd frame's or
+    a blosc chunk's second half. (numcodecs decodes a blosc chunk without its last 4 bytes,
+    reading past its end: zarrfs checks the header's length first.)"""
     data = encode(name, np.arange(N, dtype="<i4"))
-    return data[:-4] if name != "zstd" else data[:len(data) * 3 // 4]
+    return data[:-4] if name not in ("zstd", "blosc") else data[:len(data) // 2]
 
 
 def garbled(name) -> bytes:
@@ -66,6 +68,14 @@ def garbled(name) -> bytes:
     else:
         data[-6 if "gzip" in name else -2] ^= 0xFF
     return bytes(data)
+
+
+def decodes_to_the_chunk(name, data: bytes) -> bool:
+    """Whether the codec's own library decodes `data` to exactly the chunk's bytes."""
+    try:
+        return len(ENCODERS[name].decode(data)) == CHUNK
+    except (RuntimeError, ValueError, EOFError, gzip.BadGzipFile, zlib.error, zstandard.ZstdError):
+        return False
 
 
 def local_views(tmp_path, name, stored: bytes):
@@ -88,7 +98,9 @@ def memory_views(tmp_path, name, stored: bytes):
 @pytest.mark.parametrize("make", [bomb, cut, garbled])
 @pytest.mark.parametrize("name", sorted(CODECS))
 def test_every_read_of_a_refused_chunk_is_refused(tmp_path, name, make, store):
-    fresh = store(tmp_path, name, make(name))
+    stored = make(name)
+    assert not decodes_to_the_chunk(name, stored)  # the test data: its library refuses it too
+    fresh = store(tmp_path, name, stored)
     refused = []
     for offset, size in READS:
         try:
@@ -106,19 +118,3 @@ def test_a_good_chunk_reads_the_same_at_every_size(tmp_path, name):
     flat = values.tobytes()
     for offset, size in READS:
         assert fresh().read(offset, size) == flat[offset:offset + size]
-
-
-def test_the_bombs_and_cuts_are_what_they_say():
-    """The test data: each bomb inflates to four chunks; each cut and garbled stream fails a
-    plain whole decode (so a refusal is the stream's, not a test artefact)."""
-    assert len(gzip.decompress(bomb("gzip"))) == 4 * CHUNK
-    assert len(zlib.decompress(bomb("numcodecs.zlib"))) == 4 * CHUNK
-    for data in (cut("gzip"), garbled("gzip"), cut("numcodecs.gzip"), garbled("numcodecs.gzip")):
-        with pytest.raises((EOFError, gzip.BadGzipFile, zlib.error)):
-            gzip.decompress(data)
-    for data in (cut("numcodecs.zlib"), garbled("numcodecs.zlib")):
-        with pytest.raises(zlib.error):
-            zlib.decompress(data)
-    for data in (cut("zstd"), garbled("zstd")):
-        with pytest.raises(zstandard.ZstdError):
-            zstandard.ZstdDecompressor().decompress(data)
