@@ -1,6 +1,7 @@
 """Start-up errors, corrupt chunks, broken nodes, name collisions, daemon mode and signals."""
 
 import errno
+import gzip
 import json
 import os
 import signal
@@ -106,6 +107,32 @@ def test_corrupt_chunk_is_eio_for_that_read_only(tmp_path):
         assert "crc32c mismatch" in line and "checked" in line
 
 
+def test_a_gzip_bomb_fails_reads_of_every_size(tmp_path):
+    """An 8 KiB gzip chunk whose stream inflates to 1 MiB of zeros: the kernel's 8 KiB read got
+    EIO, and its 4 KiB retry 4096 zero bytes (a prefix decode answered from the refused chunk)."""
+    from zarr.codecs import BytesCodec, GzipCodec
+    source = tmp_path / "data.zarr"
+    z = zarr.open_group(str(source), mode="w").create_array(
+        "bomb", shape=(4096,), chunks=(2048,), dtype="int32", serializer=BytesCodec(), compressors=[GzipCodec(level=1)])
+    z[...] = np.arange(4096)
+    (source / "bomb" / "c" / "0").write_bytes(gzip.compress(bytes(1 << 20), 1))
+    with mounted(source, tmp_path, "ro") as m:
+        for size in (4, 4096, 8192):
+            fd = os.open(m / "bomb.bin", os.O_RDONLY)
+            try:
+                with pytest.raises(OSError) as info:
+                    os.pread(fd, size, 0)
+                assert info.value.errno == errno.EIO, size
+            finally:
+                os.close(fd)
+        head = subprocess.run(["head", "-c", "4", str(m / "bomb.bin")], capture_output=True)
+        assert head.returncode != 0 and head.stdout == b""
+        with open(m / "bomb.bin", "rb") as f:  # the next chunk is sound
+            f.seek(8192)
+            assert f.read(8) == np.arange(2048, 2050, dtype="<i4").tobytes()
+        assert "bomb/c/0: gzip stream decodes to more than the 8192 bytes expected" in m.log()
+
+
 def test_broken_nodes_are_listed_and_fail_to_open_with_a_log_line(tmp_path):
     source = small_hierarchy(tmp_path / "data.zarr")
     write_doc(source, "unsupported", array_doc([4], "int8", [2], codecs=[{"name": "bytes"}, {"name": "lzma"}]))
@@ -125,6 +152,41 @@ def test_broken_nodes_are_listed_and_fail_to_open_with_a_log_line(tmp_path):
         assert "unsupported/zarr.json: codecs[1] (lzma): unsupported codec" in log
         assert "malformed/zarr.json: not valid JSON" in log
         assert "weird/zarr.json: data_type: unsupported data type 'float128'" in log
+
+
+def test_every_eio_has_a_line_naming_the_file_and_the_cause(tmp_path):
+    """zarr-extensions' own examples (scale_offset on float32 and cast_value from float64, each
+    followed by a "bytes" without endian or with a "+Infinity" zarrfs refuses), a Zarr v2 zfpy
+    array without the zfpy package, and a corrupt chunk: each failure has its line in the
+    daemon's log naming the file and why (a broken node's once, when it is read)."""
+    source = small_hierarchy(tmp_path / "data.zarr")
+    write_doc(source, "scaled", array_doc([4], "float32", [4], codecs=[
+        {"name": "scale_offset", "configuration": {"offset": 5, "scale": 0.1}}, "bytes"]))
+    write_doc(source, "cast", array_doc([4], "float64", [4], codecs=[
+        {"name": "cast_value", "configuration": {"data_type": "uint8", "rounding": "towards-zero", "out_of_range": "wrap",
+                                                 "scalar_map": {"encode": [["NaN", 0], ["+Infinity", 0]]}}}, "bytes"]))
+    (source / "zfp").mkdir()
+    (source / "zfp" / ".zarray").write_text(json.dumps({
+        "zarr_format": 2, "shape": [4], "chunks": [4], "dtype": "<f8", "fill_value": 0.0, "order": "C", "filters": None,
+        "compressor": {"id": "zfpy", "mode": 4, "tolerance": -1, "rate": -1, "precision": -1}}))
+    chunk = source / "checked" / "c" / "1"
+    chunk.write_bytes(bytes([chunk.read_bytes()[0] ^ 0xFF]) + chunk.read_bytes()[1:])
+    with mounted(source, tmp_path, "ro") as m:
+        for name, code in [("scaled.bin", errno.EIO), ("cast.bin", errno.EIO), ("zfp.bin", errno.EOPNOTSUPP)]:
+            for _ in range(2):
+                with pytest.raises(OSError) as info:
+                    open(m / name, "rb")
+                assert info.value.errno == code, name
+        with open(m / "checked.bin", "rb") as f, pytest.raises(OSError) as info:
+            os.pread(f.fileno(), 4, 4096)
+        assert info.value.errno == errno.EIO
+        lines = m.log().splitlines()
+        for start, cause in [("scaled/zarr.json: ", "codecs[1] (bytes): missing configuration.endian for float32"),
+                             ("cast/zarr.json: ", "'+Infinity' is not a float fill value"),
+                             ("zfp/.zarray: ", "needs the Python package 'zfpy'"),
+                             ("read_buf /checked.bin: ", "checked/c/1: crc32c mismatch")]:
+            found = [line for line in lines if start in line and cause in line]
+            assert len(found) == 1 if start.endswith("json: ") or "zarray" in start else found, (start, m.log())
 
 
 def test_name_collisions_hide_nothing(tmp_path):

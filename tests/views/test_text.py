@@ -6,6 +6,7 @@ import os
 import subprocess
 import warnings
 
+import numcodecs
 import numpy as np
 import pytest
 import zarr
@@ -118,3 +119,45 @@ def test_a_large_text_file_shows_its_size_once_opened(tmp_path, monkeypatch):
     assert texts.size(store, node, cache) == 0
     assert texts.text(store, node, cache) == b"a\nb\nc\nd\ne\n"
     assert texts.size(store, node, cache) == 10
+
+
+def labels(n, width, seed):
+    """Labels as real tables hold them: `width` characters, some non-ASCII, all different."""
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyzéü_ 0123456789"))
+    body = rng.choice(letters, (n, width - 8)).view(f"<U{width - 8}").reshape(-1)
+    return np.array([f"{i:08d}"[-8:] + s for i, s in enumerate(body)], dtype=object)
+
+
+def test_zarr_pythons_default_string_and_bytes_arrays_read_whole_in_one_chunk(tmp_path):
+    """zarr-python's dtype=str (vlen-utf8 and zstd) and bytes (vlen-bytes and zstd) arrays, each
+    one chunk: a chunk of variable-length elements holds 4 bytes and the value per element, far
+    more than the 8 bytes per element the decoded-size bound once assumed (EIO)."""
+    arrays = {"short": labels(10**6, 12, 1), "labels": labels(10**5, 30, 2), "long": labels(10**5, 300, 3)}
+    raw = np.array([bytes(range(i % 200, i % 200 + 40)) for i in range(10**5)], dtype=object)
+    root = zarr.open_group(str(tmp_path / "t.zarr"), mode="w")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, values in arrays.items():
+            root.create_array(name, shape=values.shape, chunks=values.shape, dtype=str)[...] = values
+        root.create_array("raw", shape=raw.shape, chunks=raw.shape, dtype="bytes")[...] = raw
+        v2 = zarr.create_array(str(tmp_path / "t.zarr" / "old"), shape=(10**5,), chunks=(10**5,), dtype=str,
+                               zarr_format=2)
+        v2[...] = arrays["labels"]
+        v2 = zarr.create_array(str(tmp_path / "t.zarr" / "filtered"), shape=(10**5,), chunks=(10**5,), dtype=str,
+                               zarr_format=2, filters=[numcodecs.VLenUTF8(), numcodecs.Zstd(1)], compressors=None)
+        v2[...] = arrays["labels"]  # v2 filters: the compressor as a filter after the vlen one
+    with mounted(tmp_path / "t.zarr", tmp_path, "ro") as m:
+        for name, values in [*arrays.items(), ("old", arrays["labels"]), ("filtered", arrays["labels"])]:
+            expected = zarr.open_array(str(tmp_path / "t.zarr" / name))[...]
+            assert list(expected) == list(values)
+            text = (m / f"{name}.txt").read_bytes()
+            assert os.stat(m / f"{name}.txt").st_size == len(text)  # what a file manager's copy takes
+            lines = text.decode().split("\n")
+            assert lines[-1] == "" and [unescape(line).decode() for line in lines[:-1]] == list(values), name
+        (tmp_path / "copy").mkdir()  # a file manager's paste
+        subprocess.run(["gio", "copy", str(m / "labels.txt"), str(tmp_path / "copy")], check=True)
+        assert (tmp_path / "copy" / "labels.txt").read_bytes() == (m / "labels.txt").read_bytes()
+        lines = (m / "raw.txt").read_bytes().decode().split("\n")
+        assert [unescape(line) for line in lines[:-1]] == list(zarr.open_array(str(tmp_path / "t.zarr" / "raw"))[...])
+        assert "ERROR" not in m.log()

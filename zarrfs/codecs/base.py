@@ -8,6 +8,7 @@ from typing import Protocol
 
 import numpy as np
 
+from zarrfs.codecs.bounded_decode import MAX_RATIO
 from zarrfs.codecs.stored_bytes import BytesLike
 from zarrfs.errors import CorruptChunkError, MetadataError
 from zarrfs.format.data_types import DataType
@@ -30,7 +31,10 @@ MAX_INNER_CHUNKS = 1 << 24  # inner chunks per shard: a 256 MiB index
 
 class Codec:
     kind: str  # "array->array", "array->bytes" or "bytes->bytes"
-    decoded_limit: int = 0  # bytes->bytes: the most bytes decode() may produce (set by CodecChain)
+    # bytes->bytes: the most bytes decode() may produce (set by CodecChain); None for chunks of
+    # variable-length elements, whose bound comes from the stored bytes (limit_for)
+    decoded_limit: int | None = 0
+    stream: str | None = None  # bytes->bytes: the numcodecs id of its format, for MAX_RATIO
     decodes_parts: bool = False  # bytes->bytes: decode_into may decode only the bytes `wanted`
     reads_parts: bool = False  # bytes->bytes: decode_part decodes them from ranges of the stored bytes
     # A codec that holds codecs of its own (conditional, n5_default) is given the chain builder as
@@ -39,6 +43,12 @@ class Codec:
 
     def __init__(self, config: dict, spec: ChunkSpec, where: str):
         self.where = where
+
+    def limit_for(self, data: BytesLike) -> int:
+        """The most bytes decode(data) may produce: the chain's bound, or for variable-length
+        elements what `data` could decode to at its format's greatest ratio (MAX_RATIO), within
+        MAX_CHUNK_NBYTES: real data always fits, and a bomb costs no more than a real chunk."""
+        return self.decoded_limit if self.decoded_limit is not None else variable_limit(self.stream, len(data))
 
     def resolve(self, spec: ChunkSpec) -> ChunkSpec:
         """The spec of the encoded side (array->array codecs change it)."""
@@ -114,6 +124,13 @@ class NestedChain(Protocol):
 
 
 BuildChain = Callable[[list, ChunkSpec, str], NestedChain]  # (codecs, spec, where) -> the chain
+
+
+def variable_limit(stream: str | None, stored: int) -> int:
+    """The most `stored` bytes of the numcodecs format `stream` can decode to (MAX_RATIO), within
+    MAX_CHUNK_NBYTES: the bound of a chunk of variable-length elements."""
+    ratio = None if stream is None else MAX_RATIO.get(stream)
+    return MAX_CHUNK_NBYTES if ratio is None else min(MAX_CHUNK_NBYTES, ratio * stored)
 
 
 def config_value(config: dict, name: str, where: str, default: object = ...) -> object:

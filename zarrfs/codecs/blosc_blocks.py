@@ -95,11 +95,11 @@ def stored_ranges(prefix: BytesLike, stored_size: int, decoded_size: int, wanted
     if HEADER + 4 * nblocks > len(prefix):
         return None
     starts = struct.unpack_from(f"<{nblocks}i", prefix, HEADER)
+    if nblocks and not HEADER + 4 * nblocks <= min(starts) <= max(starts) < cbytes:  # any block: as a whole decode
+        raise CorruptChunkError("undecodable blosc stream (a block starts outside the chunk)")
     ranges: list[tuple[int, int]] = []
     for start in starts[first:last + 1]:
         stop = min((s for s in starts if s > start), default=cbytes)
-        if not HEADER + 4 * nblocks <= start < stop <= cbytes:
-            raise CorruptChunkError("undecodable blosc stream (a block starts outside the chunk)")
         if ranges and ranges[-1][1] == start:
             ranges[-1] = (ranges[-1][0], stop)
         else:

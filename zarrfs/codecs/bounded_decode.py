@@ -2,7 +2,8 @@
 
 A chunk's decoded size is known from its metadata, so a stream that claims more, or a decoder
 that would loop or allocate on the stream's word, is a corrupt chunk, not a reason to hang or
-to run out of memory. (numcodecs' Zstd().decode() spins forever on some 27-byte frames whose
+to run out of memory. (A chunk of variable-length elements has no such size: its bound is what
+its stored bytes could decode to, MAX_RATIO.) (numcodecs' Zstd().decode() spins forever on some 27-byte frames whose
 header declares no content size; its GZip decodes a bomb whole.)
 """
 
@@ -13,37 +14,41 @@ from collections.abc import Callable
 from typing import Protocol
 
 import numcodecs
-import numpy as np
 import zstandard
 
 from zarrfs.codecs.stored_bytes import BytesLike
 from zarrfs.errors import CorruptChunkError
 
 BLOSC_HEADER = 16
+READ_STEP = 1 << 22  # zstd output taken 4 MiB at a time
+# The most bytes one stored byte can decode to, by numcodecs id, from each format's own limits:
+# zstd's RLE block of 4 bytes makes 128 KiB; deflate makes 258 bytes from 2 bits; blosc's inner
+# codecs reach zstd's at most; numcodecs' lz4 block 255 per length byte. Variable-length data has
+# no size known before decoding: its chunk is bounded by what its stored bytes could hold (real
+# data never exceeds that), within base.MAX_CHUNK_NBYTES. bz2 and lzma have no useful ratio.
+MAX_RATIO = {"zstd": 1 << 15, "gzip": 1032, "zlib": 1032, "blosc": 1 << 15, "lz4": 256}
 ZSTD_SKIPPABLE = 0x184D2A50  # the magic of a skippable frame, its low 4 bits free
 
 
-def zstd_decode(data, limit: int) -> bytearray:
-    """The bytes of the zstd frames in `data`, at most `limit` of them."""
-    out = bytearray(limit + 1)  # one more: a stream that fills it is too long
-    view, filled = memoryview(out), 0
+def zstd_decode(data, limit: int) -> bytes:
+    """The bytes of the zstd frames in `data`, at most `limit` of them. The output grows as it
+    decodes: a limit is a bound, not an allocation (a variable-length chunk's is large)."""
+    parts, filled = [], 0
     try:
         with zstandard.ZstdDecompressor().stream_reader(bytes(data), read_across_frames=True) as reader:
             while filled <= limit:
-                n = reader.readinto(view[filled:])
-                if not n:
+                part = reader.read(min(limit + 1 - filled, READ_STEP))
+                if not part:
                     break
-                filled += n
+                parts.append(part)
+                filled += len(part)
     except zstandard.ZstdError as e:
         raise CorruptChunkError(f"undecodable zstd stream ({e})") from None
-    finally:
-        view.release()
     if filled > limit:
         raise CorruptChunkError(f"zstd stream decodes to more than the {limit} bytes expected")
     if not _whole_zstd_frames(data):  # the reader ends quietly where a cut stream does
         raise CorruptChunkError("undecodable zstd stream (truncated)")
-    del out[filled:]
-    return out
+    return b"".join(parts)
 
 
 def _whole_zstd_frames(data: BytesLike) -> bool:
@@ -88,34 +93,6 @@ def gzip_decode(data: BytesLike, limit: int) -> bytes:
     except zlib.error as e:
         raise CorruptChunkError(f"undecodable gzip stream ({e})") from None
     return b"".join(parts)
-
-
-GZIP_WBITS, ZLIB_WBITS = 16 + zlib.MAX_WBITS, zlib.MAX_WBITS
-PREFIX_WBITS = {"gzip": GZIP_WBITS, "zlib": ZLIB_WBITS}  # by numcodecs id: deflate streams decoded in part
-
-
-def deflate_prefix(data, out, wbits: int) -> None:
-    """Fill the uint8 array `out` with the first bytes the deflate stream (gzip members, or a
-    zlib stream) in `data` decodes to, and decode no further: reading a chunk's first bytes
-    (a file manager's sniff, `head`) costs them, not the whole chunk. The rest of the stream
-    is not checked; a whole decode does that."""
-    filled, rest, wanted = 0, bytes(data), len(out)
-    name = "gzip" if wbits == GZIP_WBITS else "zlib"
-    try:
-        while filled < wanted:
-            decoder = zlib.decompressobj(wbits)
-            while filled < wanted and not decoder.eof:
-                part = decoder.decompress(rest, wanted - filled)
-                out[filled:filled + len(part)] = np.frombuffer(part, "u1")
-                filled += len(part)
-                rest = decoder.unconsumed_tail
-                if not part and not rest:
-                    raise CorruptChunkError(f"undecodable {name} stream (truncated after {filled} bytes)")
-            rest = decoder.unused_data
-            if filled < wanted and not rest:
-                raise CorruptChunkError(f"{name} stream ends after {filled} bytes, expected at least {wanted}")
-    except zlib.error as e:
-        raise CorruptChunkError(f"undecodable {name} stream ({e})") from None
 
 
 def check_blosc_header(data, limit: int) -> None:

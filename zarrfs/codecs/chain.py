@@ -31,7 +31,7 @@ from zarrfs.codecs.base import config_value as _config
 from zarrfs.codecs.bitround import BitroundCodec
 from zarrfs.codecs.blosc_blocks import PREFIX as BLOSC_PREFIX
 from zarrfs.codecs.blosc_blocks import blosc_blocks, decode_stored_blocks, stored_ranges
-from zarrfs.codecs.bounded_decode import GZIP_WBITS, check_blosc_header, deflate_prefix, gzip_decode, zstd_decode
+from zarrfs.codecs.bounded_decode import check_blosc_header, gzip_decode, zstd_decode
 from zarrfs.codecs.cast_value import CastValueCodec
 from zarrfs.codecs.conditional import ConditionalCodec
 from zarrfs.codecs.n5_default import N5DefaultCodec
@@ -126,7 +126,9 @@ class _NumcodecsCodec(BytesBytesCodec):
 
 
 class GzipCodec(_NumcodecsCodec):
-    label = "gzip"
+    """gzip, decoded whole for any read, as zstd (ZstdCodec)."""
+
+    label = stream = "gzip"
 
     def __init__(self, config: dict, spec: ChunkSpec, where: str):
         super().__init__(config, spec, where)
@@ -135,22 +137,16 @@ class GzipCodec(_NumcodecsCodec):
             raise MetadataError(f"{where}: level must be an integer 0..9, not {level!r}")
         self.impl = numcodecs.GZip(level)
 
-    decodes_parts = True  # a prefix: deflate decodes in order
-
     def decode(self, data):
-        return gzip_decode(data, self.decoded_limit)
-
-    def decode_into(self, data, out, wanted=None):
-        """A part of a chunk costs the bytes up to its end, as with zstd."""
-        if wanted is not None and wanted[1] < len(out):
-            wanted[0] = 0
-            return deflate_prefix(data, out[:wanted[1]], GZIP_WBITS)
-        return super().decode_into(data, out)
+        return gzip_decode(data, self.limit_for(data))
 
 
 class ZstdCodec(_NumcodecsCodec):
-    label = "zstd"
-    decodes_parts = True  # a prefix (_decode_prefix)
+    """zstd, decoded whole even for a read that wants its first bytes: a prefix decode would
+    answer from a frame that a whole decode refuses (cut short, garbled further on, longer
+    than it says), and checking the rest costs what decoding it does."""
+
+    label = stream = "zstd"
 
     def __init__(self, config: dict, spec: ChunkSpec, where: str):
         super().__init__(config, spec, where)
@@ -163,41 +159,21 @@ class ZstdCodec(_NumcodecsCodec):
     def decode(self, data: BytesLike) -> BytesLike:
         """numcodecs decodes a frame that declares its size in one call; any other frame goes
         through a decoder bounded by the size expected (numcodecs may spin on those)."""
-        declared = zstd_content_size(data)
-        if declared is None or declared > self.decoded_limit:
-            return zstd_decode(data, self.decoded_limit)
+        declared, limit = zstd_content_size(data), self.limit_for(data)
+        if declared is None or declared > limit:
+            return zstd_decode(data, limit)
         return super().decode(data)
 
     def decode_into(self, data, out, wanted=None):
-        """zstd decodes in order: a part of a chunk costs the bytes up to its end."""
         if zstd_content_size(data) != len(out):  # unknown or wrong: numcodecs would not notice a short frame
             return super().decode_into(data, out)
-        if wanted is not None and wanted[1] < len(out) and not data[4] & ZSTD_CHECKSUM_FLAG:
-            wanted[0] = 0
-            return self._decode_prefix(data, out[:wanted[1]])
         try:
             numcodecs.zstd.decompress(data, out)
         except Exception as e:
             raise CorruptChunkError(f"undecodable zstd stream ({e})") from None
 
-    def _decode_prefix(self, data, out: np.ndarray) -> None:
-        """Decode only as far as `out` reaches: zstd decodes in order, so a read of the first
-        bytes of a chunk costs only them. (A frame with a checksum is always decoded whole,
-        to check it.)"""
-        view, filled = memoryview(out), 0
-        try:
-            with zstandard.ZstdDecompressor().stream_reader(data, read_size=len(data)) as reader:
-                while filled < len(view):
-                    n = reader.readinto(view[filled:])
-                    if not n:
-                        raise CorruptChunkError(f"zstd stream ends after {filled} bytes, expected {len(out)}")
-                    filled += n
-        except zstandard.ZstdError as e:
-            raise CorruptChunkError(f"undecodable zstd stream ({e})") from None
-
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-ZSTD_CHECKSUM_FLAG = 4  # in the frame header descriptor (RFC 8878, 3.1.1.1.1)
 
 
 def zstd_content_size(data: BytesLike) -> int | None:
@@ -214,7 +190,7 @@ def zstd_content_size(data: BytesLike) -> int | None:
 
 
 class BloscCodec(_NumcodecsCodec):
-    label = "blosc"
+    label = stream = "blosc"
     decodes_parts = True  # the blocks that hold the bytes wanted (blosc_blocks.py)
     reads_parts = True  # and only their stored bytes (decode_part)
     SHUFFLES = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
@@ -235,12 +211,12 @@ class BloscCodec(_NumcodecsCodec):
                                     typesize=typesize or 1)
 
     def decode(self, data):
-        check_blosc_header(data, self.decoded_limit)
+        check_blosc_header(data, self.limit_for(data))
         return super().decode(data)
 
     def decode_into(self, data: BytesLike, out: np.ndarray, wanted: list[int] | None = None) -> None:
         # bytes 4..8 of the blosc header: the decoded size; numcodecs only checks that `out` is not smaller
-        check_blosc_header(data, self.decoded_limit)
+        check_blosc_header(data, self.limit_for(data))
         if int.from_bytes(bytes(data[4:8]), "little") != len(out):
             return super().decode_into(data, out)
         if wanted is not None and wanted[1] - wanted[0] <= len(out) // 4 and blosc_blocks(data, out, wanted):
@@ -420,16 +396,18 @@ class CodecChain:
 
     def _bound_decoders(self) -> None:
         """Tell each bytes->bytes codec the most its decode may produce: the exact encoded size of
-        the codecs before it when that is fixed, else a bound no real compressor output reaches."""
+        the codecs before it when that is fixed, else a bound no real compressor output reaches;
+        none for variable-length elements (strings, bytes), whose size only the stored bytes
+        bound (Codec.limit_for): 4 bytes and the value each, which the shape says nothing of."""
         nbytes = self.spec.nbytes
         for codec in self.array_array:  # numcodecs' astype and delta may widen the elements
             nbytes = codec.encoded_size(nbytes) or nbytes
         exact = self.array_bytes.encoded_size(nbytes)
-        bound = 2 * nbytes + (1 << 20)
+        bound = None if self.spec.data_type.numpy.kind == "O" else 2 * nbytes + (1 << 20)
         for codec in self.bytes_bytes:
             codec.decoded_limit = exact if exact is not None else bound
             exact = None if exact is None else codec.encoded_size(exact)
-            bound += bound // 4
+            bound = None if bound is None else bound + bound // 4
 
     def stored_limit(self) -> int | None:
         """The most bytes a stored chunk of this chain can hold, for the store to refuse more
@@ -527,8 +505,9 @@ class CodecChain:
 
     @functools.cached_property
     def decodes_parts(self) -> bool:
-        """decode_into may decode only the bytes `wanted` (zstd up to their end, blosc the blocks
-        that hold them), leaving the rest of `out` undefined."""
+        """decode_into may decode only the bytes `wanted` (blosc: the blocks that hold them),
+        leaving the rest of `out` undefined. Streams (zstd, gzip, zlib) never do: a prefix
+        would answer from a chunk whose whole decode fails."""
         return self._stored_as_decoded and bool(self.bytes_bytes) and self.bytes_bytes[0].decodes_parts
 
     @functools.cached_property

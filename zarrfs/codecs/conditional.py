@@ -47,6 +47,7 @@ class ConditionalCodec(BytesBytesCodec):
             if mask >> i & 1:
                 # the chunk's own bound for the last decode; a stage between may be a little larger
                 applied_below = mask & ((1 << i) - 1)
-                self.codecs[i].decoded_limit = 2 * self.decoded_limit + (1 << 20) if applied_below else self.decoded_limit
+                limit = self.decoded_limit
+                self.codecs[i].decoded_limit = 2 * limit + (1 << 20) if applied_below and limit is not None else limit
                 data = self.codecs[i].decode(data)
         return data

@@ -18,8 +18,8 @@ import numcodecs.abc
 import numpy as np
 from numcodecs.compat import ensure_contiguous_ndarray, ensure_ndarray
 
-from zarrfs.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec
-from zarrfs.codecs.bounded_decode import PREFIX_WBITS, bounded_decoder, deflate_prefix
+from zarrfs.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec, variable_limit
+from zarrfs.codecs.bounded_decode import bounded_decoder
 from zarrfs.codecs.stored_bytes import BytesLike
 from zarrfs.errors import CorruptChunkError, EncodeError, MetadataError, UnsupportedError
 from zarrfs.format.data_types import DataType
@@ -109,22 +109,15 @@ class NumcodecsBytesCodec(BytesBytesCodec):
         super().__init__(config, spec, where)
         self.spec, self.numcodec = spec, _Numcodec(self.id, config, where)
         self.bounded = bounded_decoder(self.id)
-        self.wbits = PREFIX_WBITS.get(self.id)
-        self.decodes_parts = self.wbits is not None  # zlib and gzip decode a prefix (bounded.deflate_prefix)
+        self.stream = self.id
 
     def encode(self, data: BytesLike) -> bytes:
         return ensure_contiguous_ndarray(self.numcodec.encode(data)).tobytes()
 
     def decode(self, data: BytesLike) -> BytesLike:
         if self.bounded is not None:  # decoders that could be told to produce a lot
-            return self.bounded(data, self.decoded_limit)
+            return self.bounded(data, self.limit_for(data))
         return self.numcodec.decode(data)
-
-    def decode_into(self, data: BytesLike, out: np.ndarray, wanted: list[int] | None = None) -> None:
-        if self.wbits is not None and wanted is not None and wanted[1] < len(out):
-            wanted[0] = 0
-            return deflate_prefix(data, out[:wanted[1]], self.wbits)
-        return super().decode_into(data, out)
 
 
 class NumcodecsArrayCodec(ArrayArrayCodec):
@@ -266,13 +259,18 @@ class V2FiltersCodec(ArrayBytesCodec):
         return ensure_contiguous_ndarray(data).reshape(-1).view("u1")
 
     def decode(self, data: BytesLike) -> np.ndarray:
-        limit = 2 * self.spec.nbytes + (1 << 20)  # a filter may widen the elements (astype): not this much
+        # a filter may widen the elements (astype): not this much; variable-length elements have
+        # no size the shape says, only what the stored bytes could hold (base.variable_limit)
+        limit = None if self.stored.kind == "O" else 2 * self.spec.nbytes + (1 << 20)
         try:
             for codec in reversed(self.filters):
                 if self.stored.kind == "O" and codec is self.filters[0]:
                     OBJECT_CHECKS[codec.codec_id](data, self.spec.shape)
                 bounded = bounded_decoder(codec.codec_id)  # a compressor used as a filter
-                data = bounded(data, limit) if bounded else codec.decode(data)
+                if bounded:
+                    data = bounded(data, variable_limit(codec.codec_id, len(data)) if limit is None else limit)
+                else:
+                    data = codec.decode(data)
             if self.stored.kind == "O":  # variable-length: the first filter made the elements
                 return _elements(data, self.spec.shape)
             flat = ensure_contiguous_ndarray(data).reshape(-1).view("u1")

@@ -158,8 +158,8 @@ class Array:
 
     def _read_small(self, part, target: np.ndarray, whole: bool) -> None:
         """Part of a chunk for a small read: copied from the chunk's last scratch decode if that
-        reaches far enough (recent_chunks.py); else, the first time, decoded into scratch (a zstd chunk
-        only as far as wanted) and kept there; else decoded and cached (ChunkCache.admit)."""
+        reaches far enough (recent_chunks.py); else, the first time, decoded into scratch (a blosc chunk
+        only in the blocks wanted) and kept there; else decoded and cached (ChunkCache.admit)."""
         key, cache = self.cache_key + (part.coords,), self.shared.cache
         shape = self.spec_at(part.coords).shape
         wanted = None if whole else self._span_nbytes(part.chunk_box, shape)  # a decode may widen it

@@ -4,9 +4,9 @@ A small read decodes a chunk it wants part of into a scratch buffer and does not
 (ChunkCache.admit: a chunk read once at random is not worth new memory). The buffer stays here
 until a few later small reads push it out, so that the next read of the same chunk (a tool
 reading 4 KiB at a time, GIO's 16 KiB sniff whose row pieces touch each chunk twice) copies
-from it instead of decoding again. A chunk may be decoded only in part (a zstd chunk as far as
-the first read wanted, a blosc chunk the blocks that hold it): a later read within that part is
-served, one past it decodes the chunk again.
+from it instead of decoding again. A chunk may be decoded only in part (a blosc chunk in the blocks
+that hold what the first read wanted): a later read within that part is served, one past it
+decodes the chunk again.
 
 It keeps two chunks at first: each buffer kept is new memory until it is recycled (a page fault
 per 4 KiB, about 1 µs here), and sixteen slots from the start made a fresh mount's first sixteen

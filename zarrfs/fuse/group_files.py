@@ -5,7 +5,7 @@ import errno
 import logging
 import os
 
-from zarrfs.fuse.errno_boundary import fail
+from zarrfs.fuse.errno_boundary import fail, fail_logged
 from zarrfs.views import hdf5
 
 log = logging.getLogger(__name__)
@@ -27,7 +27,7 @@ class GroupFiles:
             layout = self.hierarchy.group_layout(entry.node)
         except hdf5.HDF5ViewError as e:
             log.error("%s: no HDF5 view: %s", path, e)
-            fail(e.errno)
+            fail_logged(e.errno)
         self.siblings.opened(path)
         if self._served.get(path) is not layout:
             self._served[path] = layout

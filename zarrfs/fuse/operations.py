@@ -37,7 +37,7 @@ from zarrfs.fs.ownership import Ownership
 from zarrfs.fs.stored_usage import LIFETIME, Usage
 from zarrfs.fs.xattrs import ExtendedAttributes
 from zarrfs.fuse import replies
-from zarrfs.fuse.errno_boundary import errno_boundary, fail
+from zarrfs.fuse.errno_boundary import errno_boundary, fail, fail_logged
 from zarrfs.fuse.group_files import GroupFiles
 from zarrfs.fuse.libfuse import mfusepy
 from zarrfs.fuse.page_invalidation import Siblings
@@ -279,8 +279,8 @@ class Operations(mfusepy.Operations):
             return self._add_handle(Handle(entry, file=self.group_files.open(entry, path)))
         if entry.kind != DATA:
             return self._add_handle(Handle(entry, content=self.hierarchy.content(entry)))
-        if entry.node.error is not None:  # logged once, when the node was read
-            fail(entry.node.error.errno)
+        if entry.node.error is not None:  # logged once, naming the file, when the node was read
+            fail_logged(entry.node.error.errno)
         opened = self.arrays.open(entry.node)
         prefix = self.hierarchy.prefix(entry)
         file = PrefixedFile(opened.raw, prefix, path) if prefix else opened.raw
@@ -353,6 +353,14 @@ class Operations(mfusepy.Operations):
         cache, so a reader never sees pages of an older rendering."""
         handle = self._handles.get(fh)
         return handle is not None and handle.entry is not None and handle.entry.kind in (TEXT, PREVIEW)
+
+    def node_of(self, fh) -> str:
+        """What an open file is, for the errno boundary's log lines: its path for an array's data
+        file, else the node it shows."""
+        handle = self._handles.get(fh)
+        if handle is None or handle.entry is None:
+            return f"file handle {fh}" if handle is None else "a file being written"
+        return handle.siblings[0] or handle.entry.node.path or "/"
 
     def _handle(self, fh) -> Handle:
         handle = self._handles.get(fh)

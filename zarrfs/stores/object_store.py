@@ -41,9 +41,8 @@ NOT_FOUND = (NotFoundError, FileNotFoundError)  # obstore raises the builtin for
 from zarrfs.byte_ranges import ByteRange, Range, Suffix, coalesce
 from zarrfs.errors import ConflictError, StoreError, ValueChangedError
 from zarrfs.names import text_key
-from zarrfs.stores import bounded_get
+from zarrfs.stores import bounded_get, resend
 from zarrfs.stores import object_nodes as objecttree
-from zarrfs.stores import resend
 from zarrfs.stores.contained import key_parts
 from zarrfs.stores.contract import Capabilities
 from zarrfs.stores.local import TEMP_PREFIX, Staged
