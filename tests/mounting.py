@@ -20,6 +20,12 @@ class Mount:
     def log(self) -> str:
         return Path(self.log_path).read_text(errors="replace")
 
+    def settled_log(self, quiet: float = 0.5, timeout: float = 30.0) -> str:
+        """The log once the daemon is idle: nothing written for `quiet` seconds. What the kernel
+        sends after a call returns (read-ahead, release), and the daemon's background threads,
+        are logged by then, so that requests or lines counted in it are all there are."""
+        return settled(self.log_path, quiet, timeout)
+
     def __truediv__(self, name):
         return self.path / name
 
@@ -30,6 +36,24 @@ def wait_for(predicate, timeout=15.0, what="condition"):
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out waiting for {what}")
         time.sleep(0.02)
+
+
+def settled(path, quiet: float = 0.5, timeout: float = 30.0) -> str:
+    """The text of the log at `path` once it has stopped growing for `quiet` seconds ("" if it
+    was never made); a log still growing after `timeout` fails the test (a mount, or a server,
+    that is never idle is a defect)."""
+    deadline = time.monotonic() + timeout
+    size, since = None, time.monotonic()
+    while True:
+        now_size = os.path.getsize(path) if os.path.exists(path) else -1
+        now = time.monotonic()
+        if now_size != size:
+            size, since = now_size, now
+        elif now - since >= quiet:
+            return Path(path).read_text(errors="replace") if size >= 0 else ""
+        if now > deadline:
+            raise TimeoutError(f"{path} kept growing for {timeout} s: its writer was never idle")
+        time.sleep(0.05)
 
 
 def unmount(mountpoint) -> None:

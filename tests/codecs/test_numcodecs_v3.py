@@ -2,6 +2,8 @@
 read and written both ways, lossy ones storing what the codec keeps, optional packages named."""
 
 import json
+import os
+import pickle
 import warnings
 
 import numpy as np
@@ -89,7 +91,7 @@ def open_bytes(path) -> bytes:
 
 
 def test_optional_package_is_named_when_missing(tmp_path):
-    z = create(tmp_path / "a", "pcodec")
+    create(tmp_path / "a", "pcodec")
     doc = json.loads((tmp_path / "a" / "zarr.json").read_text())
     doc["codecs"] = [{"name": "numcodecs.zfpy", "configuration": {"mode": 4, "tolerance": 0.01}}]
     (tmp_path / "a" / "zarr.json").write_text(json.dumps(doc))
@@ -99,7 +101,8 @@ def test_optional_package_is_named_when_missing(tmp_path):
     with pytest.raises(UnsupportedError, match=r"codecs\[0\] \(numcodecs.zfpy\): codec 'zfpy' needs the Python "
                                                r"package 'zfpy'"):
         check_codecs(meta, "a/zarr.json")
-    assert z is not None
+    with pytest.raises(UnsupportedError, match=r"codec 'zfpy' needs the Python package 'zfpy'"):
+        zarrfs.open_raw(str(tmp_path / "a"))  # the array opened on its own says the same
 
 
 @pytest.mark.parametrize("codec", ["zlib", "bz2", "lzma", "lz4"])
@@ -123,10 +126,28 @@ def test_a_stream_that_decodes_to_more_than_its_chunk_is_corrupt(tmp_path, codec
 def test_a_v3_document_cannot_smuggle_pickle_through_the_v2_filter_codec(tmp_path):
     from zarrfs.fs.hierarchy import check_codecs
 
-    z = create(tmp_path / "a", "adler32")
+    create(tmp_path / "a", "adler32")
     doc = json.loads((tmp_path / "a" / "zarr.json").read_text())
     doc["codecs"] = [{"name": "zarrfs.v2_filters", "configuration": {"dtype": "<u2", "filters": [{"id": "pickle"}]}}]
     (tmp_path / "a" / "zarr.json").write_text(json.dumps(doc))
+    ran = tmp_path / "ran"
+    bait = pickle.dumps(Runs(os.mkdir, str(ran)))  # a chunk that runs code when unpickled
+    (tmp_path / "a" / "c" / "0").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "a" / "c" / "0" / "0").write_bytes(bait)
     with pytest.raises(UnsupportedError, match="pickle.*refused"):
         check_codecs(read_metadata(LocalStore(str(tmp_path)), "a"), "a/zarr.json")
-    assert z is not None
+    with pytest.raises(UnsupportedError, match="pickle.*refused"):
+        zarrfs.open_raw(str(tmp_path / "a")).read(0, 8)
+    assert not ran.exists()  # nothing was unpickled
+    pickle.loads(bait)
+    assert ran.is_dir()  # and the bait was live: unpickled, it runs
+
+
+class Runs:
+    """Unpickled, calls `function(argument)`: what a hostile store would put in a chunk."""
+
+    def __init__(self, function, argument):
+        self.function, self.argument = function, argument
+
+    def __reduce__(self):
+        return self.function, (self.argument,)

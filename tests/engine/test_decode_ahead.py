@@ -10,7 +10,7 @@ import pytest
 import zarr
 
 from helpers import CountingStore, Worker, array_doc, write_doc
-from mounting import mounted
+from mounting import mounted, wait_for
 from zarrfs.engine.array import open_array
 from zarrfs.engine.buffers import free
 from zarrfs.engine.chunk_cache import ChunkCache
@@ -91,6 +91,7 @@ def test_a_whole_chunk_decoded_ahead_is_the_reply_itself(tmp_path, sharded):
             assert reply.buf[0].mem in decoded, f"request {i} was answered with a copy"
         free(reply.buf[0].mem)
         free(vector.value)
+    ahead.settle(10)  # a decode still under way has its read counted
     reads = [(key, None if r is None else tuple(r)) for key, r, _ in store.gets]
     assert len(reads) == len(set(reads))
 
@@ -119,7 +120,10 @@ def test_a_chunk_decoded_ahead_is_never_served_after_a_write(tmp_path):
     raw.read_into(0, out)
     raw.read_into(CHUNK, out)  # chunks 2..5 decode ahead; 5 waits at the gate with its old bytes
     assert store.reached.wait(10)
-    ahead.settle(0.2)
+    # the others decoded, 5 alone held at the gate: waited for, not given 0.2 s
+    wait_for(lambda: [e.done.is_set() for e in list(ahead._entries.values())].count(False) == 1,
+             timeout=10, what="every decode ahead but the gated one")
+    assert len(ahead._entries) == 4  # 2, 3, 4 and 5
     new = np.full(CHUNK, 7, "u1")
     for i in (3, 5):  # 3 is decoded ahead already; 5 is being decoded
         raw.write(i * CHUNK, new.tobytes())
@@ -141,6 +145,7 @@ def test_a_sharded_array_decodes_inner_chunks_ahead(tmp_path):
     for i in range(2, N):  # read across shard boundaries (4 inner chunks a shard)
         raw.read_into(i * CHUNK, out)
         np.testing.assert_array_equal(out, values[i * CHUNK:(i + 1) * CHUNK])
+    raw.array.shared.cache.ahead.settle(10)  # a decode still under way has its reads counted
     ranges = [(key, tuple(r)) for key, r, _ in store.gets if r is not None]
     assert len(ranges) == len(set(ranges)) == N + N // 4  # each inner chunk once, each shard's index once
 

@@ -8,13 +8,12 @@ import os
 import ml_dtypes
 import numpy as np
 import pytest
+import tensorstore as ts  # the test extra has it: the writer of the types it knows
 
 import zarrfs
 import zarrfs.stores.local
 from helpers import array_doc, write_doc
 from zarrfs.errors import InvalidValueError, MetadataError
-
-ts = pytest.importorskip("tensorstore")
 
 TS_TYPES = ["bfloat16", "float8_e3m4", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e4m3b11fnuz", "float8_e5m2",
             "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn", "int2", "int4"]

@@ -46,7 +46,7 @@ def test_ls_asks_for_labels_and_acls_once_per_mount_not_per_file(store, tmp_path
         assert errno_of(lambda: os.getxattr(bin_path, "system.posix_acl_access")) == errno.ENOTSUP
         assert os.getxattr(bin_path, "user.zarr.shape") == b"[16, 16]"
         assert errno_of(lambda: os.getxattr(bin_path, "user.other")) == errno.ENODATA  # user.* is supported
-        before = len(requests(m.log(), "getxattr"))
+        before = len(requests(m.settled_log(), "getxattr"))
         for _ in range(2):
             listed = subprocess.run(["ls", "-lR", str(m.path)], capture_output=True, text=True, check=True).stdout
         files = [line for line in listed.splitlines() if line.startswith("-r")]
