@@ -2,7 +2,7 @@
 
 The same float32 layouts as the local bench go to SeaweedFS (`weed mini`), or nginx for http,
 on loopback. Every reader reaches the server through one delaying proxy
-(zarrfs/testing/delay_proxy.py: `--delay-ms` each way, 5 by default, so a 10 ms round trip;
+(tests/servers/delay_proxy.py: `--delay-ms` each way, 5 by default, so a 10 ms round trip;
 this kernel has no netem), so all pay the same round trip; the report prints the measured round
 trip of a small GET. In each interleaved round, zarrfs through a real mount, tensorstore
 in-process (its s3 or http kvstore) and zarr-python in-process (obstore) read the same arrays;
@@ -18,6 +18,7 @@ import re
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -25,11 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the test servers (tests/servers)
+
 from benchlib import GB, ZARRFS, _mounted, build, cpu_seconds, p50_ms, random_offsets, read_through, table, timed
+from servers.delay_proxy import DelayProxy
+from servers.nginx import Nginx
+from servers.seaweed import BUCKET, Seaweed
 from zarrfs.stores.source_url import RemoteOptions
-from zarrfs.testing.delay_proxy import DelayProxy
-from zarrfs.testing.nginx import Nginx
-from zarrfs.testing.seaweed import BUCKET, Seaweed
 
 GIB = 1 << 30
 PINGS = 20  # small GETs timed for the round trip the report prints

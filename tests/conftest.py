@@ -50,7 +50,7 @@ def _session_server(factory, name: str):
 @pytest.fixture(scope="session")
 def seaweed(tmp_path_factory):
     """One real S3-compatible server (SeaweedFS) for the session; tests use unique prefixes."""
-    from zarrfs.testing.seaweed import Seaweed
+    from servers.seaweed import Seaweed
 
     yield from _session_server(lambda name: Seaweed(tmp_path_factory.mktemp(name)), "seaweed")
 
@@ -58,7 +58,7 @@ def seaweed(tmp_path_factory):
 @pytest.fixture(scope="session")
 def azurite(tmp_path_factory):
     """Azure Blob storage (Azurite) for the session; tests use unique containers or prefixes."""
-    from zarrfs.testing.emulators import Azurite
+    from servers.emulators import Azurite
 
     yield from _session_server(lambda name: Azurite(tmp_path_factory.mktemp(name)), "azurite")
 
@@ -66,7 +66,7 @@ def azurite(tmp_path_factory):
 @pytest.fixture(scope="session")
 def fake_gcs(tmp_path_factory):
     """Google Cloud Storage (fake-gcs-server) for the session; tests use unique buckets or prefixes."""
-    from zarrfs.testing.emulators import FakeGcs
+    from servers.emulators import FakeGcs
 
     yield from _session_server(lambda name: FakeGcs(tmp_path_factory.mktemp(name)), "fake-gcs")
 

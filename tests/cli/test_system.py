@@ -127,7 +127,7 @@ def test_exec_start_notifies_ready_when_live_and_stopping_on_sigterm(store, tmp_
 def test_mount_t_fuse_zarrfs_of_a_bucket_with_a_credentials_file(seaweed, tmp_path):
     """A remote source through mount(8) and mount.fuse3, as an fstab line with _netdev would give
     it; the credentials from a private file, since mount(8) is no place for secrets."""
-    from zarrfs.testing.seaweed import USERS, unique_prefix
+    from servers.seaweed import USERS, unique_prefix
     prefix = unique_prefix("mount8")
     zarr.create_array(seaweed.zarr_store(prefix), shape=(10,), chunks=(4,), dtype="u1")[...] = np.arange(10)
     key, secret, _ = USERS["reader"]
@@ -162,7 +162,7 @@ def test_the_units_sandbox_lets_a_remote_mount_open_the_sockets_it_needs(seaweed
     the unit's RestrictAddressFamilies allows (systemd refuses the others with EAFNOSUPPORT).
     The endpoint is a host name, so name resolution is traced too. (No systemd runs as PID 1
     here: systemd-run cannot apply the sandbox itself.)"""
-    from zarrfs.testing.seaweed import unique_prefix
+    from servers.seaweed import unique_prefix
     prefix = unique_prefix("unit")
     zarr.create_array(seaweed.zarr_store(prefix), shape=(10,), chunks=(4,), dtype="u1")[...] = np.arange(10)
     mnt = tmp_path / "mnt"

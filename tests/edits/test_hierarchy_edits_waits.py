@@ -105,8 +105,8 @@ def test_an_object_stores_rm_waits_past_the_local_bound_for_its_write_back(seawe
     goes through once it is done."""
     import zarr
 
+    from servers.seaweed import unique_prefix
     from zarrfs.stores.source_url import RemoteOptions
-    from zarrfs.testing.seaweed import unique_prefix
 
     prefix = unique_prefix("wait")
     zarr.open_group(seaweed.zarr_store(prefix), mode="w").create_array("a", shape=(4,), chunks=(2,), dtype="<i4")

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from helpers import array_doc, open_raw_file, write_sharded
+from servers.memory_store import MemoryStore
 from zarrfs.engine.writeback import CONFLICT_RETRIES
 from zarrfs.errors import ConflictError, CorruptChunkError, StoreError
 from zarrfs.stores.contract import Capabilities
-from zarrfs.testing.memory_store import MemoryStore
 
 REMOTE = Capabilities(remote=True, conditional_writes=True, batched_reads=True, metadata_ttl=0)
 

@@ -13,8 +13,8 @@ import zstandard
 
 import zarrfs
 from helpers import array_doc, open_raw_file, write_doc
+from servers.memory_store import MemoryStore
 from zarrfs.errors import CorruptChunkError
-from zarrfs.testing.memory_store import MemoryStore
 
 N = 1 << 16  # int32 elements: one 256 KiB chunk
 CHUNK = 4 * N

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from helpers import write_sharded
+from servers.memory_store import MemoryStore
 from zarrfs.byte_ranges import Range
 from zarrfs.engine import shard_spans
 from zarrfs.engine.array import open_array
@@ -15,7 +16,6 @@ from zarrfs.engine.flat_file import RawFile
 from zarrfs.engine.shard_spans import Spans
 from zarrfs.format.v3 import parse_document
 from zarrfs.stores.contract import Capabilities
-from zarrfs.testing.memory_store import MemoryStore
 
 REMOTE = Capabilities(remote=True, conditional_writes=True, batched_reads=True, metadata_ttl=60)
 INNER, PER_SHARD, SHARDS = 4096, 16, 4  # uint8 elements: 16 inner chunks of 4 KiB per shard

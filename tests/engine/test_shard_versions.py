@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from helpers import open_raw_file, write_sharded
+from servers.memory_store import MemoryStore
 from zarrfs.stores.contract import Capabilities
-from zarrfs.testing.memory_store import MemoryStore
 
 INNER, PER_SHARD = 64, 4
 REMOTE = Capabilities(remote=True, conditional_writes=True, batched_reads=True, metadata_ttl=60)

@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 
 from helpers import array_doc, fill_disk, group_doc
 from mounting import RECOVER, ZARRFS, mounted, unmount
+from servers.seaweed import unique_prefix
 from zarrfs import names
 from zarrfs.errors import StoreError
 from zarrfs.stores.object_store import ObjectStore
-from zarrfs.testing.seaweed import unique_prefix
 
 # store path (bytes) -> a multiplier of the oracle's values
 ARRAYS = {b"good": 1, b"new\nline": 2, b"bad\xff\xfename": 3, b"grp\xc3/in\xe9ner": 4}

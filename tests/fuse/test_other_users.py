@@ -20,7 +20,7 @@ import pytest
 import zarr
 
 from mounting import ZARRFS, mounted
-from zarrfs.testing.seaweed import unique_prefix
+from servers.seaweed import unique_prefix
 
 # Each operation a user may try on the mount: (name, code run with `m`, the mount, at hand).
 # The probe prints {name: "ok", the errno's name, or what access(2) said}.

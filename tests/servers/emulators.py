@@ -19,7 +19,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from zarrfs.testing.seaweed import free_ports
+from servers.seaweed import free_ports
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 AZURITE = CHECKOUT / ".test-servers" / "node_modules" / "azurite" / "dist" / "src" / "blob" / "main.js"

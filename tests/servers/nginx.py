@@ -11,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from zarrfs.testing.seaweed import free_ports
+from servers.seaweed import free_ports
 
 CONFIG = """
 {user}daemon off;

@@ -14,7 +14,7 @@ from zarr.codecs import ZstdCodec
 from zarr.storage import ObjectStore
 
 from mounting import failed_start, mounted
-from zarrfs.testing.emulators import AZURE_ACCOUNT, AZURE_KEY
+from servers.emulators import AZURE_ACCOUNT, AZURE_KEY
 
 
 @pytest.fixture

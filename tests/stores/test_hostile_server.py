@@ -1,5 +1,5 @@
 """A server whose answers are hostile, through a real mount (SeaweedFS behind a proxy that answers
-chosen chunk GETs itself, zarrfs/testing/hostile_proxy.py): a read of such a chunk gets EIO and
+chosen chunk GETs itself, tests/servers/hostile_proxy.py): a read of such a chunk gets EIO and
 one log line naming the key and the sizes, the daemon lives on with bounded memory and serves
 the other arrays, and what was written before reaches the store."""
 
@@ -15,9 +15,9 @@ import zarr
 
 from helpers import PROBE_LIMIT, array_doc, group_doc, probe
 from mounting import mounted, unmount
+from servers.hostile_proxy import HUGE, OVERSIZED, HostileProxy
+from servers.seaweed import unique_prefix
 from zarrfs.engine.read_budget import MAX_READ_CHUNKS
-from zarrfs.testing.hostile_proxy import HUGE, OVERSIZED, HostileProxy
-from zarrfs.testing.seaweed import unique_prefix
 
 PAGE = 4096  # one chunk is one page
 # a read the page cache does not retry (a buffered read that fails is asked again page by page)

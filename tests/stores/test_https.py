@@ -9,9 +9,9 @@ import pytest
 import zarr
 
 from mounting import failed_start, mounted, settled
-from zarrfs.testing.nginx import Nginx
-from zarrfs.testing.seaweed import unique_prefix
-from zarrfs.testing.tls import CertificateAuthority
+from servers.nginx import Nginx
+from servers.seaweed import unique_prefix
+from servers.tls import CertificateAuthority
 
 
 def served(server: Nginx) -> list[str]:

@@ -12,7 +12,7 @@ import zarr
 from zarr.codecs import ZstdCodec
 
 from mounting import mounted, wait_for
-from zarrfs.testing.seaweed import unique_prefix
+from servers.seaweed import unique_prefix
 
 SHAPE = (64, 256)
 ROUNDS = 4

@@ -2,9 +2,9 @@
 
 import pytest
 
+from servers.memory_store import FAULTS_KEPT, VERSIONS_KEPT, MemoryStore
 from zarrfs.errors import StoreError
 from zarrfs.stores.contract import Capabilities
-from zarrfs.testing.memory_store import FAULTS_KEPT, VERSIONS_KEPT, MemoryStore
 
 
 def test_a_fault_hits_only_matching_keys_and_only_n_times():

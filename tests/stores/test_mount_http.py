@@ -9,7 +9,7 @@ import pytest
 import zarr
 
 from mounting import ZARRFS, mounted, settled, unmount
-from zarrfs.testing.nginx import Nginx
+from servers.nginx import Nginx
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import zarr
 from zarr.codecs import BloscCodec, Crc32cCodec, ZstdCodec
 
 from mounting import ZARRFS, daemon_places, mounted, unmount, wait_for
-from zarrfs.testing.seaweed import unique_prefix
+from servers.seaweed import unique_prefix
 
 
 def mount_s3(seaweed, prefix, tmp_path, *options, user="admin", name="mnt"):
@@ -365,7 +365,7 @@ def test_a_stream_through_a_shard_reads_runs_of_inner_chunks_in_one_request(seaw
     """A cold sequential read of a shard of 256 inner chunks through the mount, with a round
     trip of a few ms: the same bytes as zarr-python wrote, in far fewer GETs than inner chunks
     (counted by a proxy in between)."""
-    from zarrfs.testing.delay_proxy import DelayProxy
+    from servers.delay_proxy import DelayProxy
 
     prefix = unique_prefix("stream")
     values = np.random.default_rng(2).normal(size=(64 * 64 << 10) // 4).astype("<f4")  # 16 MiB

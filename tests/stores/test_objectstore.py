@@ -11,12 +11,12 @@ import pytest
 import zarr
 
 from helpers import open_raw_file
+from servers.seaweed import unique_prefix
 from zarrfs.byte_ranges import Range, Suffix
 from zarrfs.engine.writeback import CONFLICT_RETRIES
 from zarrfs.errors import ConflictError, StoreError
 from zarrfs.stores.object_store import ObjectStore
 from zarrfs.stores.source_url import RemoteOptions, open_store
-from zarrfs.testing.seaweed import unique_prefix
 
 
 def object_store(seaweed, prefix, user="admin", **kwargs) -> ObjectStore:

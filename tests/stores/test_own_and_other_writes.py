@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import zarr
 
+from servers.seaweed import unique_prefix
 from zarrfs.engine.array import Array
 from zarrfs.fuse.operations import Operations, Options
 from zarrfs.stores.source_url import RemoteOptions
-from zarrfs.testing.seaweed import unique_prefix
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import zarr
 from zarr.codecs import ZstdCodec
 
 from mounting import mounted, wait_for
-from zarrfs.testing.seaweed import unique_prefix
+from servers.seaweed import unique_prefix
 
 SHAPE = (64, 512)
 REGION = slice(16 * 512 * 2, 20 * 512 * 2)  # rows 16-19, bytes of <u2

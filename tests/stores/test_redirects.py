@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from mounting import failed_start
-from zarrfs.testing.tls import CertificateAuthority
+from servers.tls import CertificateAuthority
 
 TOKEN, SECRET = "session-token-TOPSECRET", "secret-key-TOPSECRET"
 

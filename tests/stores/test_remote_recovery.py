@@ -12,8 +12,8 @@ import zarr
 from zarr.codecs import ZstdCodec
 
 from mounting import RECOVER, mounted, reap, unmount
-from zarrfs.testing.delay_proxy import DelayProxy
-from zarrfs.testing.seaweed import USERS, unique_prefix
+from servers.delay_proxy import DelayProxy
+from servers.seaweed import USERS, unique_prefix
 
 
 def test_what_an_outage_kept_from_the_store_is_replayed_and_merged_with_another_writers(seaweed, tmp_path):

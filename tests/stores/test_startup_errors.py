@@ -11,8 +11,8 @@ import pytest
 import zarr
 
 from mounting import failed_start, mounted
-from zarrfs.testing.nginx import Nginx
-from zarrfs.testing.seaweed import USERS, unique_prefix
+from servers.nginx import Nginx
+from servers.seaweed import USERS, unique_prefix
 
 
 def start_line(source, options, env, tmp_path, pattern) -> str:

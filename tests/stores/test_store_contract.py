@@ -8,13 +8,13 @@ import stat
 import obstore
 import pytest
 
+from servers.memory_store import MemoryStore
+from servers.seaweed import unique_prefix
 from zarrfs.byte_ranges import Range, Suffix
 from zarrfs.errors import ConflictError, StoreError, ValueChangedError
 from zarrfs.stores.contract import Capabilities, Store
 from zarrfs.stores.local import LocalStore
 from zarrfs.stores.object_store import ObjectStore
-from zarrfs.testing.memory_store import MemoryStore
-from zarrfs.testing.seaweed import unique_prefix
 
 VALUE = bytes(range(100))
 

@@ -1,4 +1,4 @@
-"""Faults on the way to the store, injected by a proxy (zarrfs/testing/fault_proxy.py) between a
+"""Faults on the way to the store, injected by a proxy (tests/servers/fault_proxy.py) between a
 real mount and a real server (SeaweedFS for S3, Azurite for Azure): PUTs cut while their body is
 sent, answers lost after the PUT landed, 503 and 500 storms, reset, truncated and stalled GETs,
 a server gone during fsync and back, DELETEs of fill-only chunks and hierarchy edits under
@@ -21,11 +21,11 @@ import zarr
 from zarr.storage import ObjectStore
 
 from mounting import mounted, wait_for
+from servers.emulators import AZURE_ACCOUNT, AZURE_KEY
+from servers.fault_proxy import CUT, LOSE, RESET, STALL, TRUNCATE, FaultProxy
+from servers.seaweed import unique_prefix
 from zarrfs.errors import ConflictError
 from zarrfs.stores import object_store, resend
-from zarrfs.testing.emulators import AZURE_ACCOUNT, AZURE_KEY
-from zarrfs.testing.fault_proxy import CUT, LOSE, RESET, STALL, TRUNCATE, FaultProxy
-from zarrfs.testing.seaweed import unique_prefix
 
 OLD, NEW = np.full(64, 1, "u1"), np.arange(2, 66, dtype="u1")  # an array of 8 chunks of 8
 

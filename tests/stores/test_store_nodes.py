@@ -7,10 +7,10 @@ import os
 
 import pytest
 
+from servers.seaweed import unique_prefix
 from zarrfs.errors import StoreError
 from zarrfs.stores.local import TEMP_PREFIX, LocalStore
 from zarrfs.stores.object_store import ObjectStore
-from zarrfs.testing.seaweed import unique_prefix
 
 
 @pytest.fixture(params=["local", "s3"])

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from zarrfs.testing.delay_proxy import DelayProxy, RequestCounter
-from zarrfs.testing.nginx import Nginx
+from servers.delay_proxy import DelayProxy, RequestCounter
+from servers.nginx import Nginx
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from zarrfs.testing.fault_proxy import CUT, LOSE, RESET, STALL, TRUNCATE, FaultProxy
+from servers.fault_proxy import CUT, LOSE, RESET, STALL, TRUNCATE, FaultProxy
 
 BROKEN = (ConnectionError, http.client.HTTPException)  # a reset, or a connection closed early
 
