@@ -103,6 +103,7 @@ def test_the_log_file_is_the_owners_alone(tmp_path):
             unmount(mnt)
         wait_for(lambda mnt=mnt: daemon_gone(root, mnt), what="the daemon to exit")
     assert old.read_text().startswith("an earlier mount\n") and f"mounted {root}" in old.read_text()
+    assert mode(made.parent) == 0o700  # a directory made for the log: nobody else lists it
     handler = daemon_log.file_handler(str(tmp_path / "rotated.log"))
     try:
         handler.emit(logging.makeLogRecord({"msg": "before"}))

@@ -5,6 +5,7 @@ shard merge, a stream reads runs of inner chunks at once, and a server that fail
 import errno
 import os
 import re
+import signal
 import subprocess
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 import zarr
 from zarr.codecs import BloscCodec, Crc32cCodec, ZstdCodec
 
-from mounting import ZARRFS, daemon_places, mounted, unmount, wait_for
+from mounting import ZARRFS, daemon_places, mounted, reap, unmount, wait_for
 from servers.seaweed import unique_prefix
 
 
@@ -71,6 +72,37 @@ def test_zarr_python_reads_what_the_mount_wrote(seaweed, tmp_path):
     # only the chunk written was stored: the others stay fill value, not written
     keys = sorted(_keys(seaweed, prefix + "/g/p"))
     assert keys == ["c/1", "zarr.json"]
+
+
+def test_kill_9_keeps_every_fsynced_write_on_an_object_store(seaweed, tmp_path):
+    """What fsync acknowledged is in the bucket when the daemon dies (kill -9, the OOM killer); what
+    was written after the last fsync may or may not be, and no shard is torn."""
+    prefix = unique_prefix("kill9")
+    z = zarr.open_group(seaweed.zarr_store(prefix), mode="w").create_array(
+        "a", shape=(64, 64), chunks=(8, 8), shards=(32, 32), dtype="u1", fill_value=0, compressors=[ZstdCodec(level=1)])
+    z[...] = 0
+    rng = np.random.default_rng(9)
+    model = bytearray(64 * 64)
+    with mount_s3(seaweed, prefix, tmp_path) as m:
+        fd = os.open(m / "a.bin", os.O_RDWR)
+        for _ in range(12):
+            offset = int(rng.integers(0, len(model) - 64))
+            data = rng.integers(1, 255, 64, dtype=np.uint8).tobytes()
+            os.pwrite(fd, data, offset)
+            os.fsync(fd)  # acknowledged: must survive
+            model[offset:offset + 64] = data
+        for _ in range(8):  # not acknowledged: may or may not survive
+            os.pwrite(fd, b"\xff" * 64, int(rng.integers(0, len(model) - 64)))
+        m.process.send_signal(signal.SIGKILL)
+        reap(m.process)
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        unmount(m.path)
+    stored = np.asarray(zarr.open_array(seaweed.zarr_store(prefix), path="a", mode="r")[...]).reshape(-1)
+    differs = stored != np.frombuffer(bytes(model), "u1")  # every shard decodes: none is torn
+    assert (stored[differs] == 0xFF).all()  # only unacknowledged writes differ
 
 
 def _keys(seaweed, prefix):

@@ -50,7 +50,7 @@ class PrivateFileHandler(logging.handlers.WatchedFileHandler):
 def file_handler(path: str) -> logging.Handler:
     """A handler appending to `path` (its directory made), reopened when logrotate moves it away.
     Raises OSError when it cannot be opened."""
-    os.makedirs(os.path.dirname(path) or ".", mode=0o755, exist_ok=True)
+    os.makedirs(os.path.dirname(path) or ".", mode=0o700, exist_ok=True)  # a new directory: its logs are the owner's alone
     handler = PrivateFileHandler(path, encoding="utf-8")
     handler.setFormatter(LineFormatter(FILE_FORMAT))  # one line of UTF-8 whatever names it holds
     return handler
