@@ -129,6 +129,25 @@ def test_a_written_sidecar_makes_an_empty_array(tmp_path, consolidated):
     assert members(root) == members(root, consolidated) == ["a", "like_t", "sub", "sub/t"]
 
 
+def test_bytes_refused_at_close_are_not_shown_while_a_duplicate_descriptor_is_open(tmp_path):
+    """The kernel sends RELEASE only when the last duplicate of a descriptor closes (and later than
+    close() returns): a refused sidecar must show the stored one again at once."""
+    root = make_store(tmp_path / "s.zarr", 3, False)
+    with mounted(root, tmp_path) as m:
+        stored = (m / "a.json").read_bytes()
+        fd = os.open(m / "a.json", os.O_WRONLY | os.O_TRUNC)
+        os.write(fd, stored.replace(b'"shape"', b'"shape_"'))
+        duplicate = os.dup(fd)
+        with pytest.raises(OSError) as info:
+            os.close(fd)
+        assert info.value.errno == errno.EINVAL
+        try:
+            assert (m / "a.json").read_bytes() == stored
+        finally:
+            os.close(duplicate)
+        assert (m / "a.json").read_bytes() == stored
+
+
 @pytest.mark.parametrize("zarr_format", [2, 3])
 @pytest.mark.parametrize("consolidated", [False, True])
 def test_attributes_are_edited_in_every_way(tmp_path, zarr_format, consolidated):

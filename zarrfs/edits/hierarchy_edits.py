@@ -158,9 +158,24 @@ class HierarchyEdits:
 
     def closed(self, draft) -> None:
         """close(): a draft that made or changed a node drops what the kernel holds of its files."""
-        draft.close()
+        try:
+            draft.close()
+        except Exception:
+            self._refused(draft)
+            raise
         if draft.committed:
             self._drop(self._names_near(draft.path))
+
+    def _refused(self, draft) -> None:
+        """Bytes written to a document and refused at close (EINVAL naming the field) are shown no
+        more: the path shows the stored file again at once, not when the kernel's RELEASE comes,
+        which is later (and never while a duplicate of the descriptor stays open)."""
+        if not isinstance(draft, TextDraft) or draft.apply is None:
+            return  # an editor's temporary file keeps its bytes until renamed or removed
+        with self._lock:
+            if self.drafts.get(draft.path) is draft:
+                del self.drafts[draft.path]
+        self._drop([draft.path])
 
     def _creator(self, store_path: str, path: str):
         def create(raw: bytes) -> None:
