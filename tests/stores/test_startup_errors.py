@@ -71,6 +71,7 @@ def test_an_endpoint_that_is_another_http_service_says_so(seaweed, tmp_path):
     finally:
         server.stop()
     assert "404" in line and "not a Zarr hierarchy" not in line
+    assert re.search(r"http://127\.0\.0\.1:\d+ answered 404", line), line  # the host asked, not "the server"
 
 
 @pytest.mark.parametrize("case", ["wrong secret", "unknown key"])
