@@ -74,7 +74,7 @@ def test_a_service_account_the_client_cannot_decode_is_not_quoted(tmp_path, case
     account.chmod(0o600)
     stderr, log = refused(tmp_path, "gs://bucket/a.zarr", f"ro,credentials_file={account},"
                           "endpoint=http://127.0.0.1:1,timeout=2")
-    assert "Unable to decode service account file" in stderr, stderr
+    assert f"{account}: not a service-account JSON key" in stderr, stderr
     assert SECRET not in stderr + log
 
 

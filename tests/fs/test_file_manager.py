@@ -34,7 +34,7 @@ def gio_filesystem(path) -> dict[str, str]:
 
 
 def test_statfs_block_sizes_agree_so_gio_df_and_stat_agree(store, tmp_path):
-    with mounted(store, tmp_path, "ro") as m:
+    with mounted(store, tmp_path) as m:
         mine, theirs = os.statvfs(m.path), os.statvfs(store)
         assert mine.f_bsize == mine.f_frsize == theirs.f_frsize
         assert mine.f_blocks == theirs.f_blocks
@@ -46,6 +46,23 @@ def test_statfs_block_sizes_agree_so_gio_df_and_stat_agree(store, tmp_path):
         out = subprocess.run(["stat", "-f", "-c", "%s %S", str(m.path)], capture_output=True, text=True,
                              check=True).stdout.split()
         assert out[0] == out[1] == str(theirs.f_frsize)
+
+
+def test_a_read_only_mount_has_no_room(store, tmp_path):
+    """Nothing can be written to it, so it shows no size and nothing free (df: 0 and 0; GIO, and
+    so Thunar, shows no free space for a FUSE mount with none), not the disk beneath's."""
+    with mounted(store, tmp_path, "ro") as m:
+        mine, theirs = os.statvfs(m.path), os.statvfs(store)
+        assert theirs.f_bavail > 0 and theirs.f_blocks > 0  # the disk beneath has room: the mount must not say so
+        assert (mine.f_blocks, mine.f_bfree, mine.f_bavail, mine.f_ffree, mine.f_favail) == (0, 0, 0, 0, 0)
+        assert mine.f_bsize == mine.f_frsize == theirs.f_frsize
+        shown = gio_filesystem(m.path)
+        assert shown["readonly"] == "TRUE" and "free" not in shown and "size" not in shown
+        df = subprocess.run(["df", "-B1", "--output=size,avail", str(m.path)], capture_output=True, text=True,
+                            check=True).stdout.split()
+        assert df[-2:] == ["0", "0"]
+    with mounted(store, tmp_path, name="rw") as m:  # a writable mount says what there is
+        assert os.statvfs(m.path).f_bavail > 0 and "free" in gio_filesystem(m.path)
 
 
 def write_bits(path) -> int:

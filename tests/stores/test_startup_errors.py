@@ -3,14 +3,19 @@ and a real other HTTP service (nginx): each mistake is one line on stderr naming
 non-zero exit status, and never a traceback or a Rust panic. The command runs as users run it,
 without -f (the daemon forks and the parent says what the child found)."""
 
+import base64
+import json
 import os
 import re
+import uuid
 
 import numpy as np
 import pytest
 import zarr
+from zarr.storage import ObjectStore
 
 from mounting import failed_start, mounted
+from servers.emulators import AZURE_ACCOUNT, AZURE_KEY
 from servers.nginx import Nginx
 from servers.seaweed import USERS, unique_prefix
 
@@ -66,6 +71,7 @@ def test_an_endpoint_that_is_another_http_service_says_so(seaweed, tmp_path):
     finally:
         server.stop()
     assert "404" in line and "not a Zarr hierarchy" not in line
+    assert re.search(r"http://127\.0\.0\.1:\d+ answered 404", line), line  # the host asked, not "the server"
 
 
 @pytest.mark.parametrize("case", ["wrong secret", "unknown key"])
@@ -144,3 +150,101 @@ def test_anon_with_a_credentials_file_is_refused_as_contradictory(seaweed, hiera
     credentials.chmod(0o600)
     start_line(seaweed.url(hierarchy), [f"endpoint={seaweed.endpoint}", "anon", f"credentials_file={credentials}"],
                without_aws(tmp_path), tmp_path, "anon .* credentials_file contradict")
+
+
+# The other clouds, against their emulators: the same rule, one line naming the cause and the fix.
+
+def clean_env(tmp_path, **more) -> dict:
+    """No cloud's variables at all, and a HOME with no ~/.aws: only what the test gives."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "AZURE_", "GOOGLE_"))}
+    return {**env, "HOME": str(tmp_path / "home"), **more}
+
+
+@pytest.fixture
+def container(azurite):
+    name = f"c{uuid.uuid4().hex[:12]}"
+    azurite.make_container(name)
+    zarr.open_group(ObjectStore(azurite.store(name, "data")), mode="w")
+    return name
+
+
+def test_azure_without_an_account_says_which_variables_name_it(azurite, container, tmp_path):
+    line = start_line(f"az://{container}/data", azurite.mount_options(), clean_env(tmp_path), tmp_path,
+                      "no Azure storage account named")
+    assert "AZURE_STORAGE_ACCOUNT_NAME" in line and "credentials_file" in line and "Generic" not in line
+
+
+def test_azure_endpoint_without_the_account_path_says_to_add_it(azurite, container, tmp_path):
+    bare = azurite.endpoint.removesuffix(f"/{AZURE_ACCOUNT}")
+    env = clean_env(tmp_path, AZURE_STORAGE_ACCOUNT_NAME=AZURE_ACCOUNT, AZURE_STORAGE_ACCOUNT_KEY=AZURE_KEY)
+    line = start_line(f"az://{container}/data", [f"endpoint={bare}"], env, tmp_path,
+                      f"the endpoint {bare} names no storage account")
+    assert f"-o endpoint={bare}/{AZURE_ACCOUNT}" in line
+    assert "RequestId" not in line and AZURE_KEY not in line
+
+
+def test_a_wrong_azure_key_says_the_key_does_not_match(azurite, container, tmp_path):
+    wrong_key = base64.b64encode(b"not the account's key, 64 bytes long as Azure's keys are........").decode()
+    env = clean_env(tmp_path, AZURE_STORAGE_ACCOUNT_NAME=AZURE_ACCOUNT, AZURE_STORAGE_ACCOUNT_KEY=wrong_key)
+    line = start_line(f"az://{container}/data", azurite.mount_options(), env, tmp_path,
+                      "the account key or SAS does not authenticate")
+    assert "may not do this" not in line and wrong_key not in line
+    assert "credentials from the environment (AZURE_STORAGE_ACCOUNT_KEY)" in line
+
+
+def test_an_access_key_without_its_secret_names_the_missing_one(seaweed, hierarchy, tmp_path):
+    env = clean_env(tmp_path, AWS_ACCESS_KEY_ID="AKADMIN")
+    line = start_line(seaweed.url(hierarchy), [f"endpoint={seaweed.endpoint}"], env, tmp_path,
+                      "AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not")
+    assert "Generic" not in line
+
+
+def test_a_credentials_file_with_an_access_key_and_no_secret_names_the_file(seaweed, hierarchy, tmp_path):
+    credentials = tmp_path / "credentials"
+    credentials.write_text("[default]\naws_access_key_id = AKADMIN\n")
+    credentials.chmod(0o600)
+    start_line(seaweed.url(hierarchy), [f"endpoint={seaweed.endpoint}", f"credentials_file={credentials}"],
+               clean_env(tmp_path), tmp_path, rf"{credentials} \[default\]: aws_access_key_id without "
+               "aws_secret_access_key")
+
+
+def test_a_credentials_file_that_is_a_directory_says_so(seaweed, hierarchy, tmp_path):
+    (tmp_path / "creds").mkdir()
+    (tmp_path / "creds").chmod(0o755)  # as directories are made: what the old message took for a mode problem
+    line = start_line(seaweed.url(hierarchy), [f"endpoint={seaweed.endpoint}", f"credentials_file={tmp_path / 'creds'}"],
+                      clean_env(tmp_path), tmp_path, "is a directory, not a credentials file")
+    assert "chmod" not in line
+
+
+@pytest.fixture
+def bucket(fake_gcs):
+    name = f"b{uuid.uuid4().hex[:12]}"
+    fake_gcs.make_bucket(name)
+    return name
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"type": "service_account"}', "[]"])
+def test_a_service_account_file_that_is_not_one_is_named(fake_gcs, bucket, tmp_path, content):
+    account = tmp_path / "sa.json"
+    account.write_text(content)
+    account.chmod(0o600)
+    line = start_line(f"gs://{bucket}/data", [*fake_gcs.mount_options(f"credentials_file={account}"), "ro"],
+                      clean_env(tmp_path), tmp_path, f"{account}: not a service-account JSON key")
+    assert "Generic" not in line
+
+
+def test_a_service_account_with_a_bad_private_key_says_which_field(fake_gcs, bucket, tmp_path):
+    account = fake_gcs.service_account(tmp_path)
+    document = json.loads(account.read_text())
+    document["private_key"] = "-----BEGIN PRIVATE KEY-----\nbm90IGEga2V5\n-----END PRIVATE KEY-----\n"
+    account.write_text(json.dumps(document))
+    line = start_line(f"gs://{bucket}/data", [*fake_gcs.mount_options(f"credentials_file={account}"), "ro"],
+                      clean_env(tmp_path), tmp_path, f"{account}: its private_key is not a PEM RSA private key")
+    assert "AwsLc" not in line and "bm90IGEga2V5" not in line
+
+
+def test_a_missing_gcs_bucket_is_said_as_one(fake_gcs, tmp_path):
+    """fake-gcs-server answers a missing bucket with a 500 naming its directory (GCS: 404)."""
+    line = start_line("gs://nosuchbucket/data", [*fake_gcs.mount_options("anon"), "ro"], clean_env(tmp_path),
+                      tmp_path, r"the bucket 'nosuchbucket' does not exist at http://127\.0\.0\.1:\d+")
+    assert "lstat" not in line

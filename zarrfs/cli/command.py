@@ -18,7 +18,7 @@ import stat
 import sys
 import threading
 
-from zarrfs.cli import daemon_log
+from zarrfs.cli import daemon_log, fuse_access
 from zarrfs.cli.help import epilog
 from zarrfs.errors import ZarrfsError
 from zarrfs.fs.ownership import Ownership
@@ -327,6 +327,9 @@ def main(argv=None) -> int:
         source = args.source if is_remote(args.source) else os.path.abspath(args.source)
         mountpoint = os.path.abspath(args.mountpoint)
         check_startup(source, mountpoint, fuse_options.pop("nonempty", False))
+        refused = fuse_access.refusal(fuse_options)
+        if refused:
+            raise UsageError(refused)
     except (UsageError, ZarrfsError) as e:
         print(f"zarrfs: {e}", file=sys.stderr)
         return 1

@@ -242,11 +242,14 @@ class Operations(mfusepy.Operations):
     @errno_boundary
     def statfs(self, path):
         """The store's file system, in its own fragment size: GIO multiplies the block counts
-        by f_bsize, df by f_frsize, so both are the same (files keep st_blksize = 1 MiB)."""
+        by f_bsize, df by f_frsize, so both are the same (files keep st_blksize = 1 MiB). A
+        read-only mount has no room at all: the size and free space of the disk beneath are not
+        its own, and a file manager showing them would promise room to copy into."""
         sv = self.store.statvfs()
-        return {"f_bsize": sv.f_frsize, "f_frsize": sv.f_frsize, "f_blocks": sv.f_blocks, "f_bfree": sv.f_bfree,
-                "f_bavail": sv.f_bavail, "f_files": sv.f_files, "f_ffree": sv.f_ffree, "f_favail": sv.f_favail,
-                "f_namemax": 255}
+        counts = (sv.f_blocks, sv.f_bfree, sv.f_bavail, sv.f_files, sv.f_ffree, sv.f_favail)
+        names = ("f_blocks", "f_bfree", "f_bavail", "f_files", "f_ffree", "f_favail")
+        return {"f_bsize": sv.f_frsize, "f_frsize": sv.f_frsize, "f_namemax": 255,
+                **dict(zip(names, (0,) * len(names) if self.options.read_only else counts, strict=True))}
 
     # open, read, write
 

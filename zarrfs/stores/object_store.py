@@ -263,6 +263,8 @@ class ObjectStore:
         try:
             self._listing("")
         except StoreError as e:
+            if e.errno in (errno.ENOENT, errno.EACCES):  # a missing bucket, refused credentials: it does answer
+                raise
             raise StoreError(f"{self.root}: does not answer as an object store ({e}): is the endpoint right?",
                              e.errno) from None
 

@@ -47,6 +47,11 @@ CAUSES = (
     (re.compile(r"TimedOut|timed out|operation timed out", re.I), "{host} did not answer in time (-o timeout)"),
 )
 
+# fake-gcs-server answers a request to a missing bucket with a 500 naming the directory it did not
+# find (`lstat /data/BUCKET: no such file or directory`); GCS itself answers 404 NoSuchBucket.
+EMULATOR_MISSING_BUCKET = re.compile(r"non-2xx status code: 5\d\d [^:\n]*: .{0,200}?lstat [^\s<]*/([^/\s:<]{1,100}): "
+                                     r"no such file or directory")
+
 ACCESS_CODES = {  # S3 and Azure error codes that mean "these credentials may not": said as such
     "SignatureDoesNotMatch": "the secret key does not match the access key",
     "InvalidAccessKeyId": "the server does not know this access key",
@@ -65,18 +70,20 @@ class Explained:
 
 
 def server_code(text: str) -> tuple[str | None, str | None]:
-    """(Code, Message) of an S3 or Azure XML error body, or of a GCS JSON error, if there is one."""
+    """(Code, Message) of an S3 or Azure XML error body, or of a GCS JSON error, if there is one.
+    The message is its first line: Azure's goes on with RequestId and Time lines, no use to a person."""
     code = re.search(r"<Code>([^<]{1,100})</Code>", text)
     message = re.search(r"<Message>([^<]{1,300})</Message>", text)
     if code is None:  # GCS: {"error": {"code": 404, "message": "...", "errors": [{"reason": "notFound"}]}}
         code = re.search(r'"reason"\s*:\s*"([^"]{1,100})"', text)
         message = message or re.search(r'"message"\s*:\s*"([^"]{1,300})"', text)
-    return (code.group(1) if code else None, message.group(1).strip() if message else None)
+    first = re.split(r"\n|\\n", message.group(1).strip())[0].strip() if message else None
+    return (code.group(1) if code else None, first or None)
 
 
 def request_host(text: str) -> str:
     """scheme://host:port of the request obstore's message names, or 'the server'."""
-    found = re.search(r"Error performing \w+ (\S+)", text)
+    found = re.search(r"Error performing \w+ (https?://\S+)", text)  # not "Error performing list request:"
     if not found:
         return "the server"
     parts = urlsplit(found.group(1))
@@ -103,11 +110,17 @@ def explain(error: BaseException, scheme: str, credentials: str | None) -> Expla
     if code in ACCESS_CODES or isinstance(error, (PermissionDeniedError, UnauthenticatedError)):
         said = f"{code}: {message}" if code and message else code or status_line(text) or "403 Forbidden"
         meaning = ACCESS_CODES.get(code, "access denied")
+        if message and "failed to authenticate" in message:  # Azurite says so under AuthorizationFailure
+            meaning = ACCESS_CODES["AuthenticationFailed"]
         return Explained(f"access denied by {host}: {meaning} ({said}){source}", errno.EACCES, code)
     if code in MISSING_BUCKET_CODES:
         bucket = re.search(r"<BucketName>([^<]{1,100})</BucketName>", text)
         named = f" {bucket.group(1)!r}" if bucket else ""
         return Explained(f"the bucket{named} does not exist at {host} ({code})", errno.ENOENT, code)
+    emulated = EMULATOR_MISSING_BUCKET.search(text)
+    if emulated:
+        return Explained(f"the bucket {emulated.group(1)!r} does not exist at {host} (the emulator's 500 for "
+                         "a missing bucket)", errno.ENOENT)
     if code is not None:
         return Explained(f"{host} answered {code}{': ' + message if message else ''}", errno.EIO, code)
     for pattern, meaning in CAUSES:
@@ -141,3 +154,34 @@ def unanswered(error: BaseException) -> bool:
     unknown. A timeout is not one of these: it used up the time a retry would need."""
     text = str(error)
     return status_line(text) is None and not TIMED_OUT.search(text) and UNANSWERED.search(text) is not None
+
+
+# The client's own refusals of its configuration, before any request (obstore's builder errors):
+# (pattern, what it means, for the credentials' source `{where}`).
+NO_AZURE_ACCOUNT = ("no Azure storage account named: set AZURE_STORAGE_ACCOUNT_NAME (with AZURE_STORAGE_ACCOUNT_KEY "
+                    "or AZURE_STORAGE_SAS_KEY), or give account_name in the [azure] section of "
+                    "-o credentials_file=PATH")
+
+
+def configuration_error(text: str, scheme: str, credentials: str | None) -> str | None:
+    """What a refusal of the client's configuration means, in one line, or None if it is not one
+    of those known. `credentials` is where they came from ("the file PATH [section]", "the
+    environment (NAME)"), never their value."""
+    from_file = credentials.removeprefix("the file ") if credentials and credentials.startswith("the file ") else None
+    if "Account must be specified" in text:
+        return NO_AZURE_ACCOUNT
+    if "Missing SecretAccessKey" in text:
+        if from_file:
+            return f"{from_file}: aws_access_key_id without aws_secret_access_key: add it to that section"
+        return ("AWS_ACCESS_KEY_ID is set but AWS_SECRET_ACCESS_KEY is not: set both, or unset AWS_ACCESS_KEY_ID "
+                "to use ~/.aws/credentials or -o credentials_file=PATH")
+    key_file = from_file or (f"the service-account key from {credentials}" if credentials else "the service-account key")
+    if "Unable to decode service account file" in text:
+        detail = text.partition("Unable to decode service account file: ")[2].splitlines()[0]
+        return (f"{key_file}: not a service-account JSON key ({detail[:150]}): download the key again "
+                "(IAM, Service accounts, Keys, JSON)")
+    rsa = re.search(r"Invalid RSA key: (\w{1,60})", text)
+    if rsa:
+        return (f"{key_file}: its private_key is not a PEM RSA private key ({rsa.group(1)}): download the key "
+                "again (IAM, Service accounts, Keys, JSON)")
+    return None

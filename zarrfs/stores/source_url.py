@@ -59,7 +59,7 @@ def open_store(source: str, read_only: bool, remote: RemoteOptions, follow_symli
         raise StoreError("-o anon (unsigned requests) and -o credentials_file contradict each other: choose one",
                          errno.EINVAL)
     config, credentials = _config(scheme, remote)
-    store = _obstore(source, remote, config)
+    store = _obstore(source, remote, config, credentials)
     object_store = ObjectStore(store, public_url(source), read_only=read_only, metadata_ttl=remote.metadata_ttl,
                                can_list=scheme not in ("http", "https"), credentials=credentials,
                                timeout=remote.timeout)
@@ -67,12 +67,33 @@ def open_store(source: str, read_only: bool, remote: RemoteOptions, follow_symli
         object_store.check_root()
     except StoreError as e:  # at start-up, the line names the source
         said = str(e) if str(e).startswith(object_store.root) else f"{object_store.root}: {e}"
+        if scheme == "az" and e.errno not in (errno.ENOENT, errno.EACCES) and _names_no_account(remote.endpoint):
+            said = f"{object_store.root}: {_add_the_account(remote, config, str(e))}"
         raise StoreError(said, e.errno) from None
     return object_store
 
 
-def _obstore(source: str, remote: RemoteOptions, config: dict):
+def _names_no_account(endpoint: str | None) -> bool:
+    """An endpoint with no path: right for an account's own host (ACCOUNT.blob.core.windows.net),
+    wrong for Azurite and other path-style servers, which take the account as the first segment."""
+    return bool(endpoint) and urlsplit(endpoint).path.strip("/") == ""
+
+
+def _add_the_account(remote: RemoteOptions, config: dict, said: str) -> str:
+    """The start-up failure of an az:// mount whose endpoint names no account, said as that."""
+    from zarrfs.stores.remote_errors import server_code  # obstore's errors: imported for remote sources only
+
+    code, _ = server_code(said)
+    account = config.get("account_name") or os.environ.get("AZURE_STORAGE_ACCOUNT_NAME") or "ACCOUNT"
+    endpoint = remote.endpoint.rstrip("/")
+    return (f"the endpoint {endpoint} names no storage account (the server answered {code or 'an error'}): a "
+            f"path-style server such as Azurite takes it as the first path segment: -o endpoint={endpoint}/{account}")
+
+
+def _obstore(source: str, remote: RemoteOptions, config: dict, credentials: str | None):
     from obstore.store import from_url
+
+    from zarrfs.stores.remote_errors import configuration_error
 
     parts = urlsplit(source)
     url = urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
@@ -88,7 +109,8 @@ def _obstore(source: str, remote: RemoteOptions, config: dict):
         return from_url(url, config=config or None, client_options=client, retry_config=retry)
     except Exception as e:
         said = QUOTED_VALUES.sub("(a value, not shown)", str(e).splitlines()[0])
-        raise StoreError(f"{public_url(source)}: {said[:200]}", errno.EINVAL) from None
+        meant = configuration_error(said, parts.scheme, credentials)
+        raise StoreError(f"{public_url(source)}: {meant or said[:200]}", errno.EINVAL) from None
 
 
 # What serde quotes from a credentials document it cannot decode (a GCS service account: `invalid
@@ -269,6 +291,8 @@ def _private_file(path: str) -> str:
         mode = os.stat(path).st_mode
     except OSError as e:
         raise StoreError(f"{path}: {e.strerror}", e.errno) from None
+    if stat.S_ISDIR(mode):
+        raise StoreError(f"{path}: is a directory, not a credentials file: name the file itself", errno.EISDIR)
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise StoreError(f"{path}: credentials file must not be readable by group or others (chmod 600)", errno.EACCES)
     return path

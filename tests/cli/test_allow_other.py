@@ -1,0 +1,96 @@
+"""A user other than root who asks for allow_other (or allow_root) on a machine whose
+/etc/fuse.conf does not say user_allow_other is told so in one line, before libfuse's two.
+
+The command runs as a real user made here (always removed), as users run it (a daemon, without
+-f): through the system's python3 with this checkout and the test environment's packages on
+PYTHONPATH, since the environment's own interpreter lives where no other user may enter."""
+
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+import pytest
+import zarr
+
+import zarrfs
+from mounting import unmount
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+CHECKOUT = Path(zarrfs.__file__).resolve().parents[1]
+COMMAND = "import sys; from zarrfs.cli.command import main; sys.exit(main())"  # as the console script does
+
+
+def fuse_conf_allows_other() -> bool:
+    with open("/etc/fuse.conf") as f:
+        return any(line.strip() == "user_allow_other" for line in f)
+
+
+@pytest.fixture
+def user_home():
+    """A real user with a group and a home of its own (reachable by root's tests), always deleted."""
+    shared = Path(tempfile.mkdtemp(prefix="zarrfs-allow-other-"))
+    shared.chmod(0o755)
+    name = f"zao{os.getpid()}"
+    subprocess.run(["useradd", "--create-home", "--home-dir", str(shared / "home"), "--user-group",
+                    "--shell", "/usr/sbin/nologin", name], check=True, capture_output=True)
+    try:
+        yield pwd.getpwnam(name)
+    finally:
+        subprocess.run(["userdel", "-r", name], capture_output=True)
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def as_user(user, *args) -> subprocess.CompletedProcess:
+    home = Path(user.pw_dir)
+    environment = {"PATH": "/usr/bin:/bin", "HOME": str(home),
+                   "PYTHONPATH": f"{CHECKOUT}:{sysconfig.get_paths()['purelib']}"}
+    return subprocess.run([SYSTEM_PYTHON, "-c", COMMAND, *args], user=user.pw_uid, group=user.pw_gid,
+                          extra_groups=[], env=environment, cwd=home, capture_output=True, text=True, timeout=120)
+
+
+def start_as(user, *options) -> list[str]:
+    """The lines on stderr of the command run by `user` on a hierarchy and a mount point of its
+    own, as users run it (a daemon), after checking that it exited with status 1. Always unmounted."""
+    home = Path(user.pw_dir)
+    zarr.open_group(str(home / "data.zarr"), mode="w").create_array("a", shape=(4,), dtype="u1")[...] = 1
+    (home / "m").mkdir()
+    for path in (home / "data.zarr", *(home / "data.zarr").rglob("*"), home / "m"):
+        os.chown(path, user.pw_uid, user.pw_gid)
+    places = f"log_file={home / 'zarrfs.log'},recovery_dir={home / 'recovery'}"
+    try:
+        result = as_user(user, str(home / "data.zarr"), str(home / "m"), "-o", ",".join([*options, places]))
+    finally:
+        unmount(home / "m")
+    assert result.returncode == 1, result.stderr
+    return result.stderr.strip().splitlines()
+
+
+def the_system_python_loads_these_packages() -> bool:
+    said = subprocess.run([SYSTEM_PYTHON, "-c", "import sys; print(tuple(sys.version_info[:2]))"],
+                          capture_output=True, text=True).stdout.strip()
+    return said == str(tuple(sys.version_info[:2]))
+
+
+@pytest.mark.parametrize("option", ["allow_other", "allow_root"])
+def test_allow_other_without_user_allow_other_is_one_line_naming_fuse_conf(user_home, option):
+    assert not fuse_conf_allows_other(), "this machine's /etc/fuse.conf says user_allow_other: nothing to refuse"
+    assert the_system_python_loads_these_packages()
+    assert start_as(user_home, option) == [
+        f"zarrfs: -o {option} needs a line user_allow_other in /etc/fuse.conf for a user other than root: ask an "
+        f"administrator to add it, or mount without {option}"]
+
+
+def test_a_dev_fuse_this_user_may_not_open_is_one_line(user_home):
+    """Here /dev/fuse is root's alone (crw-------), as in some containers: libfuse said `failed to
+    open /dev/fuse: Permission denied` and `libfuse error 4`."""
+    assert os.stat("/dev/fuse").st_mode & 0o006 != 0o006, "this machine's /dev/fuse is open to all: nothing to refuse"
+    assert the_system_python_loads_these_packages()
+    mode = os.stat("/dev/fuse").st_mode & 0o777
+    assert start_as(user_home) == [
+        f"zarrfs: /dev/fuse: this user may not open it (mode {mode:03o}): ask an administrator to make it readable and "
+        "writable by all (chmod 666 /dev/fuse, as distributions ship it), or mount as root"]
