@@ -198,6 +198,10 @@ class ObjectStore:
             if len(self._etags) > ETAGS:
                 self._etags.popitem(last=False)
 
+    def open_value(self, key: str) -> int | None:
+        """Objects are no files of this machine (capabilities.file_values is False)."""
+        raise StoreError(f"cannot open {key!r} as a file: {self.root} is an object store", errno.ENOTSUP)
+
     def get_ranges(self, key: str, ranges: list[Range], expect: dict | None = None) -> list[bytes] | None:
         """Several ranges of one value in one call: one GET per run of ranges less than COALESCE
         apart, the runs fetched concurrently, each bounded as get_versioned bounds a range
