@@ -94,6 +94,14 @@ class StoreContractTests:
         assert isinstance(store.capabilities, Capabilities)
         assert store.read_only == (not self.writable)
 
+    def test_check_writable_says_whether_writes_are_refused(self, store):
+        if self.writable:
+            assert store.check_writable("w/v") is None
+            return
+        with pytest.raises(StoreError, match="'w/v'") as caught:
+            store.check_writable("w/v")
+        assert caught.value.errno == errno.EROFS
+
     def test_root_names_the_source_without_credentials(self, subject):
         store = subject.store
         assert store.path("a/v").startswith(store.root.rstrip("/")) and store.path("a/v").endswith("/a/v")
