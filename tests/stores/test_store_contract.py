@@ -5,6 +5,7 @@ nginx (HTTP: read-only, no listing). Each remote store is opened from its URL by
 stores.source_url.open_store, as a mount opens it; below, the URL forms and their round trips."""
 
 import errno
+import os
 import uuid
 from pathlib import Path
 
@@ -48,8 +49,6 @@ def objects_writer(raw):
 def environment(request, **variables) -> None:
     """Only `variables` among the clouds' credentials, for this test."""
     monkeypatch = request.getfixturevalue("monkeypatch")
-    import os
-
     for name in [n for n in os.environ if n.startswith(CLOUD_VARIABLES)]:
         monkeypatch.delenv(name)
     for name, value in variables.items():
