@@ -112,15 +112,27 @@ class FakeGcs(_Server):
     def upload(self, bucket: str, directory: Path, prefix: str) -> None:
         """Every file below `directory` as an object below `prefix`, through the JSON API's media
         upload: fake-gcs-server takes no XML API PUT (obstore's, and so zarr-python's, way to write)."""
+        for path in sorted(p for p in Path(directory).rglob("*") if p.is_file()):
+            self.put_object(bucket, f"{prefix}/{path.relative_to(directory).as_posix()}", path.read_bytes())
+
+    def put_object(self, bucket: str, name: str, data: bytes) -> None:
+        """One object through the JSON API's media upload."""
         from urllib.parse import quote
 
-        for path in sorted(p for p in Path(directory).rglob("*") if p.is_file()):
-            name = f"{prefix}/{path.relative_to(directory).as_posix()}"
-            request = urllib.request.Request(
-                f"{self.endpoint}/upload/storage/v1/b/{bucket}/o?uploadType=media&name={quote(name, safe='')}",
-                data=path.read_bytes(), headers={"Content-Type": "application/octet-stream"}, method="POST")
-            with urllib.request.urlopen(request, timeout=10):
-                pass
+        request = urllib.request.Request(
+            f"{self.endpoint}/upload/storage/v1/b/{bucket}/o?uploadType=media&name={quote(name, safe='')}",
+            data=data, headers={"Content-Type": "application/octet-stream"}, method="POST")
+        with urllib.request.urlopen(request, timeout=10):
+            pass
+
+    def delete_object(self, bucket: str, name: str) -> None:
+        """One object deleted through the JSON API."""
+        from urllib.parse import quote
+
+        request = urllib.request.Request(f"{self.endpoint}/storage/v1/b/{bucket}/o/{quote(name, safe='')}",
+                                         method="DELETE")
+        with urllib.request.urlopen(request, timeout=10):
+            pass
 
     def service_account(self, directory: Path) -> Path:
         """A service-account JSON with a fresh RSA key (mode 600): obstore signs its own tokens

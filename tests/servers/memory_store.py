@@ -130,6 +130,10 @@ class MemoryStore:
             raise ValueChangedError(f"{key!r} was replaced since it was read")
         return value
 
+    def open_value(self, key: str) -> int | None:
+        """Values in memory are no files (capabilities.file_values stays False)."""
+        raise StoreError(f"cannot open {key!r} as a file: the values are in memory", errno.ENOTSUP)
+
     def get_ranges(self, key: str, ranges: list[Range], expect=None) -> list[bytes] | None:
         truncate = self._fault("get_ranges", key)
         with self._lock:
@@ -157,7 +161,7 @@ class MemoryStore:
             self._read.popitem(last=False)
 
     def stage(self, key: str, data) -> Staged:
-        self._check_writable(key)
+        self.check_writable(key)
         _parts(key)
         self._fault("stage", key)
         return Staged(key, None if data is None else bytes(memoryview(data).cast("B")))
@@ -265,12 +269,12 @@ class MemoryStore:
     # whole nodes: each step is one change under the lock, so a node appears or goes whole
 
     def begin_node(self, path: str) -> str:
-        self._check_writable(path)
+        self.check_writable(path)
         self._fault("begin_node", path)
         return "/".join(filter(None, [path.rpartition("/")[0], f"{TEMP_PREFIX}node-{next(self._temporaries)}"]))
 
     def commit_node(self, staging: str, path: str, documents: dict[str, bytes]) -> None:
-        self._check_writable(path)
+        self.check_writable(path)
         self._fault("commit_node", path)
         with self._lock:
             if self._occupied(path):
@@ -285,7 +289,7 @@ class MemoryStore:
                 del self._values[key]
 
     def delete_node(self, path: str) -> None:
-        self._check_writable(path)
+        self.check_writable(path)
         if not path:
             raise StoreError("the root cannot be deleted", errno.EPERM)
         self._fault("delete_node", path)
@@ -297,7 +301,7 @@ class MemoryStore:
                 del self._values[key]
 
     def move_node(self, src: str, dst: str) -> None:
-        self._check_writable(dst)
+        self.check_writable(dst)
         self._fault("move_node", src)
         with self._lock:
             if not any(_below(k, src) for k in self._values):
@@ -313,7 +317,7 @@ class MemoryStore:
         for key in [k for k in self._values if _below(k, src)]:
             self._values[dst + key[len(src):]] = self._values.pop(key)
 
-    def _check_writable(self, key: str) -> None:
+    def check_writable(self, key: str) -> None:
         if self.read_only:
             raise StoreError(f"cannot write {key!r}: the store is read-only", errno.EROFS)
 

@@ -3,11 +3,19 @@
 A store holds a Zarr hierarchy's values under '/'-separated keys. Callers read a store's
 `capabilities` instead of probing for attributes: what differs between a local directory and
 an object store (round trips, other writers, listing, how long metadata may be trusted) is said
-once, where the store is made. tests/stores/test_store_contract.py runs one suite against every
-implementation: the local store, SeaweedFS through the object store, and the in-memory store.
+once, where the store is made. Everything a caller outside stores/ uses of a store is declared
+here; a method meaningful for some stores only says which capability makes it so (open_value:
+file_values). `zarrfs.testing.store_contract.StoreContractTests` is the suite every store passes
+(tests/stores/test_store_contract.py runs it on each; a new store's tests subclass it).
+
+Errors: a store raises StoreError (zarrfs/errors.py) with the errno a caller answers: ENOENT,
+EEXIST, EROFS, EIO for a value it cannot read or that breaks a bound, ConflictError and
+ValueChangedError as said below. Its message names the key (`path(key)` or the key itself) and
+never a credential.
 """
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -40,15 +48,28 @@ class Capabilities:
     read_deadline: float | None = None
 
 
+class Staged(Protocol):
+    """A value written beside the current one by stage(), not yet seen by readers: a token that
+    only the store which made it reads, in publish() or discard()."""
+
+    key: str  # the key it will replace
+
+
 @runtime_checkable
 class Store(Protocol):
-    """What the engine, the naming scheme and the hierarchy edits ask of a store."""
+    """What the engine, the naming scheme, the hierarchy edits, the adapter and the command line
+    ask of a store. Keys are '/'-separated, relative to the root, '' being the root itself; a key
+    that is absolute, holds '..' or an empty part is refused (StoreError, EINVAL)."""
 
     capabilities: Capabilities
+    # Writes (stage, set, delete, the node operations) raise StoreError(EROFS) when True.
     read_only: bool
+    # The hierarchy's root as a person gave it, for messages, the mount table and recovery
+    # records: an absolute directory, or the source URL without any user:password part.
+    root: str
 
     def path(self, key: str) -> str:
-        """The key's location, for messages."""
+        """The key's location, for messages: the root and the key."""
 
     # values
     # `limit`: the most bytes a whole value may have where the caller knows it (the engine: what
@@ -76,45 +97,72 @@ class Store(Protocol):
         """Several whole values (capabilities.batched_reads), bytes-like as from get_versioned,
         each of at most `limit` bytes."""
 
+    def open_value(self, key: str) -> int | None:
+        """(capabilities.file_values) A descriptor to read the value `key` as it was when opened
+        (values are replaced, never changed in place); the caller closes it. None when there is no
+        such key. A store whose values are not files of this machine raises StoreError(ENOTSUP)."""
+
     def version_known(self, key: str) -> bool:
-        """Whether a conditional write of `key` knows the version it builds on."""
+        """Whether a conditional write of `key` knows the version it builds on (always True
+        without conditional_writes)."""
 
-    def stage(self, key: str, data):
-        """Write `data` (None: a deletion) beside the current value; publish() makes it current."""
+    def check_writable(self, key: str) -> None:
+        """StoreError(EROFS) naming `key` on a read-only store; nothing otherwise."""
 
-    def publish(self, staged: list) -> None:
+    def stage(self, key: str, data) -> Staged:
+        """Write `data` (bytes-like; None: a deletion) beside the current value; publish() makes
+        it current, discard() forgets it. EROFS on a read-only store."""
+
+    def publish(self, staged: list[Staged]) -> None:
         """Make staged values current, each atomically (ConflictError under conditional_writes).
         A failure that stored some of them names those in the error's `stored` (StoreError): a
         write-back sends only the others again."""
 
-    def discard(self, staged: list) -> None:
-        """Forget staged values."""
+    def discard(self, staged: list[Staged]) -> None:
+        """Forget staged values: nothing of them stays stored."""
 
-    def set(self, key: str, data: bytes) -> None: ...
+    def set(self, key: str, data: bytes) -> None:
+        """stage() and publish() of one value."""
 
-    def delete(self, key: str) -> None: ...
+    def delete(self, key: str) -> None:
+        """Delete `key`; a key that is gone already is no error."""
 
     # listing and metadata
     def list_dir(self, prefix: str) -> list[str]:
-        """The names directly below `prefix`."""
+        """The names directly below `prefix`, sorted, without staged values or nodes being built;
+        [] for nothing there, and always [] without capabilities.listing."""
 
-    def files(self, prefix: str, directories: bool = False):
-        """(key, stat) of every value below `prefix`, for sizes and mtimes."""
+    def files(self, prefix: str, directories: bool = False) -> Iterator[tuple[str, os.stat_result]]:
+        """(key relative to `prefix`, stat) of every value below `prefix`, for sizes and mtimes;
+        with `directories`, also the directories a store has (keys ending in '/'). Nothing without
+        capabilities.listing."""
 
-    def stat(self, key: str) -> os.stat_result | None: ...
+    def stat(self, key: str) -> os.stat_result | None:
+        """A value's stat (S_IFREG, its size and mtime), a directory's (S_IFDIR), or None."""
 
-    def statvfs(self) -> os.statvfs_result: ...
+    def statvfs(self) -> os.statvfs_result:
+        """Sizes and free space for statfs(2); a store without any says plenty."""
 
     def remove_temporaries(self) -> int:
-        """Remove what an interrupted process left staged; how many."""
+        """At mount: remove what an interrupted process left staged; how many were removed (a
+        remote store cleans in the background, leaving what another machine may be building,
+        and says 0)."""
 
-    # whole nodes, each atomic
-    def begin_node(self, path: str) -> str: ...
+    # whole nodes, each seen whole or not at all: `path` is the node's key prefix
+    def begin_node(self, path: str) -> str:
+        """A staging prefix beside `path` for the new node's chunks (stage and publish below
+        it); never listed. EROFS on a read-only store."""
 
-    def commit_node(self, staging: str, path: str, documents: dict[str, bytes]) -> None: ...
+    def commit_node(self, staging: str, path: str, documents: dict[str, bytes]) -> None:
+        """The staged chunks and `documents` (name -> bytes) appear at `path` together.
+        EEXIST when anything is stored at `path` already."""
 
-    def abort_node(self, staging: str) -> None: ...
+    def abort_node(self, staging: str) -> None:
+        """Remove a staging prefix and everything below it."""
 
-    def delete_node(self, path: str) -> None: ...
+    def delete_node(self, path: str) -> None:
+        """Remove the node and every key below it; ENOENT when there is none."""
 
-    def move_node(self, src: str, dst: str) -> None: ...
+    def move_node(self, src: str, dst: str) -> None:
+        """Move the node and every key below it; ENOENT without `src`, EEXIST when `dst` holds
+        anything."""

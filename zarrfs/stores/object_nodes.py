@@ -22,6 +22,7 @@ import errno
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol
 
 import obstore
 
@@ -30,18 +31,44 @@ from zarrfs.nodes.documents import DOCUMENT_NAMES
 from zarrfs.stores import bounded_get
 from zarrfs.stores.local import TEMP_PREFIX
 
+
+class NodeHost(Protocol):
+    """What these functions ask of the ObjectStore whose nodes they make: its own interface to
+    this component, not part of the Store contract (no caller above stores/ uses it)."""
+
+    store: Any  # the obstore store (S3Store, GCSStore, AzureStore) the keys are relative to
+
+    def check_writable(self, key: str) -> None:
+        """StoreError(EROFS) naming `key` on a read-only store (the Store contract's)."""
+
+    def put_object(self, key: str, data: bytes, mode: Any) -> dict:
+        """One PUT, `mode` as obstore's ("create", "overwrite", a version); obstore's errors as
+        they are (AlreadyExistsError for "create" over an object)."""
+
+    def delete_object(self, key: str) -> None:
+        """One DELETE; obstore's NotFoundError for a key gone already."""
+
+    def forget_prefix(self, prefix: str) -> None:
+        """Drop what the store remembers (listings, documents, versions) of keys below `prefix`
+        and of its parent's listing: a node made, moved or deleted changed them all."""
+
+    def error(self, what: str, key: str, error: BaseException) -> StoreError:
+        """The StoreError to raise for obstore's `error`: one line, "{what} {key!r}: reason", its
+        errno from the server's answer, never a credential."""
+
+
 WORKERS = 16  # concurrent copies and deletions
 TOMBSTONE = f"{TEMP_PREFIX}deleted"
 STALE = 3600.0  # seconds untouched before a leftover is taken for an interrupted mount's
 
 
-def begin_node(store, path: str) -> str:
+def begin_node(store: NodeHost, path: str) -> str:
     store.check_writable(path)
     parent = path.rpartition("/")[0]
     return "/".join(filter(None, [parent, f"{TEMP_PREFIX}node-{uuid.uuid4().hex[:12]}"]))
 
 
-def commit_node(store, staging: str, path: str, documents: dict[str, bytes]) -> None:
+def commit_node(store: NodeHost, staging: str, path: str, documents: dict[str, bytes]) -> None:
     store.check_writable(path)
     if _keys(store, path):
         raise StoreError(f"cannot create {path!r}: something is stored there already", errno.EEXIST)
@@ -51,12 +78,12 @@ def commit_node(store, staging: str, path: str, documents: dict[str, bytes]) -> 
     store.forget_prefix(path)
 
 
-def abort_node(store, staging: str) -> None:
+def abort_node(store: NodeHost, staging: str) -> None:
     _delete(store, [f"{staging}/{key}" for key in _keys(store, staging)])
     store.forget_prefix(staging)
 
 
-def delete_node(store, path: str) -> None:
+def delete_node(store: NodeHost, path: str) -> None:
     store.check_writable(path)
     if not path:
         raise StoreError("the root cannot be deleted", errno.EPERM)
@@ -74,7 +101,7 @@ def delete_node(store, path: str) -> None:
     store.forget_prefix(path)
 
 
-def clean_leftovers(store, stale: float = STALE) -> int:
+def clean_leftovers(store: NodeHost, stale: float = STALE) -> int:
     """Finish what interrupted mounts left (see the module's docstring); returns how many
     leftovers were removed. One recursive LIST of the store, keeping only the marked prefixes."""
     staged: dict[str, float] = {}  # staging prefix -> newest modification time below it
@@ -103,7 +130,7 @@ def clean_leftovers(store, stale: float = STALE) -> int:
     return removed
 
 
-def move_node(store, src: str, dst: str) -> None:
+def move_node(store: NodeHost, src: str, dst: str) -> None:
     store.check_writable(dst)
     keys = _keys(store, src)
     if not keys:
@@ -119,7 +146,7 @@ def move_node(store, src: str, dst: str) -> None:
     store.forget_prefix(dst)
 
 
-def _keys(store, prefix: str) -> list[str]:
+def _keys(store: NodeHost, prefix: str) -> list[str]:
     """Every key below `prefix` (relative to it), staged ones included."""
     try:
         return [meta["path"][len(prefix) + 1:] for page in obstore.list(store.store, f"{prefix}/", chunk_size=1000)
@@ -130,7 +157,7 @@ def _keys(store, prefix: str) -> list[str]:
         raise store.error("cannot list", prefix, e) from None
 
 
-def _fresh(store, key: str) -> bytes:
+def _fresh(store: NodeHost, key: str) -> bytes:
     """A document as stored now, not as cached for metadata_ttl: another machine may have
     edited it since."""
     try:
@@ -141,7 +168,7 @@ def _fresh(store, key: str) -> bytes:
         raise store.error("cannot read", key, e) from None
 
 
-def _put_documents(store, path: str, documents: dict[str, bytes]) -> None:
+def _put_documents(store: NodeHost, path: str, documents: dict[str, bytes]) -> None:
     """Each document with If-None-Match: a name another writer took meanwhile is EEXIST."""
     for name, data in documents.items():
         key = f"{path}/{name}" if path else name
@@ -153,7 +180,7 @@ def _put_documents(store, path: str, documents: dict[str, bytes]) -> None:
             raise store.error("cannot write", key, e) from None
 
 
-def _copy(store, pairs: dict[str, str]) -> None:
+def _copy(store: NodeHost, pairs: dict[str, str]) -> None:
     def copy(pair):
         try:
             obstore.copy(store.store, pair[0], pair[1], overwrite=True)
@@ -162,7 +189,7 @@ def _copy(store, pairs: dict[str, str]) -> None:
     _run(copy, list(pairs.items()))
 
 
-def _delete(store, keys: list[str]) -> None:
+def _delete(store: NodeHost, keys: list[str]) -> None:
     def delete(key):
         try:
             store.delete_object(key)
