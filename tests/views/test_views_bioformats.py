@@ -7,11 +7,13 @@ zarr-python reads. 2-D to 5-D arrays with and without dimension names, every OME
 OME-Zarr 0.4 and 0.5 images; tifffile agrees on the axes."""
 
 import json
+import math
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tifffile
 import zarr
 
 from mounting import mounted
@@ -117,6 +119,48 @@ def tczyx(values: np.ndarray, letters: str | None) -> np.ndarray:
     order = [letters.index(a) for a in "TCZYX" if a in letters]
     moved = values.transpose(order)
     return moved.reshape([values.shape[letters.index(a)] if a in letters else 1 for a in "TCZYX"])
+
+
+def test_every_tif_opens_in_bioformats_as_the_array(jar, mnt, store, tmp_path):
+    names = sorted(name for name in store[1] if name.count("/") == name.count("image0"))
+    found = bioformats(jar, [mnt / f"{name}.tif" for name in names], tmp_path)
+    for k, (name, info) in enumerate(zip(names, found, strict=True)):
+        values, letters = store[1][name]
+        expected = tczyx(values, letters)
+        assert "error" not in info, info
+        assert info["format"] in TIFF_READERS, info
+        if letters is not None and (values.dtype.name not in IMAGEJ or letters not in ("TCYX", "TZCYX", "ZYX")):
+            assert info["format"] == "OME-TIFF", info
+        sizes = dict(zip("TCZYX", expected.shape, strict=True))
+        if letters is None:  # a stack of planes, which Bio-Formats calls time points
+            sizes = {**sizes, "Z": 1, "T": math.prod(values.shape[:-2])}
+        assert {a: info[a] for a in "XYZCT"} == sizes, info
+        assert info["type"] == OME_TYPES[values.dtype.name] and info["little"], info
+        planes = np.fromfile(tmp_path / f"{k}.raw", dtype=values.dtype.newbyteorder("<") if values.dtype != bool
+                             else "u1")
+        assert np.array_equal(planes, expected.reshape(-1).astype(planes.dtype)), name
+        with tifffile.TiffFile(mnt / f"{name}.tif") as tif:  # tifffile agrees
+            series = tif.series[0]
+            assert series.axes == (letters or series.axes) and np.array_equal(series.asarray(), values), name
+
+
+def test_other_types_say_their_axes_where_ome_has_the_type(jar, mnt, store, tmp_path):
+    """float16, int64 and uint64 have no OME type: tifffile's shaped description, and Bio-Formats
+    (which has no 64-bit integers) reads float16 pages as 32-bit float planes. Complex has an OME
+    type, which tifffile reads; Bio-Formats has none."""
+    for dtype in ("float16", "int64", "uint64", "complex64", "complex128"):
+        values = store[1][f"other/{dtype}"][0]
+        with tifffile.TiffFile(mnt / "other" / f"{dtype}.tif") as tif:
+            assert tif.is_ome == (values.dtype.kind == "c") and tif.is_shaped != tif.is_ome, dtype
+            series = tif.series[0]
+            assert np.array_equal(series.asarray().reshape(values.shape), values), dtype
+            if tif.is_ome:
+                assert series.axes == "TCYX", dtype
+    [info] = bioformats(jar, [mnt / "other" / "float16.tif"], tmp_path)
+    assert (info["format"], info["type"], info["X"], info["Y"], info["Z"] * info["C"] * info["T"]) == (
+        "Tagged Image File Format", "float", 7, 5, 6), info
+    planes = np.fromfile(tmp_path / "0.raw", "<f4")
+    assert np.array_equal(planes, store[1]["other/float16"][0].astype("<f4").reshape(-1))
 
 
 def test_the_bin_and_its_nrrd_header_open_as_nrrd(jar, mnt, store):

@@ -162,10 +162,17 @@ def test_imagej_hyperstacks(mnt, store, dtype):
         assert tif.is_imagej and tif.series[0].axes == "TYX" and tif.imagej_metadata["frames"] == 3
 
 
-def test_no_imagej_metadata_for_other_types_orders_or_names(mnt):
-    for name in ("int16_5d", "float64_3d", "uint16_czyx", "float32_band", "uint16_2d"):
+def test_names_imagej_cannot_hold_are_said_in_ome_xml(mnt, store):
+    """Other types, or an order ImageJ has not: the names make OME-XML, which Bio-Formats reads
+    (test_views_bioformats.py); names that say no axis (`band`), or a type OME has not, do not."""
+    for name, axes in (("int16_5d", "TZCYX"), ("float64_3d", "ZYX"), ("uint16_czyx", "CZYX"), ("uint16_2d", "YX"),
+                       ("int8_4d", "TCYX"), ("complex64_4d", "TCYX"), ("uint32_5d", "TZCYX")):
         with tifffile.TiffFile(mnt / f"{name}.tif") as tif:
-            assert not tif.is_imagej and tif.is_shaped, name
+            assert tif.is_ome and not tif.is_imagej, name
+            assert tif.series[0].axes == axes and np.array_equal(tif.series[0].asarray(), as_stored(store[1][name]))
+    for name in ("float32_band", "int64_4d", "uint64_5d", "float16_3d"):
+        with tifffile.TiffFile(mnt / f"{name}.tif") as tif:
+            assert not tif.is_imagej and not tif.is_ome and tif.is_shaped, name
 
 
 def test_ome_zarr_images_are_ome_tiffs(mnt, store):
@@ -380,11 +387,16 @@ def test_imagej_axis_names_and_order():
         return tiff.description(info(shape, dtype, names)).decode()
     text = described(("time", "Z", "channel", "y", "x"))
     assert text.startswith("ImageJ=") and "images=24\nchannels=4\nslices=3\nframes=2\nhyperstack=true" in text
-    assert described(("t", "c", "z", "y", "x")).startswith('{"shape"')  # ImageJ's order is TZC
+    assert 'DimensionOrder="XYZCT"' in described(("t", "c", "z", "y", "x"))  # ImageJ's order is TZC: OME-XML's
     assert described(("t", "t", "z", "y", "x")).startswith('{"shape"')
-    assert described(("t", "z", "c", "y", "x"), "int16").startswith('{"shape"')  # ImageJ reads no int16
+    int16 = described(("t", "z", "c", "y", "x"), "int16")  # ImageJ reads no int16: OME-XML
+    assert 'DimensionOrder="XYCZT" Type="int16" SizeX="6" SizeY="5" SizeZ="3" SizeC="4" SizeT="2"' in int16
+    assert described(("t", "z", "c", "y", "x"), "int64").startswith('{"shape"')  # OME has no int64
+    assert described(("t", "z", "band", "y", "x"), "int16").startswith('{"shape"')  # an axis neither knows
+    assert described(("t", "z", "c", "row", "x"), "int16").startswith('{"shape"')  # the last two: y and x
     assert described(None).startswith('{"shape"')
-    assert described(("y", "x"), shape=(5, 6)) == '{"shape": [5, 6]}'
+    assert described(("y", "x"), shape=(5, 6)).startswith("<?xml")
+    assert described(None, shape=(5, 6)) == '{"shape": [5, 6]}'
 
 
 def test_ome_axes_that_cannot_be_an_ome_tiff_fall_back():

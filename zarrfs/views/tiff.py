@@ -13,6 +13,9 @@ pages make the array:
 - else, for the types ImageJ reads (uint8, uint16, float32, bool), leading axes named as time,
   z and channel (`t`, `z`, `c`; also `time`, `channel`, ...) in ImageJ's order (time slowest,
   channel fastest, each at most once): an ImageJ hyperstack description;
+- else, dimension names that say time, z and channel (in any order, each at most once) then y
+  and x, for the types OME-XML has (all but int64, uint64 and float16): OME-XML, so that
+  Bio-Formats (Fiji, QuPath, OMERO) sees the axes, not a stack of planes;
 - else tifffile's shaped description, `{"shape": [...]}`.
 
 An IFD is ~130 bytes (~240 in BigTIFF), so a stack of a million pages has a header of over
@@ -35,8 +38,7 @@ TYPES = {"bool": (1, 8), "uint8": (1, 8), "uint16": (1, 16), "uint32": (1, 32), 
          "int8": (2, 8), "int16": (2, 16), "int32": (2, 32), "int64": (2, 64), "float16": (3, 16),
          "float32": (3, 32), "float64": (3, 64), "complex64": (6, 64), "complex128": (6, 128)}
 IMAGEJ_TYPES = {"bool", "uint8", "uint16", "float32"}
-IMAGEJ_AXES = {"t": "t", "time": "t", "frame": "t", "frames": "t", "z": "z", "depth": "z", "slice": "z",
-               "slices": "z", "c": "c", "channel": "c", "channels": "c"}
+IMAGEJ_AXES = {name: letter.lower() for name, letter in ome.NAMED.items()}
 STRIP_MAX = (1 << 31) - 1  # readers keep strip sizes in signed 32-bit integers
 CLASSIC_MAX = (1 << 32) - 1  # classic TIFF's offsets are 32-bit
 PAGE = 4096
@@ -66,6 +68,11 @@ def description(info: ArrayInfo) -> bytes:
         text = imagej(info)
         if text is not None:
             return text
+    image = ome.named(info)
+    if image is not None:
+        xml = ome.xml(info, image)
+        if xml is not None:
+            return xml
     return json.dumps({"shape": list(info.shape)}).encode()
 
 
