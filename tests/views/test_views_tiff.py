@@ -253,6 +253,29 @@ def test_the_tif_is_read_only(store, tmp_path):
     assert np.array_equal(zarr.open_array(str(store[0] / "uint16_3d"))[...], store[1]["uint16_3d"])
 
 
+def test_reading_the_header_decodes_no_chunk(tmp_path):
+    """Opening NAME.tif (tifffile, Bio-Formats, a thumbnailer) reads its header, which on an array
+    of one big chunk cost the whole chunk's decode. Its one chunk here is not gzip at all: the
+    header is read without touching it (no log line names it), and only the pixels meet it (EIO,
+    the chunk named). The kernel retries a failed read-ahead page by page, so the error line,
+    not the reader, shows that a read reached the chunk."""
+    root = tmp_path / "data.zarr"
+    z = zarr.open_group(str(root), mode="w").create_array(
+        "big", shape=(1024, 1024), chunks=(1024, 1024), dtype="uint16", compressors=zarr.codecs.GzipCodec(),
+        dimension_names=("y", "x"))
+    z[...] = 7
+    (root / "big" / "c" / "0" / "0").write_bytes(b"not gzip" * 1000)
+    with mounted(root, tmp_path, "ro") as m:
+        with tifffile.TiffFile(m / "big.tif") as tif:
+            page = tif.pages[0]
+            assert tif.series[0].shape == (1024, 1024) and tif.is_ome
+            assert "c/0/0" not in m.settled_log()
+            with pytest.raises(OSError) as info:
+                page.asarray()
+        assert info.value.errno == errno.EIO
+        assert "c/0/0" in m.settled_log()
+
+
 def test_a_write_to_the_bin_drops_the_tif_pages(tmp_path):
     """A reader holding NAME.tif open, its pages in the kernel's cache, sees a write to NAME.bin."""
     root = tmp_path / "w.zarr"
@@ -376,10 +399,15 @@ def test_a_header_of_many_pages_is_made_on_demand():
     assert ifd[2 + 12 * 11:6 + 12 * 11] == b"\0\0\0\0"  # no IFD after it
 
 
-def test_large_data_starts_at_a_mebibyte():
-    """So that the kernel's 1 MiB reads of NAME.tif fall on the chunks' boundaries as in NAME.bin."""
-    assert len(tiff.header(info((64, 1024, 1024), "uint8"))) % (1 << 20) == 0
-    assert len(tiff.header(info((63, 1024, 1024), "uint8"))) == 3 * 4096  # less data: a 4 KiB page (63 IFDs)
+def test_data_of_a_mebibyte_or_more_start_at_a_mebibyte():
+    """So that reading the header never reaches the data (test_reading_the_header_decodes_no_chunk),
+    and the kernel's 1 MiB reads of NAME.tif fall on the chunks' boundaries as in NAME.bin."""
+    assert len(tiff.header(info((64, 1024, 1024), "uint8"))) == 1 << 20
+    assert len(tiff.header(info((1, 1024, 1024), "uint8"))) == 1 << 20
+    assert len(tiff.header(info((1023, 1024), "uint8"))) == 4096  # less data: a 4 KiB page
+    assert len(tiff.header(info((3000, 1024, 1024), "uint8"))) == 1 << 20  # 3000 IFDs: under 1 MiB
+    many = len(tiff.header(info((9000, 1024, 1024), "uint8")))  # 9000 BigTIFF IFDs: over 1 MiB
+    assert many % (1 << 20) == 0 and many > 1 << 20
 
 
 def test_imagej_axis_names_and_order():

@@ -42,7 +42,7 @@ IMAGEJ_AXES = {name: letter.lower() for name, letter in ome.NAMED.items()}
 STRIP_MAX = (1 << 31) - 1  # readers keep strip sizes in signed 32-bit integers
 CLASSIC_MAX = (1 << 32) - 1  # classic TIFF's offsets are 32-bit
 PAGE = 4096
-BLOCK, LARGE = 1 << 20, 64 << 20  # data of LARGE bytes or more starts at a multiple of BLOCK (see _data_start)
+BLOCK = 1 << 20  # data of BLOCK bytes or more starts at a multiple of BLOCK (see _data_start)
 
 SHORT, LONG, ASCII, LONG8 = 3, 4, 2, 16
 SIZES = {SHORT: 2, LONG: 4, LONG8: 8}
@@ -250,10 +250,12 @@ def _record_bytes(entries: int, strips: int, big: bool) -> int:
 
 def _data_start(header_end: int, data_bytes: int) -> int:
     """Where the data starts: at a multiple of 4 KiB, so that the kernel's pages of NAME.tif
-    hold the same bytes as NAME.bin's; for LARGE data, of BLOCK (the mount's read size), so
-    that a sequential reader's requests fall on the chunks' boundaries as they do in NAME.bin,
-    and a chunk decoded ahead is sent as it is (rawfile.read_malloced)."""
-    return _rounded(header_end, BLOCK if data_bytes >= LARGE else PAGE)
+    hold the same bytes as NAME.bin's; for data of BLOCK or more, of BLOCK (the mount's read
+    size and the kernel's largest read-ahead), so that reading the header (a reader opening
+    the file, a thumbnailer) never reaches the data and so never decodes a chunk, and that a
+    sequential reader's requests fall on the chunks' boundaries as they do in NAME.bin, a
+    chunk decoded ahead sent as it is (rawfile.read_malloced). At most 1 MiB of zeros more."""
+    return _rounded(header_end, BLOCK if data_bytes >= BLOCK else PAGE)
 
 
 def _words(values, width: int) -> bytes:
