@@ -122,7 +122,7 @@ def tczyx(values: np.ndarray, letters: str | None) -> np.ndarray:
 
 
 def test_every_tif_opens_in_bioformats_as_the_array(jar, mnt, store, tmp_path):
-    names = sorted(name for name in store[1] if name.count("/") == name.count("image0"))
+    names = sorted(name for name in store[1] if not name.startswith(("other/", "nrrd/")))  # those: below
     found = bioformats(jar, [mnt / f"{name}.tif" for name in names], tmp_path)
     for k, (name, info) in enumerate(zip(names, found, strict=True)):
         values, letters = store[1][name]

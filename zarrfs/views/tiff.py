@@ -250,12 +250,16 @@ def _record_bytes(entries: int, strips: int, big: bool) -> int:
 
 def _data_start(header_end: int, data_bytes: int) -> int:
     """Where the data starts: at a multiple of 4 KiB, so that the kernel's pages of NAME.tif
-    hold the same bytes as NAME.bin's; for data of BLOCK or more, of BLOCK (the mount's read
-    size and the kernel's largest read-ahead), so that reading the header (a reader opening
-    the file, a thumbnailer) never reaches the data and so never decodes a chunk, and that a
-    sequential reader's requests fall on the chunks' boundaries as they do in NAME.bin, a
-    chunk decoded ahead sent as it is (rawfile.read_malloced). At most 1 MiB of zeros more."""
-    return _rounded(header_end, BLOCK if data_bytes >= BLOCK else PAGE)
+    hold the same bytes as NAME.bin's; for data of BLOCK or more, at a multiple of BLOCK (the
+    mount's read size) with a whole BLOCK of zeros after the header: a reader opening the file
+    reads the header in reads of up to BLOCK (readers buffer by st_blksize), and the kernel
+    reads one window of up to BLOCK ahead of them, so reading the header never reaches the data
+    and never decodes a chunk. A sequential reader's requests then fall on the chunks'
+    boundaries as they do in NAME.bin, a chunk decoded ahead sent as it is
+    (rawfile.read_malloced). The price: 1 to 2 MiB of zeros."""
+    if data_bytes < BLOCK:
+        return _rounded(header_end, PAGE)
+    return _rounded(header_end, BLOCK) + BLOCK
 
 
 def _words(values, width: int) -> bytes:
