@@ -22,7 +22,7 @@ EXPRESSIBLE = {
     "vrt": ALL - {"float16"},
     "nifti": ALL - {"float16"},
 }
-SUFFIX = {"npy": ".npy", "envi": ".bin.hdr", "mhd": ".mhd", "nrrd": ".nhdr", "vrt": ".vrt", "nifti": ".hdr"}
+SUFFIX = {"npy": ".npy", "envi": ".bin.hdr", "mhd": ".mhd", "nrrd": ".bin.nhdr", "vrt": ".vrt", "nifti": ".hdr"}
 
 
 def build(root) -> dict[str, np.ndarray]:

@@ -180,7 +180,7 @@ def test_extended_attributes_of_odd_nodes(mnt):
 
 def test_views_name_only_what_their_format_can_hold(mnt):
     listed = set(os.listdir(at(mnt, b"")))
-    assert {b"dims.bin", b"dims.npy", b"dims.mhd", b"dims.vrt"} <= listed and b"dims.nhdr" not in listed  # NRRD labels
+    assert {b"dims.bin", b"dims.npy", b"dims.mhd", b"dims.vrt"} <= listed and b"dims.bin.nhdr" not in listed  # NRRD labels
     assert "dims: no nrrd view" in mnt.log()
     assert b"good.vrt" in listed and b"good.mhd" in listed
     assert b"bad\xff\xfename.vrt" not in listed  # XML is Unicode text: a name that is none stays out

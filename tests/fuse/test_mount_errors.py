@@ -208,7 +208,7 @@ def test_name_collisions_hide_nothing(tmp_path):
 def test_source_may_be_a_group_or_an_array_inside_a_hierarchy(tmp_path):
     source = small_hierarchy(tmp_path / "data.zarr")
     with mounted(source / "good", tmp_path, "ro") as m:
-        assert sorted(os.listdir(m.path)) == ["good.bin", "good.bin.hdr", "good.json", "good.mhd", "good.nhdr",
+        assert sorted(os.listdir(m.path)) == ["good.bin", "good.bin.hdr", "good.bin.nhdr", "good.json", "good.mhd",
                                               "good.npy", "good.vrt"]
         assert (m / "good.bin").read_bytes() == np.arange(8, dtype="<i4").tobytes()
 

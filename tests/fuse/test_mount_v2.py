@@ -31,10 +31,10 @@ def mixed_tree(root):
 def test_mixed_tree_lists_reads_and_writes(tmp_path):
     source = mixed_tree(tmp_path / "data.zarr")
     with mounted(source, tmp_path) as m:
-        assert sorted(os.listdir(m.path)) == ["legacy", "v3.bin", "v3.bin.hdr", "v3.json", "v3.mhd", "v3.nhdr",
+        assert sorted(os.listdir(m.path)) == ["legacy", "v3.bin", "v3.bin.hdr", "v3.bin.nhdr", "v3.json", "v3.mhd",
                                               "v3.npy", "v3.vrt", "zarr.h5", "zarr.json", "zarr.nc"]
-        assert sorted(os.listdir(m / "legacy")) == [".zattrs", ".zgroup", "temp.bin", "temp.bin.hdr", "temp.json",
-                                                  "temp.mhd", "temp.nhdr", "temp.npy", "temp.tif", "temp.vrt", "when.bin",
+        assert sorted(os.listdir(m / "legacy")) == [".zattrs", ".zgroup", "temp.bin", "temp.bin.hdr", "temp.bin.nhdr", "temp.json",
+                                                  "temp.mhd", "temp.npy", "temp.tif", "temp.vrt", "when.bin",
                                                   "when.json", "when.npy", "zarr.h5", "zarr.nc"]  # datetimes: .npy only
         assert json.loads((m / "legacy" / ".zattrs").read_text()) == {"title": "old data"}
         assert json.loads((m / "legacy" / ".zgroup").read_text())["zarr_format"] == 2
@@ -63,8 +63,8 @@ def test_whole_v2_store(tmp_path):
     z = root.create_array("a", shape=(4, 4), chunks=(3, 3), dtype="<u2", compressors=None)
     z[...] = np.arange(16).reshape(4, 4)
     with mounted(tmp_path / "v2.zarr", tmp_path, "ro") as m:
-        assert sorted(os.listdir(m.path)) == [".zattrs", ".zgroup", "a.bin", "a.bin.hdr", "a.json", "a.mhd",
-                                              "a.nhdr", "a.npy", "a.tif", "a.vrt", "zarr.h5", "zarr.nc"]  # views for v2 arrays too
+        assert sorted(os.listdir(m.path)) == [".zattrs", ".zgroup", "a.bin", "a.bin.hdr", "a.bin.nhdr", "a.json", "a.mhd",
+                                              "a.npy", "a.tif", "a.vrt", "zarr.h5", "zarr.nc"]  # views for v2 arrays too
         assert (m / "a.bin").read_bytes() == np.arange(16, dtype="<u2").tobytes()
 
 

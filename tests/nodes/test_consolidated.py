@@ -101,8 +101,8 @@ def test_stale_copy_through_a_mount(tmp_path):
     for chunk in (root / "a").glob("[0-9]*"):
         chunk.unlink()
     with mounted(root, tmp_path, "ro") as m:
-        assert sorted(os.listdir(m.path)) == [".zattrs", ".zgroup", ".zmetadata", "a.bin", "a.bin.hdr", "a.json",
-                                              "a.mhd", "a.nhdr", "a.npy", "a.vrt", "sub", "zarr.h5", "zarr.nc"]
+        assert sorted(os.listdir(m.path)) == [".zattrs", ".zgroup", ".zmetadata", "a.bin", "a.bin.hdr", "a.bin.nhdr", "a.json",
+                                              "a.mhd", "a.npy", "a.vrt", "sub", "zarr.h5", "zarr.nc"]
         assert (m / "a.bin").read_bytes() == np.full(4, 7, "<i4").tobytes()
         assert json.loads((m / "a.json").read_text())["fill_value"] == 7
         assert (m / "sub" / "deeper" / "c.bin").read_bytes() == b"\x09" * 4

@@ -101,7 +101,7 @@ def test_sidecar_names_the_views(tmp_path):
     hierarchy = Hierarchy(CountingStore(root), ALL_VIEWS)
     entries = hierarchy.entries_of(hierarchy.lookup("/"))
     sidecar = json.loads(hierarchy.content(entries["data.zarr.json"]))
-    assert sidecar["views"] == {"npy": "data.zarr.npy", "mhd": "data.zarr.mhd", "nrrd": "data.zarr.nhdr",
+    assert sidecar["views"] == {"npy": "data.zarr.npy", "mhd": "data.zarr.mhd", "nrrd": "data.zarr.bin.nhdr",
                                 "vrt": "data.zarr.vrt", "nifti": "data.zarr.hdr", "tiff": "data.zarr.tif"}  # no int8 ENVI
 
 

@@ -1,7 +1,7 @@
 """Header views that are safe for every name. MetaImage (MetaIO: ITK, SimpleITK, VTK) and NRRD
 (teem) readers interpret their data-file field: a `%` starts a printf pattern of numbered files
 (SimpleITK fails, or crashes, on one), a leading LIST a list of files (SimpleITK reads other bytes
-without an error). So a name with `%` gets no NAME.mhd or NAME.nhdr, and a LIST name's data file
+without an error). So a name with `%` gets no NAME.mhd or NAME.bin.nhdr, and a LIST name's data file
 is written ./NAME.bin, which every reader takes as the file beside the header. ENVI, VRT and NIfTI
 hold no name a reader interprets: their views stay, and read the right values."""
 
@@ -38,7 +38,7 @@ def test_names_with_a_percent_get_no_metaimage_or_nrrd_header(mnt):
     listed = set(os.listdir(mnt.path))
     for name in NAMES:
         pattern = "%" in name
-        assert (f"{name}.mhd" in listed) != pattern and (f"{name}.nhdr" in listed) != pattern, name
+        assert (f"{name}.mhd" in listed) != pattern and (f"{name}.bin.nhdr" in listed) != pattern, name
         assert {f"{name}.bin.hdr", f"{name}.vrt", f"{name}.hdr", f"{name}.img", f"{name}.npy"} <= listed, name
         views = json.loads((mnt / f"{name}.json").read_text())["views"]
         assert ("mhd" in views) != pattern and ("nrrd" in views) != pattern and "envi" in views, name
@@ -46,18 +46,18 @@ def test_names_with_a_percent_get_no_metaimage_or_nrrd_header(mnt):
 
 @pytest.mark.parametrize("name", [n for n in NAMES if "%" not in n])
 def test_metaimage_and_nrrd_read_the_array_itself(mnt, name):
-    for suffix in (".mhd", ".nhdr"):
+    for suffix in (".mhd", ".bin.nhdr"):
         assert np.array_equal(sitk.GetArrayFromImage(sitk.ReadImage(str(mnt / f"{name}{suffix}"))), VALUES), suffix
-    data, _ = nrrd.read(str(mnt / f"{name}.nhdr"), index_order="C")
+    data, _ = nrrd.read(str(mnt / f"{name}.bin.nhdr"), index_order="C")
     assert np.array_equal(data, VALUES)
-    text = subprocess.run(["teem-unu", "save", "-f", "text", "-i", str(mnt / f"{name}.nhdr")],
+    text = subprocess.run(["teem-unu", "save", "-f", "text", "-i", str(mnt / f"{name}.bin.nhdr")],
                           capture_output=True, text=True, check=True, cwd="/").stdout
     assert np.array_equal(np.array(text.split(), dtype="u2"), VALUES.reshape(-1))
 
 
 def test_a_list_name_is_given_as_the_file_beside_the_header(mnt):
     assert "ElementDataFile = ./LIST_ids.bin\n" in (mnt / "LIST_ids.mhd").read_text()
-    assert "data file: ./LIST_ids.bin\n" in (mnt / "LIST_ids.nhdr").read_text()
+    assert "data file: ./LIST_ids.bin\n" in (mnt / "LIST_ids.bin.nhdr").read_text()
     assert "ElementDataFile = list_low.bin\n" in (mnt / "list_low.mhd").read_text()  # MetaIO's test is LIST only
 
 

@@ -101,7 +101,7 @@ def test_nrrd_through_pynrrd(mnt, store, dtype):
     """Sizes fastest first, labelled with the dimension names; complex is an extra fastest axis of 2."""
     for ndim, shape in SHAPES.items():
         expected = as_read(store[1][f"{dtype}_{ndim}d"])
-        values, header = nrrd.read(str(mnt / f"{dtype}_{ndim}d.nhdr"), index_order="C")
+        values, header = nrrd.read(str(mnt / f"{dtype}_{ndim}d.bin.nhdr"), index_order="C")
         labels = list(reversed(("t", "z", "y", "x")[-ndim:]))
         if expected.dtype.kind == "c":
             assert list(header["sizes"]) == [2, *reversed(shape)] and header["labels"] == ["complex", *labels]
@@ -114,10 +114,10 @@ def test_nrrd_through_pynrrd(mnt, store, dtype):
 
 def test_nrrd_block_through_teem(mnt, store, tmp_path):
     """A raw type is NRRD's `block` (pynrrd reads no blocks): teem's unu slices the 3-D one."""
-    header = nrrd.read_header(str(mnt / "r24_3d.nhdr"))
+    header = nrrd.read_header(str(mnt / "r24_3d.bin.nhdr"))
     assert (header["type"], int(header["block size"]), list(header["sizes"])) == ("block", 3, [7, 5, 3])
     out = tmp_path / "slice.nhdr"
-    subprocess.run(["teem-unu", "slice", "-a", "2", "-p", "1", "-i", str(mnt / "r24_3d.nhdr"), "-o", str(out)],
+    subprocess.run(["teem-unu", "slice", "-a", "2", "-p", "1", "-i", str(mnt / "r24_3d.bin.nhdr"), "-o", str(out)],
                    check=True, capture_output=True)
     assert (tmp_path / "slice.raw").read_bytes() == store[1]["r24_3d"][1].tobytes()
 

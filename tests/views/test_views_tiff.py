@@ -162,10 +162,17 @@ def test_imagej_hyperstacks(mnt, store, dtype):
         assert tif.is_imagej and tif.series[0].axes == "TYX" and tif.imagej_metadata["frames"] == 3
 
 
-def test_no_imagej_metadata_for_other_types_orders_or_names(mnt):
-    for name in ("int16_5d", "float64_3d", "uint16_czyx", "float32_band", "uint16_2d"):
+def test_names_imagej_cannot_hold_are_said_in_ome_xml(mnt, store):
+    """Other types, or an order ImageJ has not: the names make OME-XML, which Bio-Formats reads
+    (test_views_bioformats.py); names that say no axis (`band`), or a type OME has not, do not."""
+    for name, axes in (("int16_5d", "TZCYX"), ("float64_3d", "ZYX"), ("uint16_czyx", "CZYX"), ("uint16_2d", "YX"),
+                       ("int8_4d", "TCYX"), ("complex64_4d", "TCYX"), ("uint32_5d", "TZCYX")):
         with tifffile.TiffFile(mnt / f"{name}.tif") as tif:
-            assert not tif.is_imagej and tif.is_shaped, name
+            assert tif.is_ome and not tif.is_imagej, name
+            assert tif.series[0].axes == axes and np.array_equal(tif.series[0].asarray(), as_stored(store[1][name]))
+    for name in ("float32_band", "int64_4d", "uint64_5d", "float16_3d"):
+        with tifffile.TiffFile(mnt / f"{name}.tif") as tif:
+            assert not tif.is_imagej and not tif.is_ome and tif.is_shaped, name
 
 
 def test_ome_zarr_images_are_ome_tiffs(mnt, store):
@@ -244,6 +251,29 @@ def test_the_tif_is_read_only(store, tmp_path):
             os.open(m / "uint16_3d.tif", os.O_RDWR)
         assert info.value.errno == errno.EROFS
     assert np.array_equal(zarr.open_array(str(store[0] / "uint16_3d"))[...], store[1]["uint16_3d"])
+
+
+def test_reading_the_header_decodes_no_chunk(tmp_path):
+    """Opening NAME.tif (tifffile, Bio-Formats, a thumbnailer) reads its header, which on an array
+    of one big chunk cost the whole chunk's decode. Its one chunk here is not gzip at all: the
+    header is read without touching it (no log line names it), and only the pixels meet it (EIO,
+    the chunk named). The kernel retries a failed read-ahead page by page, so the error line,
+    not the reader, shows that a read reached the chunk."""
+    root = tmp_path / "data.zarr"
+    z = zarr.open_group(str(root), mode="w").create_array(
+        "big", shape=(1024, 1024), chunks=(1024, 1024), dtype="uint16", compressors=zarr.codecs.GzipCodec(),
+        dimension_names=("y", "x"))
+    z[...] = 7
+    (root / "big" / "c" / "0" / "0").write_bytes(b"not gzip" * 1000)
+    with mounted(root, tmp_path, "ro") as m:
+        with tifffile.TiffFile(m / "big.tif") as tif:
+            page = tif.pages[0]
+            assert tif.series[0].shape == (1024, 1024) and tif.is_ome
+            assert "c/0/0" not in m.settled_log()
+            with pytest.raises(OSError) as info:
+                page.asarray()
+        assert info.value.errno == errno.EIO
+        assert "c/0/0" in m.settled_log()
 
 
 def test_a_write_to_the_bin_drops_the_tif_pages(tmp_path):
@@ -369,10 +399,15 @@ def test_a_header_of_many_pages_is_made_on_demand():
     assert ifd[2 + 12 * 11:6 + 12 * 11] == b"\0\0\0\0"  # no IFD after it
 
 
-def test_large_data_starts_at_a_mebibyte():
-    """So that the kernel's 1 MiB reads of NAME.tif fall on the chunks' boundaries as in NAME.bin."""
-    assert len(tiff.header(info((64, 1024, 1024), "uint8"))) % (1 << 20) == 0
-    assert len(tiff.header(info((63, 1024, 1024), "uint8"))) == 3 * 4096  # less data: a 4 KiB page (63 IFDs)
+def test_data_of_a_mebibyte_or_more_start_a_mebibyte_past_the_header():
+    """So that reading the header, and the kernel's read-ahead past it, never reach the data
+    (test_reading_the_header_decodes_no_chunk), and the kernel's 1 MiB reads of NAME.tif fall on
+    the chunks' boundaries as in NAME.bin."""
+    assert len(tiff.header(info((64, 1024, 1024), "uint8"))) == 2 << 20
+    assert len(tiff.header(info((1, 1024, 1024), "uint8"))) == 2 << 20
+    assert len(tiff.header(info((1023, 1024), "uint8"))) == 4096  # less data: a 4 KiB page
+    many = tiff.header(info((9000, 1024, 1024), "uint8"))  # 9000 BigTIFF IFDs: over 2 MiB of them
+    assert many.records_end > 2 << 20 and len(many) % (1 << 20) == 0 and len(many) - many.records_end >= 1 << 20
 
 
 def test_imagej_axis_names_and_order():
@@ -380,11 +415,16 @@ def test_imagej_axis_names_and_order():
         return tiff.description(info(shape, dtype, names)).decode()
     text = described(("time", "Z", "channel", "y", "x"))
     assert text.startswith("ImageJ=") and "images=24\nchannels=4\nslices=3\nframes=2\nhyperstack=true" in text
-    assert described(("t", "c", "z", "y", "x")).startswith('{"shape"')  # ImageJ's order is TZC
+    assert 'DimensionOrder="XYZCT"' in described(("t", "c", "z", "y", "x"))  # ImageJ's order is TZC: OME-XML's
     assert described(("t", "t", "z", "y", "x")).startswith('{"shape"')
-    assert described(("t", "z", "c", "y", "x"), "int16").startswith('{"shape"')  # ImageJ reads no int16
+    int16 = described(("t", "z", "c", "y", "x"), "int16")  # ImageJ reads no int16: OME-XML
+    assert 'DimensionOrder="XYCZT" Type="int16" SizeX="6" SizeY="5" SizeZ="3" SizeC="4" SizeT="2"' in int16
+    assert described(("t", "z", "c", "y", "x"), "int64").startswith('{"shape"')  # OME has no int64
+    assert described(("t", "z", "band", "y", "x"), "int16").startswith('{"shape"')  # an axis neither knows
+    assert described(("t", "z", "c", "row", "x"), "int16").startswith('{"shape"')  # the last two: y and x
     assert described(None).startswith('{"shape"')
-    assert described(("y", "x"), shape=(5, 6)) == '{"shape": [5, 6]}'
+    assert described(("y", "x"), shape=(5, 6)).startswith("<?xml")
+    assert described(None, shape=(5, 6)) == '{"shape": [5, 6]}'
 
 
 def test_ome_axes_that_cannot_be_an_ome_tiff_fall_back():

@@ -28,7 +28,9 @@ VIEWS = {
     "npy": View("npy", ".npy", npy.header, prefixed=True),
     "envi": View("envi", ".bin.hdr", envi.header),
     "mhd": View("mhd", ".mhd", mhd.header),
-    "nrrd": View("nrrd", ".nhdr", nrrd.header),
+    # NAME.bin.nhdr, not NAME.nhdr: Bio-Formats (Fiji, QuPath) opens any X.ext with an X.nhdr beside it
+    # as that NRRD, NAME.tif included; it finds X.ext.nhdr too, so NAME.bin opens as the NRRD
+    "nrrd": View("nrrd", ".bin.nhdr", nrrd.header),
     "vrt": View("vrt", ".vrt", vrt.header),
     "nifti": View("nifti", ".hdr", nifti.header, alias=".img"),
     "tiff": View("tiff", ".tif", tiff.header, prefixed=True, read_only=True),

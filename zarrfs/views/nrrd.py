@@ -1,4 +1,4 @@
-"""NAME.nhdr: a detached NRRD header whose data file is NAME.bin. Sizes run fastest axis first;
+"""NAME.bin.nhdr: a detached NRRD header whose data file is NAME.bin. Sizes run fastest axis first;
 complex gets an extra fastest axis of size 2 (kind "complex"); raw types are `block`. No float16.
 Dimension names become the axis labels."""
 
@@ -20,21 +20,22 @@ def header(info: ArrayInfo) -> bytes | None:
     if info.data_type.startswith("complex"):
         sizes, kinds = [2, *sizes], ["complex", *kinds]
         labels = labels and ["complex", *labels]
-    text = [
-        "NRRD0004",
-        f"# zarrfs view of {info.name}",
-        f"type: {kind}",
-    ]
+    text = ["NRRD0004", f"type: {kind}"]
     if kind == "block":
         text.append(f"block size: {info.dtype.itemsize}")
     text += [
         f"dimension: {len(sizes)}",
         f"sizes: {' '.join(map(str, sizes))}",
         f"kinds: {' '.join(kinds)}",
+        "endian: little",
+        "encoding: raw",
+        # names only past the first 64 bytes: Bio-Formats' QuickTime reader, tried before its NRRD
+        # reader, claims a file with an atom's name there (an array named `wide`, `moov`, `free`...)
+        f"# zarrfs view of {info.name}",
     ]
     if labels:
         text.append("labels: " + " ".join(_quoted(label or "") for label in labels))
-    text += ["endian: little", "encoding: raw", f"data file: {data_file}"]
+    text.append(f"data file: {data_file}")
     return ("\n".join(text) + "\n").encode()
 
 

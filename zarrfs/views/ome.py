@@ -116,8 +116,18 @@ TIME_UNITS = {"attosecond": "as", "centisecond": "cs", "day": "d", "decisecond":
               "petasecond": "Ps", "picosecond": "ps", "second": "s", "terasecond": "Ts", "yoctosecond": "ys",
               "yottasecond": "Ys", "zeptosecond": "zs", "zettasecond": "Zs"}
 LEADING = {"time": "T", "channel": "C", "space": "Z"}  # by axis type; an axis without one, by name
-NAMED = {"t": "T", "c": "C", "z": "Z"}
+NAMED = {"t": "T", "time": "T", "frame": "T", "frames": "T", "z": "Z", "depth": "Z", "slice": "Z", "slices": "Z",
+         "c": "C", "channel": "C", "channels": "C"}
 NAMESPACE = "http://www.openmicroscopy.org/Schemas/OME/2016-06"
+
+
+def named(info: ArrayInfo) -> Image | None:
+    """The image an array's dimension names make (no types, units or scale: the names alone say
+    which axis is which), None if it has none; `dimensions` says whether OME-XML can use it."""
+    if not info.dimension_names or len(info.dimension_names) != len(info.shape):
+        return None
+    axes = tuple(Axis(name or "", None, None) for name in info.dimension_names)
+    return Image(None, axes, (None,) * len(axes), ())
 
 
 def dimensions(image: Image, ndim: int) -> str | None:

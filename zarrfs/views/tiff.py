@@ -13,6 +13,9 @@ pages make the array:
 - else, for the types ImageJ reads (uint8, uint16, float32, bool), leading axes named as time,
   z and channel (`t`, `z`, `c`; also `time`, `channel`, ...) in ImageJ's order (time slowest,
   channel fastest, each at most once): an ImageJ hyperstack description;
+- else, dimension names that say time, z and channel (in any order, each at most once) then y
+  and x, for the types OME-XML has (all but int64, uint64 and float16): OME-XML, so that
+  Bio-Formats (Fiji, QuPath, OMERO) sees the axes, not a stack of planes;
 - else tifffile's shaped description, `{"shape": [...]}`.
 
 An IFD is ~130 bytes (~240 in BigTIFF), so a stack of a million pages has a header of over
@@ -35,12 +38,11 @@ TYPES = {"bool": (1, 8), "uint8": (1, 8), "uint16": (1, 16), "uint32": (1, 32), 
          "int8": (2, 8), "int16": (2, 16), "int32": (2, 32), "int64": (2, 64), "float16": (3, 16),
          "float32": (3, 32), "float64": (3, 64), "complex64": (6, 64), "complex128": (6, 128)}
 IMAGEJ_TYPES = {"bool", "uint8", "uint16", "float32"}
-IMAGEJ_AXES = {"t": "t", "time": "t", "frame": "t", "frames": "t", "z": "z", "depth": "z", "slice": "z",
-               "slices": "z", "c": "c", "channel": "c", "channels": "c"}
+IMAGEJ_AXES = {name: letter.lower() for name, letter in ome.NAMED.items()}
 STRIP_MAX = (1 << 31) - 1  # readers keep strip sizes in signed 32-bit integers
 CLASSIC_MAX = (1 << 32) - 1  # classic TIFF's offsets are 32-bit
 PAGE = 4096
-BLOCK, LARGE = 1 << 20, 64 << 20  # data of LARGE bytes or more starts at a multiple of BLOCK (see _data_start)
+BLOCK = 1 << 20  # data of BLOCK bytes or more starts at a multiple of BLOCK (see _data_start)
 
 SHORT, LONG, ASCII, LONG8 = 3, 4, 2, 16
 SIZES = {SHORT: 2, LONG: 4, LONG8: 8}
@@ -66,6 +68,11 @@ def description(info: ArrayInfo) -> bytes:
         text = imagej(info)
         if text is not None:
             return text
+    image = ome.named(info)
+    if image is not None:
+        xml = ome.xml(info, image)
+        if xml is not None:
+            return xml
     return json.dumps({"shape": list(info.shape)}).encode()
 
 
@@ -243,10 +250,16 @@ def _record_bytes(entries: int, strips: int, big: bool) -> int:
 
 def _data_start(header_end: int, data_bytes: int) -> int:
     """Where the data starts: at a multiple of 4 KiB, so that the kernel's pages of NAME.tif
-    hold the same bytes as NAME.bin's; for LARGE data, of BLOCK (the mount's read size), so
-    that a sequential reader's requests fall on the chunks' boundaries as they do in NAME.bin,
-    and a chunk decoded ahead is sent as it is (rawfile.read_malloced)."""
-    return _rounded(header_end, BLOCK if data_bytes >= LARGE else PAGE)
+    hold the same bytes as NAME.bin's; for data of BLOCK or more, at a multiple of BLOCK (the
+    mount's read size) with a whole BLOCK of zeros after the header: a reader opening the file
+    reads the header in reads of up to BLOCK (readers buffer by st_blksize), and the kernel
+    reads one window of up to BLOCK ahead of them, so reading the header never reaches the data
+    and never decodes a chunk. A sequential reader's requests then fall on the chunks'
+    boundaries as they do in NAME.bin, a chunk decoded ahead sent as it is
+    (rawfile.read_malloced). The price: 1 to 2 MiB of zeros."""
+    if data_bytes < BLOCK:
+        return _rounded(header_end, PAGE)
+    return _rounded(header_end, BLOCK) + BLOCK
 
 
 def _words(values, width: int) -> bytes:

@@ -1,0 +1,55 @@
+// What Bio-Formats (the reader of Fiji, QuPath and OMERO) makes of each file named: one JSON line
+// per file, and with --pixels DIR its planes as DIR/<k>.raw (T slowest, then C, then Z, each plane
+// Y by X, in the file's byte order), so that one JVM start answers for many files. Run by
+// tests/views/test_views_bioformats.py as `java -cp bioformats_package.jar BioFormatsInfo.java ...`.
+
+import java.io.FileOutputStream;
+import loci.common.DebugTools;
+import loci.formats.FormatTools;
+import loci.formats.ImageReader;
+
+public class BioFormatsInfo {
+    public static void main(String[] args) throws Exception {
+        DebugTools.setRootLevel("ERROR");
+        int first = 0;
+        String pixels = null;
+        if (args.length > 1 && args[0].equals("--pixels")) {
+            pixels = args[1];
+            first = 2;
+        }
+        for (int k = first; k < args.length; k++) {
+            ImageReader reader = new ImageReader();
+            try {
+                reader.setId(args[k]);
+                System.out.println("{\"file\": " + quoted(args[k]) + ", \"format\": " + quoted(reader.getFormat())
+                    + ", \"series\": " + reader.getSeriesCount() + ", \"X\": " + reader.getSizeX()
+                    + ", \"Y\": " + reader.getSizeY() + ", \"Z\": " + reader.getSizeZ() + ", \"C\": " + reader.getSizeC()
+                    + ", \"T\": " + reader.getSizeT() + ", \"type\": "
+                    + quoted(FormatTools.getPixelTypeString(reader.getPixelType()))
+                    + ", \"little\": " + reader.isLittleEndian() + "}");
+                if (pixels != null) {
+                    try (FileOutputStream out = new FileOutputStream(pixels + "/" + (k - first) + ".raw")) {
+                        for (int t = 0; t < reader.getSizeT(); t++)
+                            for (int c = 0; c < reader.getEffectiveSizeC(); c++)
+                                for (int z = 0; z < reader.getSizeZ(); z++)
+                                    out.write(reader.openBytes(reader.getIndex(z, c, t)));
+                    }
+                }
+            } catch (Exception e) {
+                System.out.println("{\"file\": " + quoted(args[k]) + ", \"error\": " + quoted(e.toString()) + "}");
+            } finally {
+                reader.close();
+            }
+        }
+    }
+
+    private static String quoted(String text) {
+        StringBuilder out = new StringBuilder("\"");
+        for (char ch : text.toCharArray()) {
+            if (ch == '"' || ch == '\\') out.append('\\').append(ch);
+            else if (ch < 0x20) out.append(String.format("\\u%04x", (int) ch));
+            else out.append(ch);
+        }
+        return out.append('"').toString();
+    }
+}
