@@ -109,7 +109,10 @@ class Operations(mfusepy.Operations):
         self._lock = threading.Lock()  # of the handle table
         self.on_ready = self.on_stop = None  # callbacks: the mount is live / is going away
         self.unstored = self.arrays.unstored  # arrays whose written data could not be stored at shutdown
-        self.edits = HierarchyEdits(self)  # mkdir, create, unlink, rename, attribute edits
+        self.edits = HierarchyEdits(  # mkdir, create, unlink, rename, attribute edits
+            self.store, self.hierarchy, self.arrays, self.cache, self.siblings.drop, read_only=options.read_only,
+            ownership=options.ownership, dirty_limit=options.dirty_limit,
+            remote_timeout=options.remote.timeout)
         self.xattrs = ExtendedAttributes(self.hierarchy, options.xattrs, lambda path: self.edits.draft_at(path)
                                          is not None)
         self.group_files = GroupFiles(self.hierarchy, self.siblings, self._shared_raw, self._listed_stale)
