@@ -8,7 +8,9 @@ import numpy as np
 import zarr
 
 from mounting import wait_for
-from zarrfs.fuse.operations import EARLY_WRITE_BACK, Operations, Options
+from zarrfs.engine.write_bound import EARLY_WRITE_BACK
+from zarrfs.fs.filesystem import Options
+from zarrfs.fuse.operations import Operations
 
 CHUNK = 1 << 20
 
