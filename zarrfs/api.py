@@ -15,9 +15,9 @@ DEFAULT_CACHE_BYTES = 256 << 20
 class RawView:
     """An array's flat little-endian C-order bytes: read, write (mode 'r+'), flush, close."""
 
-    def __init__(self, raw: RawFile, meta: ArrayMetadata, bound: WriteBound):
+    def __init__(self, raw: RawFile, meta: ArrayMetadata, bound: WriteBound | None = None):
         self._raw = raw
-        self._bound = bound  # the mount's write bound: written bytes held in memory stay below dirty_limit
+        self._bound = bound or WriteBound()  # as a mount's: written bytes held in memory stay below dirty_limit
         self.metadata = meta
         self.size = raw.size
 
