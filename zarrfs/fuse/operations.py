@@ -81,8 +81,8 @@ class Operations(mfusepy.Operations):
                 config.attr_timeout = config.entry_timeout = min(TIMEOUT, ttl)
             else:
                 config.kernel_cache = 1  # only this daemon changes the data, and writes go through the cache
-        self.core.start()
         self.siblings.start()  # in libfuse's init: the only context that knows the struct fuse
+        self.core.start()  # its watcher may drop the kernel's pages at once: Siblings is ready first
         if self.on_ready:
             self.on_ready()
 
