@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from zarrfs.cli.help import options_table
-from zarrfs.fuse.operations import Options
+from zarrfs.fs.filesystem import Options
 from zarrfs.views import ALL_VIEWS
 
 USAGE = Path(__file__).resolve().parent.parent / "docs" / "usage.md"

@@ -64,7 +64,8 @@ def main(argv=None) -> None:
     parser.add_argument("--keep", help="build the array in this directory and keep it")
     parser.add_argument("--quiet", action="store_true", help="no call counting (under callgrind)")
     args = parser.parse_args(argv)
-    from zarrfs.fuse.operations import Operations, Options
+    from zarrfs.fs.filesystem import Options
+    from zarrfs.fuse.operations import Operations
     with tempfile.TemporaryDirectory() as tmp:
         if args.source:
             path = Path(args.source)

@@ -3,6 +3,7 @@
 from zarrfs.engine.array import open_array
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.engine.flat_file import RawFile
+from zarrfs.engine.write_bound import DIRTY_LIMIT, AfterWrite, WriteBound
 from zarrfs.errors import MetadataError, UnsupportedError, ZarrfsError
 from zarrfs.format.v3 import ArrayMetadata
 from zarrfs.nodes.documents import read_metadata
@@ -14,8 +15,9 @@ DEFAULT_CACHE_BYTES = 256 << 20
 class RawView:
     """An array's flat little-endian C-order bytes: read, write (mode 'r+'), flush, close."""
 
-    def __init__(self, raw: RawFile, meta: ArrayMetadata):
+    def __init__(self, raw: RawFile, meta: ArrayMetadata, bound: WriteBound | None = None):
         self._raw = raw
+        self._bound = bound or WriteBound()  # as a mount's: written bytes held in memory stay below dirty_limit
         self.metadata = meta
         self.size = raw.size
 
@@ -23,7 +25,11 @@ class RawView:
         return self._raw.read(offset, size)
 
     def write(self, offset: int, data) -> int:
-        return self._raw.write(offset, data)
+        """`data` written at `offset`; past the dirty limit the write waits for them to be stored."""
+        written = self._raw.write(offset, data)
+        if self._bound.after_write(self._raw.array.shared.dirty_nbytes) is AfterWrite.WRITE_BACK:
+            self._raw.flush()  # no background write-back here: the early start is the mount's
+        return written
 
     def flush(self) -> None:
         self._raw.flush()
@@ -39,8 +45,11 @@ class RawView:
         self.close()
 
 
-def open_raw(root: str, path: str = "", mode: str = "r", cache_bytes: int = DEFAULT_CACHE_BYTES) -> RawView:
-    """Open the array at `path` (e.g. "group/temperature") of the hierarchy in directory `root`."""
+def open_raw(root: str, path: str = "", mode: str = "r", cache_bytes: int = DEFAULT_CACHE_BYTES,
+             dirty_limit: int = DIRTY_LIMIT) -> RawView:
+    """Open the array at `path` (e.g. "group/temperature") of the hierarchy in directory `root`.
+    Written bytes are stored at flush() and close(), and whenever more than `dirty_limit` of them
+    are held in memory (as a mount's dirty_size)."""
     if mode not in ("r", "r+"):
         raise ValueError(f"mode must be 'r' or 'r+', not {mode!r}")
     path = path.strip("/")
@@ -54,4 +63,4 @@ def open_raw(root: str, path: str = "", mode: str = "r", cache_bytes: int = DEFA
         raise UnsupportedError(f"{path or '/'}: {meta.data_type.name} elements are variable-length: there is no flat "
                                f"view (a mount shows the array as text, NAME.txt)")
     array = open_array(store, path, meta, ChunkCache(cache_bytes))
-    return RawView(RawFile(array, writable=(mode == "r+")), meta)
+    return RawView(RawFile(array, writable=(mode == "r+")), meta, WriteBound(dirty_limit))

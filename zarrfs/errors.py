@@ -114,3 +114,12 @@ class ViewTooLargeError(ViewError):
     """The hierarchy below a group is beyond the bounds of one view file."""
 
     errno = errno.EFBIG
+
+
+class AlreadyLoggedError(ZarrfsError):
+    """Refused with `code` after the cause was logged where it was found, naming the file (a
+    node that could not be read, a group file that cannot be made): no second line for it."""
+
+    def __init__(self, message: str, code: int):
+        super().__init__(message)
+        self.errno = code

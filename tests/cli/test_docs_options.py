@@ -10,7 +10,8 @@ import pytest
 
 from zarrfs.cli.command import OPTION_NAMES
 from zarrfs.cli.help import option_lines
-from zarrfs.fuse.operations import EARLY_WRITE_BACK, REMOTE_FETCHERS, Options
+from zarrfs.engine.write_bound import EARLY_WRITE_BACK
+from zarrfs.fs.filesystem import REMOTE_FETCHERS, Options
 from zarrfs.views import ALL_VIEWS
 
 ROOT = Path(__file__).resolve().parents[2]

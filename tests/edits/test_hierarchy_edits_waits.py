@@ -13,8 +13,9 @@ import pytest
 from helpers import Worker, make_store
 from zarrfs.edits import hierarchy_edits as shaping
 from zarrfs.engine.writeback import WriteBack
+from zarrfs.fs.filesystem import Options
 from zarrfs.fuse.libfuse import mfusepy
-from zarrfs.fuse.operations import Operations, Options
+from zarrfs.fuse.operations import Operations
 
 
 def refused(code, method, *args):

@@ -1,6 +1,6 @@
 """A long write is written back while it goes on, from EARLY_WRITE_BACK dirty bytes on, well
 before a quarter of dirty_size: in process, with the flusher's timer set far off, so that only
-the early start can store anything."""
+the early start can store anything. The file system core serves it, with no FUSE adapter."""
 
 import os
 
@@ -8,7 +8,9 @@ import numpy as np
 import zarr
 
 from mounting import wait_for
-from zarrfs.fuse.operations import EARLY_WRITE_BACK, Operations, Options
+from zarrfs.edits.hierarchy_edits import HierarchyEdits
+from zarrfs.engine.write_bound import EARLY_WRITE_BACK
+from zarrfs.fs.filesystem import FileSystem, Options
 
 CHUNK = 1 << 20
 
@@ -20,14 +22,14 @@ def test_a_long_write_starts_its_write_back_at_the_early_threshold(tmp_path):
     options = Options(recovery_dir=str(tmp_path / "recovery"))  # not the machine's
     options.flush_interval = 600.0  # no timed write-back during the test
     assert EARLY_WRITE_BACK + 2 * CHUNK < options.dirty_limit // 4
-    ops = Operations(str(root), options)
-    ops.init_with_config(None, None)
+    fs = FileSystem(str(root), options, HierarchyEdits)  # the core: no FUSE adapter, no mount
+    fs.start()
     try:
-        fh = ops.open("/a.zarr.bin", os.O_WRONLY)
+        fh = fs.open("/a.zarr.bin", os.O_WRONLY)
         for offset in range(0, EARLY_WRITE_BACK + 2 * CHUNK, CHUNK):
-            ops.write("/a.zarr.bin", values[offset:offset + CHUNK].tobytes(), offset, fh)
+            fs.write(fh, values[offset:offset + CHUNK].tobytes(), offset)
         wait_for(lambda: np.array_equal(zarr.open_array(str(root))[:EARLY_WRITE_BACK], values[:EARLY_WRITE_BACK]),
                  timeout=30, what="the early write-back, before any fsync")
-        ops.release("/a.zarr.bin", fh)
+        fs.release(fh)
     finally:
-        ops.destroy(None)
+        fs.stop()

@@ -12,7 +12,8 @@ import zarr
 
 from servers.seaweed import unique_prefix
 from zarrfs.engine.array import Array
-from zarrfs.fuse.operations import Operations, Options
+from zarrfs.fs.filesystem import Options
+from zarrfs.fuse.operations import Operations
 from zarrfs.stores.source_url import RemoteOptions
 
 
@@ -59,10 +60,10 @@ def test_the_mounts_own_flushes_are_not_taken_for_another_writers(seaweed, remot
             ops.getattr("/a.bin")  # looks at the stored values (notice_stored_change)
         assert drops == []  # its own flushes: nothing cached dropped, no kernel page either
         listings = []
-        files = ops.store.files
-        ops.store.files = lambda *args, **kwargs: listings.append(args) or files(*args, **kwargs)
-        ops.arrays.flush_all()  # the background write-back, with nothing to store
-        del ops.store.files
+        files = ops.core.store.files
+        ops.core.store.files = lambda *args, **kwargs: listings.append(args) or files(*args, **kwargs)
+        ops.core.arrays.flush_all()  # the background write-back, with nothing to store
+        del ops.core.store.files
         assert listings == []
         z[20] = 9  # another writer
         ops.getattr("/a.bin")

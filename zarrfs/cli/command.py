@@ -21,9 +21,10 @@ import threading
 from zarrfs.cli import daemon_log, fuse_access
 from zarrfs.cli.help import epilog
 from zarrfs.errors import ZarrfsError
+from zarrfs.fs.filesystem import BLKSIZE, Options
 from zarrfs.fs.ownership import Ownership
 from zarrfs.fuse.binding import ZarrFUSE
-from zarrfs.fuse.operations import BLKSIZE, Operations, Options
+from zarrfs.fuse.operations import Operations
 from zarrfs.fuse.tracing import TracingFUSE, quiet_binding
 from zarrfs.names import LineFormatter, printable
 from zarrfs.stores.source_url import SCHEMES, is_remote, public_url

@@ -2,7 +2,8 @@
 the two cannot disagree)."""
 
 from zarrfs.cli.daemon_log import default_log_file
-from zarrfs.fuse.operations import EARLY_WRITE_BACK, REMOTE_FETCHERS
+from zarrfs.engine.write_bound import EARLY_WRITE_BACK
+from zarrfs.fs.filesystem import REMOTE_FETCHERS
 
 # The per-user defaults as a rule, for the docs (docs/usage.md is the same for root and users)
 GENERIC_DEFAULTS = {

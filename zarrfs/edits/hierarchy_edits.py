@@ -11,7 +11,7 @@ each checked here (names, collisions, what may be removed alone) and done by edi
     editors' temporary files   kept in memory, applied when renamed over NAME.json
 
 A target that exists gets EEXIST. After each change the kernel's cached attributes and pages
-of the files that changed are dropped (coherence.Siblings), so nothing stale is seen.
+of the files that changed are dropped (the `invalidate` callback it is given), so nothing stale is seen.
 """
 
 import errno
@@ -22,18 +22,22 @@ import posixpath
 import re
 import threading
 import time
+from collections.abc import Callable
 
 from zarrfs.edits import new_nodes as newnode
 from zarrfs.edits.drafts import NpyDraft, TextDraft
 from zarrfs.edits.editor import Editor
+from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.engine.writeback import CONFLICT_RETRIES
 from zarrfs.errors import ReadOnlyError, RefusedError
-from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, GROUPFILE, SIDECAR, TEXT, Entry
+from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, GROUPFILE, SIDECAR, TEXT, Entry, Hierarchy
 from zarrfs.fs.inodes import inode_number
+from zarrfs.fs.open_arrays import OpenArrays
+from zarrfs.fs.ownership import Ownership
 from zarrfs.names import printable
 from zarrfs.names import text as name_text
 from zarrfs.nodes import documents as nodes
-from zarrfs.stores.contract import Capabilities
+from zarrfs.stores.contract import Capabilities, Store
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +52,19 @@ FLUSH_WAIT = 30.0  # seconds an unlink or rename waits for a write-back in progr
 
 
 class HierarchyEdits:
-    def __init__(self, ops):
-        self.ops = ops
-        self.hierarchy = ops.hierarchy
-        self.editor = Editor(ops.store, ops.hierarchy)
-        if not ops.options.read_only:
+    """Given what it uses: the store and its Hierarchy, the open-array table (OpenArrays: arrays
+    deleted or moved stop serving), the chunk cache new arrays write through, and `invalidate`,
+    called with the paths whose cached attributes and pages the kernel must drop."""
+
+    def __init__(self, store: Store, hierarchy: Hierarchy, arrays: OpenArrays, cache: ChunkCache,
+                 invalidate: Callable[[list[str]], None], *, read_only: bool, ownership: Ownership,
+                 dirty_limit: int, remote_timeout: float):
+        self.store, self.hierarchy, self.arrays, self.cache = store, hierarchy, arrays, cache
+        self.invalidate = invalidate
+        self.read_only, self.ownership, self.dirty_limit = read_only, ownership, dirty_limit
+        self.remote_timeout = remote_timeout  # bounds a write-back's requests: see flush_wait
+        self.editor = Editor(store, hierarchy)
+        if not read_only:
             self.editor.recover()  # before the temporaries go: the intent record is one
         self.drafts: dict[str, NpyDraft | TextDraft] = {}  # file-system path -> file being written
         self._gone: dict[str, float] = {}  # file names of arrays deleted lately -> until when (_went)
@@ -66,7 +78,7 @@ class HierarchyEdits:
         return draft if draft is not None and not draft.committed else None
 
     def attributes(self, draft, path: str) -> dict:
-        ownership = self.ops.options.ownership
+        ownership = self.ownership
         uid, gid = ownership.owner(self.hierarchy.node("").stat)
         now = int(time.time() * 1e9)
         return {"st_ino": inode_number(f"draft\0{path}"), "st_mode": ownership.file(True), "st_nlink": 1,
@@ -92,7 +104,7 @@ class HierarchyEdits:
         held = [n for n, e in self.hierarchy.entries_of(entry).items() if e.kind not in (DOCUMENT, GROUPFILE)]
         # anything stored below, a node's or not (keys, not names: a filer-backed object store such
         # as SeaweedFS lists a directory its objects have left)
-        stored = {key.split("/")[0] for key, _ in self.ops.store.files(entry.node.path)}
+        stored = {key.split("/")[0] for key, _ in self.store.files(entry.node.path)}
         held += sorted(stored - nodes.DOCUMENT_NAMES - set(held))
         held += [p for p in self.drafts if p.startswith(path + "/")]
         if held:
@@ -111,7 +123,7 @@ class HierarchyEdits:
             newnode.check_name(stem)
             self._free(parent, path, self.hierarchy.file_names(stem), stem)
             if suffix == ".npy":
-                draft = NpyDraft(path, _child(parent, stem), self.editor, self.ops.cache, self.ops.options.dirty_limit)
+                draft = NpyDraft(path, _child(parent, stem), self.editor, self.cache, self.dirty_limit)
             else:
                 draft = TextDraft(path, b"", self._creator(_child(parent, stem), path))
         elif SCRATCH.match(name):
@@ -213,7 +225,7 @@ class HierarchyEdits:
         if entry is None and self._gone_lately(path):
             return
         entry = self._existing(path)
-        if self.ops.options.read_only:
+        if self.read_only:
             raise ReadOnlyError(f"{path}: the mount is read-only")
         if entry.kind == DIR:
             raise RefusedError(f"{path}: a group: rmdir deletes it", errno.EISDIR)
@@ -330,7 +342,7 @@ class HierarchyEdits:
 
     def _attribute(self, path: str, name: str) -> str:
         self._existing(path)
-        if self.ops.options.read_only:
+        if self.read_only:
             raise ReadOnlyError(f"{path}: the mount is read-only")
         if not name.startswith(ATTRIBUTE) or len(name) == len(ATTRIBUTE):
             raise RefusedError(f"{path}: {name}: only user.zarr.attr.KEY attributes can be set", errno.ENOTSUP)
@@ -356,7 +368,7 @@ class HierarchyEdits:
         return entry
 
     def _parent(self, path: str) -> tuple[Entry, str]:
-        if self.ops.options.read_only:
+        if self.read_only:
             raise ReadOnlyError(f"{path}: the mount is read-only")
         directory, name = posixpath.split(path)
         entry = self.hierarchy.lookup(directory)
@@ -374,7 +386,7 @@ class HierarchyEdits:
         for name in names:
             if name in listing or posixpath.join(directory, name) in self.drafts:
                 raise RefusedError(f"{path}: {name} exists", errno.EEXIST)
-        if stored and stored in self.ops.store.list_dir(parent.node.path):
+        if stored and stored in self.store.list_dir(parent.node.path):
             raise RefusedError(f"{path}: the store holds {_child(parent, stored)!r} already", errno.EEXIST)
 
     def _names_of(self, entry: Entry, path: str) -> list[str]:
@@ -390,10 +402,10 @@ class HierarchyEdits:
     def _retire(self, path: str, keep: bool) -> None:
         """Arrays open at or below store path `path` stop serving, once a write-back in
         progress is done; what was written is stored first if the node is kept (OpenArrays.retire)."""
-        self.ops.arrays.retire(path, keep, flush_wait(self.ops.store.capabilities, self.ops.options.remote.timeout))
+        self.arrays.retire(path, keep, flush_wait(self.store.capabilities, self.remote_timeout))
 
     def _drop(self, paths: list[str]) -> None:
-        self.ops.siblings.drop(paths)
+        self.invalidate(paths)
 
 
 def flush_wait(capabilities: Capabilities, timeout: float) -> float:

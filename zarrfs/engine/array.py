@@ -394,6 +394,10 @@ class Array:
                 self._evict_shard_views()
             return view
 
+    def shard_write_back(self, coords) -> WriteBack:
+        """The write-back of shard `coords`'s view (writeback.WrittenArray)."""
+        return self.shard_view(coords).write_back
+
     def shard_index(self, coords) -> np.ndarray | None:
         """The stored index of shard `coords`, None when the shard is not stored."""
         return self.shard_view(coords).source.index()

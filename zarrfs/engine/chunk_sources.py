@@ -53,6 +53,29 @@ class ChunkSource(Protocol):
         found the stored value replaced)."""
 
 
+class WritableSource(ChunkSource, Protocol):
+    """A source whose chunks a flush stores: each new value staged beside the old, then published."""
+
+    def stage(self, coords: tuple[int, ...], data) -> Staged: ...
+
+    def publish(self, staged: list[Staged]) -> None: ...
+
+    def discard(self, staged: list[Staged]) -> None: ...
+
+
+class ShardSource(ChunkSource, Protocol):
+    """A shard's inner chunks (ShardChunks): what a write-back asks of a shard it rebuilds."""
+
+    def forget_index(self) -> None: ...
+
+    def stored_chunks(self) -> list: ...
+
+    def flat(self, coords) -> int: ...
+
+    def build(self, updates: dict[tuple[int, ...], bytes | None], live: list[tuple[int, ...]],
+              stored: list | None = None) -> bytes | None: ...
+
+
 class StoreChunks:
     """The chunks of an array stored as values of a store, named by the chunk key encoding."""
 

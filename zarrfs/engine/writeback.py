@@ -1,6 +1,6 @@
 """Write-back: the flush that turns an Array's dirty chunks into stored values.
 
-A flush takes the dirty chunks as its batch (_take_batch) and encodes them without the lock,
+A flush takes the dirty chunks as its batch (take_batch) and encodes them without the lock,
 on a small thread pool, so reads and writes go on meanwhile. Batch chunks are never changed in
 place: a write to one starts a new dirty copy, which the next flush takes. Each new value is
 staged beside its old one (_stage_batch), then all are published at once (_commit), every
@@ -19,9 +19,11 @@ import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
 
 import numpy as np
 
+from zarrfs.engine.chunk_sources import ShardSource, WritableSource
 from zarrfs.engine.written_masks import WrittenMasks, overlay
 from zarrfs.errors import ConflictError, CorruptChunkError, StoreError
 from zarrfs.geometry import Box, chunk_extent, chunk_origin, grid_shape
@@ -33,10 +35,51 @@ ENCODER_NICE = 10  # added to write-back threads' nice: they yield to request th
 CONFLICT_RETRIES = 5  # flushes of one batch against writers that keep changing the same values
 
 
+class ShardViewWriteBack(Protocol):
+    """What a write-back asks of the write-back of one of its shard views (a WriteBack too)."""
+
+    def take_batch(self, whole_only: bool = False) -> None: ...
+
+    def wholly_dirty(self) -> bool: ...
+
+    def built(self) -> bytes | None: ...
+
+    def forget_index(self) -> None: ...
+
+    def end_batch(self, committed: bool, stored: frozenset = frozenset()) -> None: ...
+
+    def merge_stored(self, keys: set[str] | None) -> None: ...
+
+    def unstored(self): ...
+
+
+class WrittenArray(Protocol):
+    """What a write-back asks of its Array (array.py), whose chunks it stores."""
+
+    shared: object  # array.Shared: the locks, the chunk cache, the dirty bytes of the array and its shard views
+    source: WritableSource | ShardSource  # a shard view's: a ShardSource
+    chain: object
+    spec: object
+    shape: tuple
+    chunk_shape: tuple
+    regular: bool
+    cache_key: tuple
+
+    def spec_at(self, coords): ...
+
+    def chain_at(self, coords): ...
+
+    def decode(self, data, coords) -> np.ndarray | None: ...
+
+    def stored(self, coords) -> bytes | None: ...
+
+    def shard_write_back(self, coords) -> ShardViewWriteBack: ...
+
+
 class WriteBack:
     """Flush, conflict merge and the unstored chunks of an Array and its shard views."""
 
-    def __init__(self, array):
+    def __init__(self, array: WrittenArray):
         self.array = array
         # what an array is never changes: taken once, for the encoding and the store
         self.shared, self.source, self.chain, self.spec = array.shared, array.source, array.chain, array.spec
@@ -84,9 +127,9 @@ class WriteBack:
         """Shard `coords` has written chunks not stored yet: its view must be kept."""
         return coords in self._dirty_shards or coords in self._flushing_shards
 
-    def _view(self, coords) -> "WriteBack":
+    def _view(self, coords) -> "ShardViewWriteBack":
         """The write-back of shard `coords`'s view."""
-        return self.array.shard_view(coords).write_back
+        return self.array.shard_write_back(coords)
 
     def flush(self, whole_only: bool = False) -> None:
         """Encode every dirty chunk and commit: each touched chunk or shard is replaced once.
@@ -117,7 +160,7 @@ class WriteBack:
         writer's values."""
         self._unmerged.update(self._versions_forgotten())
         if self._unmerged:
-            self._merge_stored(set(self._unmerged))
+            self.merge_stored(set(self._unmerged))
 
     def _versions_forgotten(self) -> set[str]:
         """Keys of chunks written here only in part whose version, read when the write began,
@@ -130,7 +173,7 @@ class WriteBack:
             partial = self._written.partial()
         return {self.source.key(coords) for coords, _ in partial if not known(coords)}
 
-    def _merge_stored(self, keys: set[str] | None) -> None:
+    def merge_stored(self, keys: set[str] | None) -> None:
         """After a conflict: each chunk written here only in part (of `keys`, or all of them)
         takes the elements it did not write from the chunk as stored now."""
         if self._written is not None:
@@ -145,7 +188,7 @@ class WriteBack:
                             overlay(stored, self.spec.fill_value, chunk, mask)
         for coords in list(self._dirty_shards):
             if keys is None or self.source.key(coords) in keys:
-                self._view(coords)._merge_stored(None)
+                self._view(coords).merge_stored(None)
         # merged: their next PUT builds on the version read here (a merge that raised keeps them,
         # lest a stale chunk be written over the other writer's values, conditionally on a
         # version some reader of this mount fetched meanwhile)
@@ -155,7 +198,7 @@ class WriteBack:
         with self.shared.flush_lock:  # no batch is in flight here: every dirty chunk is in _dirty
             self._merge_unmerged()
             with self.shared.lock:
-                self._take_batch(whole_only)
+                self.take_batch(whole_only)
                 if not (self._flushing or self._flushing_shards):
                     return
             committed, stored = False, frozenset()
@@ -169,7 +212,7 @@ class WriteBack:
                 raise
             finally:
                 with self.shared.lock:
-                    self._end_batch(committed, stored)
+                    self.end_batch(committed, stored)
 
     def _stage_batch(self) -> list[Staged]:
         """Encode the batch and write each new value beside its old one, in parallel."""
@@ -206,14 +249,14 @@ class WriteBack:
                 self._forget_shard_indices()  # stored shards may have changed, even on failure
                 self.shared.version += 1
 
-    def _take_batch(self, whole_only: bool = False) -> None:
+    def take_batch(self, whole_only: bool = False) -> None:
         self._flushing, self._dirty = self._dirty, {}  # this order: see _unflushed
-        shards = {c for c in self._dirty_shards if not whole_only or self._view(c)._wholly_dirty()}
+        shards = {c for c in self._dirty_shards if not whole_only or self._view(c).wholly_dirty()}
         self._flushing_shards, self._dirty_shards = shards, self._dirty_shards - shards
         for coords in self._flushing_shards:
-            self._view(coords)._take_batch()
+            self._view(coords).take_batch()
 
-    def _wholly_dirty(self) -> bool:
+    def wholly_dirty(self) -> bool:
         """Every chunk of this shard view is dirty: writing it back reads nothing stored."""
         return not self._dirty_shards and len(self._dirty) == math.prod(grid_shape(self.shape, self.chunk_shape))
 
@@ -226,13 +269,17 @@ class WriteBack:
         return updates
 
     def _build_shard(self, coords) -> bytes | None:
-        view = self._view(coords)
+        return self._view(coords).built()
+
+    def built(self) -> bytes | None:
+        """A shard view's new stored value: its batch encoded into the shard, None if it ends up empty."""
+        shard: ShardSource = self.source
         stored = None
-        partial = view._partial_in_batch()
+        partial = self._partial_in_batch()
         if partial:  # a remote shard with inner chunks written in part: merged with what the PUT builds on
-            stored = view.source.stored_chunks()  # read whole: the version the conditional PUT is on
-            view._merge_batch(stored, partial)
-        return view.source.build(view._encode_batch(), view._live_chunks(), stored)
+            stored = shard.stored_chunks()  # read whole: the version the conditional PUT is on
+            self._merge_batch(shard, stored, partial)
+        return shard.build(self._encode_batch(), self._live_chunks(), stored)
 
     def _partial_in_batch(self) -> list:
         """(coords, mask) of the batch's chunks written here only in part (remote stores)."""
@@ -241,14 +288,14 @@ class WriteBack:
         with self.shared.lock:
             return [(coords, mask) for coords, mask in self._written.partial() if coords in self._flushing]
 
-    def _merge_batch(self, stored: list, partial: list) -> None:
+    def _merge_batch(self, shard: "ShardSource", stored: list, partial: list) -> None:
         """The batch's chunks written here in part take their other elements from the shard as
         stored now (`stored`, its inner chunks): another machine may have written them since
         this mount read them, and the PUT is conditional on this version only. Each becomes a new array: a batch's
         chunks are never changed in place (readers may be copying from them)."""
         for coords, mask in partial:
             merged = self._flushing[coords].copy()
-            overlay(self.array.decode(stored[self.source.flat(coords)], coords), self.spec.fill_value, merged, mask)
+            overlay(self.array.decode(stored[shard.flat(coords)], coords), self.spec.fill_value, merged, mask)
             self._flushing[coords] = merged
 
     def _encode(self, coords, chunk: np.ndarray) -> bytes | None:
@@ -262,11 +309,15 @@ class WriteBack:
 
     def _forget_shard_indices(self) -> None:
         for coords in self._flushing_shards:
-            view = self._view(coords)
-            view.source.forget_index()
-            view._forget_shard_indices()
+            self._view(coords).forget_index()
 
-    def _end_batch(self, committed: bool, stored: frozenset = frozenset()) -> None:
+    def forget_index(self) -> None:
+        """A shard view's shard was rewritten: its index, and those of shards inside it, are read again."""
+        shard: ShardSource = self.source
+        shard.forget_index()
+        self._forget_shard_indices()
+
+    def end_batch(self, committed: bool, stored: frozenset = frozenset()) -> None:
         """Committed chunks become cached, but not those written whole: like chunks read whole,
         the kernel's page cache has their bytes. Uncommitted chunks are dirty again, unless
         rewritten since. `stored`: keys of a failed publish that were stored all the same, which
@@ -287,7 +338,7 @@ class WriteBack:
         self._flushing = {}
         for coords in self._flushing_shards:
             shard_committed = committed or self.source.key(coords) in stored
-            self._view(coords)._end_batch(shard_committed)
+            self._view(coords).end_batch(shard_committed)
             if not shard_committed:
                 self._dirty_shards.add(coords)
         self._flushing_shards = set()

@@ -2,13 +2,13 @@
 
 No EIO leaves it unexplained: each one it returns has a log line naming the file (or the node
 of an open file) and the cause, written here unless the code that refused wrote it already
-(fail_logged)."""
+(fail_logged, AlreadyLoggedError)."""
 
 import errno
 import functools
 import logging
 
-from zarrfs.errors import CorruptChunkError, RoutineError, ZarrfsError
+from zarrfs.errors import AlreadyLoggedError, CorruptChunkError, RoutineError, ZarrfsError
 from zarrfs.fuse.libfuse import mfusepy
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,8 @@ def errno_boundary(method):
             if e.errno == errno.EIO:  # raised without a cause: say at least where
                 log.error("%s %s: input/output error", method.__name__, subject(self, args))
             raise
+        except AlreadyLoggedError as e:  # its line was written where it was found
+            raise LoggedError(e.errno) from None
         except RoutineError as e:  # an expected answer (no such attribute...): nothing to log
             if e.errno == errno.EIO:
                 log.error("%s %s: %s", method.__name__, subject(self, args), e)

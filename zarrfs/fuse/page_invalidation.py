@@ -46,11 +46,6 @@ class Siblings:
     def opened(self, path: str) -> None:
         self._opened.add(path)
 
-    def of(self, path: str, names: list[str]) -> tuple[str, tuple[str, ...]]:
-        """(path, the other data views of the file at `path`), given the names of all of them."""
-        directory = os.path.dirname(path)
-        return path, tuple(p for p in (os.path.join(directory, n) for n in names) if p != path)
-
     def wrote(self, siblings: tuple[str, tuple[str, ...]]) -> None:
         """After a write to siblings[0]: drop the kernel's cached pages of the others that were
         ever opened."""

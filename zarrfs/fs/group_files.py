@@ -5,14 +5,14 @@ import errno
 import logging
 import os
 
-from zarrfs.fuse.errno_boundary import fail, fail_logged
+from zarrfs.errors import AlreadyLoggedError, RoutineError
 from zarrfs.views import hdf5
 
 log = logging.getLogger(__name__)
 
 
 class GroupFiles:
-    """hierarchy: the Hierarchy; siblings: coherence.Siblings; raw_of(node): the array's shared
+    """hierarchy: the Hierarchy; siblings: the kernel's caches (filesystem.KernelCaches); raw_of(node): the array's shared
     RawFile; listed_stale(): called when attributes listed before are stale."""
 
     def __init__(self, hierarchy, siblings, raw_of, listed_stale):
@@ -27,7 +27,7 @@ class GroupFiles:
             layout = self.hierarchy.group_layout(entry.node)
         except hdf5.HDF5ViewError as e:
             log.error("%s: no HDF5 view: %s", path, e)
-            fail_logged(e.errno)
+            raise AlreadyLoggedError(f"{path}: no HDF5 view: {e}", e.errno) from None
         self.siblings.opened(path)
         if self._served.get(path) is not layout:
             self._served[path] = layout
@@ -43,7 +43,8 @@ class GroupFiles:
             if store_path not in found:
                 node = self.hierarchy.node(store_path)
                 if node is None or node.meta is None:
-                    fail(errno.ESTALE)  # gone since the file was made: its layout is stale
+                    # gone since the file was made: its layout is stale
+                    raise RoutineError(f"{store_path}: gone since the group file was made", errno.ESTALE)
                 found[store_path] = self.raw_of(node)
             return found[store_path]
 

@@ -1,0 +1,136 @@
+"""The file system core without FUSE: every request a mount serves, asked of FileSystem on a
+local store, answered with records or typed errors; and the write bound, which the Python API
+follows too."""
+
+import errno
+import os
+import stat
+
+import numpy as np
+import pytest
+import zarr
+
+import zarrfs
+from helpers import make_store
+from zarrfs.edits.hierarchy_edits import HierarchyEdits
+from zarrfs.errors import ZarrfsError
+from zarrfs.fs.filesystem import FileSystem, Options
+
+MiB = 1 << 20
+
+
+@pytest.fixture
+def core(tmp_path):
+    root = make_store(tmp_path / "s.zarr")
+    fs = FileSystem(str(root), Options(recovery_dir=str(tmp_path / "recovery")), HierarchyEdits)
+    try:
+        yield fs, root
+    finally:
+        fs.stop()  # the last write-back
+
+
+def refused(code: int, method, *args) -> None:
+    with pytest.raises(ZarrfsError) as raised:
+        method(*args)
+    assert raised.value.errno == code
+
+
+def test_attributes_and_listings_are_records(core):
+    fs, _ = core
+    data = fs.getattr("/a.bin")
+    assert stat.S_ISREG(data["st_mode"]) and data["st_mode"] & 0o200 and data["st_size"] == 16
+    assert stat.S_ISDIR(fs.getattr("/sub")["st_mode"]) and fs.getattr("/sub")["st_nlink"] == 2
+    names = [name for name, _ in fs.readdir("/")]
+    assert names[:2] == [".", ".."] and {"a.bin", "a.json", "sub"} <= set(names)
+    assert {fs.attributes(entry)["st_ino"] for _, entry in fs.readdir("/")[2:]} == \
+        {fs.getattr(f"/{name}")["st_ino"] for name in names[2:]}
+    refused(errno.ENOENT, fs.getattr, "/nothing.bin")
+    refused(errno.ENOTDIR, fs.readdir, "/a.bin")
+
+
+def test_open_read_write_fsync_release(core):
+    fs, root = core
+    fh = fs.open("/a.bin", os.O_RDWR)
+    assert np.frombuffer(fs.read(fh, 0, 16), "<i4").tolist() == [0, 1, 2, 3]
+    out = np.zeros(8, np.uint8)
+    assert fs.read_into(fh, 8, out) == 8 and np.frombuffer(out.tobytes(), "<i4").tolist() == [2, 3]
+    assert fs.write(fh, np.array([7, 8], "<i4").tobytes(), 4) == 8
+    assert zarr.open_array(str(root / "a"))[:].tolist() == [0, 1, 2, 3]  # held until written back
+    fs.fsync(fh)
+    assert zarr.open_array(str(root / "a"))[:].tolist() == [0, 7, 8, 3]
+    assert fs.write(fh, np.array([5, 6], "<i4").tobytes(), 12) == 4  # the part that fits
+    refused(errno.EFBIG, fs.write, fh, b"\0\0\0\0", 16)
+    fs.flush(fh)  # close() stores what the handle wrote
+    assert zarr.open_array(str(root / "a"))[:].tolist() == [0, 7, 8, 5]
+    fs.release(fh)
+    refused(errno.EBADF, fs.read, fh, 0, 4)
+
+
+def test_refusals_are_typed_errors(core):
+    fs, _ = core
+    refused(errno.EISDIR, fs.open, "/sub", os.O_RDONLY)
+    fh = fs.open("/a.bin", os.O_RDONLY)
+    refused(errno.EBADF, fs.write, fh, b"\0\0\0\0", 0)
+    fs.release(fh)
+    refused(errno.EPERM, fs.truncate, "/a.bin", 8)
+    refused(errno.EPERM, fs.refuse_change, "/a.bin")
+
+
+def test_hierarchy_edits_through_the_core(core):
+    fs, root = core
+    fs.mkdir("/g")
+    assert stat.S_ISDIR(fs.getattr("/g")["st_mode"]) and (root / "g" / "zarr.json").exists()
+    fs.rename("/sub", "/renamed")
+    assert not (root / "sub").exists() and zarr.open_group(str(root / "renamed")).attrs["title"] == "inner"
+    fh = fs.open("/a.bin", os.O_RDONLY)
+    fs.unlink("/a.bin")
+    assert not (root / "a").exists()
+    refused(errno.ENOENT, fs.getattr, "/a.bin")
+    refused(errno.ESTALE, fs.read, fh, 0, 4)  # deleted while open
+    fs.release(fh)
+    refused(errno.EEXIST, fs.rename, "/renamed", "/g", 0)
+    refused(errno.EBUSY, fs.rmdir, "/")
+    fs.rmdir("/g")
+    assert not (root / "g").exists()
+
+
+def test_a_read_only_file_system_refuses_writes(tmp_path):
+    root = make_store(tmp_path / "s.zarr")
+    fs = FileSystem(str(root), Options(read_only=True, recovery_dir=str(tmp_path / "recovery")), HierarchyEdits)
+    refused(errno.EROFS, fs.open, "/a.bin", os.O_WRONLY)
+    refused(errno.EROFS, fs.unlink, "/a.bin")
+    refused(errno.EROFS, fs.mkdir, "/g")
+    assert fs.getattr("/a.bin")["st_mode"] & 0o222 == 0
+
+
+def written_back_while_writing(write, chunks: int, root) -> bool:
+    """Writes `chunks` chunks of 1 MiB with `write(offset, data)`, nothing else: whether some of
+    them were stored before any flush, fsync or close."""
+    values = np.random.default_rng(5).integers(1, 255, chunks * MiB, dtype="u1")
+    for offset in range(0, chunks * MiB, MiB):
+        write(offset, values[offset:offset + MiB].tobytes())
+    stored = zarr.open_array(str(root))[:]
+    return bool(np.array_equal(stored[:MiB], values[:MiB]))
+
+
+def test_the_write_bound_holds_in_the_core(tmp_path):
+    root = tmp_path / "big.zarr"
+    zarr.create_array(str(root), shape=(8 * MiB,), chunks=(MiB,), dtype="u1", fill_value=0)
+    options = Options(recovery_dir=str(tmp_path / "recovery"), dirty_limit=2 * MiB, flush_interval=600.0)
+    fs = FileSystem(str(root), options, HierarchyEdits)  # not started: no flusher thread, no timed write-back
+    try:
+        fh = fs.open("/big.zarr.bin", os.O_WRONLY)
+        assert written_back_while_writing(lambda offset, data: fs.write(fh, data, offset), 4, root)
+        fs.release(fh)
+    finally:
+        fs.stop()
+
+
+def test_the_write_bound_holds_in_the_python_api(tmp_path):
+    bounded, default = tmp_path / "bounded.zarr", tmp_path / "default.zarr"
+    for root in (bounded, default):
+        zarr.create_array(str(root), shape=(8 * MiB,), chunks=(MiB,), dtype="u1", fill_value=0)
+    with zarrfs.open_raw(str(bounded), mode="r+", dirty_limit=2 * MiB) as view:
+        assert written_back_while_writing(view.write, 4, bounded)
+    with zarrfs.open_raw(str(default), mode="r+") as view:  # the default bound: 256 MiB may wait in memory
+        assert not written_back_while_writing(view.write, 4, default)

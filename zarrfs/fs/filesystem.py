@@ -1,0 +1,652 @@
+"""The file system without FUSE: paths and handles in, typed records out, typed errors raised.
+
+FileSystem is the composition root of a mount (store, hierarchy, chunk cache, open arrays,
+stored usage, texts, previews, the write bound, hierarchy edits) and answers every request of
+one: attributes, listings, opens, reads, writes, flushes, edits. It knows nothing of libfuse:
+fuse/operations.py converts its records and errors, and the kernel's page caches are reached
+through the KernelCaches it is given (fuse/page_invalidation.py in a mount, nothing here).
+Nothing here decodes or encodes: hierarchy maps paths to nodes, RawFile and Array do the work.
+"""
+
+import errno
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import NoReturn, Protocol, TypedDict
+
+import numpy as np
+
+from zarrfs.engine import holes, recovery
+from zarrfs.engine.chunk_cache import ChunkCache
+from zarrfs.engine.flat_file import RawFile
+from zarrfs.engine.write_bound import DIRTY_LIMIT, AfterWrite, WriteBound
+from zarrfs.errors import AlreadyLoggedError, RoutineError, ZarrfsError
+from zarrfs.fs.group_files import GroupFiles
+from zarrfs.fs.hierarchy import (
+    DATA,
+    DIR,
+    DOCUMENT,
+    GROUPFILE,
+    PREVIEW,
+    SIDECAR,
+    TEXT,
+    Entry,
+    Hierarchy,
+    Node,
+    read_only_view,
+)
+from zarrfs.fs.inodes import entry_key, inode_number
+from zarrfs.fs.open_arrays import OpenArray, OpenArrays
+from zarrfs.fs.ownership import Ownership
+from zarrfs.fs.stored_usage import LIFETIME, Usage
+from zarrfs.fs.xattrs import ExtendedAttributes
+from zarrfs.stores.contract import Store
+from zarrfs.stores.source_url import RemoteOptions, open_store
+from zarrfs.views import DEFAULT_VIEWS, hdf5, preview
+from zarrfs.views.prefixed_file import PrefixedFile
+from zarrfs.views.text import Texts
+
+log = logging.getLogger(__name__)
+
+BLKSIZE = 1 << 20  # st_blksize: tools that honour it issue 1 MiB reads
+REMOTE_FETCHERS = 64  # chunks fetched ahead at once from an object store, within prefetch_size: a thread waiting on a GET costs little, and 16 held a stream at 20 ms each way to 0.27 GB/s where 48 made 0.36
+
+
+@dataclass
+class Options:
+    read_only: bool = False
+    recovery_dir: str = field(default_factory=recovery.default_directory)
+    follow_symlinks: bool = False  # -o symlinks=follow: a trusted store's links out of it are read through (contained.py)
+    log_file: str | None = None  # a daemon's log (cli/command.py, daemon_log.py): None for syslog, or the default file without it
+    remote: RemoteOptions = field(default_factory=RemoteOptions)
+    cache_bytes: int = 512 << 20
+    ahead_bytes: int = 16 << 20  # of cache_bytes: chunks decoded ahead of sequential readers
+    flush_interval: float = 2.0
+    dirty_limit: int = DIRTY_LIMIT  # dirty decoded bytes per array before a write flushes (write_bound.py)
+    views: tuple[str, ...] = DEFAULT_VIEWS  # header views beside each NAME.bin
+    header_cache_bytes: int = 32 << 20
+    previews: bool = False  # NAME.png beside arrays of two or more dimensions
+    xattrs: bool = True  # user.zarr.* and user.mime_type; off: none, and the kernel stops asking
+    zero_copy: bool = True  # READs of stored-as-is bytes answered from the stored files (stored_as_is.py)
+    ownership: Ownership = field(default_factory=Ownership)  # -o uid=, gid=, umask=: the owner and modes shown
+
+
+class Attributes(TypedDict):
+    """A file's attributes, as stat(2) gives them (times in ns)."""
+
+    st_ino: int
+    st_mode: int
+    st_nlink: int
+    st_size: int
+    st_uid: int
+    st_gid: int
+    st_blksize: int
+    st_blocks: int
+    st_mtime: int
+    st_ctime: int
+    st_atime: int
+
+
+class FileSystemStats(TypedDict):
+    """statvfs(3) of the store's file system."""
+
+    f_bsize: int
+    f_frsize: int
+    f_blocks: int
+    f_bfree: int
+    f_bavail: int
+    f_files: int
+    f_ffree: int
+    f_favail: int
+    f_namemax: int
+
+
+class KernelCaches(Protocol):
+    """What the kernel keeps of the files (attributes, pages), dropped when they change under it
+    (fuse/page_invalidation.Siblings in a mount)."""
+
+    def opened(self, path: str) -> None: ...
+
+    def wrote(self, siblings: tuple[str, tuple[str, ...]]) -> None: ...
+
+    def refresh(self, path: str) -> None: ...
+
+    def drop(self, paths: list[str]) -> None: ...
+
+
+class NoKernel:
+    """No kernel in the loop (tests, tools): nothing is cached, nothing to drop."""
+
+    def opened(self, path: str) -> None:
+        pass
+
+    def wrote(self, siblings: tuple[str, tuple[str, ...]]) -> None:
+        pass
+
+    def refresh(self, path: str) -> None:
+        pass
+
+    def drop(self, paths: list[str]) -> None:
+        pass
+
+
+class HierarchyChanges(Protocol):
+    """What the file system asks of hierarchy editing (edits/hierarchy_edits.py, a layer above)."""
+
+    def draft_at(self, path: str): ...
+
+    def attributes(self, draft, path: str) -> Attributes: ...
+
+    def mkdir(self, path: str) -> None: ...
+
+    def rmdir(self, path: str) -> None: ...
+
+    def create(self, path: str, flags: int): ...
+
+    def open_edit(self, entry: Entry, path: str, flags: int): ...
+
+    def reopen(self, path: str, flags: int): ...
+
+    def closed(self, draft) -> None: ...
+
+    def release(self, draft) -> None: ...
+
+    def unlink(self, path: str) -> None: ...
+
+    def rename(self, old: str, new: str, flags: int) -> None: ...
+
+    def setxattr(self, path: str, name: str, value: bytes, options: int) -> None: ...
+
+    def removexattr(self, path: str, name: str) -> None: ...
+
+
+class EditsFactory(Protocol):
+    """Makes the hierarchy editing of a file system from the parts it uses (HierarchyEdits)."""
+
+    def __call__(self, store: Store, hierarchy: Hierarchy, arrays: OpenArrays, cache: ChunkCache,
+                 invalidate: Callable[[list[str]], None], *, read_only: bool, ownership: Ownership,
+                 dirty_limit: int, remote_timeout: float) -> HierarchyChanges: ...
+
+
+@dataclass
+class Handle:
+    entry: Entry | None  # None for a draft
+    content: bytes = b""  # sidecars, documents and headers: a snapshot
+    array: OpenArray | None = None
+    file: RawFile | PrefixedFile | hdf5.GroupFile | None = None  # the array's bytes as this entry shows them
+    siblings: tuple = ("", ())  # its path, and those of the other files showing the same bytes
+    writable: bool = False
+    wrote: bool = False
+    draft: object = None  # a file being written that is no array's data yet (drafts.py)
+
+
+def refuse(code: int, what: str) -> NoReturn:
+    """An answer with errno `code` (the adapter logs it only if it is EIO, naming the file)."""
+    raise RoutineError(f"{what}: {os.strerror(code)}", code)
+
+
+class FileSystem:
+    """A Zarr hierarchy as files. `source`: a directory or a URL (stores/source_url.py);
+    `edits`: makes the hierarchy editing (edits.hierarchy_edits.HierarchyEdits); `kernel`: the
+    kernel's caches of the files, when a kernel serves them."""
+
+    def __init__(self, source: str, options: Options, edits: EditsFactory, kernel: KernelCaches | None = None):
+        self.options = options
+        self.kernel = kernel if kernel is not None else NoKernel()
+        self.store = open_store(source, options.read_only, options.remote, options.follow_symlinks)
+        self.hierarchy = Hierarchy(self.store, options.views, options.header_cache_bytes, options.previews)
+        self.previews = preview.Previews(options.cache_bytes // 16)
+        self.cache = ChunkCache(options.cache_bytes, *self._read_ahead())
+        ttl = self.store.capabilities.metadata_ttl  # None: nobody else writes, trust for LIFETIME
+        self.usage = Usage(self.store, LIFETIME if ttl is None else ttl)  # mtimes, stored sizes
+        self.texts = Texts(options.cache_bytes // 4)  # rendered NAME.txt files, within the cache's bound
+        self.arrays = OpenArrays(self.store, self.cache, self.usage, options.read_only, options.flush_interval,
+                                 options.recovery_dir)  # arrays open through the mount, and their write-back
+        self.write_bound = WriteBound(options.dirty_limit)
+        self._listed: dict[str, tuple[dict, list]] = {}  # path -> (listing, its entries as a list)
+        self.writes = 0  # writes through the file system: attributes listed before them are stale
+        self._handles: dict[int, Handle] = {}
+        self._next_fh = 1
+        self._lock = threading.Lock()  # of the handle table
+        self.unstored = self.arrays.unstored  # arrays whose written data could not be stored at shutdown
+        self.edits = edits(self.store, self.hierarchy, self.arrays, self.cache, self.kernel.drop,
+                           read_only=options.read_only, ownership=options.ownership, dirty_limit=options.dirty_limit,
+                           remote_timeout=options.remote.timeout)  # mkdir, create, unlink, rename, attribute edits
+        self.xattrs = ExtendedAttributes(self.hierarchy, options.xattrs, lambda path: self.edits.draft_at(path)
+                                         is not None)
+        self.group_files = GroupFiles(self.hierarchy, self.kernel, self._shared_raw, self._listed_stale)
+        if not options.read_only:
+            removed = self.store.remove_temporaries()
+            if removed:
+                log.warning("removed %d temporary files left by an interrupted write", removed)
+
+    def _read_ahead(self) -> tuple[int, int | None]:
+        """(budget, workers) for chunks decoded ahead of sequential readers. An object store
+        answers after a round trip: there, many chunks are fetched at once, within prefetch_size."""
+        if self.store.capabilities.remote:
+            return self.options.remote.prefetch_size, REMOTE_FETCHERS
+        return self.options.ahead_bytes, None
+
+    # lifecycle
+
+    def start(self) -> None:
+        """Serving begins: the flusher, and on a remote store the watcher of arrays held open."""
+        self.arrays.start()
+        if self.store.capabilities.remote:
+            threading.Thread(target=self._watch_stored_changes, name="watcher", daemon=True).start()
+
+    def stop(self) -> None:
+        """Serving ends: the flusher stops, then every write is stored (or saved for recovery)."""
+        self.arrays.stop()
+
+    # metadata
+
+    def _entry(self, path: str) -> Entry:
+        entry = self.hierarchy.lookup(path)
+        return entry if entry is not None else refuse(errno.ENOENT, path)
+
+    def getattr(self, path: str) -> Attributes:
+        draft = self.edits.draft_at(path)
+        if draft is not None:
+            return self.edits.attributes(draft, path)
+        return self.attributes(self._entry(path))
+
+    def attributes(self, entry: Entry) -> Attributes:
+        st, owns, writable = entry.node.stat, self.options.ownership, not self.options.read_only
+        if entry.kind == DIR:
+            mode, size = owns.directory(writable), 0
+        elif entry.kind == SIDECAR or entry.kind == DOCUMENT and entry.node.kind == "group":
+            mode, size = owns.file(writable), len(self.hierarchy.content(entry))
+        elif entry.kind == DATA:
+            mode, size = owns.file(writable and not read_only_view(entry), st.st_mode), self._data_size(entry)
+            if entry.node.meta is not None:
+                self.notice_stored_change(entry.node.path)
+        elif entry.kind == PREVIEW:  # uncompressed: its size follows from its width and height
+            mode, size = owns.file(False), preview.png_size(*self.hierarchy.previews.of(entry.node)[1].size)
+        elif entry.kind == TEXT:  # the true size, worked out once (textview.Texts.size): splice copies no further
+            mode, size = owns.file(False), self.texts.size(self.store, entry.node, self.cache)
+        elif entry.kind == GROUPFILE:  # 0 until first opened, as /proc files: open makes it and says its size
+            mode, size = owns.file(False), self.hierarchy.group_file_made(entry.node)[0]
+        else:
+            mode, size = owns.file(False), len(self.hierarchy.content(entry))
+        mtime, blocks = self._stored(entry, size)
+        uid, gid = owns.owner(st)
+        return {"st_ino": inode_number(entry_key(entry)), "st_mode": mode, "st_nlink": 2 if entry.kind == DIR else 1,
+                "st_size": size, "st_uid": uid, "st_gid": gid, "st_blksize": BLKSIZE, "st_blocks": blocks,
+                "st_mtime": mtime, "st_ctime": mtime, "st_atime": mtime}
+
+    def _stored(self, entry: Entry, size: int) -> tuple[int, int]:
+        """(mtime in ns, st_blocks). An array's files change when any of its stored values does,
+        and cost what its chunks take encoded (see stored_usage.py); a fill value that is not zero
+        bytes, or data not yet stored, counts in full, so that no tool takes it for a hole."""
+        node = entry.node
+        if entry.kind == GROUPFILE:
+            return self.group_files.mtime(node, self.arrays.last_writes()), -(-size // 512)
+        if entry.kind not in (DATA, TEXT, PREVIEW) or node.meta is None:  # made from the documents
+            return node.stat.st_mtime_ns, -(-size // 512)
+        stored = self.usage.of(node.path)
+        mtime = max(node.stat.st_mtime_ns, int(self._last_write(node) * 1e9), stored.mtime_ns)
+        if entry.kind in (TEXT, PREVIEW) or self._unstored(node) or not holes.zero_fill(node.meta):
+            return mtime, -(-size // 512)
+        return mtime, -(-(stored.nbytes + len(self.hierarchy.prefix(entry))) // 512)
+
+    def _unstored(self, node: Node) -> bool:
+        opened = self.arrays.get(node.path)
+        return opened is not None and opened.raw.array.dirty
+
+    def _data_size(self, entry: Entry) -> int:
+        return 0 if entry.node.meta is None else entry.node.meta.nbytes + len(self.hierarchy.prefix(entry))
+
+    def _last_write(self, node: Node) -> float:
+        opened = self.arrays.get(node.path)
+        return opened.mtime if opened else 0.0
+
+    def readdir(self, path: str) -> list[tuple[str, Entry]]:
+        """[(name, entry)] ('.' and '..' with theirs, so that they carry inode numbers), one list
+        while the listing holds: an adapter reads it from an offset, a page of entries at a time,
+        and asks attributes() for each."""
+        entry = self._entry(path)
+        if entry.kind != DIR:
+            refuse(errno.ENOTDIR, path)
+        listing = self.hierarchy.entries_of(entry)
+        cached = self._listed.get(path)
+        if cached is None or cached[0] is not listing:
+            parent = self.hierarchy.lookup(os.path.dirname(path)) if path != "/" else entry  # the root's '..' is itself
+            cached = self._listed[path] = (listing, [(".", entry), ("..", parent), *listing.items()])
+            self.usage.warm(entry.node.path, list({e.node.path for e in listing.values() if e.kind == DATA and e.node.meta}))
+        return cached[1]
+
+    def statfs(self) -> FileSystemStats:
+        """The store's file system, in its own fragment size: GIO multiplies the block counts
+        by f_bsize, df by f_frsize, so both are the same (files keep st_blksize = 1 MiB). A
+        read-only mount has no room at all: the size and free space of the disk beneath are not
+        its own, and a file manager showing them would promise room to copy into."""
+        sv = self.store.statvfs()
+        room = 0 if self.options.read_only else 1  # every count is zero on a read-only mount
+        return {"f_bsize": sv.f_frsize, "f_frsize": sv.f_frsize, "f_blocks": sv.f_blocks * room,
+                "f_bfree": sv.f_bfree * room, "f_bavail": sv.f_bavail * room, "f_files": sv.f_files * room,
+                "f_ffree": sv.f_ffree * room, "f_favail": sv.f_favail * room, "f_namemax": 255}
+
+    # open, read, write
+
+    def open(self, path: str, flags: int) -> int:
+        """A file handle for `path` opened with `flags` (os.O_*)."""
+        if self.edits.draft_at(path) is not None:
+            return self._open_draft(self.edits.reopen(path, flags))
+        writable = (flags & os.O_ACCMODE) != os.O_RDONLY
+        if writable and self.hierarchy.lookup(path) is None:  # a name the kernel still holds from a node
+            return self.create(path, flags)  # deleted through the mount: open(O_CREAT) arrives as open
+        listed = self._entry(path)
+        entry = self.hierarchy.verify(listed)  # a node's own documents win over consolidated ones
+        if entry.node is not listed.node:  # the kernel may hold a size from the stale copy
+            self.kernel.refresh(path)
+        if entry.kind == DIR:
+            refuse(errno.EISDIR, path)
+        if writable and self.options.read_only:
+            refuse(errno.EROFS, path)
+        if writable and entry.kind in (SIDECAR, DOCUMENT):  # attributes are edited through them
+            return self._open_draft(self.edits.open_edit(entry, path, flags))
+        if writable and entry.kind != DATA:
+            refuse(errno.EACCES, path)
+        if writable and read_only_view(entry):
+            self._refuse_view(path)
+        if entry.kind == TEXT:
+            return self._add_handle(Handle(entry, content=self._text(entry, path)))
+        if entry.kind == PREVIEW:
+            return self._add_handle(Handle(entry, content=self._preview(entry)))
+        if entry.kind == GROUPFILE:
+            return self._add_handle(Handle(entry, file=self.group_files.open(entry, path)))
+        if entry.kind != DATA:
+            return self._add_handle(Handle(entry, content=self.hierarchy.content(entry)))
+        if entry.node.error is not None:  # logged once, naming the file, when the node was read
+            raise AlreadyLoggedError(str(entry.node.error), entry.node.error.errno)
+        opened = self.arrays.open(entry.node)
+        prefix = self.hierarchy.prefix(entry)
+        file = PrefixedFile(opened.raw, prefix, path) if prefix else opened.raw
+        self.kernel.opened(path)
+        siblings = _siblings(path, self.hierarchy.data_names(entry) + self.group_files.above(path))
+        opened.paths.add(path)
+        self.notice_stored_change(entry.node.path, wait=False)  # held open elsewhere: other views' caches
+        return self._add_handle(Handle(entry, array=opened, file=file, writable=writable, siblings=siblings))
+
+    def _text(self, entry: Entry, path: str) -> bytes:
+        """NAME.txt's text. A large array's size was shown as 0 until now: the kernel is told to
+        ask again, so that a copy that stats the open file (GIO) sees the true size."""
+        shown = self.texts.size(self.store, entry.node, self.cache)
+        text = self.texts.text(self.store, entry.node, self.cache)
+        if len(text) != shown:
+            self.kernel.refresh(path)
+        return text
+
+    def _shared_raw(self, node: Node) -> RawFile:
+        """The array's flat bytes as every file showing them reads them (group files too)."""
+        return self.arrays.open(node, hold=False).raw
+
+    def _listed_stale(self) -> None:
+        self.writes += 1  # attributes listed before are stale (see binding.ZarrFUSE)
+
+    def _preview(self, entry: Entry) -> bytes:
+        """NAME.png, rendered from the array sampled (written data included) once per version."""
+        path, the_plan = self.hierarchy.previews.of(entry.node)
+        source = entry.node if path == entry.node.path else self.hierarchy.node(path)
+        opened = self.arrays.open(source, hold=False)
+        version = (source, self.usage.of(path).mtime_ns, opened.mtime)
+        return self.previews.get(path, version, lambda: preview.image(preview.sample(opened.raw.array, the_plan),
+                                                                      the_plan))
+
+    def notice_stored_change(self, path: str, wait: bool = True) -> None:
+        """When the stored values of the array at store path `path`, held open here, changed
+        elsewhere (another machine wrote them): its cached chunks are forgotten (OpenArrays), and
+        the kernel's pages and attributes of every file showing it that was opened are dropped,
+        open or not, so that new opens, held descriptors and memory maps all read the new values."""
+        paths = self.arrays.stored_change(path)
+        if not paths:
+            return
+        log.info("%s changed in the store: cached chunks and pages of %s dropped", path or "/", ", ".join(paths))
+        if wait:
+            self.kernel.drop(paths)
+        else:
+            for view in paths:
+                self.kernel.refresh(view)
+
+    def _watch_stored_changes(self) -> None:
+        """While arrays are held open, look at their stored values every metadata_ttl: a reader
+        that only touches pages of a memory map sends no request that would tell us."""
+        ttl = max(self.store.capabilities.metadata_ttl or 0, 1.0)
+        while not self.arrays.stopping(ttl):
+            for path in self.arrays.held():
+                try:
+                    self.notice_stored_change(path)
+                except ZarrfsError as e:
+                    log.debug("cannot look at %s's stored values: %s", path or "/", e)
+
+    def _add_handle(self, handle: Handle) -> int:
+        with self._lock:
+            fh = self._next_fh
+            self._next_fh += 1
+            self._handles[fh] = handle
+        return fh
+
+    def is_text(self, fh: int) -> bool:
+        """Files made from the data when opened (text, previews): served without the page
+        cache, so a reader never sees pages of an older rendering."""
+        handle = self._handles.get(fh)
+        return handle is not None and handle.entry is not None and handle.entry.kind in (TEXT, PREVIEW)
+
+    def node_of(self, fh: int) -> str:
+        """What an open file is, for log lines: its path for an array's data file, else the node
+        it shows."""
+        handle = self._handles.get(fh)
+        if handle is None or handle.entry is None:
+            return f"file handle {fh}" if handle is None else "a file being written"
+        return handle.siblings[0] or handle.entry.node.path or "/"
+
+    def _handle(self, fh: int) -> Handle:
+        handle = self._handles.get(fh)
+        return handle if handle is not None else refuse(errno.EBADF, f"file handle {fh}")
+
+    def read(self, fh: int, offset: int, size: int) -> bytes:
+        """Up to `size` bytes at `offset` of the open file."""
+        handle = self._handle(fh)
+        if handle.draft is not None:
+            return handle.draft.read(offset, size)
+        if handle.file is not None:
+            return self._data_file(handle).read(offset, size)
+        return handle.content[offset:offset + size]
+
+    def data_file(self, fh: int) -> RawFile | PrefixedFile | hdf5.GroupFile | None:
+        """The open file's data as a file of bytes computed as read (an array's, a group file),
+        for reads straight into a reply; None for a file whose bytes read() gives."""
+        handle = self._handle(fh)
+        return None if handle.file is None else self._data_file(handle)
+
+    def read_into(self, fh: int, offset: int, out: np.ndarray) -> int:
+        """Bytes at `offset` decoded straight into `out` (a reply buffer); how many."""
+        file = self.data_file(fh)
+        if file is not None:
+            return file.read_into(offset, out)
+        data = self.read(fh, offset, len(out))
+        out[:len(data)] = np.frombuffer(data, np.uint8)
+        return len(data)
+
+    @staticmethod
+    def _data_file(handle: Handle):
+        if handle.array is not None and handle.array.retired:  # deleted or moved while open
+            refuse(errno.ESTALE, handle.siblings[0])
+        return handle.file
+
+    def lseek(self, fh: int, offset: int, whence: int) -> int:
+        """SEEK_DATA and SEEK_HOLE (the kernel answers the other whences itself): chunks that
+        are not stored are holes when the fill value is zero bytes (see holes.py)."""
+        handle = self._handle(fh)
+        try:
+            if handle.array is None:
+                size = handle.file.size if handle.file is not None else len(handle.content)
+                return holes.seek(None, 1, size, offset, whence)
+            raw, node = handle.array.raw, handle.array.node
+            prefix = len(handle.file.header) if handle.file is not raw else 0
+            presence = None
+            if holes.zero_fill(node.meta) and not raw.array.dirty:
+                presence = self.usage.presence(node.path, node.meta, raw.array)
+            if offset >= prefix + raw.size or offset < 0:
+                refuse(errno.ENXIO, handle.siblings[0])
+            if offset < prefix:
+                if whence == holes.SEEK_DATA or not raw.size:
+                    return offset if whence == holes.SEEK_DATA else prefix + raw.size
+                offset = prefix
+            return prefix + holes.seek(presence, raw.itemsize, raw.size, offset - prefix, whence)
+        except holes.SeekError as e:
+            refuse(e.errno, self.node_of(fh))
+
+    def write(self, fh: int, data, offset: int) -> int:
+        """`data` written at `offset`; how many bytes (an array file never grows: EFBIG past its
+        end). The write bound holds: the writer waits for a write-back past the dirty limit."""
+        handle = self._handle(fh)
+        if not handle.writable:
+            refuse(errno.EBADF, self.node_of(fh))
+        if handle.draft is not None:
+            return handle.draft.write(offset, data)
+        if handle.array.retired:
+            refuse(errno.ESTALE, self.node_of(fh))
+        file = handle.file
+        if offset >= file.size:
+            refuse(errno.EFBIG, self.node_of(fh))  # the size never changes
+        data = data[:file.size - offset]  # like RLIMIT_FSIZE: the part that fits, then EFBIG
+        written = file.write(offset, data)
+        self.kernel.wrote(handle.siblings)
+        handle.wrote = True
+        handle.array.mtime = time.time()
+        self.writes += 1  # attributes listed before are stale (see binding.ZarrFUSE)
+        then = self.write_bound.after_write(handle.array.raw.array.shared.dirty_nbytes)
+        if then is AfterWrite.WRITE_BACK:  # the writer waits: memory stays bounded
+            self.arrays.flush(handle.array)
+        elif then is AfterWrite.START_WRITE_BACK:  # encoding starts while the writer goes on
+            self.arrays.wake()
+        return written
+
+    def truncate(self, path: str, length: int, fh: int | None = None) -> None:
+        handle = self._handles.get(fh) if fh is not None else None
+        draft = handle.draft if handle is not None else self.edits.draft_at(path)
+        if draft is not None:
+            draft.truncate(length)
+            return
+        entry = self._entry(path)
+        if entry.kind != DATA:
+            refuse(errno.EACCES, path)
+        if self.options.read_only:
+            refuse(errno.EROFS, path)
+        if read_only_view(entry):
+            self._refuse_view(path)
+        size = self._data_size(entry)
+        if length != size:
+            log.warning("%s: refused truncate to %d bytes: an array file keeps its size, %d", path, length, size)
+            refuse(errno.EFBIG if length > size else errno.EPERM, path)
+
+    def flush(self, fh: int) -> None:
+        """close(): write-back of what this handle wrote, so close reports write errors."""
+        handle = self._handle(fh)
+        if handle.draft is not None:
+            self.edits.closed(handle.draft)
+        if handle.wrote:
+            self.arrays.flush(handle.array)
+            handle.wrote = False
+
+    def fsync(self, fh: int) -> None:
+        handle = self._handle(fh)
+        if handle.array is not None and handle.writable:
+            self.arrays.flush(handle.array)
+
+    def release(self, fh: int) -> None:
+        with self._lock:
+            handle = self._handles.pop(fh, None)
+        if handle is not None and handle.array is not None:
+            self.arrays.close(handle.array)
+        if handle is not None and handle.draft is not None:
+            self.edits.release(handle.draft)
+        if handle is not None and handle.wrote:  # mmap write-back that came after close()
+            self.arrays.flush(handle.array)
+
+    def utimens(self, path: str) -> None:
+        if self.edits.draft_at(path) is None:  # accepted and ignored: mtimes come from the store and from writes
+            self._entry(path)
+
+    def access(self, path: str, amode: int) -> None:
+        """access(2) agrees with the modes: only an array's data files are writable, on a
+        writable mount; directories are searchable, files not executable."""
+        if self.edits.draft_at(path) is not None:
+            return
+        entry = self._entry(path)
+        writable = (entry.kind in (DATA, DIR, SIDECAR) and not read_only_view(entry)) or \
+            (entry.kind == DOCUMENT and entry.node.kind == "group")
+        if amode & os.W_OK and (self.options.read_only or not writable):
+            refuse(errno.EROFS if self.options.read_only else errno.EACCES, path)
+        if amode & os.X_OK and entry.kind != DIR:
+            refuse(errno.EACCES, path)
+
+    @staticmethod
+    def _refuse_view(path: str) -> NoReturn:
+        log.warning("%s: refused a write: this view's header points into the data, so it is read-only; write "
+                    "NAME.bin or NAME.npy instead", path)
+        refuse(errno.EPERM, path)
+
+    # hierarchy edits: done by the HierarchyChanges given (edits/hierarchy_edits.py)
+
+    def mkdir(self, path: str) -> None:
+        self.edits.mkdir(path)
+
+    def rmdir(self, path: str) -> None:
+        self._writable(path)
+        self.edits.rmdir(path)
+
+    def unlink(self, path: str) -> None:
+        self._writable(path)
+        self.edits.unlink(path)
+
+    def rename(self, old: str, new: str, flags: int = 0) -> None:
+        self._writable(old)
+        self.edits.rename(old, new, flags)
+
+    def create(self, path: str, flags: int = 0) -> int:
+        return self._open_draft(self.edits.create(path, flags))
+
+    def change_owner_or_mode(self, path: str) -> None:
+        """chmod, chown: accepted on files being written (editors copy modes), refused elsewhere."""
+        if self.edits.draft_at(path) is None:
+            self.refuse_change(path)
+
+    def refuse_change(self, path: str) -> NoReturn:
+        """What cannot be made here (links, device nodes, modes)."""
+        refuse(errno.EROFS if self.options.read_only else errno.EPERM, path)
+
+    def _writable(self, path: str) -> None:
+        if self.options.read_only:
+            refuse(errno.EROFS, path)
+
+    # extended attributes: read by fs/xattrs.py, edited by the hierarchy editing
+
+    def listxattr(self, path: str) -> list[str]:
+        return self.xattrs.list(path)
+
+    def getxattr(self, path: str, name: str) -> bytes:
+        return self.xattrs.get(path, name)
+
+    def setxattr(self, path: str, name: str, value: bytes, options: int) -> None:
+        """user.zarr.attr.KEY sets one of the node's attributes (hierarchy_edits.py)."""
+        self.xattrs.check(name)
+        self.edits.setxattr(path, name, value, options)
+
+    def removexattr(self, path: str, name: str) -> None:
+        self.xattrs.check(name)
+        self.edits.removexattr(path, name)
+
+    def _open_draft(self, draft) -> int:
+        return self._add_handle(Handle(None, draft=draft, writable=True))
+
+
+def _siblings(path: str, names: list[str]) -> tuple[str, tuple[str, ...]]:
+    """(path, the other files in its directory, of `names`, showing the same bytes)."""
+    directory = os.path.dirname(path)
+    return path, tuple(p for p in (os.path.join(directory, n) for n in names) if p != path)
