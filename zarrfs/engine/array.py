@@ -22,6 +22,7 @@ from zarrfs.engine import stored_parts
 from zarrfs.engine.buffers import free, scratch
 from zarrfs.engine.chunk_cache import MISSING, ChunkCache
 from zarrfs.engine.chunk_sources import ChunkSource, ShardChunks, StoreChunks
+from zarrfs.engine.decodes_in_progress import NOT_SHARED
 from zarrfs.engine.writeback import WriteBack
 from zarrfs.errors import CorruptChunkError, StoreError, ValueChangedError
 from zarrfs.format.v3 import ArrayMetadata
@@ -220,7 +221,7 @@ class Array:
                 with self.shared.commit_lock:
                     continue
             try:
-                chunk = self._read_decoded(coords, into, wanted)
+                chunk, version = self._read_shared(key, coords, into, wanted, version)
             except ValueChangedError as e:  # the shard was replaced since its index was read
                 changes += 1
                 if changes > CHANGED_RETRIES:
@@ -245,15 +246,36 @@ class Array:
                     self.shared.cache.put(key, MISSING if chunk is None else chunk)
                 return chunk
 
-    def _read_decoded(self, coords, into: np.ndarray | None, wanted: list[int] | None) -> np.ndarray | None:
+    def _read_shared(self, key, coords, into: np.ndarray | None, wanted: list[int] | None,
+                     version: int) -> tuple[np.ndarray | None, int]:
+        """_read_decoded, or the chunk another reader is decoding now, taken when it is done
+        (decodes_in_progress.py); with the array's version the chunk is current for."""
+        decodes = self.shared.cache.decodes
+        flight, leading = decodes.join(key, version)
+        if not leading:
+            chunk = flight.wait()
+            if chunk is not NOT_SHARED:
+                return chunk, flight.version
+            return self._read_decoded(coords, into, wanted)[0], version
+        try:
+            chunk, whole = self._read_decoded(coords, into, wanted)
+        except BaseException as e:
+            decodes.end(key, flight, error=e)
+            raise
+        # memory the reader owns (the kernel's buffer, scratch) is copied for the waiters
+        decodes.end(key, flight, share=(lambda: chunk if chunk is None or chunk is not into else chunk.copy())
+                    if whole else None)
+        return chunk, version
+
+    def _read_decoded(self, coords, into: np.ndarray | None, wanted: list[int] | None) -> tuple[np.ndarray | None, bool]:
         """Chunk `coords` read from its source and decoded (see _chunk), or for a small read,
-        only the stored parts it wants (stored_parts.py)."""
+        only the stored parts it wants (stored_parts.py); and whether it was decoded whole."""
         if wanted is not None and into is not None and stored_parts.readable(self, coords):
             chunk = stored_parts.decode_part(self, coords, into, wanted)
             if chunk is not stored_parts.NOT_READ:
                 log.debug("decoded %s chunk %s, bytes %d-%d, from the stored blocks that hold them",
                           self.shared.name, self.source.key(coords), *wanted)
-                return chunk
+                return chunk, False
         data = batchread.take(self.source, coords) if self._batched else batchread.NOT_FETCHED
         if data is batchread.NOT_FETCHED:
             data = self.source.read(coords)
@@ -263,7 +285,7 @@ class Array:
             log.debug("decoded %s chunk %s (%d stored bytes%s) in %.2f ms", self.shared.name,
                       self.source.key(coords), len(data), "" if wanted is None else ", bytes %d-%d wanted" % tuple(wanted),
                       (time.perf_counter() - started) * 1e3)
-        return chunk
+        return chunk, wanted is None or into is None or not self.chain_at(coords).decodes_parts
 
     def stored(self, coords) -> bytes | None:
         """The chunk's encoded bytes as stored now (None: not stored), through a fresh index when

@@ -8,6 +8,7 @@ import numpy as np
 
 from zarrfs.engine.buffers import scratch
 from zarrfs.engine.decode_ahead import DecodeAhead
+from zarrfs.engine.decodes_in_progress import DecodesInProgress
 from zarrfs.engine.recent_chunks import RecentDecodes
 
 MISSING = np.empty(0, dtype="u1")  # cached "this chunk is not stored": reads give the fill value
@@ -26,6 +27,7 @@ class ChunkCache:
         self._seen: OrderedDict = OrderedDict()  # the ghosts, oldest first
         self._lock = threading.Lock()
         self.recent = RecentDecodes(scratch)  # chunks small reads decoded into scratch, not cached
+        self.decodes = DecodesInProgress()  # chunks being decoded now, which a second reader waits for
 
     def get(self, key) -> np.ndarray | None:
         with self._lock:
