@@ -259,8 +259,8 @@ class Array:
             return self._read_decoded(coords, into, wanted)[0], version
         try:
             chunk, whole = self._read_decoded(coords, into, wanted)
-        except BaseException as e:
-            decodes.end(key, flight, error=e)
+        except BaseException as e:  # an interrupt is the leader's alone: the waiters decode for themselves
+            decodes.end(key, flight, error=e if isinstance(e, Exception) else None)
             raise
         # memory the reader owns (the kernel's buffer, scratch) is copied for the waiters
         decodes.end(key, flight, share=(lambda: chunk if chunk is None or chunk is not into else chunk.copy())

@@ -30,17 +30,21 @@ class Flight:
         self.version = version  # the array's version when the leader began: what the result is current for
         self.waiters = 0
         self._result: object = NOT_SHARED
-        self._error: BaseException | None = None
+        self._error: Exception | None = None
         self._done = threading.Event()
 
     def wait(self) -> object:
         """The leader's chunk (None: not stored), or NOT_SHARED; the leader's error raised again."""
         self._done.wait()
         if self._error is not None:
-            raise copy.copy(self._error)  # a copy: each waiter's traceback is its own
+            try:
+                error = copy.copy(self._error)  # a copy: each waiter's traceback is its own
+            except Exception:  # an error whose arguments do not rebuild it: the same one, then
+                error = self._error
+            raise error
         return self._result
 
-    def _end(self, result: object, error: BaseException | None) -> None:
+    def _end(self, result: object, error: Exception | None) -> None:
         self._result, self._error = result, error
         self._done.set()
 
@@ -62,7 +66,7 @@ class DecodesInProgress:
             return flight, True
 
     def end(self, key, flight: Flight, share: Callable[[], object] | None = None,
-            error: BaseException | None = None) -> None:
+            error: Exception | None = None) -> None:
         """The leader's decode ended: with `error`, or with the chunk `share()` hands its waiters
         (called only if there are any, so a reader alone copies nothing)."""
         with self._lock:
