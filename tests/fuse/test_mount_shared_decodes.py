@@ -1,6 +1,7 @@
 """Concurrent readers of one chunk through a real mount share one decode
 (engine/decodes_in_progress.py): a thumbnailer's threads reading one file at once."""
 
+import errno
 import os
 import re
 import threading
@@ -16,30 +17,64 @@ READERS = 4
 READ = 16 << 10
 
 
-def test_concurrent_small_reads_of_one_chunk_decode_it_once(tmp_path):
+VALUES = (np.arange(N, dtype=np.uint32) * 2654435761 >> 27).astype("u1")  # compressible, not constant
+OFFSETS = [i * (N // READERS) for i in range(READERS)]
+
+
+def one_chunk_array(tmp_path):
     root = tmp_path / "h"
-    values = (np.arange(N, dtype=np.uint32) * 2654435761 >> 27).astype("u1")  # compressible, not constant
     zarr.open_group(str(root), mode="w")
-    zarr.create_array(store=str(root / "a"), shape=(N,), chunks=(N,), dtype="u1", compressors=GzipCodec(level=1))[...] = values
-    offsets = [i * (N // READERS) for i in range(READERS)]
+    zarr.create_array(store=str(root / "a"), shape=(N,), chunks=(N,), dtype="u1", compressors=GzipCodec(level=1))[...] = VALUES
+    return root
+
+
+def concurrent_preads(m) -> tuple[list, str]:
+    """READERS preads of 16 KiB of a.bin started together: their bytes or errnos, and the log."""
     results = [None] * READERS
-    with mounted(root, tmp_path, "ro", "debug") as m:
-        fd = os.open(m / "a.bin", os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # each pread one READ of 16 KiB
-            start = threading.Barrier(READERS)
+    fd = os.open(m / "a.bin", os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)  # each pread one READ of 16 KiB
+        start = threading.Barrier(READERS)
 
-            def read(i):
-                start.wait()
-                results[i] = os.pread(fd, READ, offsets[i])
+        def read(i):
+            start.wait()
+            try:
+                results[i] = os.pread(fd, READ, OFFSETS[i])
+            except OSError as e:
+                results[i] = e.errno
 
-            threads = [threading.Thread(target=read, args=(i,)) for i in range(READERS)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(60)
-        finally:
-            os.close(fd)
-        log = m.settled_log()
-    assert results == [values[o:o + READ].tobytes() for o in offsets]
+        threads = [threading.Thread(target=read, args=(i,)) for i in range(READERS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not any(t.is_alive() for t in threads), "a pread never returned"
+    finally:
+        os.close(fd)
+    return results, m.settled_log()
+
+
+def test_concurrent_small_reads_of_one_chunk_decode_it_once(tmp_path):
+    with mounted(one_chunk_array(tmp_path), tmp_path, "ro", "debug") as m:
+        results, log = concurrent_preads(m)
+    assert results == [VALUES[o:o + READ].tobytes() for o in OFFSETS]
     assert len(re.findall(r"decoded a chunk a/c/0 ", log)) == 1, re.findall(r".*decoded.*", log)
+
+
+def test_a_shared_decode_that_fails_gives_each_read_eio_and_one_line(tmp_path):
+    """Every READ fails with one line naming the file and the chunk, and the readers that met
+    in the decode read the chunk once between them (the kernel retries each failed READ once
+    with a page: those meet too)."""
+    root = one_chunk_array(tmp_path)
+    stored = root / "a" / "c" / "0"
+    data = bytearray(stored.read_bytes())
+    data[len(data) // 2:len(data) // 2 + 64] = bytes(64)  # the gzip stream's check fails at its end
+    stored.write_bytes(bytes(data))
+    with mounted(root, tmp_path, "ro", "debug") as m:
+        results, log = concurrent_preads(m)
+    assert results == [errno.EIO] * READERS
+    failed = re.findall(r"read /a\.bin offset=\d+ size=\d+ -> -5", log)
+    errors = re.findall(r"ERROR .*", log)
+    assert len(errors) == len(failed) >= READERS, errors
+    assert all("/a.bin" in line and "chunk a/c/0" in line for line in errors), errors
+    assert len(re.findall(r"store read a/c/0 whole", log)) < len(failed), log
