@@ -167,3 +167,19 @@ def test_cf_attributes_with_no_value_of_the_type_get_one_log_line_each(tmp_path)
     assert log.count(f"huge: fill value '{wide}' has no value of its type") == 1
     assert log.count("odd: fill value 'AAAA' has no value of its type") == 1
     assert log.count("half: attribute 'missing_value' = 0.5 has no value of the variable's type") == 1
+
+
+@pytest.mark.parametrize("version", ["v3", "v2"])
+def test_gdal_netcdf_driver_sees_the_nodata_and_range_of_the_control(files, version):
+    """gdalinfo -mm through GDAL's netCDF driver: the whole report (NoData value, metadata, each
+    band's computed min/max, which a fill cell read as data would make 1e20) as for the control."""
+    def report(path, name):
+        text = run(["gdalinfo", "-mm", f'NETCDF:"{path}":{name}'])
+        return text.replace(str(path), "FILE")
+
+    for name in ("tas", "pr"):
+        control = report(files["control"], name)
+        extremes = [float(v) for line in control.splitlines() if "Computed Min/Max=" in line
+                    for v in line.partition("=")[2].split(",")]
+        assert "NoData Value=" in control and len(extremes) == 8 and max(extremes) < 1e3  # no 1e20 cell
+        assert report(files[version], name) == control, name
