@@ -183,3 +183,26 @@ def test_gdal_netcdf_driver_sees_the_nodata_and_range_of_the_control(files, vers
                     for v in line.partition("=")[2].split(",")]
         assert "NoData Value=" in control and len(extremes) == 8 and max(extremes) < 1e3  # no 1e20 cell
         assert report(files[version], name) == control, name
+
+
+R_READ = """
+library(ncdf4)
+f <- nc_open(commandArgs(trailingOnly = TRUE)[1])
+for (name in c("tas", "pr", "tos", "ts")) {
+  v <- ncvar_get(f, name)
+  cat(name, sum(is.na(v)), sprintf("%.9g", sum(v, na.rm = TRUE)), sprintf("%.9g", f$var[[name]]$missval),
+      ncatt_get(f, name, "units")$value, "\\n")
+}
+origin <- sub("days since ", "", ncatt_get(f, "time", "units")$value)
+cat(format(as.Date(ncvar_get(f, "time"), origin = as.Date(origin))), "\\n")
+"""
+
+
+@pytest.mark.parametrize("version", ["v3", "v2"])
+def test_r_ncdf4_reads_the_values_missing_cells_and_dates_of_the_control(files, version):
+    def read(path):
+        return run(["Rscript", "-e", R_READ, path])
+
+    control = read(files["control"])
+    assert control.startswith("tas 4 ") and "2000-01-01 2000-01-02 2000-01-03 2000-01-04" in control
+    assert read(files[version]) == control
