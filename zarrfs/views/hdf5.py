@@ -338,12 +338,14 @@ def _set_typed(obj, key: str, value, dtype: np.dtype, where: str) -> None:
     items = value if isinstance(value, list) else [value]
     typed = [_fill_value(v, dtype) for v in items]
     if not items or any(v is None for v in typed):
-        log.info("%s: attribute %r = %r has no value of the variable's type: written as it is in its HDF5 view",
-                 where, key, value)
-        _set_attribute(obj, key, _attribute(value)) or _set_attribute(obj, key, _text(json.dumps(value)))
-        return
-    array = np.array(typed, dtype=typed[0].dtype)
-    obj.attrs[key] = array if isinstance(value, list) else array[0]
+        log.info("%s: attribute %r = %s has no value of the variable's type: written as it is in its HDF5 view",
+                 where, key, repr(value)[:80])
+        written = _set_attribute(obj, key, _attribute(value)) or _set_attribute(obj, key, _text(json.dumps(value)))
+    else:
+        array = np.array(typed, dtype=typed[0].dtype)
+        written = _set_attribute(obj, key, array if isinstance(value, list) else array[0])
+    if not written:
+        log.info("%s: attribute %r left out of its HDF5 view: HDF5 cannot hold its value", where, key)
 
 
 def _set_attribute(obj, key: str, value) -> bool:
@@ -381,8 +383,9 @@ def _attribute(value):
 
 
 def _text(value: str):
-    """One string as netCDF-C, NCO, CDO and netCDF4-python write a text attribute: NC_CHAR, a
-    fixed-length HDF5 string (ASCII, else UTF-8), empty as a null dataspace. Variable-length
+    """One string as netCDF-C's nc_put_att_text, NCO and CDO write a text attribute: NC_CHAR, a
+    fixed-length HDF5 string, empty as a null dataspace. Non-ASCII text is marked UTF-8 (netCDF-C
+    marks it ASCII, which h5netcdf decodes as surrogates). Variable-length
     strings (NC_STRING) are left to lists, which NC_CHAR cannot hold: Octave's ncinfo fails on
     NC_STRING (issue 40) and ncdump -t reads only NC_CHAR units. A string with a NUL is given
     back as it is: HDF5 refuses it, and the caller writes it as JSON text (NC_CHAR would end it)."""
