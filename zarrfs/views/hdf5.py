@@ -7,7 +7,9 @@ view keeps the template's metadata bytes (its holes are zeros) and maps each dat
 onto the array's flat bytes, the bytes of NAME.bin, decoded on demand. See docs/formats.md.
 
 - Subgroups are HDF5 groups (empty ones too); a group's and an array's attributes are HDF5
-  attributes, as JSON text where HDF5 has no type for them (objects, null, mixed lists).
+  attributes, as JSON text where HDF5 has no type for them (objects, null, mixed lists). Text is
+  NC_CHAR (a fixed-length string) as netCDF-C writes it; CF's _FillValue, missing_value and valid
+  range (and a float's scale_factor, add_offset) are in the variable's type.
 - Dimension names become netCDF-4 dimensions, i.e. HDF5 dimension scales: an array named as its
   one dimension is that dimension's coordinate variable, other dimensions get a dimension-only
   scale. Within one group a name used with a second length becomes NAME_LENGTH; unnamed axes are
@@ -43,6 +45,9 @@ ALIGNMENT = 1 << 20
 KINDS = "biufc"  # element kinds HDF5 and netCDF-4 both read; float16 is excluded by name
 OMITTED_ATTRIBUTE = "zarrfs_omitted"
 MAX_NAME = 1024  # bytes of an attribute name written (HDF5's own limit is its object header's 64 KiB)
+# CF attributes of a variable that netCDF tools read in the variable's type (CF 1.11, 2.5.1 and 8.1)
+TYPED_ATTRIBUTES = {"missing_value", "valid_min", "valid_max", "valid_range"}
+PACKING_ATTRIBUTES = {"scale_factor", "add_offset"}
 HIDDEN_ATTRIBUTES = {"_ARRAY_DIMENSIONS"}  # xarray's v2 dimension names: they are the dimension scales
 # attributes HDF5's dimension scales and netCDF-4 write themselves: a Zarr attribute of that name is left out
 RESERVED_ATTRIBUTES = {"CLASS", "NAME", "DIMENSION_LIST", "REFERENCE_LIST", "_Netcdf4Dimid", "_Netcdf4Coordinates",
@@ -198,13 +203,15 @@ class _Writer:
             return None
         meta = node.meta
         dataset = self._dataset(parent, name, tuple(meta.shape), self._type(meta))
-        attributes = {k: v for k, v in meta.attributes.items() if k not in HIDDEN_ATTRIBUTES}
+        # _FillValue first, where netCDF-C and xarray's netCDF writers put it (ncks and ncdump list in order)
+        attributes = dict(sorted(((k, v) for k, v in meta.attributes.items() if k not in HIDDEN_ATTRIBUTES),
+                                 key=lambda item: item[0] != "_FillValue"))
         if meta.data_type.numpy.kind == "b":
             attributes["dtype"] = "bool"
-        _set_attributes(dataset, attributes, member.path, meta.data_type.numpy)
         stored_fill = meta.document.get("fill_value") if meta.zarr_format == 2 else None  # as written: null is none
         if stored_fill is not None and "_FillValue" not in attributes:
             _set_fill(dataset, stored_fill, meta.data_type.numpy, member.path)
+        _set_attributes(dataset, attributes, member.path, meta.data_type.numpy)
         for axis, dim in enumerate(self._dimensions(parent, name, meta)):
             self.attached.append((dataset, axis, parent, dim))
         return dataset
@@ -312,8 +319,33 @@ def _set_attributes(obj, attributes: dict, where: str, dtype: np.dtype | None = 
             log.info("%s: attribute %r left out of its HDF5 view: HDF5 cannot hold its name", where, key[:80])
         elif key == "_FillValue" and dtype is not None:
             _set_fill(obj, value, dtype, where)
-        elif not _set_attribute(obj, key, _attribute(value)) and not _set_attribute(obj, key, json.dumps(value)):
+        elif dtype is not None and _in_variable_type(key, dtype):
+            _set_typed(obj, key, value, dtype, where)
+        elif not _set_attribute(obj, key, _attribute(value)) and not _set_attribute(obj, key, _text(json.dumps(value))):
             log.info("%s: attribute %r left out of its HDF5 view: HDF5 cannot hold its value", where, key[:80])
+
+
+def _in_variable_type(key: str, dtype: np.dtype) -> bool:
+    """Whether CF wants the attribute in the variable's own type: missing_value and the valid
+    range always (of the stored, packed, type), scale_factor and add_offset when the variable
+    is a float (an integer's packing factors are floats: their type is the unpacked type)."""
+    if key in TYPED_ATTRIBUTES:
+        return dtype.kind != "c"
+    return key in PACKING_ATTRIBUTES and dtype.kind == "f"
+
+
+def _set_typed(obj, key: str, value, dtype: np.dtype, where: str) -> None:
+    items = value if isinstance(value, list) else [value]
+    typed = [_fill_value(v, dtype) for v in items]
+    if not items or any(v is None for v in typed):
+        log.info("%s: attribute %r = %s has no value of the variable's type: written as it is in its HDF5 view",
+                 where, key, repr(value)[:80])
+        written = _set_attribute(obj, key, _attribute(value)) or _set_attribute(obj, key, _text(json.dumps(value)))
+    else:
+        array = np.array(typed, dtype=typed[0].dtype)
+        written = _set_attribute(obj, key, array if isinstance(value, list) else array[0])
+    if not written:
+        log.info("%s: attribute %r left out of its HDF5 view: HDF5 cannot hold its value", where, key)
 
 
 def _set_attribute(obj, key: str, value) -> bool:
@@ -341,13 +373,31 @@ def _attribute(value):
     elif items and all(isinstance(v, str) for v in items):
         import h5py
 
-        return value if isinstance(value, str) else np.array(items, dtype=h5py.string_dtype())
+        return _text(value) if isinstance(value, str) else np.array(items, dtype=h5py.string_dtype())
     else:
         kind = None
     if kind is None:
         return json.dumps(value)
     array = np.array(items, dtype=kind)
     return array if isinstance(value, list) else array[0]
+
+
+def _text(value: str):
+    """One string as netCDF-C's nc_put_att_text, NCO and CDO write a text attribute: NC_CHAR, a
+    fixed-length HDF5 string, empty as a null dataspace. Non-ASCII text is marked UTF-8 (netCDF-C
+    marks it ASCII, which h5netcdf decodes as surrogates). Variable-length
+    strings (NC_STRING) are left to lists, which NC_CHAR cannot hold: Octave's ncinfo fails on
+    NC_STRING (issue 40) and ncdump -t reads only NC_CHAR units. A string with a NUL is given
+    back as it is: HDF5 refuses it, and the caller writes it as JSON text (NC_CHAR would end it)."""
+    import h5py
+
+    if "\0" in value:
+        return value
+    encoded = value.encode("utf-8")  # a lone surrogate raises: the caller writes JSON text instead
+    encoding = "ascii" if encoded.isascii() else "utf-8"
+    if not encoded:
+        return h5py.Empty(h5py.string_dtype(encoding, 1))
+    return np.array(encoded, dtype=h5py.string_dtype(encoding, len(encoded)))
 
 
 def _set_fill(obj, value, dtype: np.dtype, where: str) -> None:
@@ -366,13 +416,12 @@ def _fill_value(value, dtype: np.dtype):
     try:
         if dtype.kind == "c":
             if isinstance(value, list) and len(value) == 2:
-                value = complex(float(value[0]), float(value[1]))
+                value = complex(*(_float(part, np.dtype("<f8")) for part in value))
             part = np.dtype(f"<f{dtype.itemsize // 2}")
             c = np.asarray(value, dtype)
             return np.array((c.real, c.imag), dtype=[("r", part), ("i", part)])
-        if isinstance(value, str) and dtype.kind == "f" and value not in ("NaN", "Infinity", "-Infinity"):
-            raw = base64.b64decode(value, validate=True)
-            return np.frombuffer(raw, stored)[0] if len(raw) == stored.itemsize else None
+        if dtype.kind == "f":
+            return np.asarray(_float(value, stored)).astype(stored)[()]
         number = float(value) if isinstance(value, str) else value
         with np.errstate(all="ignore"):
             cast = np.asarray(number).astype(stored)[()]
@@ -381,6 +430,24 @@ def _fill_value(value, dtype: np.dtype):
         return cast
     except (TypeError, ValueError, OverflowError, base64.binascii.Error):
         return None
+
+
+def _float(value, stored: np.dtype):
+    """A float as Zarr and xarray write one: a number, NaN or Infinity as a word, or base64 of
+    its bytes: xarray's v3 _FillValue is a little-endian float64 whatever the variable's width
+    (FillValueCoder), zarr's own of the stored type. A float64 beyond a float32's range is
+    refused rather than made infinite."""
+    if not isinstance(value, str) or value in ("NaN", "Infinity", "-Infinity"):
+        return float(value)
+    raw = base64.b64decode(value, validate=True)
+    if len(raw) == stored.itemsize:
+        return np.frombuffer(raw, stored)[0]
+    if len(raw) != 8:
+        raise ValueError(f"{len(raw)} bytes for a {stored.itemsize}-byte float")
+    wide = np.frombuffer(raw, "<f8")[0]
+    if np.isfinite(wide) and abs(wide) > np.finfo(stored).max:
+        raise ValueError(f"{wide} is beyond a {stored.itemsize}-byte float")
+    return wide
 
 
 class GroupFile:
