@@ -1,0 +1,104 @@
+"""IMAGE.ome.tif: each OME-Zarr multiscale image (0.4 in Zarr v2, 0.5 in Zarr v3) as one pyramidal
+OME-TIFF in its group, read through a real mount by tifffile (every level equal to zarr-python's)
+and by Bio-Formats (one image, one resolution per level; the lowest level's pixels)."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tifffile
+import zarr
+
+from mounting import mounted
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+JAR = CHECKOUT / ".test-servers" / "bioformats_package.jar"
+HELPER = Path(__file__).with_name("BioFormatsInfo.java")
+
+AXES = [{"name": "c", "type": "channel"}, {"name": "z", "type": "space", "unit": "micrometer"},
+        {"name": "y", "type": "space", "unit": "micrometer"}, {"name": "x", "type": "space", "unit": "micrometer"}]
+SHAPE = (2, 5, 256, 300)
+LEVELS = 3
+SCALE = (1.0, 2.5, 0.5, 0.25)  # level 0's physical sizes: z, y, x in micrometres
+
+
+def image(parent, name: str, version: str, zarr_format: int, rng) -> dict[str, np.ndarray]:
+    """An image of LEVELS levels, each half the last in y and x, with channel labels; its levels'
+    values by path."""
+    datasets, levels = [], {}
+    for k in range(LEVELS):
+        scale = [SCALE[0], SCALE[1], SCALE[2] * 2 ** k, SCALE[3] * 2 ** k]
+        datasets.append({"path": str(k), "coordinateTransformations": [{"type": "scale", "scale": scale}]})
+    multiscale = {"name": name, "axes": AXES, "datasets": datasets}
+    omero = {"channels": [{"label": "DAPI"}, {"label": "GFP"}]}
+    if version == "0.5":
+        attributes = {"ome": {"version": version, "multiscales": [multiscale], "omero": omero}}
+    else:
+        attributes = {"multiscales": [{**multiscale, "version": version}], "omero": omero}
+    group = parent.create_group(name, attributes=attributes)
+    shape = SHAPE
+    for k in range(LEVELS):
+        values = rng.integers(0, 65535, shape, dtype="uint16")
+        kwargs = {"dimension_names": [a["name"] for a in AXES]} if zarr_format == 3 else {}
+        level = group.create_array(str(k), shape=shape, dtype="uint16", chunks=(1, 1, 64, 128), **kwargs)
+        level[...] = values
+        levels[f"{name}/{k}"] = values
+        shape = (*shape[:2], -(-shape[2] // 2), -(-shape[3] // 2))
+    return levels
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    """{zarr format: (root, values by path)}, an image each: OME-Zarr 0.4 in v2, 0.5 in v3."""
+    rng, out = np.random.default_rng(37), {}
+    for zarr_format, version in ((2, "0.4"), (3, "0.5")):
+        root = tmp_path_factory.mktemp(f"v{zarr_format}") / "data.zarr"
+        group = zarr.open_group(str(root), mode="w", zarr_format=zarr_format)
+        out[zarr_format] = root, image(group, "cells", version, zarr_format, rng)
+    return out
+
+
+@pytest.fixture(scope="module")
+def mounts(stores, tmp_path_factory):
+    with mounted(stores[2][0], tmp_path_factory.mktemp("m2"), "ro") as v2, \
+            mounted(stores[3][0], tmp_path_factory.mktemp("m3"), "ro") as v3:
+        yield {2: v2, 3: v3}
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_tifffile_reads_every_level_as_zarr_python_does(mounts, stores, zarr_format):
+    path = mounts[zarr_format] / "cells" / "cells.ome.tif"
+    assert "cells.ome.tif" in {p.name for p in path.parent.iterdir()}
+    with tifffile.TiffFile(path) as tif:
+        assert tif.is_ome and len(tif.series) == 1
+        series = tif.series[0]
+        assert series.axes == "CZYX" and len(series.levels) == LEVELS
+        for k, level in enumerate(series.levels):
+            assert np.array_equal(level.asarray(), stores[zarr_format][1][f"cells/{k}"]), k
+        assert tif.pages[0].subifds is not None and len(tif.pages[0].subifds) == LEVELS - 1
+        pixels = tif.ome_metadata
+    assert 'PhysicalSizeX="0.25"' in pixels and 'PhysicalSizeY="0.5"' in pixels and 'PhysicalSizeZ="2.5"' in pixels
+    assert 'Name="DAPI"' in pixels and 'Name="GFP"' in pixels
+    assert path.stat().st_size == len(path.read_bytes())
+
+
+def test_bioformats_sees_one_image_of_every_resolution(mounts, stores, tmp_path):
+    """Bio-Formats, as QuPath opens it: one series whose resolutions are the levels, each of its
+    level's size, and the lowest resolution's planes are that level's values."""
+    if not JAR.exists():
+        pytest.fail(f"{JAR} is missing: scripts/setup --test puts Bio-Formats' jar there")
+    files = [mounts[f] / "cells" / "cells.ome.tif" for f in (2, 3)]
+    args = ["java", "-cp", str(JAR), str(HELPER), "--pixels", str(tmp_path), "--resolutions", *map(str, files)]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    found = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert len(found) == 2, result.stdout + result.stderr
+    for k, (zarr_format, info) in enumerate(zip((2, 3), found, strict=True)):
+        levels = [stores[zarr_format][1][f"cells/{n}"] for n in range(LEVELS)]
+        assert "error" not in info and info["format"] == "OME-TIFF" and info["series"] == 1, info
+        assert info["resolutions"] == [[v.shape[-1], v.shape[-2]] for v in levels], info
+        assert (info["C"], info["Z"], info["T"]) == (2, 5, 1), info
+        planes = np.fromfile(tmp_path / f"{k}.raw", "<u2")  # read at the last resolution
+        assert np.array_equal(planes, levels[-1].reshape(-1)), zarr_format
