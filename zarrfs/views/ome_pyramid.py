@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from zarrfs.errors import ViewTooLargeError
 from zarrfs.views import tiff
-from zarrfs.views.hdf5 import Layout
+from zarrfs.views.hdf5 import Extent, Layout
 
 SUFFIX = ".ome.tif"
 SUBIFDS, NEW_SUBFILE_TYPE = 330, 254
@@ -134,18 +134,17 @@ class _Writer:
                                     f"{estimate} bytes, more than the {max_bytes} bytes one view may hold")
         head = 16 if self.big else 8
         ifds_at = tiff._rounded(head + len(self.description), 8)
-        sizes = [len(self._ifd(i, 0, 0, False, 0)) for i in range(len(self.levels))]
-        first = len(self._ifd(0, 0, 0, True, 0)) - sizes[0]  # the first IFD has the description's entry too
+        sizes = [len(self._ifd(i, 0, None, False, 0)) for i in range(len(self.levels))]
+        first = len(self._ifd(0, 0, None, True, 0)) - sizes[0]  # the first IFD has the description's entry too
         header_end = ifds_at + first + self.planes * sum(sizes)
         if header_end > max_bytes:
             raise ViewTooLargeError(f"{self.planes} planes of {len(self.levels)} levels: a TIFF header of "
                                     f"{header_end} bytes, more than the {max_bytes} bytes one view may hold")
         data_bytes = sum(level.plane_bytes for level in self.levels) * self.planes
-        data, at = [], tiff._data_start(header_end, data_bytes)
-        for level in self.levels:
-            nbytes = level.plane_bytes * self.planes
-            data.append((at, nbytes, level.path))
-            at = tiff._rounded(at + nbytes, tiff.PAGE)
+        strips, at = [], tiff._data_start(header_end, data_bytes)
+        for level in self.levels:  # each strip at a page of its own (see _strips)
+            strips.append(_strips(level, self.planes, at))
+            at = tiff._rounded(strips[-1][-1].offset + strips[-1][-1].nbytes, tiff.PAGE)
         header = bytearray(self._file_header(ifds_at) + self.description)
         header += bytes(ifds_at - len(header))
         for plane in range(self.planes):
@@ -154,23 +153,23 @@ class _Writer:
             starts = [base] + [lower + sum(sizes[1:i]) for i in range(1, len(sizes))]
             following = lower + sum(sizes[1:]) if plane + 1 < self.planes else 0
             for i, level in enumerate(self.levels):
-                at_data = data[i][0] + plane * level.plane_bytes
-                header += self._ifd(i, starts[i], at_data, described and i == 0, following if i == 0 else 0,
+                placed = strips[i][plane * level.strips:(plane + 1) * level.strips]
+                header += self._ifd(i, starts[i], placed, described and i == 0, following if i == 0 else 0,
                                     starts[1:] if i == 0 else [])
-        return Layout(data[-1][0] + data[-1][1], [(0, bytes(header))], data)
+        data = [strip for level in strips for strip in level]
+        return Layout(data[-1].offset + data[-1].nbytes, [(0, bytes(header))], data)
 
     def _file_header(self, first_ifd: int) -> bytes:
         if self.big:
             return b"II" + struct.pack("<HHHQ", 43, 8, 0, first_ifd)
         return b"II" + struct.pack("<HI", 42, first_ifd)
 
-    def _entries(self, i: int, data_at: int, described: bool, subifds: list[int]) -> list:
+    def _entries(self, i: int, strips: list[Extent], described: bool, subifds: list[int]) -> list:
         """(tag, type, values) in tag order; the description's values are its offset."""
         level = self.levels[i]
         sample_format, bits = tiff.TYPES[level.data_type]
         rows = level.rows_per_strip
-        offsets = [data_at + k * rows * level.row_bytes for k in range(level.strips)]
-        counts = [min(rows, level.shape[-2] - k * rows) * level.row_bytes for k in range(level.strips)]
+        offsets, counts = [s.offset for s in strips], [s.nbytes for s in strips]
         entries = [(NEW_SUBFILE_TYPE, tiff.LONG, [REDUCED if i else 0]),
                    (tiff.WIDTH, tiff.LONG, [level.shape[-1]]), (tiff.LENGTH, tiff.LONG, [level.shape[-2]]),
                    (tiff.BITS, tiff.SHORT, [bits]), (tiff.COMPRESSION, tiff.SHORT, [1]),
@@ -185,9 +184,12 @@ class _Writer:
         entries.append((tiff.SAMPLE_FORMAT, tiff.SHORT, [sample_format]))
         return entries
 
-    def _ifd(self, i: int, at: int, data_at: int, described: bool, following: int, subifds=()) -> bytes:
-        """The IFD of level i's plane whose data is at data_at, itself at `at`."""
-        entries = self._entries(i, data_at, described, list(subifds))
+    def _ifd(self, i: int, at: int, strips: list[Extent] | None, described: bool, following: int,
+             subifds=()) -> bytes:
+        """The IFD of level i's plane whose strips are `strips` (None: any, for its size), itself at `at`."""
+        if strips is None:
+            strips = [Extent(0, 0, "")] * self.levels[i].strips
+        entries = self._entries(i, strips, described, list(subifds))
         count_format, entry_size = ("<Q", 20) if self.big else ("<H", 12)
         fixed = struct.calcsize(count_format) + entry_size * len(entries) + self.word
         body, extra = bytearray(struct.pack(count_format, len(entries))), bytearray()
@@ -206,6 +208,20 @@ class _Writer:
 
     def _entry(self, tag: int, kind: int, count: int, value: bytes) -> bytes:
         return struct.pack("<HHQ" if self.big else "<HHI", tag, kind, count) + value
+
+
+def _strips(level: Level, planes: int, at: int) -> list[Extent]:
+    """The level's strips, every plane's in turn, from `at` on, each beginning a page: with no
+    two strips adjacent, Bio-Formats reads a region as the strips under it. Adjacent strips it
+    reads as one, from the plane's first byte (measured: a region in the middle of a plane
+    decoded every chunk above it)."""
+    out, rows = [], level.rows_per_strip
+    for plane in range(planes):
+        for k in range(level.strips):
+            nbytes = min(rows, level.shape[-2] - k * rows) * level.row_bytes
+            out.append(Extent(at, nbytes, level.path, plane * level.plane_bytes + k * rows * level.row_bytes))
+            at = tiff._rounded(at + nbytes, tiff.PAGE) + (tiff.PAGE if nbytes % tiff.PAGE == 0 else 0)
+    return out
 
 
 _FORMATS = {tiff.SHORT: "<H", tiff.LONG: "<I", tiff.LONG8: "<Q"}
