@@ -2,7 +2,11 @@
 OME-TIFF in its group, read through a real mount by tifffile (every level equal to zarr-python's)
 and by Bio-Formats (one image, one resolution per level; the lowest level's pixels)."""
 
+import io
 import json
+import logging
+import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -12,6 +16,8 @@ import tifffile
 import zarr
 
 from mounting import mounted
+from zarrfs.edits.hierarchy_edits import HierarchyEdits
+from zarrfs.fs.filesystem import FileSystem, Options
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 JAR = CHECKOUT / ".test-servers" / "bioformats_package.jar"
@@ -22,6 +28,7 @@ AXES = [{"name": "c", "type": "channel"}, {"name": "z", "type": "space", "unit":
 SHAPE = (2, 5, 256, 300)
 LEVELS = 3
 SCALE = (1.0, 2.5, 0.5, 0.25)  # level 0's physical sizes: z, y, x in micrometres
+CHUNKS = (1, 1, 64, 128)
 
 
 def image(parent, name: str, version: str, zarr_format: int, rng) -> dict[str, np.ndarray]:
@@ -42,7 +49,7 @@ def image(parent, name: str, version: str, zarr_format: int, rng) -> dict[str, n
     for k in range(LEVELS):
         values = rng.integers(0, 65535, shape, dtype="uint16")
         kwargs = {"dimension_names": [a["name"] for a in AXES]} if zarr_format == 3 else {}
-        level = group.create_array(str(k), shape=shape, dtype="uint16", chunks=(1, 1, 64, 128), **kwargs)
+        level = group.create_array(str(k), shape=shape, dtype="uint16", chunks=CHUNKS, **kwargs)
         level[...] = values
         levels[f"{name}/{k}"] = values
         shape = (*shape[:2], -(-shape[2] // 2), -(-shape[3] // 2))
@@ -82,6 +89,42 @@ def test_tifffile_reads_every_level_as_zarr_python_does(mounts, stores, zarr_for
     assert 'PhysicalSizeX="0.25"' in pixels and 'PhysicalSizeY="0.5"' in pixels and 'PhysicalSizeZ="2.5"' in pixels
     assert 'Name="DAPI"' in pixels and 'Name="GFP"' in pixels
     assert path.stat().st_size == len(path.read_bytes())
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_each_strip_is_one_chunk_row_and_no_two_are_adjacent(mounts, zarr_format):
+    """Bio-Formats reads adjacent strips as one strip from the plane's first byte (every chunk
+    above a region decoded); strips apart are read one by one, only those under the region."""
+    with tifffile.TiffFile(mounts[zarr_format] / "cells" / "cells.ome.tif") as tif:
+        assert len(tif.pages[0].dataoffsets) == 4
+        for page in [tif.pages[0], *tif.pages[0].pages]:
+            assert page.tags["RowsPerStrip"].value == CHUNKS[2]
+            offsets, counts = page.dataoffsets, page.databytecounts
+            assert len(offsets) == -(-page.shape[0] // CHUNKS[2])
+            assert all(offsets[k] > offsets[k - 1] + counts[k - 1] for k in range(1, len(offsets)))
+
+
+def test_reading_a_strip_reads_only_the_chunks_under_it(stores, tmp_path, caplog):
+    """Through the core (no kernel reading ahead): a strip of level 0's plane (c=1, z=3) reads the
+    chunks of its rows, and no other."""
+    root, values = stores[3]
+    fs = FileSystem(str(root), Options(read_only=True, recovery_dir=str(tmp_path / "recovery")), HierarchyEdits)
+    try:
+        fh, size = fs.open("/cells/cells.ome.tif", os.O_RDONLY), fs.getattr("/cells/cells.ome.tif")["st_size"]
+        header = fs.read(fh, 0, 1 << 16)  # the IFDs, and no pixel: tifffile reads no data to list strips
+        with tifffile.TiffFile(io.BytesIO(header + bytes(size - len(header)))) as tif:
+            page = tif.pages[1 * SHAPE[1] + 3]
+            assert min(page.dataoffsets) >= len(header)
+            k = 2  # rows 128..191
+            with caplog.at_level(logging.DEBUG, logger="zarrfs.engine.chunk_sources"):
+                data = fs.read(fh, page.dataoffsets[k], page.databytecounts[k])
+            read = {m.group(1) for m in re.finditer(r"store read (\S+)", caplog.text)}
+        columns = -(-SHAPE[3] // CHUNKS[3])
+        assert read == {f"cells/0/c/1/3/{k}/{j}" for j in range(columns)}
+        rows = values["cells/0"][1, 3, k * CHUNKS[2]:(k + 1) * CHUNKS[2]]
+        assert np.array_equal(np.frombuffer(data, "<u2").reshape(rows.shape), rows)
+    finally:
+        fs.stop()
 
 
 def test_bioformats_sees_one_image_of_every_resolution(mounts, stores, tmp_path):
