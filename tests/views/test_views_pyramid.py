@@ -145,3 +145,26 @@ def test_bioformats_sees_one_image_of_every_resolution(mounts, stores, tmp_path)
         assert (info["C"], info["Z"], info["T"]) == (2, 5, 1), info
         planes = np.fromfile(tmp_path / f"{k}.raw", "<u2")  # read at the last resolution
         assert np.array_equal(planes, levels[-1].reshape(-1)), zarr_format
+
+
+def test_a_write_to_a_level_shows_in_the_open_pyramid(stores, tmp_path):
+    """The kernel's pages of IMAGE.ome.tif, held open, are dropped when a level is written."""
+    root = tmp_path / "w.zarr"
+    image(zarr.open_group(str(root), mode="w"), "cells", "0.5", 3, np.random.default_rng(5))
+    with mounted(root, tmp_path) as m, open(m / "cells" / "cells.ome.tif", "rb") as held:
+        with tifffile.TiffFile(held) as tif:
+            before = tif.series[0].levels[1].asarray()
+        with open(m / "cells" / "1.bin", "r+b") as out:
+            out.write(np.full(SHAPE[3] // 2, 7, "<u2").tobytes())  # the first row of plane (0, 0)
+        held.seek(0)  # tifffile takes the position it is given as the file's start
+        with tifffile.TiffFile(held) as tif:
+            after = tif.series[0].levels[1].asarray()
+        assert (after[0, 0, 0] == 7).all() and not (before[0, 0, 0] == 7).all()
+        assert np.array_equal(after[0, 0, 1:], before[0, 0, 1:])
+
+
+def test_an_image_beyond_the_header_bound_is_left_out_with_one_line(stores, tmp_path):
+    with mounted(stores[3][0], tmp_path, "ro", "header_cache_size=4K") as m:
+        names = os.listdir(m / "cells")
+        assert "cells.ome.tif" not in names and "0.tif" in names
+        assert re.search(r"cells/cells.ome.tif: no OME-TIFF pyramid: .*header_cache_size", m.log())

@@ -131,7 +131,7 @@ class _Writer:
         estimate = self.planes * sum(2 * self.word * level.strips + 400 for level in self.levels)
         if estimate > max_bytes:
             raise ViewTooLargeError(f"{self.planes} planes of {len(self.levels)} levels: a TIFF header of about "
-                                    f"{estimate} bytes, more than the {max_bytes} bytes one view may hold")
+                                    f"{estimate} bytes, more than header_cache_size ({max_bytes} bytes)")
         head = 16 if self.big else 8
         ifds_at = tiff._rounded(head + len(self.description), 8)
         sizes = [len(self._ifd(i, 0, None, False, 0)) for i in range(len(self.levels))]
@@ -139,7 +139,7 @@ class _Writer:
         header_end = ifds_at + first + self.planes * sum(sizes)
         if header_end > max_bytes:
             raise ViewTooLargeError(f"{self.planes} planes of {len(self.levels)} levels: a TIFF header of "
-                                    f"{header_end} bytes, more than the {max_bytes} bytes one view may hold")
+                                    f"{header_end} bytes, more than header_cache_size ({max_bytes} bytes)")
         data_bytes = sum(level.plane_bytes for level in self.levels) * self.planes
         strips, at = [], tiff._data_start(header_end, data_bytes)
         for level in self.levels:  # each strip at a page of its own (see _strips)
