@@ -18,6 +18,8 @@ import zarr
 from mounting import mounted
 from zarrfs.edits.hierarchy_edits import HierarchyEdits
 from zarrfs.fs.filesystem import FileSystem, Options
+from zarrfs.views import ome_pyramid
+from zarrfs.views.ome_pyramid import Level
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 JAR = CHECKOUT / ".test-servers" / "bioformats_package.jar"
@@ -168,3 +170,42 @@ def test_an_image_beyond_the_header_bound_is_left_out_with_one_line(stores, tmp_
         names = os.listdir(m / "cells")
         assert "cells.ome.tif" not in names and "0.tif" in names
         assert re.search(r"cells/cells.ome.tif: no OME-TIFF pyramid: .*header_cache_size", m.log())
+
+
+def test_past_4_gib_the_pyramid_is_a_bigtiff(tmp_path):
+    """The layout of a 4.8 GB level 0: BigTIFF, its strips past 4 GiB where tifffile finds them
+    (the header written into a sparse file of the layout's size: no pixel is needed)."""
+    shapes = [(2, 30000, 40000), (2, 15000, 20000), (2, 7500, 10000)]
+    levels = [Level(f"l{k}", shape, "uint16", 2, 1024) for k, shape in enumerate(shapes)]
+    layout = ome_pyramid.build(levels, b"<OME/>", 32 << 20)
+    path = tmp_path / "sparse.tif"
+    with open(path, "wb") as f:
+        for offset, header in layout.metadata:
+            f.seek(offset)
+            f.write(header)
+        f.truncate(layout.size)
+    with tifffile.TiffFile(path) as tif:
+        assert tif.is_bigtiff and len(tif.pages) == 2
+        for page in tif.pages:
+            assert [page.shape, *(sub.shape for sub in page.pages)] == [s[1:] for s in shapes]
+        last = tif.pages[1].pages[1]
+        assert last.dataoffsets[-1] + last.databytecounts[-1] <= layout.size
+        assert tif.pages[0].pages[0].dataoffsets[0] > 1 << 32  # level 1 follows level 0's 4.8 GB
+    assert ome_pyramid.build(levels[2:], b"<OME/>", 32 << 20).size < 1 << 32  # smaller: classic
+    assert path.read_bytes()[:4] == b"II+\0"
+
+
+def test_the_pyramid_ends_at_a_level_unlike_the_first():
+    """A level that also halves z, or has another type, cannot pair its planes with level 0's."""
+    first, second = Level("0", (5, 256, 300), "uint16", 2, 64), Level("1", (5, 128, 150), "uint16", 2, 64)
+    assert ome_pyramid.pyramid([first, second, Level("2", (2, 64, 75), "uint16", 2, 64), second]) == [first, second]
+    assert ome_pyramid.pyramid([first, Level("1", (5, 128, 150), "int16", 2, 64)]) == [first]
+    assert ome_pyramid.pyramid([Level("0", (5, 0, 300), "uint16", 2, 64), second]) == []
+
+
+def test_only_datasets_below_the_group_make_an_image():
+    datasets = [{"path": "0"}, {"path": "1"}]
+    attributes = {"multiscales": [{"name": "a", "datasets": datasets}, {"name": "a", "datasets": datasets},
+                                  {"name": "up", "datasets": [{"path": "../x"}]}, {"datasets": [{"path": "s/0"}]}]}
+    assert ome_pyramid.images(attributes, "g") == {"a.ome.tif": ["0", "1"], "a_2.ome.tif": ["0", "1"],
+                                                   "g.ome.tif": ["s/0"]}

@@ -71,7 +71,7 @@ def images(attributes: dict, group_name: str) -> dict[str, list[str]]:
     for image in multiscales(attributes):
         datasets = image.get("datasets") if isinstance(image, dict) else None
         paths = [d.get("path") for d in datasets if isinstance(d, dict)] if isinstance(datasets, list) else []
-        if not paths or not all(isinstance(p, str) and p for p in paths):
+        if not paths or not all(_relative(p) for p in paths):
             continue
         stem = _stem(image.get("name")) or _stem(group_name) or "image"
         name, k = stem + SUFFIX, 1
@@ -80,6 +80,11 @@ def images(attributes: dict, group_name: str) -> dict[str, list[str]]:
             name = f"{stem}_{k}{SUFFIX}"
         out[name] = paths
     return out
+
+
+def _relative(path) -> bool:
+    """Whether a dataset's path names a node below the group (never the group, nor above it)."""
+    return isinstance(path, str) and all(part not in ("", ".", "..") for part in path.split("/"))
 
 
 def _stem(name) -> str | None:
@@ -108,10 +113,12 @@ def _raster(level: Level) -> bool:
 
 def build(levels: list[Level], description: bytes, max_bytes: int) -> Layout:
     """The file's layout: classic TIFF while it fits in 4 GiB, else BigTIFF."""
-    layout = _Writer(levels, description, big=False).layout(max_bytes)
-    if layout.size - 1 <= tiff.CLASSIC_MAX:
-        return layout
-    return _Writer(levels, description, big=True).layout(max_bytes)
+    classic = _Writer(levels, description, big=False)
+    placed = classic.place(max_bytes)
+    if placed[-1][-1][-1].offset + placed[-1][-1][-1].nbytes - 1 <= tiff.CLASSIC_MAX:
+        return classic.layout(placed)
+    big = _Writer(levels, description, big=True)
+    return big.layout(big.place(max_bytes))
 
 
 class _Writer:
@@ -126,7 +133,9 @@ class _Writer:
         self.offset_type = tiff.LONG8 if big else tiff.LONG
         self.planes = math.prod(levels[0].shape[:-2])
 
-    def layout(self, max_bytes: int) -> Layout:
+    def place(self, max_bytes: int) -> tuple:
+        """Where everything goes: (the first IFD's offset, each level's IFD size, the first IFD's
+        extra size, each level's strips). Raises ViewTooLargeError past max_bytes of header."""
         # bound the header before making any of it: the shapes come from metadata a server sent
         estimate = self.planes * sum(2 * self.word * level.strips + 400 for level in self.levels)
         if estimate > max_bytes:
@@ -145,6 +154,11 @@ class _Writer:
         for level in self.levels:  # each strip at a page of its own (see _strips)
             strips.append(_strips(level, self.planes, at))
             at = tiff._rounded(strips[-1][-1].offset + strips[-1][-1].nbytes, tiff.PAGE)
+        return ifds_at, sizes, first, strips
+
+    def layout(self, placed: tuple) -> Layout:
+        """The header's bytes, with every offset `place` gave."""
+        ifds_at, sizes, first, strips = placed
         header = bytearray(self._file_header(ifds_at) + self.description)
         header += bytes(ifds_at - len(header))
         for plane in range(self.planes):
