@@ -91,6 +91,7 @@ def test_tifffile_reads_every_level_as_zarr_python_does(mounts, stores, zarr_for
     assert 'PhysicalSizeX="0.25"' in pixels and 'PhysicalSizeY="0.5"' in pixels and 'PhysicalSizeZ="2.5"' in pixels
     assert 'Name="DAPI"' in pixels and 'Name="GFP"' in pixels
     assert path.stat().st_size == len(path.read_bytes())
+    assert os.getxattr(path, "user.mime_type") == b"image/tiff"
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
