@@ -1,7 +1,9 @@
 // What Bio-Formats (the reader of Fiji, QuPath and OMERO) makes of each file named: one JSON line
 // per file, and with --pixels DIR its planes as DIR/<k>.raw (T slowest, then C, then Z, each plane
-// Y by X, in the file's byte order), so that one JVM start answers for many files. Run by
-// tests/views/test_views_bioformats.py as `java -cp bioformats_package.jar BioFormatsInfo.java ...`.
+// Y by X, in the file's byte order), so that one JVM start answers for many files. With --resolutions,
+// a pyramid is one series: "resolutions" lists each resolution's [X, Y], and the planes written are
+// the last (smallest) resolution's. Run by
+// tests/views/test_views_bioformats.py and test_views_pyramid.py as `java -cp bioformats_package.jar BioFormatsInfo.java ...`.
 
 import java.io.FileOutputStream;
 import loci.common.DebugTools;
@@ -17,11 +19,20 @@ public class BioFormatsInfo {
             pixels = args[1];
             first = 2;
         }
+        boolean resolutions = args.length > first && args[first].equals("--resolutions");
+        if (resolutions) first++;
         for (int k = first; k < args.length; k++) {
             ImageReader reader = new ImageReader();
+            reader.setFlattenedResolutions(!resolutions);
             try {
                 reader.setId(args[k]);
-                System.out.println("{\"file\": " + quoted(args[k]) + ", \"format\": " + quoted(reader.getFormat())
+                StringBuilder sizes = new StringBuilder();
+                for (int r = 0; resolutions && r < reader.getResolutionCount(); r++) {
+                    reader.setResolution(r);
+                    sizes.append(r == 0 ? "" : ", ").append("[" + reader.getSizeX() + ", " + reader.getSizeY() + "]");
+                }
+                String listed = resolutions ? ", \"resolutions\": [" + sizes + "]" : "";
+                System.out.println("{\"file\": " + quoted(args[k]) + listed + ", \"format\": " + quoted(reader.getFormat())
                     + ", \"series\": " + reader.getSeriesCount() + ", \"X\": " + reader.getSizeX()
                     + ", \"Y\": " + reader.getSizeY() + ", \"Z\": " + reader.getSizeZ() + ", \"C\": " + reader.getSizeC()
                     + ", \"T\": " + reader.getSizeT() + ", \"type\": "

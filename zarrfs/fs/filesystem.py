@@ -268,8 +268,8 @@ class FileSystem:
             mode, size = owns.file(False), preview.png_size(*self.hierarchy.previews.of(entry.node)[1].size)
         elif entry.kind == TEXT:  # the true size, worked out once (textview.Texts.size): splice copies no further
             mode, size = owns.file(False), self.texts.size(self.store, entry.node, self.cache)
-        elif entry.kind == GROUPFILE:  # 0 until first opened, as /proc files: open makes it and says its size
-            mode, size = owns.file(False), self.hierarchy.group_file_made(entry.node)[0]
+        elif entry.kind == GROUPFILE:  # zarr.h5: 0 until first opened, as /proc files: open makes it and says its size
+            mode, size = owns.file(False), self.hierarchy.group_file_made(entry)[0]
         else:
             mode, size = owns.file(False), len(self.hierarchy.content(entry))
         mtime, blocks = self._stored(entry, size)
@@ -284,7 +284,7 @@ class FileSystem:
         bytes, or data not yet stored, counts in full, so that no tool takes it for a hole."""
         node = entry.node
         if entry.kind == GROUPFILE:
-            return self.group_files.mtime(node, self.arrays.last_writes()), -(-size // 512)
+            return self.group_files.mtime(entry, self.arrays.last_writes()), -(-size // 512)
         if entry.kind not in (DATA, TEXT, PREVIEW) or node.meta is None:  # made from the documents
             return node.stat.st_mtime_ns, -(-size // 512)
         stored = self.usage.of(node.path)
@@ -367,7 +367,7 @@ class FileSystem:
         prefix = self.hierarchy.prefix(entry)
         file = PrefixedFile(opened.raw, prefix, path) if prefix else opened.raw
         self.kernel.opened(path)
-        siblings = _siblings(path, self.hierarchy.data_names(entry) + self.group_files.above(path))
+        siblings = _siblings(path, self.hierarchy.data_names(entry) + self.group_files.above(path, entry.node))
         opened.paths.add(path)
         self.notice_stored_change(entry.node.path, wait=False)  # held open elsewhere: other views' caches
         return self._add_handle(Handle(entry, array=opened, file=file, writable=writable, siblings=siblings))

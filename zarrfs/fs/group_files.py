@@ -1,11 +1,13 @@
-"""The mount's side of group files (zarr.h5, zarr.nc; views/hdf5.py): opening one, and keeping
+"""The mount's side of group files (zarr.h5, zarr.nc: views/hdf5.py; IMAGE.ome.tif:
+views/ome_pyramid.py): opening one, and keeping
 what the kernel holds of it (size, pages) in step with the hierarchy below its group."""
 
 import errno
 import logging
 import os
 
-from zarrfs.errors import AlreadyLoggedError, RoutineError
+from zarrfs.errors import AlreadyLoggedError, RoutineError, ViewError
+from zarrfs.fs.hierarchy import PYRAMID
 from zarrfs.views import hdf5
 
 log = logging.getLogger(__name__)
@@ -24,10 +26,11 @@ class GroupFiles:
         kernel was last shown, the kernel's size and pages of it are dropped before the open is
         answered: a listing showed size 0, or an older file."""
         try:
-            layout = self.hierarchy.group_layout(entry.node)
-        except hdf5.HDF5ViewError as e:
-            log.error("%s: no HDF5 view: %s", path, e)
-            raise AlreadyLoggedError(f"{path}: no HDF5 view: {e}", e.errno) from None
+            layout = self.hierarchy.group_file_layout(entry)
+        except ViewError as e:
+            what = "no OME-TIFF pyramid" if entry.view == PYRAMID else "no HDF5 view"
+            log.error("%s: %s: %s", path, what, e)
+            raise AlreadyLoggedError(f"{path}: {what}: {e}", e.errno) from None
         self.siblings.opened(path)
         if self._served.get(path) is not layout:
             self._served[path] = layout
@@ -50,23 +53,27 @@ class GroupFiles:
 
         return raw_of
 
-    def above(self, path: str) -> list[str]:
-        """The group files of every directory above the data file at `path`: a write to the
-        array changes their bytes too."""
+    def above(self, path: str, node) -> list[str]:
+        """The group files of every directory above the data file at `path` of the array `node`,
+        and the IMAGE.ome.tif files beside it: a write to the array changes their bytes too."""
+        parent = self.hierarchy.node(node.path.rpartition("/")[0]) if node.path else None
+        images = self.hierarchy.pyramids(parent) if parent is not None else {}
+        names = [os.path.join(os.path.dirname(path), name) for name in images]
         views = self.hierarchy.group_views
         if not views:
-            return []
-        names, directory = [], os.path.dirname(path)
+            return names
+        directory = os.path.dirname(path)
         while True:
             names += [os.path.join(directory, name) for view in views for name in view.files]
             if directory == "/":
                 return names
             directory = os.path.dirname(directory)
 
-    def mtime(self, group, last_writes) -> int:
+    def mtime(self, entry, last_writes) -> int:
         """A group file changes when it is made anew (something below changed) and when an array
         below is written through the mount (last_writes: store path -> time), so incremental
         backups copy it again."""
+        group = entry.node
         below = group.path + "/" if group.path else ""
         written = max((t for path, t in last_writes if path.startswith(below)), default=0.0)
-        return max(group.stat.st_mtime_ns, self.hierarchy.group_file_made(group)[1], int(written * 1e9))
+        return max(group.stat.st_mtime_ns, self.hierarchy.group_file_made(entry)[1], int(written * 1e9))

@@ -7,6 +7,8 @@
                        express the array
     group view      -> zarr.h5 and zarr.nc in each group's directory (views/hdf5.py), unless a
                        child group has that name
+    multiscale image -> IMAGE.ome.tif in its group's directory, with the tiff view: its levels as
+                       one pyramidal OME-TIFF (views/ome_pyramid.py)
 
 Collision rule: the group's documents and child groups keep their names; an array any of
 whose file names (with every view chosen) would collide with one of them or with a file of an
@@ -27,14 +29,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from zarrfs.codecs.chain import ChunkSpec, CodecChain
-from zarrfs.errors import MetadataError, StoreError, UnsupportedError, ZarrfsError
+from zarrfs.errors import MetadataError, StoreError, UnsupportedError, ViewError, ZarrfsError
 from zarrfs.format.v3 import ArrayMetadata, GroupMetadata
 from zarrfs.geometry import grid_shape, largest_chunk, regular, size_of
 from zarrfs.names import to_json as json_name
 from zarrfs.nodes import consolidated
 from zarrfs.nodes import documents as nodes
 from zarrfs.stores.contract import Store
-from zarrfs.views import DEFAULT_VIEWS, GROUP_VIEWS, VIEWS, hdf5, info_of, ome, preview
+from zarrfs.views import DEFAULT_VIEWS, GROUP_VIEWS, VIEWS, hdf5, info_of, ome, ome_pyramid, preview
 from zarrfs.views import text as textview
 from zarrfs.views.georeferencing import Georeferencer
 from zarrfs.views.header_cache import HeaderCache
@@ -43,7 +45,8 @@ log = logging.getLogger(__name__)
 
 DIR, DATA, SIDECAR, DOCUMENT, HEADER, TEXT = "dir", "data", "sidecar", "document", "header", "text"
 PREVIEW = "preview"  # NAME.png, made from the data when opened (views/preview.py)
-GROUPFILE = "groupfile"  # zarr.h5: a group and what is below it, made when opened (views/hdf5.py)
+GROUPFILE = "groupfile"  # zarr.h5: a group and what is below it, made when opened (views/hdf5.py); IMAGE.ome.tif
+PYRAMID = "pyramid"  # the view word of a GROUPFILE that is a multiscale image's OME-TIFF (views/ome_pyramid.py)
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,7 @@ class Hierarchy:
         self._listings: dict[str, tuple[int, dict[str, Entry]]] = {}
         self._sidecars: dict[tuple[str, str], tuple[Node, bytes]] = {}
         self._directories: dict[str, Entry] = {}  # file-system path -> DIR entry, while listings hold
-        self._group_versions: dict[str, tuple] = {}  # group path -> the nodes its HDF5 view was made of
+        self._group_versions: dict[object, tuple] = {}  # group path (or pyramid key) -> the nodes its view was made of
         self._group_sizes: dict[str, tuple[int, int]] = {}  # group path -> (size, time) of its HDF5 view as last made
         self._lock = threading.Lock()
         root = self._check_root()
@@ -262,6 +265,9 @@ class Hierarchy:
             for view in self.group_views:
                 entries.update({name: Entry(GROUPFILE, group, name, view.name) for name in view.files
                                 if name not in entries})
+            for name in self.pyramids(group):
+                if name not in entries and self._pyramid_or_none(group, name) is not None:
+                    entries[name] = Entry(GROUPFILE, group, name, PYRAMID)
         for child in arrays:
             stem = child.name
             while any(name in entries for name in self.file_names(stem)):
@@ -374,10 +380,73 @@ class Hierarchy:
             cached = self._sidecars[key] = (entry.node, sidecar(entry.node.meta, f"{entry.stem}.bin", views))
         return cached[1]
 
-    def group_file_made(self, group: Node) -> tuple[int, int]:
-        """(size, time in ns) of the group's zarr.h5 as last made, (0, 0) before it was first
-        opened: a listing neither walks the hierarchy below nor makes the file (opening does)."""
-        return self._group_sizes.get(group.path, (0, 0))
+    def group_file_made(self, entry: Entry) -> tuple[int, int]:
+        """(size, time in ns) of the group file as last made. zarr.h5: (0, 0) before it was
+        first opened (a listing neither walks the hierarchy below nor makes the file; opening
+        does). IMAGE.ome.tif: its size, made from its levels' metadata (the listing made it)."""
+        if entry.view == PYRAMID:
+            layout = self._pyramid_or_none(entry.node, entry.stem)
+            return (layout.size if layout is not None else 0), 0
+        return self._group_sizes.get(entry.node.path, (0, 0))
+
+    def group_file_layout(self, entry: Entry) -> "hdf5.Layout":
+        """The layout of a group file: zarr.h5's, or an IMAGE.ome.tif's. Raises ViewError."""
+        if entry.view != PYRAMID:
+            return self.group_layout(entry.node)
+        layout = self.pyramid_layout(entry.node, entry.stem)
+        if layout is None:
+            raise ViewError("its image's first level is gone, or cannot be an OME-TIFF now")
+        return layout
+
+    def pyramids(self, group: Node) -> dict[str, list[str]]:
+        """IMAGE.ome.tif -> its levels' dataset paths, for the multiscale images in the group's
+        attributes (with the tiff view, which shows OME-Zarr as OME-TIFF)."""
+        if not self._ome or not isinstance(group.meta, GroupMetadata):
+            return {}
+        return ome_pyramid.images(group.meta.attributes, group.name)
+
+    def _pyramid_or_none(self, group: Node, name: str) -> "hdf5.Layout | None":
+        try:
+            return self.pyramid_layout(group, name)
+        except ViewError as e:
+            log.warning("%s/%s: no OME-TIFF pyramid: %s", group.path, name, e)
+            return None
+
+    def pyramid_layout(self, group: Node, name: str) -> "hdf5.Layout | None":
+        """IMAGE.ome.tif's layout, None where the image's first level cannot be an OME-TIFF;
+        made once per version of the group and its levels while the header cache keeps it."""
+        paths = self.pyramids(group).get(name, [])
+        arrays = []
+        for path in paths:
+            node = self.node(f"{group.path}/{path}" if group.path else path)
+            if node is None or not isinstance(node.meta, ArrayMetadata) or is_text(node):
+                break
+            arrays.append(node)
+        if not arrays:
+            return None
+        version = self._same_version(("pyramid", group.path, name), (group, *arrays))
+        return self._headers.get(("pyramid", group.path, name), version,
+                                 lambda: self._make_pyramid(arrays))["pyramid"]
+
+    def _make_pyramid(self, arrays: list[Node]) -> dict:
+        first = arrays[0]
+        image = ome.image_of(first.path, self._known_node)
+        info = info_of(first.meta, first.name, f"{first.name}.bin", None, image)
+        description = ome.xml(info, image) if image is not None else None
+        levels = ome_pyramid.pyramid([_level(node) for node in arrays])
+        if description is None or not levels:
+            return {"pyramid": None}
+        layout = ome_pyramid.build(levels, description, self._headers.max_bytes)
+        return {"pyramid": layout, "header": layout.metadata[0][1]}  # the header's bytes, for the cache's count
+
+    def _same_version(self, key, version: tuple) -> tuple:
+        """`version`, or the equal tuple known before (the header cache compares by identity)."""
+        with self._lock:
+            known = self._group_versions.get(key)
+            if known is not None and hdf5.same(known, version):
+                return known
+            self._group_versions[key] = version
+            return version
 
     def group_layout(self, group: Node) -> "hdf5.Layout":
         """The HDF5 view of `group` (zarr.h5), made once per version of the nodes below it while
@@ -418,6 +487,12 @@ class Hierarchy:
 def read_only_view(entry: Entry) -> bool:
     """A data view none of whose bytes may be written, even on a writable mount (NAME.tif)."""
     return entry.kind == DATA and bool(entry.view) and VIEWS[entry.view].read_only
+
+
+def _level(node: Node) -> ome_pyramid.Level:
+    info = info_of(node.meta, node.name, "")
+    rows = largest_chunk(node.meta.chunk_shape)[-2] if len(info.shape) > 1 else 1
+    return ome_pyramid.Level(node.path, info.shape, info.data_type, info.dtype.itemsize, rows)
 
 
 def _group_views(views, by_default: bool) -> list:

@@ -52,7 +52,9 @@ def mime_type(entry: Entry) -> str | None:
         return DATA_TYPES.get(entry.view) or HEADER_TYPES.get(entry.view, OCTETS)
     if entry.kind in (SIDECAR, DOCUMENT):
         return JSON
-    if entry.kind == GROUPFILE:  # zarr.h5, zarr.nc
+    if entry.kind == GROUPFILE:  # zarr.h5, zarr.nc, IMAGE.ome.tif
+        if entry.stem.endswith(".tif"):
+            return "image/tiff"
         return "application/x-netcdf" if entry.stem.endswith(".nc") else "application/x-hdf5"
     if entry.kind == TEXT:
         return TEXT_PLAIN

@@ -27,6 +27,7 @@ import logging
 import os
 import tempfile
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -73,21 +74,32 @@ class Member:
     children: tuple = ()  # of a group: its members' names, in name order
 
 
+class Extent(NamedTuple):
+    """nbytes of the file at offset are the flat bytes of the array at store path `path` from
+    byte `at` on (a dataset: all of them; a strip of IMAGE.ome.tif: some rows)."""
+
+    offset: int
+    nbytes: int
+    path: str
+    at: int = 0
+
+
 @dataclass
 class Layout:
-    """The file: its size, the template's metadata bytes by offset, each dataset's byte range by
-    offset, and the store path of the array whose flat bytes fill it."""
+    """The file: its size, the template's metadata bytes by offset, and the byte ranges that are
+    arrays' flat bytes, by offset."""
 
     size: int
     metadata: list[tuple[int, bytes]] = field(default_factory=list)
-    data: list[tuple[int, int, str]] = field(default_factory=list)  # (offset, nbytes, store path)
+    data: list[Extent] = field(default_factory=list)
 
     def __len__(self) -> int:  # what the header cache counts
         return sum(len(b) for _, b in self.metadata) + 64 * len(self.data)
 
     def extents(self) -> list[tuple[int, int, object]]:
-        """(offset, length, bytes or store path), by offset."""
-        return sorted([(o, len(b), b) for o, b in self.metadata] + [(o, n, p) for o, n, p in self.data])
+        """(offset, length, bytes or Extent), by offset."""
+        return sorted([(o, len(b), b) for o, b in self.metadata] + [(e.offset, e.nbytes, e) for e in self.data],
+                      key=lambda e: e[0])
 
 
 def linkable(name) -> bool:
@@ -128,7 +140,7 @@ def _build(h5py, members: list[Member], store_path_of, max_bytes: int) -> Layout
                     placed.append((dataset, member))
             writer.finish()
             data = [(d.id.get_offset(), member.node.meta.nbytes, store_path_of(member)) for d, member in placed]
-        data = [(o, n, p) for o, n, p in data if o is not None and n]
+        data = [Extent(o, n, p) for o, n, p in data if o is not None and n]
         return Layout(os.path.getsize(scratch.name), _metadata(scratch.name, data, max_bytes), sorted(data))
 
 
@@ -138,7 +150,7 @@ def _metadata(name: str, data: list, max_bytes: int) -> list[tuple[int, bytes]]:
     with open(name, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         gaps, start = [], 0
-        for offset, nbytes, _ in sorted(data):
+        for offset, nbytes, *_ in sorted(data):
             if offset > start:
                 gaps.append((start, offset))
             start = max(start, offset + nbytes)
@@ -488,7 +500,7 @@ class GroupFile:
         if i >= 0 and n:
             start, length, what = self._extents[i]
             if not isinstance(what, bytes) and offset + n <= start + length:
-                return self.raw_of(what), offset - start
+                return self.raw_of(what.path), offset - start + what.at
         return None
 
     def read_into(self, offset: int, out: np.ndarray) -> int:
@@ -506,7 +518,7 @@ class GroupFile:
                 if isinstance(what, bytes):
                     target[:] = np.frombuffer(what, "u1", hi - lo, lo - start)
                 else:
-                    self.raw_of(what).read_into(lo - start, target)
+                    self.raw_of(what.path).read_into(lo - start + what.at, target)
                 position = hi
             i += 1
         out[position - offset:n] = 0

@@ -1,0 +1,241 @@
+"""IMAGE.ome.tif: an OME-Zarr multiscale image as one pyramidal OME-TIFF in its group.
+
+The layout Bio-Formats (Fiji, QuPath, OMERO) and tifffile read as one image with several
+resolutions: the main IFD chain holds the full-resolution planes (the leading indexes of level 0
+in C order, as NAME.tif has them), and each of those IFDs lists in SubIFDs (tag 330) the same
+plane of every lower level, marked NewSubfileType 1 (reduced resolution). The first IFD's
+ImageDescription is level 0's OME-XML (ome.py: sizes, physical sizes from the scale, channel
+names from omero). The file is a header holding every IFD, then each level's flat bytes (its
+NAME.bin) in turn: the strips point into them, so no pixel is copied, and the file is served as a
+group file (views/hdf5.py's Layout: header bytes plus arrays' byte ranges).
+
+Strips, not tiles: a tile of a C-order raster is not contiguous in NAME.bin, so tiles would need
+a copy. A strip is as many rows as one chunk along Y (capped), so that a region read touches
+only the chunk rows under it (every chunk across the width of those rows).
+
+Levels: level 0 must be an array NAME.tif can show with a type OME-XML has; a lower level is kept
+when it has level 0's data type and leading shape (a level that also halves Z has other planes,
+which OME-TIFF's SubIFDs cannot pair); the first that does not fit ends the pyramid.
+"""
+
+import math
+import struct
+from dataclasses import dataclass
+
+from zarrfs.errors import ViewTooLargeError
+from zarrfs.views import tiff
+from zarrfs.views.hdf5 import Extent, Layout
+
+SUFFIX = ".ome.tif"
+SUBIFDS, NEW_SUBFILE_TYPE = 330, 254
+REDUCED = 1  # NewSubfileType: a reduced-resolution version of another image
+MAX_STRIP = 1 << 22  # bytes of a strip at most, whatever the chunk height (readers read a strip whole)
+
+
+@dataclass(frozen=True)
+class Level:
+    path: str  # the array's store path
+    shape: tuple[int, ...]
+    data_type: str  # ArrayInfo.data_type
+    itemsize: int
+    chunk_rows: int  # rows of one chunk along Y
+
+    @property
+    def row_bytes(self) -> int:
+        return self.shape[-1] * self.itemsize
+
+    @property
+    def plane_bytes(self) -> int:
+        return self.shape[-2] * self.row_bytes
+
+    @property
+    def rows_per_strip(self) -> int:
+        return max(1, min(self.chunk_rows, self.shape[-2], MAX_STRIP // max(1, self.row_bytes)))
+
+    @property
+    def strips(self) -> int:
+        return -(-self.shape[-2] // self.rows_per_strip)
+
+
+def multiscales(attributes: dict) -> list:
+    """The `multiscales` of a group's attributes (v0.4 at the top, v0.5 under `ome`), [] if none."""
+    ome = attributes.get("ome") if isinstance(attributes.get("ome"), dict) else {}
+    found = attributes.get("multiscales") or ome.get("multiscales")
+    return found if isinstance(found, list) else []
+
+
+def images(attributes: dict, group_name: str) -> dict[str, list[str]]:
+    """File name -> the dataset paths (levels, finest first) of each multiscale image: named after
+    the image's `name`, else the group's; a second image of the same name gets _2, _3, ..."""
+    out: dict[str, list[str]] = {}
+    for image in multiscales(attributes):
+        datasets = image.get("datasets") if isinstance(image, dict) else None
+        paths = [d.get("path") for d in datasets if isinstance(d, dict)] if isinstance(datasets, list) else []
+        if not paths or not all(_relative(p) for p in paths):
+            continue
+        stem = _stem(image.get("name")) or _stem(group_name) or "image"
+        name, k = stem + SUFFIX, 1
+        while name in out:
+            k += 1
+            name = f"{stem}_{k}{SUFFIX}"
+        out[name] = paths
+    return out
+
+
+def _relative(path) -> bool:
+    """Whether a dataset's path names a node below the group (never the group, nor above it)."""
+    return isinstance(path, str) and all(part not in ("", ".", "..") for part in path.split("/"))
+
+
+def _stem(name) -> str | None:
+    """A name usable as a file name's stem: one path component of printable text."""
+    if not isinstance(name, str) or name in ("", ".", "..") or "/" in name or not name.isprintable():
+        return None
+    return name
+
+
+def pyramid(levels: list[Level]) -> list[Level]:
+    """The levels one OME-TIFF pyramid can hold: level 0, then those like it (see the module)."""
+    if not levels or tiff.TYPES.get(levels[0].data_type) is None or not _raster(levels[0]):
+        return []
+    first, kept = levels[0], [levels[0]]
+    for level in levels[1:]:
+        if level.data_type != first.data_type or level.shape[:-2] != first.shape[:-2] or not _raster(level):
+            break
+        kept.append(level)
+    return kept
+
+
+def _raster(level: Level) -> bool:
+    """Whether TIFF can hold the level's planes: two axes or more, none empty, 32-bit sizes."""
+    return len(level.shape) >= 2 and 0 not in level.shape and max(level.shape[-2:]) <= tiff.CLASSIC_MAX
+
+
+def build(levels: list[Level], description: bytes, max_bytes: int) -> Layout:
+    """The file's layout: classic TIFF while it fits in 4 GiB, else BigTIFF."""
+    classic = _Writer(levels, description, big=False)
+    placed = classic.place(max_bytes)
+    if placed[-1][-1][-1].offset + placed[-1][-1][-1].nbytes - 1 <= tiff.CLASSIC_MAX:
+        return classic.layout(placed)
+    big = _Writer(levels, description, big=True)
+    return big.layout(big.place(max_bytes))
+
+
+class _Writer:
+    """Two passes over the IFDs: their sizes (so every offset is known), then their bytes. Each
+    plane's IFDs lie together: level 0's (its SubIFDs point to the next ones), then the lower
+    levels'; each IFD is followed by its values that do not fit in their entries."""
+
+    def __init__(self, levels: list[Level], description: bytes, big: bool):
+        self.levels, self.big = levels, big
+        self.description = description + b"\0"
+        self.word, self.pointer = (8, "<Q") if big else (4, "<I")
+        self.offset_type = tiff.LONG8 if big else tiff.LONG
+        self.planes = math.prod(levels[0].shape[:-2])
+
+    def place(self, max_bytes: int) -> tuple:
+        """Where everything goes: (the first IFD's offset, each level's IFD size, the first IFD's
+        extra size, each level's strips). Raises ViewTooLargeError past max_bytes of header."""
+        # bound the header before making any of it: the shapes come from metadata a server sent
+        estimate = self.planes * sum(2 * self.word * level.strips + 400 for level in self.levels)
+        if estimate > max_bytes:
+            raise ViewTooLargeError(f"{self.planes} planes of {len(self.levels)} levels: a TIFF header of about "
+                                    f"{estimate} bytes, more than header_cache_size ({max_bytes} bytes)")
+        head = 16 if self.big else 8
+        ifds_at = tiff._rounded(head + len(self.description), 8)
+        sizes = [len(self._ifd(i, 0, None, False, 0)) for i in range(len(self.levels))]
+        first = len(self._ifd(0, 0, None, True, 0)) - sizes[0]  # the first IFD has the description's entry too
+        header_end = ifds_at + first + self.planes * sum(sizes)
+        if header_end > max_bytes:
+            raise ViewTooLargeError(f"{self.planes} planes of {len(self.levels)} levels: a TIFF header of "
+                                    f"{header_end} bytes, more than header_cache_size ({max_bytes} bytes)")
+        data_bytes = sum(level.plane_bytes for level in self.levels) * self.planes
+        strips, at = [], tiff._data_start(header_end, data_bytes)
+        for level in self.levels:  # each strip at a page of its own (see _strips)
+            strips.append(_strips(level, self.planes, at))
+            at = tiff._rounded(strips[-1][-1].offset + strips[-1][-1].nbytes, tiff.PAGE)
+        return ifds_at, sizes, first, strips
+
+    def layout(self, placed: tuple) -> Layout:
+        """The header's bytes, with every offset `place` gave."""
+        ifds_at, sizes, first, strips = placed
+        header = bytearray(self._file_header(ifds_at) + self.description)
+        header += bytes(ifds_at - len(header))
+        for plane in range(self.planes):
+            described, base = plane == 0, len(header)
+            lower = base + sizes[0] + (first if described else 0)  # where level 1's IFD begins
+            starts = [base] + [lower + sum(sizes[1:i]) for i in range(1, len(sizes))]
+            following = lower + sum(sizes[1:]) if plane + 1 < self.planes else 0
+            for i, level in enumerate(self.levels):
+                placed = strips[i][plane * level.strips:(plane + 1) * level.strips]
+                header += self._ifd(i, starts[i], placed, described and i == 0, following if i == 0 else 0,
+                                    starts[1:] if i == 0 else [])
+        data = [strip for level in strips for strip in level]
+        return Layout(data[-1].offset + data[-1].nbytes, [(0, bytes(header))], data)
+
+    def _file_header(self, first_ifd: int) -> bytes:
+        if self.big:
+            return b"II" + struct.pack("<HHHQ", 43, 8, 0, first_ifd)
+        return b"II" + struct.pack("<HI", 42, first_ifd)
+
+    def _entries(self, i: int, strips: list[Extent], described: bool, subifds: list[int]) -> list:
+        """(tag, type, values) in tag order; the description's values are its offset."""
+        level = self.levels[i]
+        sample_format, bits = tiff.TYPES[level.data_type]
+        rows = level.rows_per_strip
+        offsets, counts = [s.offset for s in strips], [s.nbytes for s in strips]
+        entries = [(NEW_SUBFILE_TYPE, tiff.LONG, [REDUCED if i else 0]),
+                   (tiff.WIDTH, tiff.LONG, [level.shape[-1]]), (tiff.LENGTH, tiff.LONG, [level.shape[-2]]),
+                   (tiff.BITS, tiff.SHORT, [bits]), (tiff.COMPRESSION, tiff.SHORT, [1]),
+                   (tiff.PHOTOMETRIC, tiff.SHORT, [1])]
+        if described:
+            entries.append((tiff.DESCRIPTION, tiff.ASCII, None))
+        entries += [(tiff.STRIP_OFFSETS, self.offset_type, offsets), (tiff.SAMPLES, tiff.SHORT, [1]),
+                    (tiff.ROWS_PER_STRIP, tiff.LONG, [rows]), (tiff.STRIP_COUNTS, self.offset_type, counts),
+                    (tiff.PLANAR, tiff.SHORT, [1])]
+        if i == 0 and len(self.levels) > 1:
+            entries.append((SUBIFDS, self.offset_type, subifds or [0] * (len(self.levels) - 1)))
+        entries.append((tiff.SAMPLE_FORMAT, tiff.SHORT, [sample_format]))
+        return entries
+
+    def _ifd(self, i: int, at: int, strips: list[Extent] | None, described: bool, following: int,
+             subifds=()) -> bytes:
+        """The IFD of level i's plane whose strips are `strips` (None: any, for its size), itself at `at`."""
+        if strips is None:
+            strips = [Extent(0, 0, "")] * self.levels[i].strips
+        entries = self._entries(i, strips, described, list(subifds))
+        count_format, entry_size = ("<Q", 20) if self.big else ("<H", 12)
+        fixed = struct.calcsize(count_format) + entry_size * len(entries) + self.word
+        body, extra = bytearray(struct.pack(count_format, len(entries))), bytearray()
+        for tag, kind, values in entries:
+            if values is None:  # the description, written once at the file's start
+                body += self._entry(tag, kind, len(self.description), struct.pack(self.pointer, 16 if self.big else 8))
+                continue
+            packed = b"".join(struct.pack(_FORMATS[kind], v) for v in values)
+            if len(packed) <= self.word:
+                body += self._entry(tag, kind, len(values), packed.ljust(self.word, b"\0"))
+            else:
+                body += self._entry(tag, kind, len(values), struct.pack(self.pointer, at + fixed + len(extra)))
+                extra += packed + bytes(-len(packed) % 8)
+        body += struct.pack(self.pointer, following)
+        return bytes(body + extra)
+
+    def _entry(self, tag: int, kind: int, count: int, value: bytes) -> bytes:
+        return struct.pack("<HHQ" if self.big else "<HHI", tag, kind, count) + value
+
+
+def _strips(level: Level, planes: int, at: int) -> list[Extent]:
+    """The level's strips, every plane's in turn, from `at` on, each beginning a page: with no
+    two strips adjacent, Bio-Formats reads a region as the strips under it. Adjacent strips it
+    reads as one, from the plane's first byte (measured: a region in the middle of a plane
+    decoded every chunk above it)."""
+    out, rows = [], level.rows_per_strip
+    for plane in range(planes):
+        for k in range(level.strips):
+            nbytes = min(rows, level.shape[-2] - k * rows) * level.row_bytes
+            out.append(Extent(at, nbytes, level.path, plane * level.plane_bytes + k * rows * level.row_bytes))
+            at = tiff._rounded(at + nbytes, tiff.PAGE) + (tiff.PAGE if nbytes % tiff.PAGE == 0 else 0)
+    return out
+
+
+_FORMATS = {tiff.SHORT: "<H", tiff.LONG: "<I", tiff.LONG8: "<Q"}
