@@ -179,7 +179,7 @@ class StoreContractTests:
             assert store.list_dir("a") == ["keep"]
             assert [key for key, _ in store.files("")] == ["a/keep"]
 
-    def test_a_value_another_store_staged_is_refused(self, store):
+    def test_a_value_another_store_staged_is_refused(self, store: Store) -> None:
         """A store reads only the staged values it made (each store's are its own type): one made
         elsewhere is EINVAL naming its key, before anything of the publish is stored."""
         if not self.writes(store):
