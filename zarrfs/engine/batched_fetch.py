@@ -22,7 +22,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from zarrfs.engine.chunk_cache import ChunkCache
-from zarrfs.engine.chunk_sources import ChunkSource
+from zarrfs.engine.chunk_sources import ChunkSource, Encoded, Fetched
 from zarrfs.geometry import Box, ChunkShape, chunk_parts
 
 
@@ -67,14 +67,13 @@ NOT_FETCHED = _NotFetched.NOT_FETCHED
 MAX_CHUNKS = 64  # chunks fetched in one batch; the rest of a read are read one by one
 MAX_BYTES = 64 << 20  # encoded bytes a batch may hold, when sizes are known beforehand (shard indices)
 
-Batch = dict[tuple[int, ...], bytes | None]  # coords -> stored bytes, None: not stored
 
 
 class _Batches(threading.local):
     """This thread's fetched batches, by id() of the chunk source they were read from."""
 
     def __init__(self) -> None:
-        self.maps: dict[int, Batch] = {}
+        self.maps: dict[int, Fetched] = {}
 
 
 _local = _Batches()
@@ -96,7 +95,7 @@ def fetched(array: FetchingArray, box: Box) -> Iterator[None]:
         maps.pop(id(array.source), None)
 
 
-def take(source: ChunkSource, coords: tuple[int, ...]) -> bytes | None | Literal[_NotFetched.NOT_FETCHED]:
+def take(source: ChunkSource, coords: tuple[int, ...]) -> Encoded | None | Literal[_NotFetched.NOT_FETCHED]:
     """The bytes fetched for `coords` (None: not stored), or NOT_FETCHED. Each is taken once: a
     read that retries (a commit raced it) reads the store again."""
     batch = _local.maps.get(id(source))

@@ -49,7 +49,7 @@ class _Span:
 
     def __init__(self, start: int, stop: int, chunks: int):
         self.start, self.stop = start, stop
-        self.future: Future[bytes | None] = Future()
+        self.future: Future[bytes | memoryview | None] = Future()
         self.left = chunks  # chunks not yet taken
         self.read_at: float | None = None  # monotonic time its read ended
 
@@ -65,7 +65,7 @@ class Spans:
         self._lock = threading.Lock()
 
     def read(self, offset: int, nbytes: int, following: Callable[[], list[tuple[int, int]]],
-             read_range: Callable[[Range], bytes | None]) -> bytes | memoryview | None:
+             read_range: Callable[[Range], bytes | memoryview | None]) -> bytes | memoryview | None:
         """The bytes [offset, offset + nbytes) of the shard, from a span. `following()` lists the
         (offset, nbytes) of the chunks stored after this one, in order: a new span covers those
         that follow without a gap, up to span_bytes; `read_range(Range)` reads the shard (the
@@ -140,7 +140,7 @@ class Spans:
         self._spans.append(span)
         return span
 
-    def _fill(self, span: _Span, read_range: Callable[[Range], bytes | None]) -> None:
+    def _fill(self, span: _Span, read_range: Callable[[Range], bytes | memoryview | None]) -> None:
         try:
             data = read_range(Range(span.start, span.stop - span.start))
             span.read_at = time.monotonic()
