@@ -77,7 +77,7 @@ class ShardSource(ChunkSource, Protocol):
 
     def flat(self, coords: tuple[int, ...]) -> int: ...
 
-    def build(self, updates: dict[tuple[int, ...], bytes | None], live: list[tuple[int, ...]],
+    def build(self, updates: dict[tuple[int, ...], BytesLike | None], live: list[tuple[int, ...]],
               stored: Sequence[BytesLike | None] | None = None) -> bytes | None: ...
 
 
@@ -342,7 +342,7 @@ class ShardChunks:
                     found[coords] = value
         return found
 
-    def build(self, updates: dict[tuple[int, ...], bytes | None], live: list[tuple[int, ...]],
+    def build(self, updates: dict[tuple[int, ...], BytesLike | None], live: list[tuple[int, ...]],
               stored: Sequence[BytesLike | None] | None = None) -> bytes | None:
         """The new shard with `updates` applied, None if it ends up empty.
 
