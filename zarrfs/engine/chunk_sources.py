@@ -34,7 +34,9 @@ Fetched = dict[tuple[int, ...], Encoded | None]  # read_many's: coords -> encode
 class ChunkSource(Protocol):
     """What an Array asks of where its chunks are."""
 
-    capabilities: Capabilities
+    @property
+    def capabilities(self) -> Capabilities:
+        """The store's (read-only: StoreChunks hands on its store's)."""
 
     def key(self, coords: tuple[int, ...]) -> str: ...
 
