@@ -23,7 +23,7 @@ from typing import NamedTuple
 from zarrfs.byte_ranges import ByteRange, Range, Suffix
 from zarrfs.errors import ConflictError, StoreError, ValueChangedError
 from zarrfs.stores.contained import key_parts as _parts
-from zarrfs.stores.contract import Capabilities
+from zarrfs.stores.contract import Capabilities, own_staged
 from zarrfs.stores.local_nodes import TEMP_PREFIX
 
 VERSIONS_KEPT = 4096  # versions remembered for conditional writes, as ObjectStore keeps ETags
@@ -172,7 +172,7 @@ class MemoryStore:
         others are stored, as ObjectStore's publish does. A fault stops the publish there: the
         error names in `stored` the values stored before it."""
         conflicts, stored = [], []
-        for key, data in staged:
+        for key, data in own_staged(staged, Staged, self.root):
             try:
                 self._fault("publish", key)
             except StoreError as e:
@@ -204,7 +204,8 @@ class MemoryStore:
             self._values[key] = _Value(bytes(data), next(self._versions), time.time_ns())
 
     def discard(self, staged: list[Staged]) -> None:
-        """Nothing was stored: nothing to remove."""
+        """Nothing was stored: nothing to remove (another store's values are refused all the same)."""
+        own_staged(staged, Staged, self.root)
 
     def set(self, key: str, data: bytes) -> None:
         self.publish([self.stage(key, data)])

@@ -9,9 +9,11 @@ back to the host, a host fault as well (a kept 1 MiB decode costs 3x a recycled 
 import ctypes
 import math
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 MAX_POOLED_BYTES = 64 << 20  # idle buffers kept, all sizes together
 
@@ -24,7 +26,7 @@ class BufferPool:
         self._lock = threading.Lock()
 
     @contextmanager
-    def lend(self, shape: tuple[int, ...], dtype: np.dtype):
+    def lend(self, shape: tuple[int, ...], dtype: DTypeLike) -> Iterator[np.ndarray]:
         """A C-contiguous array of `shape` and `dtype`, contents undefined, for the `with` block
         only: nothing may keep a reference to it (or to a view of it) afterwards."""
         nbytes = math.prod(shape) * np.dtype(dtype).itemsize
@@ -34,7 +36,7 @@ class BufferPool:
         finally:
             self._give(buffer)
 
-    def take(self, shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    def take(self, shape: tuple[int, ...], dtype: DTypeLike) -> tuple[np.ndarray, np.ndarray]:
         """(the buffer, to give() back later; a C-contiguous array of `shape` and `dtype` over it),
         for a holder that keeps it longer than a `with` block (see recent_chunks.py)."""
         nbytes = math.prod(shape) * np.dtype(dtype).itemsize
@@ -70,7 +72,7 @@ _libc.calloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
 _libc.free.argtypes = [ctypes.c_void_p]
 
 
-def malloc_array(shape: tuple[int, ...], dtype: np.dtype) -> tuple[int, np.ndarray]:
+def malloc_array(shape: tuple[int, ...], dtype: DTypeLike) -> tuple[int, np.ndarray]:
     """(address, a C-contiguous array over it) in memory from C's malloc, which libfuse frees
     after sending a reply made of it (see replies.py). Whoever ends up owning it calls free(),
     once, after the last use of the array."""
@@ -82,7 +84,7 @@ def malloc_array(shape: tuple[int, ...], dtype: np.dtype) -> tuple[int, np.ndarr
     return address, array[:math.prod(shape) * np.dtype(dtype).itemsize].view(dtype).reshape(shape)
 
 
-def malloced(nbytes: int, fill) -> tuple[int, int]:
+def malloced(nbytes: int, fill: Callable[[np.ndarray], int]) -> tuple[int, int]:
     """(address, count): `nbytes` of memory from malloc, given to fill(uint8 array) which answers
     how many bytes it filled; the memory is the caller's to free, or freed here if fill raises."""
     address, out = malloc_array((nbytes,), "u1")
@@ -95,10 +97,10 @@ def malloced(nbytes: int, fill) -> tuple[int, int]:
 
 
 def calloc(nbytes: int) -> int:
-    address = _libc.calloc(1, nbytes)
+    address = _libc.calloc(1, nbytes)  # an int, or None for NULL (restype c_void_p)
     if not address:
         raise MemoryError(f"cannot allocate {nbytes} bytes")
-    return address
+    return int(address)
 
 
 def free(address: int) -> None:

@@ -23,23 +23,23 @@ class ChunkCache:
         self.ahead = DecodeAhead(ahead_bytes, ahead_workers)
         self.max_bytes = max_bytes - ahead_bytes
         self.nbytes = 0
-        self._entries: OrderedDict = OrderedDict()
-        self._seen: OrderedDict = OrderedDict()  # the ghosts, oldest first
+        self._entries: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self._seen: OrderedDict[tuple, bool] = OrderedDict()  # the ghosts, oldest first
         self._lock = threading.Lock()
         self.recent = RecentDecodes(scratch)  # chunks small reads decoded into scratch, not cached
         self.decodes = DecodesInProgress()  # chunks being decoded now, which a second reader waits for
 
-    def get(self, key) -> np.ndarray | None:
+    def get(self, key: tuple) -> np.ndarray | None:
         with self._lock:
             value = self._entries.get(key)
             if value is not None:
                 self._entries.move_to_end(key)
             return value
 
-    def __contains__(self, key) -> bool:
+    def __contains__(self, key: tuple) -> bool:
         return key in self._entries
 
-    def admit(self, key) -> bool:
+    def admit(self, key: tuple) -> bool:
         """Whether a chunk that a small read wants part of should be cached: yes when it is
         cached already or was read recently. A chunk read once at random is not worth new
         memory, and would push out chunks that are read again (2Q-style admission)."""
@@ -51,7 +51,7 @@ class ChunkCache:
                 self._seen.popitem(last=False)
             return False
 
-    def put(self, key, value: np.ndarray) -> None:
+    def put(self, key: tuple, value: np.ndarray) -> None:
         if value.nbytes > self.max_bytes:
             self.pop(key)
             return
@@ -65,7 +65,7 @@ class ChunkCache:
                 _, evicted = self._entries.popitem(last=False)
                 self.nbytes -= evicted.nbytes
 
-    def pop(self, key) -> None:
+    def pop(self, key: tuple) -> None:
         self.recent.forget(key)
         self.ahead.forget(key)
         with self._lock:

@@ -7,42 +7,49 @@ import logging
 import math
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Callable, Protocol
 
 import numpy as np
 
 from zarrfs.byte_ranges import ByteRange, Range, Suffix
+from zarrfs.codecs.chain import ShardingCodec
 from zarrfs.codecs.shard_format import EMPTY
+from zarrfs.codecs.stored_bytes import BytesLike
 from zarrfs.engine import read_budget
 from zarrfs.engine.shard_spans import NOT_COVERED, Spans
-from zarrfs.errors import CorruptChunkError, ValueChangedError
+from zarrfs.errors import CorruptChunkError, MetadataError, ValueChangedError
 from zarrfs.format.v3 import ArrayMetadata
 from zarrfs.geometry import flat_index
-from zarrfs.stores.contract import Capabilities, Store
-from zarrfs.stores.local import Staged
+from zarrfs.stores.contract import Capabilities, Staged, Store
 
 log = logging.getLogger(__name__)
 SPAN_CHUNKS = 1024  # inner chunks one span may cover: small chunks coalesce too, within bounded work
+
+Encoded = bytes | memoryview  # a stored chunk's bytes: a view where they are part of a larger read (a span)
+Fetched = dict[tuple[int, ...], Encoded | None]  # read_many's: coords -> encoded bytes, None: not stored
 
 
 class ChunkSource(Protocol):
     """What an Array asks of where its chunks are."""
 
-    capabilities: Capabilities
+    @property
+    def capabilities(self) -> Capabilities:
+        """The store's (read-only: StoreChunks hands on its store's)."""
 
     def key(self, coords: tuple[int, ...]) -> str: ...
 
-    def read(self, coords: tuple[int, ...], byte_range: ByteRange = None) -> bytes | None: ...
+    def read(self, coords: tuple[int, ...], byte_range: ByteRange = None) -> Encoded | None: ...
 
-    def read_many(self, coords_list: list[tuple], max_bytes: int) -> dict: ...
+    def read_many(self, coords_list: list[tuple[int, ...]], max_bytes: int) -> Fetched: ...
 
-    def read_ahead(self, coords: tuple[int, ...]) -> bytes | None:
+    def read_ahead(self, coords: tuple[int, ...]) -> Encoded | None:
         """As read(coords), for a decode ahead of a stream: it may fetch the chunks stored after
         this one with it (shard_spans.py)."""
 
     def read_versioned(self, coords: tuple[int, ...], byte_range: ByteRange = None,
-                       expect=None) -> tuple[bytes | None, object]:
+                       expect: object = None) -> tuple[Encoded | None, object]:
         """(as read(), the version of the stored value read); see Store.get_versioned."""
 
     def version_known(self, coords: tuple[int, ...]) -> bool: ...
@@ -56,11 +63,11 @@ class ChunkSource(Protocol):
 class WritableSource(ChunkSource, Protocol):
     """A source whose chunks a flush stores: each new value staged beside the old, then published."""
 
-    def stage(self, coords: tuple[int, ...], data) -> Staged: ...
+    def stage(self, coords: tuple[int, ...], data: BytesLike | None) -> Staged: ...
 
-    def publish(self, staged: list[Staged]) -> None: ...
+    def publish(self, staged: Sequence[Staged]) -> None: ...
 
-    def discard(self, staged: list[Staged]) -> None: ...
+    def discard(self, staged: Sequence[Staged]) -> None: ...
 
 
 class ShardSource(ChunkSource, Protocol):
@@ -68,12 +75,12 @@ class ShardSource(ChunkSource, Protocol):
 
     def forget_index(self) -> None: ...
 
-    def stored_chunks(self) -> list: ...
+    def stored_chunks(self) -> Sequence[BytesLike | None]: ...
 
-    def flat(self, coords) -> int: ...
+    def flat(self, coords: tuple[int, ...]) -> int: ...
 
-    def build(self, updates: dict[tuple[int, ...], bytes | None], live: list[tuple[int, ...]],
-              stored: list | None = None) -> bytes | None: ...
+    def build(self, updates: dict[tuple[int, ...], BytesLike | None], live: list[tuple[int, ...]],
+              stored: Sequence[BytesLike | None] | None = None) -> bytes | None: ...
 
 
 class StoreChunks:
@@ -106,7 +113,7 @@ class StoreChunks:
     def capabilities(self) -> Capabilities:
         return self.store.capabilities
 
-    def read_many(self, coords_list: list[tuple], max_bytes: int) -> dict:
+    def read_many(self, coords_list: list[tuple[int, ...]], max_bytes: int) -> Fetched:
         """{coords: bytes, or None if not stored} for the first chunks, fetched concurrently (see
         batched_fetch.py): as many as fit in max_bytes at the most each may hold (self.limit),
         whatever their servers send; the others are read one by one."""
@@ -117,12 +124,12 @@ class StoreChunks:
             read_budget.check_deadline(next(iter(keys)))
         return {keys[key]: data for key, data in self.store.get_many(list(keys), self.limit).items()}
 
-    def read_ranges(self, coords: tuple[int, ...], ranges: list[Range], expect=None) -> list[bytes] | None:
+    def read_ranges(self, coords: tuple[int, ...], ranges: list[Range], expect: object = None) -> list[bytes] | None:
         read_budget.check_deadline(self.key(coords))
         return self.store.get_ranges(self.key(coords), ranges, expect)
 
     def read_versioned(self, coords: tuple[int, ...], byte_range: ByteRange = None,
-                       expect=None) -> tuple[bytes | None, object]:
+                       expect: object = None) -> tuple[bytes | None, object]:
         """(as read(), the version read); with `expect`, from that version or ValueChangedError."""
         read_budget.check_deadline(self.key(coords))
         return self.store.get_versioned(self.key(coords), byte_range, expect, limit=self.limit)
@@ -136,13 +143,13 @@ class StoreChunks:
         """Nothing is kept of stored values here: a read gets each chunk as stored now."""
         return False
 
-    def stage(self, coords: tuple[int, ...], data) -> Staged:
+    def stage(self, coords: tuple[int, ...], data: BytesLike | None) -> Staged:
         return self.store.stage(self.key(coords), data)
 
-    def publish(self, staged: list[Staged]) -> None:
+    def publish(self, staged: Sequence[Staged]) -> None:
         self.store.publish(staged)
 
-    def discard(self, staged: list[Staged]) -> None:
+    def discard(self, staged: Sequence[Staged]) -> None:
         self.store.discard(staged)
 
 
@@ -156,7 +163,7 @@ class ShardChunks:
     (ValueChangedError, and the index is read again).
     """
 
-    def __init__(self, read_value: Callable[..., tuple[bytes | None, object]], codec, key: str,
+    def __init__(self, read_value: Callable[..., tuple[Encoded | None, object]], codec: ShardingCodec, key: str,
                  read_ranges: Callable[..., list[bytes] | None] | None = None,
                  capabilities: Capabilities | None = None, span_bytes: int = 0):
         self.read_value = read_value
@@ -168,7 +175,7 @@ class ShardChunks:
         self.codec = codec
         self.shard_key = key
         self._index: np.ndarray | None = None
-        self._version = None  # the shard's version the index was read from
+        self._version: object = None  # the shard's version the index was read from
         self._by_offset: tuple | None = None  # (index, its stored entries' positions in offset order)
         self.spans = Spans(span_bytes)  # runs of inner chunks read together ahead of a stream
         self._loaded = False
@@ -200,6 +207,8 @@ class ShardChunks:
             with self._lock:
                 if not self._fresh():
                     size = self.codec.index_nbytes
+                    if size is None:  # ShardingCodec refuses index_codecs without a fixed size when it is made
+                        raise MetadataError(f"{self.shard_key}: the shard index has no fixed size")
                     raw, version = self.read_value(Range(0, size) if self.codec.index_location == "start" else Suffix(size))
                     self._index = None if raw is None else self.codec.decode_index(raw)
                     self._version = version
@@ -221,17 +230,17 @@ class ShardChunks:
         self._index = self._version = None
         self.spans.forget()
 
-    def stored_chunks(self) -> list:
+    def stored_chunks(self) -> Sequence[BytesLike | None]:
         """The shard as stored, read whole: its encoded inner chunks in flat order (None for an
         empty one, all None when the shard is not stored)."""
         old, _ = self.read_value(None)
         return [None] * math.prod(self.codec.chunks_per_shard) if old is None else self.codec.split(old)
 
-    def flat(self, coords) -> int:
+    def flat(self, coords: tuple[int, ...]) -> int:
         """The position of inner chunk `coords` in the flat order of the index."""
         return flat_index(coords, self.codec.chunks_per_shard)
 
-    def _entry(self, coords) -> tuple | None:
+    def _entry(self, coords: tuple[int, ...]) -> tuple[np.ndarray, object, int, int] | None:
         """(index, version, offset, nbytes) of a stored inner chunk; None when it is empty or the
         shard is not stored."""
         index, version = self._layout()
@@ -241,13 +250,13 @@ class ShardChunks:
         return None if offset == EMPTY else (index, version, offset, nbytes)
 
     @staticmethod
-    def _checked(data: bytes | None, length: int, offset: int, nbytes: int) -> bytes:
+    def _checked(data: Encoded | None, length: int, offset: int, nbytes: int) -> Encoded:
         if data is None or len(data) != length:
             raise CorruptChunkError(f"truncated shard: index entry [{offset}, {offset + nbytes}) points "
                                     f"outside the shard")
         return data
 
-    def read(self, coords: tuple[int, ...], byte_range: ByteRange = None) -> bytes | None:
+    def read(self, coords: tuple[int, ...], byte_range: ByteRange = None) -> Encoded | None:
         """The encoded inner chunk (or a range of it), None when it is empty."""
         entry = self._entry(coords)
         if entry is None:
@@ -273,12 +282,12 @@ class ShardChunks:
         return self.capabilities.remote and bool(self.spans.span_bytes)
 
     def read_versioned(self, coords: tuple[int, ...], byte_range: ByteRange = None,
-                       expect=None) -> tuple[bytes | None, object]:
+                       expect: object = None) -> tuple[Encoded | None, object]:
         """For a shard nested in an inner chunk: its bytes, with no version of their own (this
         shard's reads already ask for this shard's version)."""
         return self.read(coords, byte_range), None
 
-    def read_ahead(self, coords: tuple[int, ...]) -> bytes | None:
+    def read_ahead(self, coords: tuple[int, ...]) -> Encoded | None:
         """The encoded inner chunk for a decode ahead of a stream. Where each request is a round
         trip, it comes in one ranged read with the inner chunks stored after it (shard_spans.py),
         which the decodes of those then take."""
@@ -302,7 +311,7 @@ class ShardChunks:
         i = int(np.searchsorted(index[order, 0], offset, side="right"))
         return [(int(a), int(b)) for a, b in index[order[i:i + SPAN_CHUNKS]]]
 
-    def read_many(self, coords_list: list[tuple], max_bytes: int) -> dict:
+    def read_many(self, coords_list: list[tuple[int, ...]], max_bytes: int) -> Fetched:
         """{coords: encoded bytes, or None if empty} for inner chunks, up to max_bytes of them,
         from one ranged read of several ranges. Entries that do not fit the shard are left out:
         read one by one, they raise the precise error. None of them when the shard changed since
@@ -310,7 +319,9 @@ class ShardChunks:
         index, version = self._layout()
         if index is None:
             return {coords: None for coords in coords_list}
-        found, wanted, total = {}, [], 0
+        found: Fetched = {}
+        wanted: list[tuple[tuple[int, ...], int, int]] = []
+        total = 0
         for coords in coords_list:
             offset, nbytes = (int(v) for v in index[self.flat(coords)])
             if offset == EMPTY:
@@ -323,18 +334,18 @@ class ShardChunks:
                 wanted.append((coords, offset, nbytes))
         if wanted and self._spanned():
             self.spans.brought([(offset, nbytes) for _, offset, nbytes in wanted])
-        if wanted:
+        if wanted and self.read_ranges is not None:  # it is where capabilities.batched_reads says so
             try:
                 values = self.read_ranges([Range(offset, nbytes) for _, offset, nbytes in wanted], version)
             except ValueChangedError:
                 return {}
-            for (coords, _, nbytes), data in zip(wanted, values or (), strict=False):
-                if len(data) == nbytes:
-                    found[coords] = data
+            for (coords, _, nbytes), value in zip(wanted, values or (), strict=False):
+                if len(value) == nbytes:
+                    found[coords] = value
         return found
 
-    def build(self, updates: dict[tuple[int, ...], bytes | None], live: list[tuple[int, ...]],
-              stored: list | None = None) -> bytes | None:
+    def build(self, updates: dict[tuple[int, ...], BytesLike | None], live: list[tuple[int, ...]],
+              stored: Sequence[BytesLike | None] | None = None) -> bytes | None:
         """The new shard with `updates` applied, None if it ends up empty.
 
         `live` lists the inner chunks that lie inside the array; others are dropped. The old
@@ -343,7 +354,7 @@ class ShardChunks:
         """
         if stored is None and any(c not in updates for c in live):
             stored = self.stored_chunks()
-        chunks = list(stored) if stored is not None else [None] * math.prod(self.codec.chunks_per_shard)
+        chunks: list[BytesLike | None] = list(stored) if stored is not None else [None] * math.prod(self.codec.chunks_per_shard)
         for coords, data in updates.items():
             chunks[self.flat(coords)] = data
         live_flat = {self.flat(c) for c in live}

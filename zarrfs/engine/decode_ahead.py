@@ -23,12 +23,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from zarrfs.engine.buffers import free, malloc_array
 
 DEFAULT_BYTES = 16 << 20  # 16 chunks of 1 MiB: a stream's next 16 MiB
 STALE = 1.0  # seconds after which a decoded chunk no read took may be dropped for a newer one
 STREAMS = 8  # sequential readers followed per file
+
+Decoded = tuple[int, np.ndarray, int]  # (malloc'd address, the chunk over it, the array version it is valid for)
 
 
 class Pending:
@@ -39,7 +42,7 @@ class Pending:
     def __init__(self, nbytes: int):
         self.nbytes = nbytes
         self.done = threading.Event()
-        self.result = None
+        self.result: Decoded | None = None
         self.orphan = False  # forgotten before its decode ended: the decode returns the buffer
         self.since = time.monotonic()
 
@@ -50,8 +53,8 @@ class DecodeAhead:
         self.workers = workers or os.cpu_count() or 1
         self.max_in_flight = 2 * self.workers
         self.nbytes = 0  # reserved by the entries
-        self._entries: OrderedDict = OrderedDict()  # key -> Pending, oldest first
-        self._fetching: set = set()  # keys of small reads under way (fetch)
+        self._entries: OrderedDict[tuple, Pending] = OrderedDict()  # by cache key, oldest first
+        self._fetching: set[tuple] = set()  # keys of small reads under way (fetch)
         self._running = 0
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None  # made on first use: a daemon forks first
@@ -61,10 +64,10 @@ class DecodeAhead:
         return self.max_bytes >= nbytes and self._running < self.max_in_flight and (
             self.nbytes + nbytes <= self.max_bytes or self._stale())
 
-    def __contains__(self, key) -> bool:
+    def __contains__(self, key: tuple) -> bool:
         return key in self._entries
 
-    def submit(self, key, shape: tuple, dtype: np.dtype, decode: Callable[[np.ndarray], int | None]) -> bool:
+    def submit(self, key: tuple, shape: tuple[int, ...], dtype: DTypeLike, decode: Callable[[np.ndarray], int | None]) -> bool:
         """Decode `key` ahead: decode(chunk buffer) fills the buffer and returns the array
         version it is valid for, or None (nothing worth keeping). False when there is no room."""
         nbytes = math.prod(shape) * np.dtype(dtype).itemsize
@@ -90,10 +93,13 @@ class DecodeAhead:
             return False
         return True
 
-    def _run(self, entry: Pending, shape, dtype, decode) -> None:
+    def _run(self, entry: Pending, shape: tuple[int, ...], dtype: DTypeLike,
+             decode: Callable[[np.ndarray], int | None]) -> None:
         """Decode into new memory; whatever happens (no memory, a failed read), the entry ends
         done, so a reader waiting in take() never waits for ever."""
-        address = chunk = result = None
+        address: int | None = None
+        chunk: np.ndarray | None = None
+        result: Decoded | None = None
         try:
             address, chunk = malloc_array(shape, dtype)  # malloc: a reply may hand it to libfuse whole
             version = decode(chunk)
@@ -112,7 +118,7 @@ class DecodeAhead:
                 entry.result = result
             entry.done.set()
 
-    def fetch(self, key, read: Callable[[], object]) -> None:
+    def fetch(self, key: tuple, read: Callable[[], object]) -> None:
         """Run `read` in the pool unless one for `key` is under way: a small read (a shard's
         index, kept by whoever reads it) that a decode ahead would otherwise wait for. Not
         counted in the budget; at most max_in_flight of them at once, others are left out."""
@@ -123,7 +129,7 @@ class DecodeAhead:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix="decode-ahead")
 
-        def run():
+        def run() -> None:
             try:
                 read()
             except Exception:  # the read that needs it reports it, naming the shard
@@ -137,7 +143,7 @@ class DecodeAhead:
             with self._lock:
                 self._fetching.discard(key)
 
-    def take(self, key):
+    def take(self, key: tuple) -> Decoded | None:
         """(address, chunk, version) decoded ahead for `key`, waiting for a decode under way;
         None when there is none. The caller owns the memory: it frees it (buffers.free) after
         its last use of `chunk`, or hands it to libfuse, which does."""
@@ -152,7 +158,7 @@ class DecodeAhead:
             self.nbytes -= entry.nbytes
         return entry.result
 
-    def forget(self, key) -> None:
+    def forget(self, key: tuple) -> None:
         """The chunk changed: drop what was decoded of it."""
         if key in self._entries:
             with self._lock:
@@ -196,8 +202,8 @@ class Streams:
     also remembers how far its chunks have been handed to decode-ahead, so that a walk starts
     there instead of going over the chunks it started before."""
 
-    def __init__(self):
-        self._ends: OrderedDict = OrderedDict()  # the offset each stream has reached -> how far it is decoded ahead
+    def __init__(self) -> None:
+        self._ends: OrderedDict[int, int] = OrderedDict()  # the offset each stream has reached -> how far it is decoded ahead
         self._lock = threading.Lock()
 
     def follow(self, offset: int, end: int) -> tuple[int, int] | None:

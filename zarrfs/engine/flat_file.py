@@ -7,9 +7,11 @@ the ends of a write are completed from their stored bytes.
 import functools
 import logging
 import math
+from contextlib import AbstractContextManager
 
 import numpy as np
 
+from zarrfs.codecs.stored_bytes import BytesLike
 from zarrfs.engine import read_budget, stored_as_is
 from zarrfs.engine.array import Array
 from zarrfs.engine.buffers import malloced
@@ -103,7 +105,7 @@ class RawFile:
                 out[:n] = elements.view("u1")[skip:skip + n]
         return n
 
-    def _budget(self, offset: int, n: int, first: int, last: int):
+    def _budget(self, offset: int, n: int, first: int, last: int) -> AbstractContextManager[None]:
         """The bounds of one read of elements [first, last) where each chunk is a round trip
         (read_budget.py): refused if it meets too many chunks, and a deadline for its fetches."""
         capabilities = self.array.source.capabilities
@@ -152,7 +154,7 @@ class RawFile:
             self.array.read_into(box, out[pos:pos + n].reshape(box_shape(box)), sparse, whole)
             pos += n
 
-    def write(self, offset: int, data) -> int:
+    def write(self, offset: int, data: BytesLike) -> int:
         """Write bytes at `offset`; the file never grows, so passing its end raises, writing nothing."""
         if not self.writable:
             raise ReadOnlyError(f"{self.array.shared.name}: opened read-only")

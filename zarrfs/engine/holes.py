@@ -14,12 +14,18 @@ import errno
 import math
 import os
 from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from zarrfs.codecs.shard_format import EMPTY
-from zarrfs.errors import ZarrfsError
-from zarrfs.geometry import grid_shape, index_of, size_of, start_of
+from zarrfs.errors import MetadataError, ZarrfsError
+from zarrfs.format.v3 import ArrayMetadata, ChunkKeyEncoding
+from zarrfs.geometry import ChunkShape, grid_shape, index_of, size_of, start_of
+
+if TYPE_CHECKING:  # array.py needs nothing of this module, but the engine is imported from the top
+    from zarrfs.engine.array import Array
 
 SEEK_DATA = getattr(os, "SEEK_DATA", 3)
 SEEK_HOLE = getattr(os, "SEEK_HOLE", 4)
@@ -29,7 +35,7 @@ class SeekError(OSError):
     pass
 
 
-def coords_of(relative: str, encoding, grid: tuple[int, ...]) -> tuple[int, ...] | None:
+def coords_of(relative: str, encoding: ChunkKeyEncoding, grid: tuple[int, ...]) -> tuple[int, ...] | None:
     """The chunk coordinates a stored key (relative to its array) stands for, None if it is
     not a chunk of this grid."""
     sep = encoding.separator
@@ -53,7 +59,7 @@ class Presence:
     """Which chunks of a chunk grid are stored, answering 'the first stored (or absent) element
     from here on'."""
 
-    def __init__(self, shape, chunk_shape, present):
+    def __init__(self, shape: Sequence[int], chunk_shape: ChunkShape, present: Iterable[tuple[int, ...]]):
         self.shape, self.chunks = tuple(shape), tuple(chunk_shape)
         self.grid = grid_shape(self.shape, self.chunks)
         present = {p for p in present if all(c < g for c, g in zip(p, self.grid, strict=False))}
@@ -63,13 +69,13 @@ class Presence:
         self.below = [math.prod(self.grid[k:]) for k in range(len(self.shape) + 1)]  # chunks under a prefix
 
     @classmethod
-    def from_keys(cls, keys, meta) -> "Presence":
+    def from_keys(cls, keys: Iterable[str], meta: ArrayMetadata) -> "Presence":
         grid = grid_shape(meta.shape, meta.chunk_shape)
         present = (coords_of(k, meta.chunk_key_encoding, grid) for k in keys)
         return cls(meta.shape, meta.chunk_shape, [c for c in present if c is not None])
 
     @classmethod
-    def of_array(cls, keys, meta, array) -> "Presence":
+    def of_array(cls, keys: Iterable[str], meta: ArrayMetadata, array: "Array") -> "Presence":
         """Stored chunks from the keys; for a sharded array, stored inner chunks, from the index
         of each stored shard (read through the array's shard view, which keeps it for reads;
         never a chunk). A shard whose index cannot be read counts as data throughout."""
@@ -78,9 +84,12 @@ class Presence:
         if sharding is None:
             return shards
         inner = tuple(sharding.inner_chunk_shape)  # regular across shards: each shard is a multiple of it
-        present = []
+        present: list[tuple[int, ...]] = []
         for coords in shards.stored:
-            per_shard = tuple(array.chain_at(coords).sharding.chunks_per_shard)  # rectilinear: per shard
+            shard_codec = array.chain_at(coords).sharding
+            if shard_codec is None:  # every shard's chain is the array's, with its own shard shape
+                raise MetadataError(f"{array.source.key(coords)}: a shard whose codecs have no sharding codec")
+            per_shard = tuple(shard_codec.chunks_per_shard)  # rectilinear: per shard
             first = [start_of(c, s) // n for c, s, n in zip(meta.chunk_shape, coords, inner, strict=False)]
             try:
                 index = array.shard_index(coords)
@@ -97,7 +106,8 @@ class Presence:
         not (not data); None when there is none."""
         if not self.shape:
             return element if element == 0 and self.scalar_present == data else None
-        start, rest = [], element
+        start: list[int] = []
+        rest = element
         for n in reversed(self.shape):
             rest, i = divmod(rest, n)
             start.append(i)
@@ -111,7 +121,8 @@ class Presence:
             flat = flat * n + i
         return flat
 
-    def _find(self, k, prefix, elements, start, tight, data):
+    def _find(self, k: int, prefix: tuple[int, ...], elements: list[int], start: list[int], tight: bool,
+              data: bool) -> list[int] | None:
         n = len(self.shape)
         lo = start[k] if tight else 0
         while lo < self.shape[k]:
@@ -149,7 +160,7 @@ def seek(presence: Presence | None, itemsize: int, size: int, offset: int, whenc
     raise SeekError(errno.EINVAL, "unsupported whence")
 
 
-def zero_fill(meta) -> bool:
+def zero_fill(meta: ArrayMetadata) -> bool:
     """The fill value's bytes are all zero, so unstored chunks are holes."""
     try:
         return not any(np.asarray(meta.fill_value).tobytes())

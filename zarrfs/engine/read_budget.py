@@ -17,6 +17,7 @@ import contextlib
 import errno
 import threading
 import time
+from collections.abc import Iterator
 
 from zarrfs.errors import StoreError
 
@@ -39,7 +40,7 @@ def check_chunks(name: str, offset: int, size: int, chunks: int) -> None:
 
 
 @contextlib.contextmanager
-def reading(name: str, offset: int, size: int, seconds: float | None):
+def reading(name: str, offset: int, size: int, seconds: float | None) -> Iterator[None]:
     """Within this block, this thread's fetches end `seconds` from now (None: never)."""
     outer = getattr(_local, "deadline", None)
     _local.deadline = None if seconds is None else (time.monotonic() + seconds, seconds, name, offset, size)

@@ -24,13 +24,16 @@ from collections import OrderedDict
 
 import numpy as np
 
+from zarrfs.engine.buffers import BufferPool
+from zarrfs.geometry import Box
+
 SLOTS = 16  # chunks kept at most: a small read of a 2-D array touches a row of them, in two or three boxes
 FIRST_SLOTS = 2  # chunks kept until more would have served a read
 MAX_BYTES = 16 << 20  # their buffers, all together
 
 
 class RecentDecodes:
-    def __init__(self, pool, slots: int = SLOTS, max_bytes: int = MAX_BYTES):
+    def __init__(self, pool: BufferPool, slots: int = SLOTS, max_bytes: int = MAX_BYTES):
         self._pool, self._slots, self._max_bytes = pool, slots, max_bytes
         self._entries: OrderedDict = OrderedDict()  # key -> (base buffer, chunk, decoded span or None: all)
         self._pushed_out: OrderedDict = OrderedDict()  # the last `slots` pushed out: key -> decoded span
@@ -38,7 +41,7 @@ class RecentDecodes:
         self.nbytes = 0
         self._lock = threading.Lock()
 
-    def copy_out(self, key, box, target: np.ndarray, wanted: tuple[int, int] | None) -> bool:
+    def copy_out(self, key: tuple, box: Box, target: np.ndarray, wanted: tuple[int, int] | None) -> bool:
         """Copy chunk[box] into `target` if the chunk is here, decoded at least over `wanted`
         (None: all of it); False if it is not."""
         with self._lock:
@@ -58,7 +61,7 @@ class RecentDecodes:
         with self._lock:
             self.limit = max(self.limit, min(self._slots, chunks))
 
-    def keep(self, key, base: np.ndarray, chunk: np.ndarray, decoded: tuple[int, int] | None) -> None:
+    def keep(self, key: tuple, base: np.ndarray, chunk: np.ndarray, decoded: tuple[int, int] | None) -> None:
         """Keep a scratch buffer (taken from the pool) that holds `key` decoded over the span `decoded`
         (None: all of it); the oldest kept buffer goes back to the pool."""
         if base.nbytes > self._max_bytes:
@@ -80,13 +83,13 @@ class RecentDecodes:
             for entry in evicted:
                 self._pool.give(entry[0])
 
-    def _push_out(self, key, decoded: tuple[int, int] | None) -> None:
+    def _push_out(self, key: tuple, decoded: tuple[int, int] | None) -> None:
         self._pushed_out[key] = decoded
         self._pushed_out.move_to_end(key)
         if len(self._pushed_out) > self._slots:
             self._pushed_out.popitem(last=False)
 
-    def forget(self, key) -> None:
+    def forget(self, key: tuple) -> None:
         """The chunk changed (written through the mount): its decoded bytes are stale."""
         with self._lock:
             self._pushed_out.pop(key, None)
@@ -96,7 +99,7 @@ class RecentDecodes:
                 self._pool.give(found[0])
 
 
-def _covers(decoded, wanted) -> bool:
+def _covers(decoded: tuple[int, ...] | None, wanted: tuple[int, int] | None) -> bool:
     """Whether a decode over the span `decoded` (None: all of it; (): nothing) holds the bytes
     `wanted` (None: all)."""
     if decoded is None:

@@ -20,6 +20,8 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterable, Iterator
+from typing import NotRequired, TypedDict
 
 import numpy as np
 
@@ -27,13 +29,30 @@ from zarrfs.engine.array import open_array
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.errors import ZarrfsError
 from zarrfs.format.v3 import ArrayMetadata, parse_object
+from zarrfs.geometry import Box
 from zarrfs.names import from_json, to_json
 from zarrfs.nodes.documents import parse_v2, read_metadata
+from zarrfs.stores.contract import Store
 
 log = logging.getLogger(__name__)
 
 MANIFEST = "recovery.json"
 _names = itertools.count()
+
+Pieces = Iterable[tuple[Box, np.ndarray, np.ndarray | None]]  # (box, its values, which were written; None: all)
+
+
+class Piece(TypedDict):
+    """One piece's record in the manifest."""
+
+    file: str  # its values (.npy)
+    start: list[int]  # where its box starts in the array
+    written: NotRequired[str]  # which of its elements were written (.npy), when not all
+
+
+# recovery.json: names as names.to_json writes them; "zarr.json" is the array's document
+Manifest = TypedDict("Manifest", {"store": str | list[int], "array": str | list[int], "zarr.json": dict,
+                                  "zarr_format": object, "pieces": list[Piece], "saved": str})
 
 
 def default_directory() -> str:
@@ -44,34 +63,34 @@ def default_directory() -> str:
     return os.path.join(state, "zarrfs", "recovery")
 
 
-def save(directories: list[str], store_root: str, array_path: str, document: dict, pieces) -> str:
+def save(directories: list[str], store_root: str, array_path: str, document: dict, pieces: Pieces) -> str:
     """Save `pieces` ((box, values) pairs) in the first of `directories` that takes them; returns
     the recovery directory made. Raises OSError when none does."""
-    pieces = list(pieces)
+    kept = list(pieces)
     errors = []
     for directory in directories:
         try:
-            return _save_in(directory, store_root, array_path, document, pieces)
+            return _save_in(directory, store_root, array_path, document, kept)
         except OSError as e:
             errors.append(f"{directory}: {e.strerror or e}")
     raise OSError(f"cannot save recovery data ({'; '.join(errors)})")
 
 
-def _save_in(directory: str, store_root: str, array_path: str, document: dict, pieces) -> str:
+def _save_in(directory: str, store_root: str, array_path: str, document: dict, pieces: Pieces) -> str:
     os.makedirs(directory, mode=0o700, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     label = (array_path or os.path.basename(store_root.rstrip("/")) or "array").replace("/", "_")
     final = os.path.join(directory, f"{stamp}-{os.getpid()}-{next(_names)}-{label}")
     work = tempfile.mkdtemp(prefix=".partial-", dir=directory)
     try:
-        records = []
+        records: list[Piece] = []
         for i, (box, values, written) in enumerate(pieces):
             np.save(os.path.join(work, f"{i}.npy"), np.ascontiguousarray(values), allow_pickle=False)
             records.append({"file": f"{i}.npy", "start": [s.start for s in box]})
             if written is not None:  # only these elements are the mount's: the others were read
                 np.save(os.path.join(work, f"{i}.written.npy"), np.ascontiguousarray(written), allow_pickle=False)
                 records[-1]["written"] = f"{i}.written.npy"
-        manifest = {"store": to_json(store_root), "array": to_json(array_path), "zarr.json": document,
+        manifest: Manifest = {"store": to_json(store_root), "array": to_json(array_path), "zarr.json": document,
                     "zarr_format": document.get("zarr_format", 3), "pieces": records,
                     "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         with open(os.path.join(work, MANIFEST), "w") as f:
@@ -86,19 +105,20 @@ def _save_in(directory: str, store_root: str, array_path: str, document: dict, p
     return final
 
 
-def load(directory: str) -> dict:
-    """A recovery directory's manifest (recovery.json)."""
+def load(directory: str) -> Manifest:
+    """A recovery directory's manifest (recovery.json), as save() wrote it."""
     with open(os.path.join(directory, MANIFEST)) as f:
-        return json.load(f)
+        manifest: Manifest = json.load(f)
+    return manifest
 
 
-def saved_from(manifest: dict) -> str:
+def saved_from(manifest: Manifest) -> str:
     """The store the data was written to: a directory, or an object store's URL (without
     credentials: a mount never takes them in its URL, and none is ever saved here)."""
     return from_json(manifest["store"])
 
 
-def replay(directory: str, manifest: dict, store, force: bool = False) -> int:
+def replay(directory: str, manifest: Manifest, store: Store, force: bool = False) -> int:
     """Write a recovery directory's pieces into `store` (opened from saved_from(manifest), with
     the mount's options) as a writer does, and make them durable; returns how many pieces. On an
     object store they are merged like any write: only the elements saved replace the stored
@@ -112,10 +132,14 @@ def replay(directory: str, manifest: dict, store, force: bool = False) -> int:
     where = f"{directory}/{MANIFEST}"
     saved = (parse_v2(manifest["zarr.json"], {}, "array", where) if manifest.get("zarr_format") == 2
              else parse_object(manifest["zarr.json"], where))
+    if not isinstance(saved, ArrayMetadata):
+        raise ZarrfsError(f"{where}: its zarr.json is not an array's metadata")
     if not isinstance(meta, ArrayMetadata) or (meta.shape, meta.data_type) != (saved.shape, saved.data_type):
         if not force:
             raise ZarrfsError(f"{key}: the array's shape or data type changed since the data was saved "
                               f"(--force writes it anyway)")
+    if not isinstance(meta, ArrayMetadata):  # forced, but a group cannot take an array's pieces
+        raise ZarrfsError(f"{manifest['store']}: {key!r} is a group now, not an array")
     array = open_array(store, path, meta, ChunkCache(64 << 20))
     for record in manifest["pieces"]:
         values = np.load(os.path.join(directory, record["file"]), allow_pickle=False)
@@ -132,7 +156,7 @@ def replay(directory: str, manifest: dict, store, force: bool = False) -> int:
     return len(manifest["pieces"])
 
 
-def _written_parts(values: np.ndarray, written: np.ndarray | None):
+def _written_parts(values: np.ndarray, written: np.ndarray | None) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
     """(start, values) of the boxes to write: the whole piece, or where only some elements were
     the mount's, each run of them along the last axis (the others stay as stored now)."""
     if written is None or written.all():

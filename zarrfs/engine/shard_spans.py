@@ -20,10 +20,11 @@ bytes) for STALE seconds, and a new span stops before them; a request's read of 
 holds takes it from the span (covered). So no chunk is fetched twice.
 """
 
+import enum
 import threading
 import time
 from concurrent.futures import Future
-from typing import Callable
+from typing import Callable, Literal
 
 from zarrfs.byte_ranges import Range
 
@@ -32,7 +33,15 @@ from zarrfs.byte_ranges import Range
 SPAN = 8 << 20
 STALE = 1.0  # seconds after its read a span no decode came back to is dropped (its stream went away)
 TAKEN = 256  # ranges taken or read otherwise that planning remembers, at most
-NOT_COVERED = object()
+
+
+class _NotCovered(enum.Enum):
+    """covered()'s answer when no span holds the bytes (an enum, so that `is` narrows it)."""
+
+    NOT_COVERED = enum.auto()
+
+
+NOT_COVERED = _NotCovered.NOT_COVERED
 
 
 class _Span:
@@ -40,9 +49,9 @@ class _Span:
 
     def __init__(self, start: int, stop: int, chunks: int):
         self.start, self.stop = start, stop
-        self.future: Future = Future()
+        self.future: Future[bytes | memoryview | None] = Future()
         self.left = chunks  # chunks not yet taken
-        self.read_at = None  # monotonic time its read ended
+        self.read_at: float | None = None  # monotonic time its read ended
 
 
 class Spans:
@@ -56,7 +65,7 @@ class Spans:
         self._lock = threading.Lock()
 
     def read(self, offset: int, nbytes: int, following: Callable[[], list[tuple[int, int]]],
-             read_range: Callable[[Range], bytes | None]) -> bytes | None:
+             read_range: Callable[[Range], bytes | memoryview | None]) -> bytes | memoryview | None:
         """The bytes [offset, offset + nbytes) of the shard, from a span. `following()` lists the
         (offset, nbytes) of the chunks stored after this one, in order: a new span covers those
         that follow without a gap, up to span_bytes; `read_range(Range)` reads the shard (the
@@ -72,7 +81,7 @@ class Spans:
             self._fill(span, read_range)
         return self._take(span, offset, nbytes)
 
-    def covered(self, offset: int, nbytes: int):
+    def covered(self, offset: int, nbytes: int) -> memoryview | None | Literal[_NotCovered.NOT_COVERED]:
         """The bytes [offset, offset + nbytes) from a span that holds them (waiting for its read),
         for a read that is not a decode ahead; NOT_COVERED when no span does."""
         with self._lock:
@@ -86,7 +95,7 @@ class Spans:
         with self._lock:
             self._taken.extend((offset, offset + nbytes, now) for offset, nbytes in ranges)
 
-    def _take(self, span: _Span, offset: int, nbytes: int):
+    def _take(self, span: _Span, offset: int, nbytes: int) -> memoryview | None:
         data = span.future.result()
         with self._lock:
             span.left -= 1
@@ -131,7 +140,7 @@ class Spans:
         self._spans.append(span)
         return span
 
-    def _fill(self, span: _Span, read_range) -> None:
+    def _fill(self, span: _Span, read_range: Callable[[Range], bytes | memoryview | None]) -> None:
         try:
             data = read_range(Range(span.start, span.stop - span.start))
             span.read_at = time.monotonic()

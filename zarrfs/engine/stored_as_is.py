@@ -26,10 +26,14 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
+import numpy as np
+
 from zarrfs.codecs.chain import BytesCodec, CodecChain
 from zarrfs.codecs.shard_format import EMPTY
-from zarrfs.engine.chunk_sources import StoreChunks
+from zarrfs.engine.array import Array
+from zarrfs.engine.chunk_sources import ShardChunks, StoreChunks
 from zarrfs.errors import ZarrfsError
+from zarrfs.stores.contract import Store
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +59,7 @@ class Layout:
     leaf_nbytes: int
 
 
-def layout(array) -> Layout | None:
+def layout(array: Array) -> Layout | None:
     """The Layout of an engine Array when its stored bytes are its flat bytes, else None."""
     if not array.shape or not isinstance(array.source, StoreChunks):
         return None
@@ -75,7 +79,7 @@ def layout(array) -> Layout | None:
     return Layout(array.shape, tuple(leaf), outer, split, row, chain.spec.nbytes)
 
 
-def _as_is(chain: CodecChain, dtype) -> bool:
+def _as_is(chain: CodecChain, dtype: np.dtype) -> bool:
     """`bytes` alone, storing exactly the flat file's element bytes."""
     if chain.sharding is not None or chain.array_array or chain.bytes_bytes:
         return False
@@ -172,7 +176,7 @@ class Descriptors:
         self._kept: OrderedDict[tuple, tuple[int, int]] = OrderedDict()  # name -> (fd, size)
         self._lock = threading.Lock()
 
-    def lend(self, store, name: tuple) -> tuple[int, int] | None:
+    def lend(self, store: Store, name: tuple) -> tuple[int, int] | None:
         """(a descriptor of the value, the caller's to close; its size), None if not stored.
         Only small reads ask (open_ranges): they come back to their chunks, a stream does not
         and would only pay for the keeping."""
@@ -206,7 +210,7 @@ class Descriptors:
 descriptors = Descriptors()
 
 
-def open_ranges(array, plan: Layout, offset: int, n: int) -> Opened | None:
+def open_ranges(array: Array, plan: Layout, offset: int, n: int) -> Opened | None:
     """The stored ranges holding flat bytes [offset, offset+n), their files opened; None when
     any part must be decoded (see the module's docstring). The caller closes what it gets."""
     pieces = runs(plan, offset, n)
@@ -233,7 +237,7 @@ def open_ranges(array, plan: Layout, offset: int, n: int) -> Opened | None:
     return opened
 
 
-def _locate(array, plan: Layout, coords: tuple, opened: Opened) -> tuple[int, int] | None:
+def _locate(array: Array, plan: Layout, coords: tuple, opened: Opened) -> tuple[int, int] | None:
     """(fd, offset of the leaf chunk's bytes in that file) for stored leaf chunk `coords` (whether
     it is dirty is looked at once all are opened: open_ranges)."""
     if plan.outer is None:
@@ -241,22 +245,26 @@ def _locate(array, plan: Layout, coords: tuple, opened: Opened) -> tuple[int, in
         return None if found is None or found[1] != plan.leaf_nbytes else (found[0], 0)
     shard = tuple(c * i // o for c, i, o in zip(coords, plan.leaf, plan.outer, strict=False))
     inner = tuple((c * i % o) // i for c, i, o in zip(coords, plan.leaf, plan.outer, strict=False))
-    view = array.shard_view(shard)
-    index = view.source.index()
+    source = array.shard_view(shard).source
+    if not isinstance(source, ShardChunks):  # a shard view reads its shard's inner chunks: always
+        return None
+    index = source.index()
     if index is None:
         return None
-    start, nbytes = (int(v) for v in index[view.source.flat(inner)])
+    start, nbytes = (int(v) for v in index[source.flat(inner)])
     if start == EMPTY or nbytes != plan.leaf_nbytes:
         return None
     found = _open(array, array.source.key(shard), opened)
     return None if found is None or found[1] < start + nbytes else (found[0], start)
 
 
-def _open(array, key: str, opened: Opened) -> tuple[int, int] | None:
+def _open(array: Array, key: str, opened: Opened) -> tuple[int, int] | None:
     """(fd, size) of stored value `key`, opened once per request."""
     found = opened.fds.get(key)
     if found is not None:
         return found, opened.sizes[key]
+    if not isinstance(array.source, StoreChunks):  # layout() asked for one: values of a store
+        return None
     store = array.source.store
     if opened.small and store.capabilities.hold_open:  # kept open across requests
         lent = descriptors.lend(store, (array.cache_key, opened.version, key))
@@ -277,7 +285,7 @@ def _size(fd: int) -> int:
         raise
 
 
-def _dirty(array, plan: Layout, coords: tuple) -> bool:
+def _dirty(array: Array, plan: Layout, coords: tuple) -> bool:
     """Leaf chunk `coords` has bytes in memory that are not stored yet."""
     if plan.outer is None:
         return array.has_unflushed(coords)

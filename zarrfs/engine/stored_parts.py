@@ -12,19 +12,38 @@ than the bytes it saves. Only chunks of a store (a shard's inner chunks are read
 shard's index). A chunk whose part cannot be read so is read whole, as before.
 """
 
+import enum
 import os
+from typing import Literal, Protocol
 
 import numpy as np
 
+from zarrfs.codecs.chain import CodecChain
 from zarrfs.engine.buffers import scratch
-from zarrfs.engine.chunk_sources import StoreChunks
+from zarrfs.engine.chunk_sources import ChunkSource, StoreChunks
 from zarrfs.errors import CorruptChunkError, StoreError
 
-NOT_READ = object()  # decode_part's answer when the chunk must be read whole
+
+class PartsArray(Protocol):
+    """What a read of stored parts asks of an Array (engine/array.py, which imports this module)."""
+
+    @property
+    def source(self) -> ChunkSource: ...
+
+    def chain_at(self, coords: tuple[int, ...]) -> CodecChain: ...
+
+
+class _NotRead(enum.Enum):
+    """decode_part's answer when the chunk must be read whole (an enum, so that `is` narrows it)."""
+
+    NOT_READ = enum.auto()
+
+
+NOT_READ = _NotRead.NOT_READ
 MIN_LENT = 64 << 10  # lent buffers come in powers of two from this up: stored sizes vary by chunk
 
 
-def readable(array, coords) -> bool:
+def readable(array: PartsArray, coords: tuple[int, ...]) -> bool:
     """Whether a small read of chunk `coords` may read only stored parts of it."""
     source = array.source
     if not isinstance(source, StoreChunks):
@@ -33,12 +52,16 @@ def readable(array, coords) -> bool:
     return not capabilities.remote and capabilities.file_values and array.chain_at(coords).reads_parts
 
 
-def decode_part(array, coords, into: np.ndarray, wanted: list[int]):
+def decode_part(array: PartsArray, coords: tuple[int, ...], into: np.ndarray,
+                wanted: list[int]) -> np.ndarray | None | Literal[_NotRead.NOT_READ]:
     """`into` decoded at least over the bytes `wanted` (widened to what was decoded) from the
     stored ranges that hold them; None when the chunk is not stored; NOT_READ when it must be
     read whole."""
-    key = array.source.key(coords)
-    store = array.source.store
+    source = array.source
+    if not isinstance(source, StoreChunks):  # readable() said no
+        return NOT_READ
+    key = source.key(coords)
+    store = source.store
     fd = store.open_value(key)
     if fd is None:
         return None

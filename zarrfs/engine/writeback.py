@@ -18,16 +18,21 @@ import logging
 import math
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol
 
 import numpy as np
 
-from zarrfs.engine.chunk_sources import ShardSource, WritableSource
+from zarrfs.codecs.base import ChunkSpec
+from zarrfs.codecs.chain import CodecChain
+from zarrfs.codecs.stored_bytes import BytesLike
+from zarrfs.engine.chunk_cache import ChunkCache
+from zarrfs.engine.chunk_sources import ChunkSource, ShardChunks, StoreChunks
 from zarrfs.engine.written_masks import WrittenMasks, overlay
-from zarrfs.errors import ConflictError, CorruptChunkError, StoreError
-from zarrfs.geometry import Box, chunk_extent, chunk_origin, grid_shape
-from zarrfs.stores.local import Staged
+from zarrfs.errors import ConflictError, CorruptChunkError, StoreError, ZarrfsError
+from zarrfs.geometry import Box, ChunkPart, ChunkShape, chunk_extent, chunk_origin, grid_shape
+from zarrfs.stores.contract import Staged
 
 log = logging.getLogger(__name__)
 
@@ -46,34 +51,62 @@ class ShardViewWriteBack(Protocol):
 
     def forget_index(self) -> None: ...
 
-    def end_batch(self, committed: bool, stored: frozenset = frozenset()) -> None: ...
+    def end_batch(self, committed: bool, stored: frozenset[str] = frozenset()) -> None: ...
 
     def merge_stored(self, keys: set[str] | None) -> None: ...
 
-    def unstored(self): ...
+    def unstored(self) -> Iterator[tuple[Box, np.ndarray, np.ndarray | None]]: ...
+
+
+class SharedState(Protocol):
+    """array.Shared: the locks, the chunk cache, the dirty bytes of the array and its shard views."""
+
+    name: str
+    cache: ChunkCache
+    lock: threading.RLock
+    flush_lock: threading.Lock
+    commit_lock: threading.Lock
+    version: int
+    dirty_nbytes: int
 
 
 class WrittenArray(Protocol):
     """What a write-back asks of its Array (array.py), whose chunks it stores."""
 
-    shared: object  # array.Shared: the locks, the chunk cache, the dirty bytes of the array and its shard views
-    source: WritableSource | ShardSource  # a shard view's: a ShardSource
-    chain: object
-    spec: object
-    shape: tuple
-    chunk_shape: tuple
-    regular: bool
-    cache_key: tuple
+    @property
+    def shared(self) -> SharedState: ...
 
-    def spec_at(self, coords): ...
+    @property
+    def source(self) -> ChunkSource:
+        """StoreChunks; a shard view's: its shard's ShardChunks."""
 
-    def chain_at(self, coords): ...
+    @property
+    def chain(self) -> CodecChain: ...
 
-    def decode(self, data, coords) -> np.ndarray | None: ...
+    @property
+    def spec(self) -> ChunkSpec: ...
 
-    def stored(self, coords) -> bytes | None: ...
+    @property
+    def shape(self) -> tuple[int, ...]: ...
 
-    def shard_write_back(self, coords) -> ShardViewWriteBack: ...
+    @property
+    def chunk_shape(self) -> ChunkShape: ...
+
+    @property
+    def regular(self) -> bool: ...
+
+    @property
+    def cache_key(self) -> tuple: ...
+
+    def spec_at(self, coords: tuple[int, ...]) -> ChunkSpec: ...
+
+    def chain_at(self, coords: tuple[int, ...]) -> CodecChain: ...
+
+    def decode(self, data: BytesLike | None, coords: tuple[int, ...]) -> np.ndarray | None: ...
+
+    def stored(self, coords: tuple[int, ...]) -> bytes | None: ...
+
+    def shard_write_back(self, coords: tuple[int, ...]) -> ShardViewWriteBack: ...
 
 
 class WriteBack:
@@ -96,17 +129,17 @@ class WriteBack:
 
     # what the array asks as it reads and writes (under shared.lock when it writes)
 
-    def unflushed(self, coords) -> np.ndarray | None:
+    def unflushed(self, coords: tuple[int, ...]) -> np.ndarray | None:
         """The chunk as written but not yet committed. _dirty is looked at first: a flush moves
         its chunks to _flushing before it empties _dirty, so a lock-free reader sees one."""
         chunk = self._dirty.get(coords)
         return self._flushing.get(coords) if chunk is None else chunk
 
-    def dirty_chunk(self, coords) -> np.ndarray | None:
+    def dirty_chunk(self, coords: tuple[int, ...]) -> np.ndarray | None:
         """The chunk being written to, not yet taken by a flush."""
         return self._dirty.get(coords)
 
-    def add_dirty(self, coords, chunk: np.ndarray, complete: bool) -> None:
+    def add_dirty(self, coords: tuple[int, ...], chunk: np.ndarray, complete: bool) -> None:
         """`chunk` is written to from now on; `complete`: wholly, with no stored data in it."""
         if complete:
             self._written_whole.add(coords)
@@ -115,19 +148,19 @@ class WriteBack:
         self._dirty[coords] = chunk
         self.shared.dirty_nbytes += chunk.nbytes
 
-    def mark_written(self, part) -> None:
+    def mark_written(self, part: ChunkPart) -> None:
         """The elements of a ChunkPart were written here (remote stores merge by them)."""
         if self._written is not None:
             self._written.mark(part.coords, part.chunk_box, part.complete)
 
-    def shard_written(self, coords) -> None:
+    def shard_written(self, coords: tuple[int, ...]) -> None:
         self._dirty_shards.add(coords)
 
-    def holds_shard(self, coords) -> bool:
+    def holds_shard(self, coords: tuple[int, ...]) -> bool:
         """Shard `coords` has written chunks not stored yet: its view must be kept."""
         return coords in self._dirty_shards or coords in self._flushing_shards
 
-    def _view(self, coords) -> "ShardViewWriteBack":
+    def _view(self, coords: tuple[int, ...]) -> ShardViewWriteBack:
         """The write-back of shard `coords`'s view."""
         return self.array.shard_write_back(coords)
 
@@ -201,7 +234,7 @@ class WriteBack:
                 self.take_batch(whole_only)
                 if not (self._flushing or self._flushing_shards):
                     return
-            committed, stored = False, frozenset()
+            committed, stored = False, frozenset[str]()
             try:
                 self._commit(self._stage_batch())
                 committed = True
@@ -217,34 +250,49 @@ class WriteBack:
     def _stage_batch(self) -> list[Staged]:
         """Encode the batch and write each new value beside its old one, in parallel."""
         pool = _encoder_pool()
-        jobs = [pool.submit(self._stage_chunk, coords, chunk) for coords, chunk in self._flushing.items()]
-        error = None
+        source = self._stored_values()
+        jobs: list[Future[Staged]] = [pool.submit(self._stage_chunk, coords, chunk)
+                                      for coords, chunk in self._flushing.items()]
+        error: BaseException | None = None
         try:
             for coords in self._flushing_shards:  # inner chunks are encoded in parallel
-                jobs.append(pool.submit(self.source.stage, coords, self._build_shard(coords)))
+                jobs.append(pool.submit(source.stage, coords, self._build_shard(coords)))
         except BaseException as e:
             error = e
-        staged = []
+        staged: list[Staged] = []
         for job in jobs:
             try:
                 staged.append(job.result())
             except BaseException as e:
                 error = error or e
         if error is not None:
-            self.source.discard(staged)
+            source.discard(staged)
             raise error
         return staged
 
-    def _stage_chunk(self, coords, chunk: np.ndarray) -> Staged:
-        return self.source.stage(coords, self._encode(coords, chunk))
+    def _stage_chunk(self, coords: tuple[int, ...], chunk: np.ndarray) -> Staged:
+        return self._stored_values().stage(coords, self._encode(coords, chunk))
 
-    def _commit(self, staged: list[Staged]) -> None:
+    def _stored_values(self) -> StoreChunks:
+        """The array's own source, which stages and publishes: a shard view stages nothing (its
+        shard is built whole, and staged by the array's write-back)."""
+        if not isinstance(self.source, StoreChunks):
+            raise ZarrfsError(f"{self.shared.name}: a shard view's write-back stages nothing")
+        return self.source
+
+    def _shard(self) -> ShardChunks:
+        """A shard view's source: the shard it builds (built, forget_index)."""
+        if not isinstance(self.source, ShardChunks):
+            raise ZarrfsError(f"{self.shared.name}: only a shard view's write-back builds a shard")
+        return self.source
+
+    def _commit(self, staged: Sequence[Staged]) -> None:
         """Publish the staged values. Writers go on meanwhile (the batch is read-only, and
         readers find it in _flushing); a read that raced the change retries (see _chunk)."""
         with self.shared.commit_lock:
             self.shared.version += 1  # odd: readers retry whatever they read meanwhile
             try:
-                self.source.publish(staged)
+                self._stored_values().publish(staged)
             finally:
                 self._forget_shard_indices()  # stored shards may have changed, even on failure
                 self.shared.version += 1
@@ -260,7 +308,7 @@ class WriteBack:
         """Every chunk of this shard view is dirty: writing it back reads nothing stored."""
         return not self._dirty_shards and len(self._dirty) == math.prod(grid_shape(self.shape, self.chunk_shape))
 
-    def _encode_batch(self) -> dict:
+    def _encode_batch(self) -> dict[tuple[int, ...], BytesLike | None]:
         """A shard view's batch, encoded: {inner chunk coords: bytes, or None to drop it}."""
         batch = list(self._flushing.items())
         updates = dict(zip(self._flushing, _encoder_pool().map(lambda item: self._encode(*item), batch), strict=False))
@@ -268,12 +316,12 @@ class WriteBack:
             updates[coords] = self._build_shard(coords)
         return updates
 
-    def _build_shard(self, coords) -> bytes | None:
+    def _build_shard(self, coords: tuple[int, ...]) -> bytes | None:
         return self._view(coords).built()
 
     def built(self) -> bytes | None:
         """A shard view's new stored value: its batch encoded into the shard, None if it ends up empty."""
-        shard: ShardSource = self.source
+        shard = self._shard()
         stored = None
         partial = self._partial_in_batch()
         if partial:  # a remote shard with inner chunks written in part: merged with what the PUT builds on
@@ -281,14 +329,15 @@ class WriteBack:
             self._merge_batch(shard, stored, partial)
         return shard.build(self._encode_batch(), self._live_chunks(), stored)
 
-    def _partial_in_batch(self) -> list:
+    def _partial_in_batch(self) -> list[tuple[tuple[int, ...], np.ndarray]]:
         """(coords, mask) of the batch's chunks written here only in part (remote stores)."""
         if self._written is None:
             return []
         with self.shared.lock:
             return [(coords, mask) for coords, mask in self._written.partial() if coords in self._flushing]
 
-    def _merge_batch(self, shard: "ShardSource", stored: list, partial: list) -> None:
+    def _merge_batch(self, shard: ShardChunks, stored: Sequence[BytesLike | None],
+                     partial: list[tuple[tuple[int, ...], np.ndarray]]) -> None:
         """The batch's chunks written here in part take their other elements from the shard as
         stored now (`stored`, its inner chunks): another machine may have written them since
         this mount read them, and the PUT is conditional on this version only. Each becomes a new array: a batch's
@@ -298,13 +347,13 @@ class WriteBack:
             overlay(self.array.decode(stored[shard.flat(coords)], coords), self.spec.fill_value, merged, mask)
             self._flushing[coords] = merged
 
-    def _encode(self, coords, chunk: np.ndarray) -> bytes | None:
+    def _encode(self, coords: tuple[int, ...], chunk: np.ndarray) -> BytesLike | None:
         try:
             return self.array.chain_at(coords).encode_or_none(chunk)
         except CorruptChunkError as e:  # a shard that cannot be merged with its stored self
             raise CorruptChunkError(f"{self.shared.name}: chunk {self.source.key(coords)}: {e}") from None
 
-    def _live_chunks(self) -> list[tuple]:
+    def _live_chunks(self) -> list[tuple[int, ...]]:
         return list(np.ndindex(*grid_shape(self.shape, self.chunk_shape)))
 
     def _forget_shard_indices(self) -> None:
@@ -313,11 +362,10 @@ class WriteBack:
 
     def forget_index(self) -> None:
         """A shard view's shard was rewritten: its index, and those of shards inside it, are read again."""
-        shard: ShardSource = self.source
-        shard.forget_index()
+        self._shard().forget_index()
         self._forget_shard_indices()
 
-    def end_batch(self, committed: bool, stored: frozenset = frozenset()) -> None:
+    def end_batch(self, committed: bool, stored: frozenset[str] = frozenset()) -> None:
         """Committed chunks become cached, but not those written whole: like chunks read whole,
         the kernel's page cache has their bytes. Uncommitted chunks are dirty again, unless
         rewritten since. `stored`: keys of a failed publish that were stored all the same, which
@@ -343,7 +391,7 @@ class WriteBack:
                 self._dirty_shards.add(coords)
         self._flushing_shards = set()
 
-    def unstored(self):
+    def unstored(self) -> Iterator[tuple[Box, np.ndarray, np.ndarray | None]]:
         """(box, values, mask) in this array's element coordinates for every chunk written and
         not stored: what a failed shutdown saves for recovery. `mask`, on a remote store for a
         chunk written in part, says which of `values` were written here (the others were read
@@ -358,7 +406,7 @@ class WriteBack:
             for box, values, mask in self._view(coords).unstored():
                 yield tuple(slice(o + s.start, o + s.stop) for o, s in zip(origin, box, strict=False)), values, mask
 
-    def _chunk_box(self, coords) -> Box:
+    def _chunk_box(self, coords: tuple[int, ...]) -> Box:
         """The elements of chunk `coords` that lie inside the array."""
         origin, extent = chunk_origin(self.chunk_shape, coords), chunk_extent(self.chunk_shape, coords)
         return tuple(slice(o, min(o + s, n)) for o, s, n in zip(origin, extent, self.shape, strict=False))

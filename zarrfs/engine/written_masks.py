@@ -10,24 +10,28 @@ Only arrays on remote stores keep masks (a bool per element of a partly written 
 a chunk written whole), and only until the chunk is stored.
 """
 
+from collections.abc import Callable
+
 import numpy as np
+
+from zarrfs.geometry import Box
 
 WHOLE = True  # the chunk was written whole: every element is this mount's
 
 
 class WrittenMasks:
-    def __init__(self, chunk_shape: tuple):
+    def __init__(self, chunk_shape: tuple[int, ...] | Callable[[tuple[int, ...]], tuple[int, ...]]):
         self.chunk_shape = chunk_shape
         self._masks: dict[tuple, np.ndarray | bool] = {}
 
-    def mark(self, coords: tuple, chunk_box, complete: bool) -> None:
+    def mark(self, coords: tuple, chunk_box: Box, complete: bool) -> None:
         if complete:
             self._masks[coords] = WHOLE
             return
         mask = self._masks.get(coords)
         if mask is WHOLE:
             return
-        if mask is None:
+        if not isinstance(mask, np.ndarray):  # the chunk's first part written
             shape = self.chunk_shape(coords) if callable(self.chunk_shape) else self.chunk_shape  # rectilinear
             mask = self._masks[coords] = np.zeros(shape, bool)
         mask[chunk_box] = True
@@ -39,14 +43,14 @@ class WrittenMasks:
     def mask(self, coords: tuple) -> np.ndarray | None:
         """The chunk's mask while it is written only in part, else None."""
         mask = self._masks.get(coords)
-        return None if mask is None or mask is WHOLE else mask
+        return mask if isinstance(mask, np.ndarray) else None  # None, or WHOLE
 
     def partial(self) -> list[tuple[tuple, np.ndarray]]:
         """(coords, mask) of every chunk written only in part."""
-        return [(coords, mask) for coords, mask in self._masks.items() if mask is not WHOLE]
+        return [(coords, mask) for coords, mask in self._masks.items() if isinstance(mask, np.ndarray)]
 
 
-def overlay(stored: np.ndarray | None, fill_value, mine: np.ndarray, mask: np.ndarray) -> None:
+def overlay(stored: np.ndarray | None, fill_value: object, mine: np.ndarray, mask: np.ndarray) -> None:
     """`mine` becomes the stored chunk (or fill, where none is stored) with the elements under
     `mask` kept from `mine`."""
     base = np.full(mine.shape, fill_value, mine.dtype) if stored is None else stored.copy()

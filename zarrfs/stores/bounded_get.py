@@ -14,10 +14,13 @@ DOCUMENT_LIMIT for a metadata document; VALUE_LIMIT where nothing is known.
 """
 
 import errno
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from zarrfs.byte_ranges import ByteRange
 from zarrfs.errors import StoreError
+
+if TYPE_CHECKING:  # obstore's typed dicts and results exist in its stubs only
+    from obstore import GetResult
 
 DOCUMENT_LIMIT = 256 << 20  # bytes of one metadata document (a consolidated .zmetadata of a large hierarchy)
 VALUE_LIMIT = 4 << 30  # a whole value whose caller gives no limit (a decoded chunk is at most 2 GiB: codecs/base.py)
@@ -31,7 +34,7 @@ def most(byte_range: ByteRange, limit: int | None) -> int:
     return VALUE_LIMIT if limit is None else limit
 
 
-def body(key: str, result, most: int, error: Callable[[str, str, BaseException], StoreError]):
+def body(key: str, result: "GetResult", most: int, error: Callable[[str, str, BaseException], StoreError]) -> bytes:
     """The body of obstore's GetResult `result`, at most `most` bytes (read-only bytes). The
     stream is asked for pieces of the announced size, so a body as announced comes as one piece,
     copied once; a longer one stops within one network read past it. `error(what, key,
@@ -41,7 +44,8 @@ def body(key: str, result, most: int, error: Callable[[str, str, BaseException],
     if announced > most:
         raise StoreError(f"cannot read {key!r}: the server announced {announced} bytes, more than the {most} "
                          f"expected", errno.EIO)
-    pieces, received = [], 0
+    pieces: list[bytes] = []
+    received = 0
     try:
         for piece in result.stream(min_chunk_size=max(announced, 1)):
             received += len(piece)

@@ -17,6 +17,7 @@ import ctypes
 import errno
 import os
 import stat
+from collections.abc import Callable
 
 from zarrfs.errors import StoreError
 
@@ -32,7 +33,8 @@ class _OpenHow(ctypes.Structure):
     _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
 
 
-def _load_syscall():
+def _load_syscall() -> Callable[..., int] | None:
+    """libc's syscall(2), for openat2 (which the os module has no call for); None without it."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
     except OSError:
@@ -116,6 +118,8 @@ class Beneath:
     def _openat2(self, path: str, flags: int, mode: int = 0) -> int:
         how = _OpenHow(flags, mode if flags & os.O_CREAT else 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
         # a key's names are the str os.fsdecode made of their bytes (names.py): give back the bytes
+        if _syscall is None:  # an architecture without openat2, or no libc: _probe_openat2 says False
+            raise OSError(errno.ENOSYS, "openat2 is not available here", path)
         fd = _syscall(_SYS_OPENAT2, self.root_fd, os.fsencode(path), ctypes.byref(how), ctypes.sizeof(how))
         if fd < 0:
             code = ctypes.get_errno()

@@ -14,12 +14,15 @@ ValueChangedError as said below. Its message names the key (`path(key)` or the k
 never a credential.
 """
 
+import errno
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from zarrfs.byte_ranges import ByteRange, Range
+from zarrfs.codecs.stored_bytes import BytesLike
+from zarrfs.errors import StoreError
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,22 @@ class Staged(Protocol):
     """A value written beside the current one by stage(), not yet seen by readers: a token that
     only the store which made it reads, in publish() or discard()."""
 
-    key: str  # the key it will replace
+    @property
+    def key(self) -> str:
+        """The key it will replace (read-only: a staged value is not moved to another key)."""
+
+
+Own = TypeVar("Own", bound=Staged)  # the Staged type of one store
+
+
+def own_staged(staged: Sequence[Staged], kind: type[Own], root: str) -> list[Own]:
+    """`staged` as the store that made them holds them (`kind`, its own Staged type): a store
+    reads only its own tokens, and one staged elsewhere is StoreError (EINVAL) naming its key."""
+    own = [value for value in staged if isinstance(value, kind)]
+    if len(own) < len(staged):
+        other = next(value for value in staged if not isinstance(value, kind))
+        raise StoreError(f"cannot publish {other.key!r} in {root}: another store staged it", errno.EINVAL)
+    return own
 
 
 @runtime_checkable
@@ -80,7 +98,7 @@ class Store(Protocol):
     def get(self, key: str, byte_range: ByteRange = None, limit: int | None = None) -> bytes | None:
         """The value (or a range or suffix of it); None when there is no such key."""
 
-    def get_versioned(self, key: str, byte_range: ByteRange = None, expect=None,
+    def get_versioned(self, key: str, byte_range: ByteRange = None, expect: object = None,
                       limit: int | None = None) -> tuple[bytes | None, object]:
         """(the value or a range of it, None when there is no such key; the version it was read
         from: a token to compare for equality, None where the store keeps none). With `expect`,
@@ -90,7 +108,7 @@ class Store(Protocol):
         may be any read-only bytes-like object (an object store hands on the memory its client
         fetched into, without a copy); get() and get_ranges() give bytes."""
 
-    def get_ranges(self, key: str, ranges: list[Range], expect=None) -> list[bytes] | None:
+    def get_ranges(self, key: str, ranges: list[Range], expect: object = None) -> list[bytes] | None:
         """Several ranges of one value (capabilities.batched_reads); `expect` as for get_versioned."""
 
     def get_many(self, keys: list[str], limit: int | None = None) -> dict[str, bytes | None]:
@@ -109,16 +127,16 @@ class Store(Protocol):
     def check_writable(self, key: str) -> None:
         """StoreError(EROFS) naming `key` on a read-only store; nothing otherwise."""
 
-    def stage(self, key: str, data) -> Staged:
+    def stage(self, key: str, data: BytesLike | None) -> Staged:
         """Write `data` (bytes-like; None: a deletion) beside the current value; publish() makes
         it current, discard() forgets it. EROFS on a read-only store."""
 
-    def publish(self, staged: list[Staged]) -> None:
+    def publish(self, staged: Sequence[Staged]) -> None:
         """Make staged values current, each atomically (ConflictError under conditional_writes).
         A failure that stored some of them names those in the error's `stored` (StoreError): a
         write-back sends only the others again."""
 
-    def discard(self, staged: list[Staged]) -> None:
+    def discard(self, staged: Sequence[Staged]) -> None:
         """Forget staged values: nothing of them stays stored."""
 
     def set(self, key: str, data: bytes) -> None:

@@ -4,13 +4,16 @@ import errno
 import itertools
 import logging
 import os
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 from zarrfs.byte_ranges import ByteRange, Range, Suffix
+from zarrfs.codecs.stored_bytes import BytesLike
 from zarrfs.errors import StoreError, ValueChangedError
+from zarrfs.stores import contract
 from zarrfs.stores import local_nodes as localtree
 from zarrfs.stores.contained import Beneath, key_parts
-from zarrfs.stores.contract import Capabilities
+from zarrfs.stores.contract import Capabilities, own_staged
 from zarrfs.stores.deferred_release import releases, worth_holding
 from zarrfs.stores.local_nodes import TEMP_PREFIX, LocalNodes
 
@@ -74,7 +77,7 @@ class LocalStore:
         """
         return self.get_versioned(key, byte_range, limit=limit)[0]
 
-    def get_versioned(self, key: str, byte_range: ByteRange = None, expect=None,
+    def get_versioned(self, key: str, byte_range: ByteRange = None, expect: object = None,
                       limit: int | None = None) -> tuple[bytes | None, object]:
         """As get(), with the version read (the file's inode, size and mtime: values are replaced
         by renaming, so an open descriptor reads one version whole); see the Store contract."""
@@ -98,7 +101,7 @@ class LocalStore:
             os.close(fd)
 
     @staticmethod
-    def _checked_version(fd: int, key: str, expect) -> tuple[int, int, int]:
+    def _checked_version(fd: int, key: str, expect: object) -> tuple[int, int, int]:
         st = os.fstat(fd)
         version = (st.st_ino, st.st_size, st.st_mtime_ns)
         if expect is not None and version != expect:
@@ -117,7 +120,7 @@ class LocalStore:
         except OSError as e:
             raise StoreError.from_os("cannot open", key, e) from None
 
-    def get_ranges(self, key: str, ranges: list[Range], expect=None) -> list[bytes] | None:
+    def get_ranges(self, key: str, ranges: list[Range], expect: object = None) -> list[bytes] | None:
         """Several ranges of one value, one open; None if there is no such key. (The engine asks
         only stores with batched_reads: a local pread costs microseconds.)"""
         fd = self.open_value(key)
@@ -157,7 +160,7 @@ class LocalStore:
             raise
         self.publish(staged)
 
-    def stage(self, key: str, data) -> "Staged":
+    def stage(self, key: str, data: BytesLike | None) -> "Staged":
         """Write a new value (None: a deletion) to a durable temporary file beside the old one.
         Readers still see the old value until publish(); stage() may run on several threads."""
         self.check_writable(key)
@@ -169,12 +172,13 @@ class LocalStore:
         except OSError as e:
             raise StoreError.from_os("cannot write", key, e) from None
 
-    def publish(self, staged: list["Staged"]) -> None:
+    def publish(self, staged: Sequence[contract.Staged]) -> None:
         """Make staged values current and durable: each is renamed over the old value (atomic),
         then each directory that changed is synced. Only what was written is synced, never the
         whole file system. On failure the temporaries not yet renamed are removed. The values
         replaced are freed afterwards, off this path (deferred_release.py)."""
-        pending = [s for s in staged if s.temporary is not None]
+        own = own_staged(staged, Staged, self.root)
+        pending = [(s.key, s.temporary) for s in own if s.temporary is not None]
         key = ""
         directories: dict[str, int] = {}
         replaced: list[int] = []
@@ -186,13 +190,13 @@ class LocalStore:
                 self._hold(name, fd, replaced)
                 os.rename(temporary, name, src_dir_fd=fd, dst_dir_fd=fd)
                 pending.pop()
-            for key, temporary in staged:
-                if temporary is None:
+            for key, written in own:
+                if written is None:  # a deletion
                     self._unlink(key, directories, replaced)
             for fd in directories.values():
                 os.fsync(fd)
         except OSError as e:
-            self.discard(pending)
+            self.discard([Staged(k, t) for k, t in pending])
             raise StoreError.from_os("cannot write", key, e) from None
         finally:
             releases.release(replaced)
@@ -223,9 +227,9 @@ class LocalStore:
         except FileNotFoundError:
             pass
 
-    def discard(self, staged: list["Staged"]) -> None:
+    def discard(self, staged: Sequence[contract.Staged]) -> None:
         """Remove staged values that will not be published."""
-        for key, temporary in staged:
+        for key, temporary in own_staged(staged, Staged, self.root):
             if temporary is None:
                 continue
             try:
@@ -239,7 +243,7 @@ class LocalStore:
             finally:
                 os.close(fd)
 
-    def _write_temporary(self, key: str, data) -> str:
+    def _write_temporary(self, key: str, data: BytesLike) -> str:
         """The name of a new, durable temporary file beside `key` holding `data`."""
         directory = self.beneath.open_directory(_split(key)[0], create=True)
         try:
@@ -272,7 +276,7 @@ class LocalStore:
             os.close(fd)
         return sorted(n for n in names if not n.startswith(TEMP_PREFIX))
 
-    def files(self, prefix: str, directories: bool = False):
+    def files(self, prefix: str, directories: bool = False) -> Iterator[tuple[str, os.stat_result]]:
         """(key relative to `prefix`, lstat) of every file below `prefix`, found by listing and
         stat alone: no value is opened. Symlinks are not followed, temporaries are left out.
         With `directories`, each directory listed too, its key ending in "/" ("/" for `prefix`)."""

@@ -19,6 +19,7 @@ import itertools
 import logging
 import os
 import shutil
+from collections.abc import Callable
 
 from zarrfs.errors import StoreError
 from zarrfs.stores.contained import Beneath, key_parts
@@ -109,7 +110,8 @@ class LocalNodes:
     """The node interface of a local store, which LocalStore delegates to. Every store
     implements these five; `set_many` is the atomic replacement of documents."""
 
-    def __init__(self, beneath: Beneath, set_many, check_writable):
+    def __init__(self, beneath: Beneath, set_many: Callable[[dict[str, bytes | None]], None],
+                 check_writable: Callable[[str], None]):
         self.beneath = beneath  # every descriptor opened beneath the store's root
         self.set_many = set_many  # LocalStore.set_many: documents written atomically, synced
         self.check_writable = check_writable  # StoreError(EROFS) on a read-only store

@@ -21,27 +21,32 @@ mark and stay.
 import errno
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import obstore
+from obstore.store import ObjectStore
 
 from zarrfs.errors import StoreError
 from zarrfs.nodes.documents import DOCUMENT_NAMES
 from zarrfs.stores import bounded_get
-from zarrfs.stores.local import TEMP_PREFIX
+from zarrfs.stores.local_nodes import TEMP_PREFIX
+
+if TYPE_CHECKING:  # obstore's typed dicts exist in its stubs only
+    from obstore import PutMode, PutResult
 
 
 class NodeHost(Protocol):
     """What these functions ask of the ObjectStore whose nodes they make: its own interface to
     this component, not part of the Store contract (no caller above stores/ uses it)."""
 
-    store: Any  # the obstore store (S3Store, GCSStore, AzureStore) the keys are relative to
+    store: ObjectStore  # the obstore store (S3Store, GCSStore, AzureStore) the keys are relative to
 
     def check_writable(self, key: str) -> None:
         """StoreError(EROFS) naming `key` on a read-only store (the Store contract's)."""
 
-    def put_object(self, key: str, data: bytes, mode: Any) -> dict:
+    def put_object(self, key: str, data: bytes, mode: "PutMode") -> "PutResult":
         """One PUT, `mode` as obstore's ("create", "overwrite", a version); obstore's errors as
         they are (AlreadyExistsError for "create" over an object)."""
 
@@ -57,6 +62,7 @@ class NodeHost(Protocol):
         errno from the server's answer, never a credential."""
 
 
+T = TypeVar("T")  # an item _run hands to its function
 WORKERS = 16  # concurrent copies and deletions
 TOMBSTONE = f"{TEMP_PREFIX}deleted"
 STALE = 3600.0  # seconds untouched before a leftover is taken for an interrupted mount's
@@ -181,7 +187,7 @@ def _put_documents(store: NodeHost, path: str, documents: dict[str, bytes]) -> N
 
 
 def _copy(store: NodeHost, pairs: dict[str, str]) -> None:
-    def copy(pair):
+    def copy(pair: tuple[str, str]) -> None:
         try:
             obstore.copy(store.store, pair[0], pair[1], overwrite=True)
         except Exception as e:
@@ -190,7 +196,7 @@ def _copy(store: NodeHost, pairs: dict[str, str]) -> None:
 
 
 def _delete(store: NodeHost, keys: list[str]) -> None:
-    def delete(key):
+    def delete(key: str) -> None:
         try:
             store.delete_object(key)
         except FileNotFoundError:
@@ -200,7 +206,7 @@ def _delete(store: NodeHost, keys: list[str]) -> None:
     _run(delete, keys)
 
 
-def _run(fn, items: list) -> None:
+def _run(fn: Callable[[T], None], items: list[T]) -> None:
     if len(items) <= 1:
         for item in items:
             fn(item)

@@ -30,24 +30,31 @@ import threading
 import time
 import zlib
 from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 import obstore
 from obstore.exceptions import AlreadyExistsError, NotFoundError, NotSupportedError, PreconditionError
+from obstore.store import ObjectStore as ObstoreStore
 
 NOT_FOUND = (NotFoundError, FileNotFoundError)  # obstore raises the builtin for a missing key
 
 from zarrfs.byte_ranges import ByteRange, Range, Suffix, coalesce
+from zarrfs.codecs.stored_bytes import BytesLike
 from zarrfs.errors import ConflictError, StoreError, ValueChangedError
 from zarrfs.names import text_key
-from zarrfs.stores import bounded_get, resend
+from zarrfs.stores import bounded_get, contract, resend
 from zarrfs.stores import object_nodes as objecttree
 from zarrfs.stores.contained import key_parts
-from zarrfs.stores.contract import Capabilities
-from zarrfs.stores.local import TEMP_PREFIX, Staged
+from zarrfs.stores.contract import Capabilities, own_staged
+from zarrfs.stores.local_nodes import TEMP_PREFIX
 from zarrfs.stores.recent_timeouts import RecentTimeouts
 from zarrfs.stores.remote_errors import MISSING_BUCKET_CODES, explain, server_code
+
+if TYPE_CHECKING:  # obstore's typed dicts exist in its stubs only
+    from obstore import GetOptions, ObjectMeta, PutMode, PutResult, UpdateVersion
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +69,8 @@ RECENTLY = 1.0  # seconds a key whose GET timed out fails at once (recent_timeou
 @dataclass
 class _Listing:
     fetched: float  # time.monotonic() of the LIST
-    objects: dict  # name -> ObjectMeta
-    prefixes: set
+    objects: dict[str, "ObjectMeta"]  # by name
+    prefixes: set[str]
     changed_ns: int  # when the names last changed: the directory's mtime
 
 
@@ -74,11 +81,18 @@ class _Document:
     stat: os.stat_result | None
 
 
+class Staged(NamedTuple):
+    """A value held for publish(): its bytes, None for a deletion."""
+
+    key: str
+    data: bytes | None
+
+
 class ObjectStore:
     """`store` is an obstore store whose root is the hierarchy's root; `url` names it in messages."""
 
-    def __init__(self, store, url: str, read_only: bool = False, metadata_ttl: float = 60.0,
-                 can_list: bool = True, credentials: str | None = None, timeout: float = 30.0):
+    def __init__(self, store: ObstoreStore, url: str, read_only: bool = False, metadata_ttl: float = 60.0,
+                 can_list: bool = True, credentials: str | None = None, timeout: float = 30.0) -> None:
         self.store = store
         self.timeout = timeout  # seconds for one request, retries included (source_url.py)
         self._timeouts = RecentTimeouts(min(RECENTLY, timeout / 2))
@@ -87,12 +101,13 @@ class ObjectStore:
         self.read_only = read_only
         # each request is a round trip (a read's chunks are fetched together), other machines write
         # it too (stored state is looked at again after metadata_ttl), PUTs are conditional on ETags
+        self.metadata_ttl = metadata_ttl  # as capabilities.metadata_ttl, which is never None here
         self.capabilities = Capabilities(remote=True, conditional_writes=True, batched_reads=True,
                                          listing=can_list, metadata_ttl=metadata_ttl, read_deadline=timeout)
         self._listings: dict[str, _Listing] = {}
         self._documents: dict[str, _Document] = {}
         # the versions to PUT on (_remember): {"e_tag", "version"} as obstore's PUT takes them; None: absent
-        self._etags: OrderedDict[str, dict | None] = OrderedDict()
+        self._etags: OrderedDict[str, UpdateVersion | None] = OrderedDict()
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(PUBLISHERS, thread_name_prefix="publish")
         self._fetchers = ThreadPoolExecutor(FETCHERS, thread_name_prefix="fetch")
@@ -112,7 +127,7 @@ class ObjectStore:
         data = self.get_versioned(key, byte_range, limit=limit)[0]
         return None if data is None else bytes(data)
 
-    def get_versioned(self, key: str, byte_range: ByteRange = None, expect: dict | None = None,
+    def get_versioned(self, key: str, byte_range: ByteRange = None, expect: object = None,
                       limit: int | None = None) -> tuple[bytes | None, object]:
         """As get(), with the version read ({"e_tag", "version"}); `expect` makes the GET
         conditional on it (If-Match): see the Store contract. The bytes come as the one piece
@@ -121,7 +136,7 @@ class ObjectStore:
         and the faults of new memory to copy into)."""
         _parts(key)
         self._timeouts.check(key)
-        options = {}
+        options: GetOptions = {}
         if isinstance(byte_range, Suffix):
             if byte_range.length == 0:
                 return b"", expect
@@ -132,8 +147,9 @@ class ObjectStore:
             if byte_range.length == 0:
                 return b"", expect
             options["range"] = (byte_range.start, byte_range.start + byte_range.length)
-        if expect is not None and expect.get("e_tag"):
-            options["if_match"] = expect["e_tag"]
+        expected_e_tag = _e_tag(key, expect)
+        if expected_e_tag:
+            options["if_match"] = expected_e_tag
         log.debug("GET %s %s", key, options.get("range", "whole"))
         try:
             result = obstore.get(self.store, key, options=options or None)
@@ -158,14 +174,14 @@ class ObjectStore:
             self._timeouts.note(key, e)
             raise self.error("cannot read", key, e) from None
         version = _version(result.meta)
-        if expect is not None and expect.get("e_tag") and version.get("e_tag") != expect["e_tag"]:
+        if expected_e_tag and version.get("e_tag") != expected_e_tag:
             # a server that ignores If-Match (fake-gcs-server does) answers from the new version:
             # its own ETag says so, and parts of two versions must never be decoded together
             raise ValueChangedError(f"{self.path(key)} was replaced since it was read")
         self._remember(key, version, byte_range)
         return data, version
 
-    def _suffix_from_size(self, key: str, length: int, expect: dict | None) -> tuple[bytes | None, object]:
+    def _suffix_from_size(self, key: str, length: int, expect: object) -> tuple[bytes | None, object]:
         """The last `length` bytes of `key` where the store takes no suffix range: a HEAD for its
         size, then a bounded range of that version (a shard index costs one request more, once
         per metadata_ttl)."""
@@ -182,7 +198,7 @@ class ObjectStore:
         size = meta["size"]
         return self.get_versioned(key, Range(max(0, size - length), min(length, size)), expect or _version(meta))
 
-    def _remember(self, key: str, e_tag: dict | None, byte_range: ByteRange) -> None:
+    def _remember(self, key: str, e_tag: "UpdateVersion | None", byte_range: ByteRange) -> None:
         """The version a later PUT of `key` is conditional on: the one last read whole, since a
         whole read is what a merge builds on. A ranged read (a reader's, perhaps while a flush
         merges) must not move it on to a version nobody merged with."""
@@ -193,7 +209,7 @@ class ObjectStore:
         """Whether a PUT of `key` would be conditional (on its ETag, or on its absence)."""
         return key in self._etags
 
-    def _set_etag(self, key: str, e_tag: dict | None) -> None:
+    def _set_etag(self, key: str, e_tag: "UpdateVersion | None") -> None:
         """Remembered for the ETAGS keys read or written last: a write follows its read closely
         (a partial write reads its chunk first). A key forgotten is PUT unconditionally."""
         with self._lock:
@@ -206,7 +222,7 @@ class ObjectStore:
         """Objects are no files of this machine (capabilities.file_values is False)."""
         raise StoreError(f"cannot open {key!r} as a file: {self.root} is an object store", errno.ENOTSUP)
 
-    def get_ranges(self, key: str, ranges: list[Range], expect: dict | None = None) -> list[bytes] | None:
+    def get_ranges(self, key: str, ranges: list[Range], expect: object = None) -> list[bytes] | None:
         """Several ranges of one value in one call: one GET per run of ranges less than COALESCE
         apart, the runs fetched concurrently, each bounded as get_versioned bounds a range
         (obstore's get_ranges would take whatever the server sends, and takes no condition).
@@ -214,10 +230,11 @@ class ObjectStore:
         _parts(key)
         runs = coalesce(ranges, COALESCE)
         fetched = list(self._fetchers.map(lambda run: self.get_versioned(key, run[0], expect)[0], runs))
-        if any(data is None for data in fetched):
+        present = [data for data in fetched if data is not None]
+        if len(present) < len(fetched):
             return None
         out = [b""] * len(ranges)
-        for (run, members), data in zip(runs, fetched, strict=True):
+        for (run, members), data in zip(runs, present, strict=True):
             for i in members:  # copies: a range must not hold its whole run's memory
                 start = ranges[i].start - run.start
                 out[i] = bytes(data[start:start + ranges[i].length])
@@ -228,12 +245,12 @@ class ObjectStore:
         each of at most `limit` bytes."""
         return dict(zip(keys, self._fetchers.map(lambda key: self._value(key, limit), keys), strict=False))
 
-    def _value(self, key: str, limit: int | None):
+    def _value(self, key: str, limit: int | None) -> bytes | None:
         return self._document(key).data if _is_document(key) else self.get_versioned(key, limit=limit)[0]
 
     def _document(self, key: str) -> _Document:
         cached = self._documents.get(key)
-        if cached is not None and time.monotonic() - cached.fetched < self.capabilities.metadata_ttl:
+        if cached is not None and time.monotonic() - cached.fetched < self.metadata_ttl:
             return cached
         fetched = time.monotonic()
         log.debug("GET %s whole (document)", key)
@@ -299,7 +316,7 @@ class ObjectStore:
         listing = self._listing(prefix)
         return sorted(name for name in {*listing.objects, *listing.prefixes} if not name.startswith(TEMP_PREFIX))
 
-    def files(self, prefix: str, directories: bool = False):
+    def files(self, prefix: str, directories: bool = False) -> Iterator[tuple[str, os.stat_result]]:
         """(key relative to `prefix`, stat) of every object below `prefix`, from one recursive
         LIST (paged by the server): no value is read. An object store has no directories to
         add: an object deleted leaves no trace there."""
@@ -321,7 +338,7 @@ class ObjectStore:
     def _listing(self, prefix: str) -> _Listing:
         cached = self._listings.get(prefix)
         now = time.monotonic()
-        if cached is not None and now - cached.fetched < self.capabilities.metadata_ttl:
+        if cached is not None and now - cached.fetched < self.metadata_ttl:
             return cached
         objects, prefixes = self._list(prefix)
         changed = cached.changed_ns if cached and (set(objects), prefixes) == (set(cached.objects), cached.prefixes) \
@@ -329,7 +346,7 @@ class ObjectStore:
         listing = self._listings[prefix] = _Listing(now, objects, prefixes, changed)
         return listing
 
-    def _list(self, prefix: str) -> tuple[dict, set]:
+    def _list(self, prefix: str) -> tuple[dict[str, "ObjectMeta"], set[str]]:
         _parts(prefix)
         start = f"{prefix}/" if prefix else None
         log.debug("LIST %s/", prefix)
@@ -344,7 +361,7 @@ class ObjectStore:
         prefixes = {p.rstrip("/").rsplit("/", 1)[-1] for p in result["common_prefixes"]}
         return objects, prefixes
 
-    def _file_stat(self, meta) -> os.stat_result:
+    def _file_stat(self, meta: "ObjectMeta") -> os.stat_result:
         """An object's stat: st_ino is its ETag's CRC, so a rewrite shows even within the second
         that its time (whole seconds on S3) cannot tell apart."""
         modified = meta.get("last_modified")
@@ -362,18 +379,18 @@ class ObjectStore:
 
     # writes
 
-    def stage(self, key: str, data) -> Staged:
+    def stage(self, key: str, data: BytesLike | None) -> Staged:
         """Hold a new value (None: a deletion) for publish(); nothing is sent yet."""
         self.check_writable(key)
         _parts(key)
         return Staged(key, None if data is None else bytes(memoryview(data).cast("B")))
 
-    def publish(self, staged: list[Staged]) -> None:
+    def publish(self, staged: Sequence[contract.Staged]) -> None:
         """PUT (or DELETE) each staged value, conditional on what this store last saw of it.
         Raises ConflictError naming the values another writer changed, StoreError for any other
         failure; either names in `stored` the values that were stored all the same, which a
         write-back need not send again."""
-        results = list(self._pool.map(self._publish_one, staged))
+        results = list(self._pool.map(self._publish_one, own_staged(staged, Staged, self.root)))
         stored = [key for key, error in results if error is None]
         conflicts = [key for key, error in results if isinstance(error, ConflictError)]
         failures = [error for _, error in results if error is not None and not isinstance(error, ConflictError)]
@@ -393,7 +410,7 @@ class ObjectStore:
             else:
                 known = self._etags.get(key, ...)
                 # a version the store gave neither an ETag nor a generation for cannot be a condition
-                mode = "overwrite" if known is ... or known == {} else "create" if known is None else known
+                mode: PutMode = "overwrite" if known is ... or known == {} else "create" if known is None else known
                 self._set_etag(key, _version(self.put_object(key, data, mode)))
         except (PreconditionError, AlreadyExistsError):
             with self._lock:
@@ -411,7 +428,7 @@ class ObjectStore:
             self._forget(key)
         return key, None
 
-    def put_object(self, key: str, data: bytes, mode) -> dict:
+    def put_object(self, key: str, data: bytes, mode: "PutMode") -> "PutResult":
         """One PUT (`mode` as obstore's: "create", "overwrite" or a version), sent again when its
         connection fails within half the timeout; obstore's errors as they are."""
         return resend.put(self.store, key, data, mode, self.timeout / 2)
@@ -427,8 +444,9 @@ class ObjectStore:
         with self._lock:
             self._listings.pop(parent, None)
 
-    def discard(self, staged: list[Staged]) -> None:
+    def discard(self, staged: Sequence[contract.Staged]) -> None:
         """Nothing was sent: nothing to remove."""
+        own_staged(staged, Staged, self.root)  # but another store's values are refused, as publish() refuses them
 
     def set(self, key: str, data: bytes) -> None:
         self.publish([self.stage(key, data)])
@@ -490,10 +508,27 @@ class ObjectStore:
             raise StoreError(f"cannot write {key!r}: the store is read-only", errno.EROFS)
 
 
-def _version(meta) -> dict:
+def _version(meta: "ObjectMeta | PutResult") -> "UpdateVersion":
     """What a conditional PUT is conditional on: the ETag (S3's If-Match, Azure's), and the
     version where the store has one (GCS's generation, for x-goog-if-generation-match)."""
-    return {name: meta[name] for name in ("e_tag", "version") if meta.get(name) is not None}
+    version: UpdateVersion = {}
+    if meta.get("e_tag") is not None:
+        version["e_tag"] = meta["e_tag"]
+    if meta.get("version") is not None:
+        version["version"] = meta["version"]
+    return version
+
+
+def _e_tag(key: str, expect: object) -> str | None:
+    """The ETag a read of `key` is conditional on: that of `expect`, a version this store gave
+    (get_versioned), or None for no condition (no version, or one without an ETag)."""
+    if expect is None:
+        return None
+    if not isinstance(expect, dict):
+        raise StoreError(f"cannot read {key!r} at version {expect!r}: not a version an object store gave",
+                         errno.EINVAL)
+    e_tag = expect.get("e_tag")
+    return e_tag if isinstance(e_tag, str) and e_tag else None
 
 
 def _is_document(key: str) -> bool:

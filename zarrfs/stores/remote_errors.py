@@ -109,7 +109,7 @@ def explain(error: BaseException, scheme: str, credentials: str | None) -> Expla
     source = f"; credentials from {credentials}" if credentials else ""
     if code in ACCESS_CODES or isinstance(error, (PermissionDeniedError, UnauthenticatedError)):
         said = f"{code}: {message}" if code and message else code or status_line(text) or "403 Forbidden"
-        meaning = ACCESS_CODES.get(code, "access denied")
+        meaning = ACCESS_CODES.get(code or "", "access denied")  # no code: a refusal said by status alone
         if message and "failed to authenticate" in message:  # Azurite says so under AuthorizationFailure
             meaning = ACCESS_CODES["AuthenticationFailed"]
         return Explained(f"access denied by {host}: {meaning} ({said}){source}", errno.EACCES, code)

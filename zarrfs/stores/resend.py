@@ -17,26 +17,33 @@ stands (a conflict, which the write-back merges).
 
 import logging
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 import obstore
 from obstore.exceptions import AlreadyExistsError, PreconditionError
+from obstore.store import ObjectStore
 
 from zarrfs.stores.remote_errors import unanswered
+
+if TYPE_CHECKING:  # obstore's typed dicts exist in its stubs only
+    from obstore import GetOptions, PutMode, PutResult
 
 log = logging.getLogger(__name__)
 
 TRIES = 4  # attempts of one request whose connection fails
 BACKOFF = 0.1  # seconds before the first retry, doubled before each next
+T = TypeVar("T")  # what a request sent again returns
 
 
-def put(store, key: str, data: bytes, mode, patience: float) -> dict:
+def put(store: ObjectStore, key: str, data: bytes, mode: "PutMode", patience: float) -> "PutResult":
     """obstore.put of `data` at `key` with `mode` ("create", "overwrite" or a version), sent
     again when the connection fails; returns the stored version's meta (e_tag, version). Raises
     PreconditionError or AlreadyExistsError when another writer's value is stored, and obstore's
     error for anything else."""
-    tried = []  # attempts made whose fate is unknown
+    tried: list[int] = []  # attempts made whose fate is unknown
 
-    def attempt():
+    def attempt() -> "PutResult":
         try:
             return obstore.put(store, key, data, mode=mode, use_multipart=False)
         except (PreconditionError, AlreadyExistsError):
@@ -52,12 +59,12 @@ def put(store, key: str, data: bytes, mode, patience: float) -> dict:
     return _resent("PUT", key, attempt, patience)
 
 
-def delete(store, key: str, patience: float) -> None:
+def delete(store: ObjectStore, key: str, patience: float) -> None:
     """obstore.delete of `key`, sent again when the connection fails (a key gone is no error)."""
     _resent("DELETE", key, lambda: obstore.delete(store, key), patience)
 
 
-def _resent(method: str, key: str, call, patience: float):
+def _resent(method: str, key: str, call: Callable[[], T], patience: float) -> T:
     started = time.monotonic()
     for attempt in range(TRIES):
         try:
@@ -71,7 +78,7 @@ def _resent(method: str, key: str, call, patience: float):
     raise AssertionError("unreachable")  # the last attempt returns or raises
 
 
-def _landed(store, key: str, data: bytes) -> dict | None:
+def _landed(store: ObjectStore, key: str, data: bytes) -> "PutResult | None":
     """The version stored at `key` when it holds exactly `data` (read back, bounded by our own
     size), else None: whatever fails here leaves the refusal standing, which is safe (a merge)."""
     try:
@@ -79,7 +86,7 @@ def _landed(store, key: str, data: bytes) -> dict | None:
         if meta["size"] != len(data):
             return None
         if data:
-            options = {"range": (0, len(data))}
+            options: GetOptions = {"range": (0, len(data))}
             if meta.get("e_tag"):
                 options["if_match"] = meta["e_tag"]
             if bytes(obstore.get(store, key, options=options).bytes()) != data:
@@ -87,4 +94,4 @@ def _landed(store, key: str, data: bytes) -> dict | None:
     except Exception as e:
         log.debug("PUT %s: cannot read it back to see whether it landed: %s", key, str(e).splitlines()[0][:200])
         return None
-    return {name: meta[name] for name in ("e_tag", "version") if meta.get(name) is not None}
+    return {"e_tag": meta["e_tag"], "version": meta["version"]}

@@ -10,12 +10,23 @@ import errno
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from zarrfs.errors import StoreError
+from zarrfs.stores.contract import Store
 from zarrfs.stores.local import LocalStore
+
+if TYPE_CHECKING:  # obstore's typed dicts exist in its stubs only; obstore is imported for remote sources only
+    from obstore.store import AzureConfig, ClientConfig, GCSConfig, ObjectStore, RetryConfig, S3Config
+
+
+# obstore's configuration of one kind of store (http(s) has none)
+Config: TypeAlias = "S3Config | GCSConfig | AzureConfig"
+CloudConfig = TypeVar("CloudConfig", "GCSConfig", "AzureConfig")  # _cloud_config's, checked for each
 
 SCHEMES = {"s3", "gs", "az", "http", "https"}
 
@@ -44,7 +55,8 @@ def public_url(source: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
-def open_store(source: str, read_only: bool, remote: RemoteOptions, follow_symlinks: bool = False):
+def open_store(source: str, read_only: bool, remote: RemoteOptions,
+               follow_symlinks: bool = False) -> Store:
     if not is_remote(source):
         return LocalStore(source, read_only=read_only, follow_symlinks=follow_symlinks)
     from zarrfs.stores.object_store import ObjectStore  # obstore is needed only for remote sources
@@ -76,21 +88,21 @@ def open_store(source: str, read_only: bool, remote: RemoteOptions, follow_symli
 def _names_no_account(endpoint: str | None) -> bool:
     """An endpoint with no path: right for an account's own host (ACCOUNT.blob.core.windows.net),
     wrong for Azurite and other path-style servers, which take the account as the first segment."""
-    return bool(endpoint) and urlsplit(endpoint).path.strip("/") == ""
+    return endpoint is not None and endpoint != "" and urlsplit(endpoint).path.strip("/") == ""
 
 
-def _add_the_account(remote: RemoteOptions, config: dict, said: str) -> str:
+def _add_the_account(remote: RemoteOptions, config: "Config | None", said: str) -> str:
     """The start-up failure of an az:// mount whose endpoint names no account, said as that."""
     from zarrfs.stores.remote_errors import server_code  # obstore's errors: imported for remote sources only
 
     code, _ = server_code(said)
-    account = config.get("account_name") or os.environ.get("AZURE_STORAGE_ACCOUNT_NAME") or "ACCOUNT"
-    endpoint = remote.endpoint.rstrip("/")
+    account = (config or {}).get("account_name") or os.environ.get("AZURE_STORAGE_ACCOUNT_NAME") or "ACCOUNT"
+    endpoint = (remote.endpoint or "").rstrip("/")  # called for an endpoint that names no account
     return (f"the endpoint {endpoint} names no storage account (the server answered {code or 'an error'}): a "
             f"path-style server such as Azurite takes it as the first path segment: -o endpoint={endpoint}/{account}")
 
 
-def _obstore(source: str, remote: RemoteOptions, config: dict, credentials: str | None):
+def _obstore(source: str, remote: RemoteOptions, config: "Config | None", credentials: str | None) -> "ObjectStore":
     from obstore.store import from_url
 
     from zarrfs.stores.remote_errors import configuration_error
@@ -100,11 +112,11 @@ def _obstore(source: str, remote: RemoteOptions, config: dict, credentials: str 
     # One attempt may take half the timeout, and no retry starts after the other half: a
     # request, its retries included, is over within `timeout`.
     half = timedelta(seconds=remote.timeout / 2)
-    client = {"timeout": half, "connect_timeout": min(half, timedelta(seconds=5)),
+    client: ClientConfig = {"timeout": half, "connect_timeout": min(half, timedelta(seconds=5)),
               "allow_http": plain_http_chosen(parts.scheme, config)}
     if remote.ca_file:
         client["root_certificate"] = _ca_certificates(remote.ca_file)
-    retry = {"max_retries": 3, "retry_timeout": half}
+    retry: RetryConfig = {"max_retries": 3, "retry_timeout": half}
     try:
         return from_url(url, config=config or None, client_options=client, retry_config=retry)
     except Exception as e:
@@ -122,15 +134,16 @@ QUOTED_VALUES = re.compile(r'"[^"]*"|(?<!field )`[^`]*`')
 ENDPOINT_ENVIRONMENT = {"az": ("AZURE_STORAGE_ENDPOINT", "AZURE_ENDPOINT"), "gs": ("GOOGLE_BASE_URL",)}
 
 
-def plain_http_chosen(scheme: str, config: dict) -> bool:
+def plain_http_chosen(scheme: str, config: "Config | None") -> bool:
     """Whether the user chose plain HTTP: an http:// source or endpoint (Azurite through
     AZURE_STORAGE_USE_EMULATOR too). Otherwise the client speaks HTTPS only, and obstore, which
     follows redirects by itself, refuses one to http:// instead of sending the request (and
     its credentials) in clear."""
+    config = config or {}
     endpoints = [config.get("endpoint"), config.get("base_url"),
                  *(os.environ.get(name) for name in ENDPOINT_ENVIRONMENT.get(scheme, ()))]
     emulator = scheme == "az" and os.environ.get("AZURE_STORAGE_USE_EMULATOR", "").lower() in ("1", "true", "yes")
-    return scheme == "http" or emulator or any(e and e.lower().startswith("http://") for e in endpoints)
+    return scheme == "http" or emulator or any(isinstance(e, str) and e.lower().startswith("http://") for e in endpoints)
 
 
 def _ca_certificates(path: str) -> str:
@@ -146,19 +159,24 @@ def _ca_certificates(path: str) -> str:
     return text
 
 
-def _config(scheme: str, remote: RemoteOptions) -> tuple[dict, str | None]:
-    """obstore's configuration for `scheme`, and where the credentials come from (for messages)."""
-    return CONFIGS[scheme](remote) if scheme in CONFIGS else ({}, None)
+def _config(scheme: str, remote: RemoteOptions) -> tuple["Config | None", str | None]:
+    """obstore's configuration for `scheme` (None: none, http(s)), and where the credentials come
+    from (for messages)."""
+    if scheme not in CONFIGS:
+        return None, None
+    return CONFIGS[scheme](remote)
 
 
-def _s3_config(remote: RemoteOptions) -> tuple[dict, str]:
-    config: dict = {"conditional_put": "etag"}
+def _s3_config(remote: RemoteOptions) -> tuple["S3Config", str | None]:
+    config: S3Config = {"conditional_put": "etag"}
+    credentials: str | None
+    settings: dict[str, str]
     if remote.anon:
         config["skip_signature"] = True
-        keys, credentials, settings = {}, "nowhere: -o anon sends unsigned requests", {}
+        credentials, settings = "nowhere: -o anon sends unsigned requests", {}
     else:
         keys, credentials, settings = _aws_credentials(remote.credentials_file)
-    config.update(keys)
+        config.update(keys)
     endpoint = remote.endpoint or _environment_endpoint() or settings.get("endpoint_url")
     if endpoint:
         config["endpoint"] = check_endpoint(endpoint)
@@ -193,14 +211,32 @@ def check_endpoint(endpoint: str) -> str:
     return endpoint
 
 
-def _gcs_config(remote: RemoteOptions) -> tuple[dict, str | None]:
-    return _cloud_config(remote, "base_url", GCS_ENVIRONMENT, lambda path: (
-        {"service_account_path": _private_file(path)}, f"the file {path}"))
+def _gcs_config(remote: RemoteOptions) -> tuple["GCSConfig", str | None]:
+    config: GCSConfig = {}
+    if remote.endpoint:
+        config["base_url"] = check_endpoint(remote.endpoint)
+
+    def from_file(path: str) -> tuple["GCSConfig", str]:
+        return {"service_account": _private_file(path)}, f"the file {path}"
+    return _cloud_config(remote, config, GCS_ENVIRONMENT, from_file)
 
 
-def _azure_config(remote: RemoteOptions) -> tuple[dict, str | None]:
-    return _cloud_config(remote, "endpoint", AZURE_ENVIRONMENT, lambda path: (
-        _ini_section(path, "azure", {"account_name", "account_key", "sas_key"}), f"the file {path} [azure]"))
+def _azure_config(remote: RemoteOptions) -> tuple["AzureConfig", str | None]:
+    config: AzureConfig = {}
+    if remote.endpoint:
+        config["endpoint"] = check_endpoint(remote.endpoint)
+
+    def from_file(path: str) -> tuple["AzureConfig", str]:
+        section = _ini_section(path, "azure", {"account_name", "account_key", "sas_key"})
+        found: AzureConfig = {}
+        if "account_name" in section:
+            found["account_name"] = section["account_name"]
+        if "account_key" in section:
+            found["account_key"] = section["account_key"]
+        if "sas_key" in section:
+            found["sas_key"] = section["sas_key"]
+        return found, f"the file {path} [azure]"
+    return _cloud_config(remote, config, AZURE_ENVIRONMENT, from_file)
 
 
 GCS_ENVIRONMENT = ("GOOGLE_SERVICE_ACCOUNT", "GOOGLE_SERVICE_ACCOUNT_PATH", "GOOGLE_SERVICE_ACCOUNT_KEY",
@@ -208,13 +244,11 @@ GCS_ENVIRONMENT = ("GOOGLE_SERVICE_ACCOUNT", "GOOGLE_SERVICE_ACCOUNT_PATH", "GOO
 AZURE_ENVIRONMENT = ("AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_KEY", "AZURE_STORAGE_TOKEN", "AZURE_CLIENT_SECRET")
 
 
-def _cloud_config(remote: RemoteOptions, endpoint_key: str, environment: tuple, from_file) -> tuple[dict, str | None]:
+def _cloud_config(remote: RemoteOptions, config: CloudConfig, environment: tuple[str, ...],
+                  from_file: Callable[[str], tuple[CloudConfig, str]]) -> tuple[CloudConfig, str | None]:
     """(client options, where the credentials come from; None: nowhere) for GCS or Azure: the
-    endpoint, then -o anon, a credentials file (from_file(path) -> (options, where)), or the
-    variables of the environment that the client reads itself."""
-    config: dict = {}
-    if remote.endpoint:
-        config[endpoint_key] = check_endpoint(remote.endpoint)
+    endpoint in `config`, then -o anon, a credentials file (from_file(path) -> (options, where)),
+    or the variables of the environment that the client reads itself."""
     if remote.anon:
         config["skip_signature"] = True
         return config, "nowhere: -o anon sends unsigned requests"
@@ -228,14 +262,14 @@ def _cloud_config(remote: RemoteOptions, endpoint_key: str, environment: tuple, 
     return config, None
 
 
-CONFIGS = {"s3": _s3_config, "gs": _gcs_config, "az": _azure_config}
+CONFIGS: dict[str, Callable[[RemoteOptions], tuple[Config, str | None]]] = {
+    "s3": _s3_config, "gs": _gcs_config, "az": _azure_config}
 
-AWS_KEYS = {"aws_access_key_id": "access_key_id", "aws_secret_access_key": "secret_access_key",
-            "aws_session_token": "session_token"}
+AWS_KEYS = {"aws_access_key_id", "aws_secret_access_key", "aws_session_token"}  # obstore's names without aws_
 AWS_SETTINGS = {"endpoint_url", "region"}  # honoured from the profile's section, as the AWS CLI does
 
 
-def _aws_credentials(path: str | None) -> tuple[dict, str | None, dict]:
+def _aws_credentials(path: str | None) -> tuple["S3Config", str | None, dict[str, str]]:
     """(keys, where they came from, settings) from `path`, else from the environment (read by
     obstore itself), else from the shared credentials file."""
     if path is None:
@@ -251,12 +285,18 @@ def _aws_credentials(path: str | None) -> tuple[dict, str | None, dict]:
         private = True
     profile = os.environ.get("AWS_PROFILE", "default")
     section = _ini_section(path, profile, {*AWS_KEYS, *AWS_SETTINGS}, private)
-    keys = {AWS_KEYS[k]: v for k, v in section.items() if k in AWS_KEYS}
+    keys: S3Config = {}
+    if "aws_access_key_id" in section:
+        keys["access_key_id"] = section["aws_access_key_id"]
+    if "aws_secret_access_key" in section:
+        keys["secret_access_key"] = section["aws_secret_access_key"]
+    if "aws_session_token" in section:
+        keys["session_token"] = section["aws_session_token"]
     settings = {k: v for k, v in section.items() if k in AWS_SETTINGS}
     return keys, f"the file {path} [{profile}]", settings
 
 
-def _ini_section(path: str, section: str, wanted: set, private: bool = True) -> dict:
+def _ini_section(path: str, section: str, wanted: set[str], private: bool = True) -> dict[str, str]:
     parser = configparser.ConfigParser(interpolation=None)  # a secret may hold '%'
     try:
         with open(_private_file(path) if private else path, encoding="utf-8") as f:

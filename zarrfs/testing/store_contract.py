@@ -24,6 +24,7 @@ import os
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import pytest
 
@@ -177,6 +178,24 @@ class StoreContractTests:
         if store.capabilities.listing:
             assert store.list_dir("a") == ["keep"]
             assert [key for key, _ in store.files("")] == ["a/keep"]
+
+    def test_a_value_another_store_staged_is_refused(self, store: Store) -> None:
+        """A store reads only the staged values it made (each store's are its own type): one made
+        elsewhere is EINVAL naming its key, before anything of the publish is stored."""
+        if not self.writes(store):
+            return
+
+        class Foreign(NamedTuple):  # another store's staged value
+            key: str
+            data: bytes | None
+
+        mine = store.stage("a/mine", b"mine")
+        for call in (store.publish, store.discard):
+            with pytest.raises(StoreError, match="'a/foreign'") as caught:
+                call([mine, Foreign("a/foreign", b"theirs")])
+            assert caught.value.errno == errno.EINVAL
+        assert store.get("a/mine") is None and store.get("a/foreign") is None
+        store.discard([mine])
 
     def test_set_and_delete(self, store):
         if not self.writes(store):
