@@ -18,7 +18,7 @@ no longer than one decode.
 
 import copy
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 NOT_SHARED = object()  # the leader decoded only part of the chunk: each waiter decodes its own
 
@@ -50,11 +50,11 @@ class Flight:
 
 
 class DecodesInProgress:
-    def __init__(self):
-        self._flights: dict = {}
+    def __init__(self) -> None:
+        self._flights: dict[Hashable, Flight] = {}
         self._lock = threading.Lock()
 
-    def join(self, key, version: int) -> tuple[Flight, bool]:
+    def join(self, key: Hashable, version: int) -> tuple[Flight, bool]:
         """The flight decoding `key`, and whether the caller leads it (it must then call `end`)
         or waits for it (`Flight.wait`)."""
         with self._lock:
@@ -65,7 +65,7 @@ class DecodesInProgress:
             flight = self._flights[key] = Flight(version)
             return flight, True
 
-    def end(self, key, flight: Flight, share: Callable[[], object] | None = None,
+    def end(self, key: Hashable, flight: Flight, share: Callable[[], object] | None = None,
             error: Exception | None = None) -> None:
         """The leader's decode ended: with `error`, or with the chunk `share()` hands its waiters
         (called only if there are any, so a reader alone copies nothing)."""
@@ -81,7 +81,7 @@ class DecodesInProgress:
         finally:
             flight._end(result, error)  # whatever happens, no waiter waits past the decode
 
-    def waiting(self, key) -> int:
+    def waiting(self, key: Hashable) -> int:
         """Readers waiting for the decode of `key` now (0: none, or no decode under way)."""
         with self._lock:
             flight = self._flights.get(key)
