@@ -13,13 +13,13 @@ it on a free loopback port and stops it, closing every connection, on leaving.
 
 import asyncio
 import contextlib
-import threading
 import time
 from dataclasses import dataclass
 
+from servers.server_thread import ServerThread
+
 PIECE = 64 << 10  # bytes read at a time
 QUEUED = 32 << 20  # bytes a direction holds before it stops reading: 800 MB/s at 20 ms each way
-STOP_TIMEOUT = 10.0
 
 
 @dataclass
@@ -95,12 +95,7 @@ class DelayProxy:
         self.target, self.delay = target, delay
         self.counts = Counts()
         self.address: tuple[str, int] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._tasks: set[asyncio.Task] = set()
-        self._server = None
-        self._error: BaseException | None = None
+        self._server = ServerThread(self._connection, "delaying proxy")
 
     @property
     def endpoint(self) -> str:
@@ -112,48 +107,17 @@ class DelayProxy:
         return counts
 
     def __enter__(self) -> "DelayProxy":
-        self._thread = threading.Thread(target=self._run, name="delay-proxy", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(STOP_TIMEOUT) or self._error:
-            self.__exit__(None, None, None)
-            raise RuntimeError(f"the delaying proxy did not start: {self._error}")
+        self.address = self._server.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._loop is not None and self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._shutdown)
-        self._thread.join(STOP_TIMEOUT)
+        self._server.stop()
 
-    def _run(self) -> None:
-        self._loop = asyncio.new_event_loop()
-        try:
-            self._loop.run_until_complete(self._listen())
-            self._loop.run_forever()
-        except BaseException as e:  # reported by __enter__
-            self._error = e
-            self._ready.set()
-        finally:
-            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
-            self._loop.close()
-
-    async def _listen(self) -> None:
-        self._server = await asyncio.start_server(self._connection, "127.0.0.1", 0)
-        self.address = self._server.sockets[0].getsockname()[:2]
-        self._ready.set()
-
-    def _shutdown(self) -> None:
-        self._server.close()
-        for task in self._tasks:
-            task.cancel()
-        self._loop.create_task(self._stop_when_done())
-
-    async def _stop_when_done(self) -> None:
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._loop.stop()
+    @property
+    def running(self) -> bool:
+        return self._server.running
 
     async def _connection(self, client_in, client_out) -> None:
-        task = asyncio.current_task()
-        self._tasks.add(task)
         server_out = None
         try:
             server_in, server_out = await asyncio.open_connection(*self.target)
@@ -168,7 +132,6 @@ class DelayProxy:
             for writer in (client_out, server_out):
                 if writer is not None:
                     writer.close()
-            self._tasks.discard(task)
 
     def _count(self, field: str, n: int) -> None:
         setattr(self.counts, field, getattr(self.counts, field) + n)

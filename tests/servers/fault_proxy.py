@@ -31,9 +31,10 @@ import threading
 import time
 from dataclasses import dataclass
 
+from servers.server_thread import ServerThread
+
 CUT, RESET, STALL, TRUNCATE, LOSE = "cut", "reset", "stall", "truncate", "lose"
 PIECE = 64 << 10
-STOP_TIMEOUT = 10.0
 REASONS = {500: "Internal Server Error", 503: "Service Unavailable"}
 
 
@@ -79,13 +80,8 @@ class FaultProxy:
         self._rules: list[Rule] = []
         self._random = random.Random(0)  # the same faults on every run
         self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
         self._released: asyncio.Event | None = None
-        self._tasks: set[asyncio.Task] = set()
-        self._server = None
-        self._error: BaseException | None = None
+        self._server = ServerThread(self._connection, "fault proxy", on_start=self._made_in_loop)
 
     @property
     def endpoint(self) -> str:
@@ -107,8 +103,8 @@ class FaultProxy:
 
     def release(self) -> None:
         """Stalled requests end now (their connections are reset)."""
-        if self._loop is not None and self._released is not None:
-            self._loop.call_soon_threadsafe(self._released.set)
+        if self._server.loop is not None and self._released is not None:
+            self._server.loop.call_soon_threadsafe(self._released.set)
 
     def count(self, method: str | None = None, path: str = "", fault: object = ...) -> int:
         """Requests seen with this method, a path holding `path`, and this fault (None: relayed
@@ -135,49 +131,20 @@ class FaultProxy:
             return fault
 
     def __enter__(self) -> "FaultProxy":
-        self._thread = threading.Thread(target=self._run, name="fault-proxy", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(STOP_TIMEOUT) or self._error:
-            self.__exit__(None, None, None)
-            raise RuntimeError(f"the fault proxy did not start: {self._error}")
+        self.address = self._server.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._loop is not None and self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._shutdown)
-        self._thread.join(STOP_TIMEOUT)
+        self._server.stop()
 
-    def _run(self) -> None:
-        self._loop = asyncio.new_event_loop()
-        try:
-            self._loop.run_until_complete(self._listen())
-            self._loop.run_forever()
-        except BaseException as e:  # reported by __enter__
-            self._error = e
-            self._ready.set()
-        finally:
-            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
-            self._loop.close()
+    @property
+    def running(self) -> bool:
+        return self._server.running
 
-    async def _listen(self) -> None:
-        self._released = asyncio.Event()
-        self._server = await asyncio.start_server(self._connection, "127.0.0.1", 0)
-        self.address = self._server.sockets[0].getsockname()[:2]
-        self._ready.set()
-
-    def _shutdown(self) -> None:
-        self._server.close()
-        for task in self._tasks:
-            task.cancel()
-        self._loop.create_task(self._stop_when_done())
-
-    async def _stop_when_done(self) -> None:
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._loop.stop()
+    def _made_in_loop(self) -> None:
+        self._released = asyncio.Event()  # stalled requests wait on it, in the server's loop
 
     async def _connection(self, client_in, client_out) -> None:
-        task = asyncio.current_task()
-        self._tasks.add(task)
         link = _Link(client_in, client_out)
         try:
             if self.down:
@@ -194,7 +161,6 @@ class FaultProxy:
             for writer in (client_out, link.server_out):
                 if writer is not None:
                     writer.close()
-            self._tasks.discard(task)
 
     async def _exchange(self, link: "_Link") -> None:
         """One request and its response."""

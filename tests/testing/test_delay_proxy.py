@@ -118,7 +118,7 @@ def test_stopping_with_connections_open_ends_the_proxy(sink_server):
             sock.sendall(b"small\n")
             assert _receive(sock, 1) == b"x"
     try:
-        assert not proxy._thread.is_alive()
+        assert not proxy.running
         for sock in held:
             sock.settimeout(5)
             assert sock.recv(1) == b""  # closed by the proxy

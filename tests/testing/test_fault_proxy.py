@@ -127,7 +127,7 @@ def test_a_stalled_request_ends_when_released_or_when_the_proxy_stops(server):
         second.start()
         proxy.wait_for(lambda: proxy.count("GET", fault=STALL) == 2, 10, "the second stalled GET")
     second.join(10)
-    assert not proxy._thread.is_alive() and len(errors) == 2
+    assert not proxy.running and len(errors) == 2
 
 
 def test_a_chance_harms_a_share_of_requests_the_same_on_every_run(server):
