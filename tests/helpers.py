@@ -1,12 +1,17 @@
 """Test helpers: zarr.json builders, a counting store, array factories."""
 
+import contextlib
 import errno
 import json
 import os
+import pwd
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -208,3 +213,27 @@ def make_store(root, zarr_format=3, consolidated=False):
         if consolidated:
             zarr.consolidate_metadata(str(root), zarr_format=zarr_format)
     return root
+
+
+@contextlib.contextmanager
+def another_user(shared: Path, prefix: str):
+    """A real user with a group of its own and its home in `shared` (a directory every user can
+    reach: pytest's own are root's alone), always deleted with its home. Yields its pwd entry."""
+    name = f"{prefix}{os.getpid()}"
+    subprocess.run(["useradd", "--create-home", "--home-dir", str(shared / "home"), "--user-group",
+                    "--shell", "/usr/sbin/nologin", name], check=True, capture_output=True)
+    try:
+        yield pwd.getpwnam(name)
+    finally:
+        subprocess.run(["userdel", "-r", name], capture_output=True)
+
+
+@contextlib.contextmanager
+def reachable_directory(prefix: str):
+    """A temporary directory every user can reach, removed afterwards."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

@@ -2,6 +2,7 @@
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -164,3 +165,26 @@ class Remounts:
         finally:
             if context is not None:
                 context.__exit__(None, None, None)
+
+
+def fsynced_writes_then_kill_9(m: Mount, name: str, model: bytearray, rng, acknowledged: int,
+                               unacknowledged: int) -> None:
+    """`acknowledged` pwrites of 64 random bytes into `name`, each fsynced (and made in `model`),
+    then `unacknowledged` of 64 bytes 0xFF that are not, then kill -9 of the daemon: what fsync
+    acknowledged must be in the store, the rest may or may not be. Always unmounted."""
+    fd = os.open(m.path / name, os.O_RDWR)
+    for _ in range(acknowledged):
+        offset = int(rng.integers(0, len(model) - 64))
+        data = rng.integers(1, 255, 64, dtype="u1").tobytes()
+        os.pwrite(fd, data, offset)
+        os.fsync(fd)
+        model[offset:offset + 64] = data
+    for _ in range(unacknowledged):
+        os.pwrite(fd, b"\xff" * 64, int(rng.integers(0, len(model) - 64)))
+    m.process.send_signal(signal.SIGKILL)
+    reap(m.process)
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+    unmount(m.path)

@@ -6,18 +6,16 @@ The command runs as a real user made here (always removed), as users run it (a d
 PYTHONPATH, since the environment's own interpreter lives where no other user may enter."""
 
 import os
-import pwd
-import shutil
 import subprocess
 import sys
 import sysconfig
-import tempfile
 from pathlib import Path
 
 import pytest
 import zarr
 
 import zarrfs
+from helpers import another_user, reachable_directory
 from mounting import unmount
 
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -33,16 +31,8 @@ def fuse_conf_allows_other() -> bool:
 @pytest.fixture
 def user_home():
     """A real user with a group and a home of its own (reachable by root's tests), always deleted."""
-    shared = Path(tempfile.mkdtemp(prefix="zarrfs-allow-other-"))
-    shared.chmod(0o755)
-    name = f"zao{os.getpid()}"
-    subprocess.run(["useradd", "--create-home", "--home-dir", str(shared / "home"), "--user-group",
-                    "--shell", "/usr/sbin/nologin", name], check=True, capture_output=True)
-    try:
-        yield pwd.getpwnam(name)
-    finally:
-        subprocess.run(["userdel", "-r", name], capture_output=True)
-        shutil.rmtree(shared, ignore_errors=True)
+    with reachable_directory("zarrfs-allow-other-") as shared, another_user(shared, "zao") as user:
+        yield user
 
 
 def as_user(user, *args) -> subprocess.CompletedProcess:

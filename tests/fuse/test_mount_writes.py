@@ -2,7 +2,6 @@
 
 import errno
 import os
-import signal
 import subprocess
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -13,7 +12,7 @@ import zarr
 
 from helpers import fill_disk
 from mount_data import flat
-from mounting import mounted, reap, unmount, wait_for
+from mounting import fsynced_writes_then_kill_9, mounted, wait_for
 from zarr_layouts import LAYOUTS, NUMERIC, create, random_values
 
 HERE = Path(__file__).parents[1]  # tests/, where the shared fixtures and C programs are
@@ -129,22 +128,7 @@ def test_kill_9_keeps_every_fsynced_write_and_leaves_no_torn_shard(tmp_path):
     z[...] = 0
     model = bytearray(zarr_bytes(root))
     with mounted(root, tmp_path, name="m1") as m:
-        fd = os.open(m / "a.zarr.bin", os.O_RDWR)
-        for _ in range(40):
-            offset = int(rng.integers(0, len(model) - 64))
-            data = rng.integers(0, 256, 64, dtype=np.uint8).tobytes()
-            os.pwrite(fd, data, offset)
-            os.fsync(fd)  # acknowledged: must survive
-            model[offset:offset + 64] = data
-        for _ in range(20):  # not acknowledged: may or may not survive
-            os.pwrite(fd, b"\xff" * 64, int(rng.integers(0, len(model) - 64)))
-        m.process.send_signal(signal.SIGKILL)
-        reap(m.process)
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-        unmount(m.path)
+        fsynced_writes_then_kill_9(m, "a.zarr.bin", model, rng, acknowledged=40, unacknowledged=20)
     stored = np.frombuffer(zarr_bytes(root), "u1")  # every shard decodes: none is torn
     expected = np.frombuffer(bytes(model), "u1")
     differs = stored != expected

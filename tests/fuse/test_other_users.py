@@ -7,11 +7,8 @@ real mount, in a process of its own with its uid and gid."""
 
 import json
 import os
-import pwd
-import shutil
 import stat
 import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +16,7 @@ import obstore
 import pytest
 import zarr
 
+from helpers import another_user, reachable_directory
 from mounting import ZARRFS, mounted
 from servers.seaweed import unique_prefix
 
@@ -57,25 +55,14 @@ WRITES = [name for name in OPERATIONS if name != "read a.bin" and not name.start
 
 @pytest.fixture
 def shared():
-    """A directory every user can reach (pytest's own are root's alone), removed afterwards."""
-    path = Path(tempfile.mkdtemp(prefix="zarrfs-other-users-"))
-    path.chmod(0o755)
-    try:
+    with reachable_directory("zarrfs-other-users-") as path:
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
 def other_user(shared):
-    """A real user with a group of its own, always deleted (its home with it)."""
-    name = f"zfs{os.getpid()}"
-    subprocess.run(["useradd", "--create-home", "--home-dir", str(shared / "home"), "--user-group",
-                    "--shell", "/usr/sbin/nologin", name], check=True, capture_output=True)
-    try:
-        yield pwd.getpwnam(name)
-    finally:
-        subprocess.run(["userdel", "-r", name], capture_output=True)
+    with another_user(shared, "zfs") as user:
+        yield user
 
 
 def as_user(user, mount, names) -> dict[str, str]:

@@ -5,7 +5,6 @@ shard merge, a stream reads runs of inner chunks at once, and a server that fail
 import errno
 import os
 import re
-import signal
 import subprocess
 
 import numpy as np
@@ -13,7 +12,7 @@ import pytest
 import zarr
 from zarr.codecs import BloscCodec, Crc32cCodec, ZstdCodec
 
-from mounting import ZARRFS, daemon_places, mounted, reap, unmount, wait_for
+from mounting import ZARRFS, daemon_places, fsynced_writes_then_kill_9, mounted, unmount, wait_for
 from servers.seaweed import unique_prefix
 
 
@@ -84,22 +83,7 @@ def test_kill_9_keeps_every_fsynced_write_on_an_object_store(seaweed, tmp_path):
     rng = np.random.default_rng(9)
     model = bytearray(64 * 64)
     with mount_s3(seaweed, prefix, tmp_path) as m:
-        fd = os.open(m / "a.bin", os.O_RDWR)
-        for _ in range(12):
-            offset = int(rng.integers(0, len(model) - 64))
-            data = rng.integers(1, 255, 64, dtype=np.uint8).tobytes()
-            os.pwrite(fd, data, offset)
-            os.fsync(fd)  # acknowledged: must survive
-            model[offset:offset + 64] = data
-        for _ in range(8):  # not acknowledged: may or may not survive
-            os.pwrite(fd, b"\xff" * 64, int(rng.integers(0, len(model) - 64)))
-        m.process.send_signal(signal.SIGKILL)
-        reap(m.process)
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-        unmount(m.path)
+        fsynced_writes_then_kill_9(m, "a.bin", model, rng, acknowledged=12, unacknowledged=8)
     stored = np.asarray(zarr.open_array(seaweed.zarr_store(prefix), path="a", mode="r")[...]).reshape(-1)
     differs = stored != np.frombuffer(bytes(model), "u1")  # every shard decodes: none is torn
     assert (stored[differs] == 0xFF).all()  # only unacknowledged writes differ
