@@ -1,5 +1,4 @@
 import numpy as np
-
 from numcodecs.abc import Buffer
 
 def list_compressors() -> list[str]: ...
