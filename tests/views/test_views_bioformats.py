@@ -17,30 +17,17 @@ import tifffile
 import zarr
 
 from mounting import mounted
+from tiff_data import IMAGEJ, NAMES, OME_AXES, SHAPES, values_of
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 JAR = CHECKOUT / ".test-servers" / "bioformats_package.jar"
 HELPER = Path(__file__).with_name("BioFormatsInfo.java")
 
-SHAPES = {2: (5, 7), 3: (3, 5, 7), 4: (2, 3, 5, 7), 5: (2, 3, 2, 5, 7)}
-NAMES = {2: ("y", "x"), 3: ("z", "y", "x"), 4: ("t", "c", "y", "x"), 5: ("t", "z", "c", "y", "x")}
 # the OME pixel types, as Bio-Formats names them (bool is stored as bytes 0 and 1: uint8)
 OME_TYPES = {"bool": "uint8", "int8": "int8", "int16": "int16", "int32": "int32", "uint8": "uint8",
              "uint16": "uint16", "uint32": "uint32", "float32": "float", "float64": "double"}
-IMAGEJ = {"bool", "uint8", "uint16", "float32"}  # with names in ImageJ's order: an ImageJ hyperstack
 TIFF_READERS = {"OME-TIFF", "Tagged Image File Format"}
-OME_AXES = [{"name": "t", "type": "time", "unit": "second"}, {"name": "c", "type": "channel"},
-            {"name": "z", "type": "space", "unit": "micrometer"}, {"name": "y", "type": "space", "unit": "micrometer"},
-            {"name": "x", "type": "space", "unit": "micrometer"}]
 
-
-def values_of(dtype: str, shape, rng) -> np.ndarray:
-    if dtype == "bool":
-        return rng.integers(0, 2, shape).astype(bool)
-    if np.dtype(dtype).kind == "f":
-        return (rng.normal(size=shape) * 100).astype(dtype)
-    info = np.iinfo(dtype)
-    return rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
 
 
 def ome_image(parent, name, axes, version):

@@ -21,6 +21,7 @@ import zarr
 from PIL import Image
 
 from mounting import mounted
+from tiff_data import IMAGEJ, NAMES, OME_AXES, SHAPES, values_of
 from zarr_layouts import NUMERIC
 from zarrfs.views import tiff
 from zarrfs.views.info import ArrayInfo, type_name
@@ -29,25 +30,9 @@ from zarrfs.views.ome import Image as OmeImage
 
 pytestmark = pytest.mark.filterwarnings("ignore::rasterio.errors.NotGeoreferencedWarning")
 
-SHAPES = {2: (5, 7), 3: (3, 5, 7), 4: (2, 3, 5, 7), 5: (2, 3, 2, 5, 7)}
 CHUNKS = {2: (2, 3), 3: (2, 2, 3), 4: (1, 2, 2, 3), 5: (1, 2, 1, 2, 3)}
-NAMES = {2: ("y", "x"), 3: ("z", "y", "x"), 4: ("t", "c", "y", "x"), 5: ("t", "z", "c", "y", "x")}
-IMAGEJ = {"bool", "uint8", "uint16", "float32"}
 PILLOW = {"bool", "int8", "int16", "int32", "uint8", "uint16", "uint32", "float32"}  # the types Pillow opens
-OME_AXES = [{"name": "t", "type": "time", "unit": "second"}, {"name": "c", "type": "channel"},
-            {"name": "z", "type": "space", "unit": "micrometer"}, {"name": "y", "type": "space", "unit": "micrometer"},
-            {"name": "x", "type": "space", "unit": "micrometer"}]
 
-
-def values_of(dtype: str, shape, rng) -> np.ndarray:
-    if dtype == "bool":
-        return rng.integers(0, 2, shape).astype(bool)
-    if np.dtype(dtype).kind == "c":  # real and imaginary parts differ: their order shows
-        return (rng.normal(size=shape) * 100 + 1j * rng.normal(size=shape)).astype(dtype)
-    if np.dtype(dtype).kind == "f":
-        return (rng.normal(size=shape) * 100).astype(dtype)
-    info = np.iinfo(dtype)
-    return rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
 
 
 def ome_attributes(axes, scale, version="0.4", channels=None) -> dict:
