@@ -1,6 +1,7 @@
 """Real mounts for tests: start the daemon, wait until the mount is live, always unmount and reap."""
 
 import contextlib
+import errno
 import os
 import signal
 import subprocess
@@ -188,3 +189,13 @@ def fsynced_writes_then_kill_9(m: Mount, name: str, model: bytearray, rng, ackno
     except OSError:
         pass
     unmount(m.path)
+
+
+def read_or_eio(path) -> bytes | None:
+    """The file's bytes, or None where the read fails with EIO (any other error fails the test):
+    for waiting until reads resume after an outage."""
+    try:
+        return Path(path).read_bytes()
+    except OSError as e:
+        assert e.errno == errno.EIO, e
+        return None

@@ -12,7 +12,7 @@ import pytest
 import zarr
 from zarr.codecs import BloscCodec, Crc32cCodec, ZstdCodec
 
-from mounting import ZARRFS, daemon_places, fsynced_writes_then_kill_9, mounted, unmount, wait_for
+from mounting import ZARRFS, daemon_places, fsynced_writes_then_kill_9, mounted, read_or_eio, unmount, wait_for
 from servers.seaweed import unique_prefix
 
 
@@ -208,15 +208,7 @@ def test_a_hung_server_gives_eio_within_the_timeout(seaweed, tmp_path):
         assert reader.returncode != 0 and "Input/output error" in reader.stderr
         # all is well once it answers: at once, or after the second in which a chunk that timed
         # out fails without a request (stores/recent_timeouts.py)
-        wait_for(lambda: _read_or_eio(m / "a.bin") == bytes([5] * 100), what="reads to resume")
-
-
-def _read_or_eio(path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except OSError as e:
-        assert e.errno == errno.EIO
-        return None
+        wait_for(lambda: read_or_eio(m / "a.bin") == bytes([5] * 100), what="reads to resume")
 
 
 @pytest.mark.parametrize("case", ["no bucket", "wrong keys", "unreachable", "not zarr"])

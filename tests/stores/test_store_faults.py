@@ -20,7 +20,7 @@ import pytest
 import zarr
 from zarr.storage import ObjectStore
 
-from mounting import mounted, wait_for
+from mounting import mounted, read_or_eio, wait_for
 from servers.emulators import AZURE_ACCOUNT, AZURE_KEY
 from servers.fault_proxy import CUT, LOSE, RESET, STALL, TRUNCATE, FaultProxy
 from servers.seaweed import unique_prefix
@@ -273,15 +273,7 @@ def test_a_stalled_get_is_eio_after_one_attempt_and_reads_resume_once_it_answers
         assert proxy.count("GET", "/s/c/0", STALL) == 1  # the re-read asked nothing
         assert "s/c/0" in m.log()
         proxy.clear()
-        wait_for(lambda: _read_or_eio(m / "s.bin") == values.tobytes(), what="reads to resume")
-
-
-def _read_or_eio(path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except OSError as e:
-        assert e.errno == errno.EIO
-        return None
+        wait_for(lambda: read_or_eio(m / "s.bin") == values.tobytes(), what="reads to resume")
 
 
 def test_a_fill_only_chunk_is_deleted_through_a_reset(backend, tmp_path):
