@@ -5,8 +5,8 @@ import logging
 
 import pytest
 
-from zarrfs.errors import CorruptChunkError
-from zarrfs.fuse.errno_boundary import errno_boundary, fail, fail_logged
+from zarrfs.errors import AlreadyLoggedError, CorruptChunkError
+from zarrfs.fuse.errno_boundary import errno_boundary
 from zarrfs.fuse.libfuse import mfusepy
 
 
@@ -41,7 +41,7 @@ def test_an_eio_raised_without_a_cause_still_gets_a_line_naming_the_file(caplog)
 
 
 def test_an_eio_logged_where_it_was_refused_gets_no_second_line(caplog):
-    code, lines = answer(lambda: errno_boundary(lambda self: fail_logged(errno.EIO))(Probe(None)), caplog)
+    code, lines = answer(lambda: Probe(AlreadyLoggedError("logged where it was found", errno.EIO)).open("/g/a.bin", 0), caplog)
     assert code == errno.EIO and lines == []
 
 
@@ -51,5 +51,5 @@ def test_a_read_names_the_node_of_its_open_file(caplog):
 
 
 def test_other_errnos_raised_as_such_are_not_logged(caplog):
-    code, lines = answer(lambda: errno_boundary(lambda self: fail(errno.ENOENT))(Probe(None)), caplog)
+    code, lines = answer(lambda: Probe(mfusepy.FuseOSError(errno.ENOENT)).open("/g/a.bin", 0), caplog)
     assert code == errno.ENOENT and lines == []

@@ -60,29 +60,6 @@ class ChunkSource(Protocol):
         found the stored value replaced)."""
 
 
-class WritableSource(ChunkSource, Protocol):
-    """A source whose chunks a flush stores: each new value staged beside the old, then published."""
-
-    def stage(self, coords: tuple[int, ...], data: BytesLike | None) -> Staged: ...
-
-    def publish(self, staged: Sequence[Staged]) -> None: ...
-
-    def discard(self, staged: Sequence[Staged]) -> None: ...
-
-
-class ShardSource(ChunkSource, Protocol):
-    """A shard's inner chunks (ShardChunks): what a write-back asks of a shard it rebuilds."""
-
-    def forget_index(self) -> None: ...
-
-    def stored_chunks(self) -> Sequence[BytesLike | None]: ...
-
-    def flat(self, coords: tuple[int, ...]) -> int: ...
-
-    def build(self, updates: dict[tuple[int, ...], BytesLike | None], live: list[tuple[int, ...]],
-              stored: Sequence[BytesLike | None] | None = None) -> bytes | None: ...
-
-
 class StoreChunks:
     """The chunks of an array stored as values of a store, named by the chunk key encoding."""
 

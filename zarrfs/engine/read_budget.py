@@ -41,9 +41,11 @@ def check_chunks(name: str, offset: int, size: int, chunks: int) -> None:
 
 @contextlib.contextmanager
 def reading(name: str, offset: int, size: int, seconds: float | None) -> Iterator[None]:
-    """Within this block, this thread's fetches end `seconds` from now (None: never)."""
+    """Within this block, this thread's fetches end `seconds` from now (None: never), or at the
+    deadline of a read this one is part of (a read of zarr.h5 reads each array's piece), if earlier."""
     outer = getattr(_local, "deadline", None)
-    _local.deadline = None if seconds is None else (time.monotonic() + seconds, seconds, name, offset, size)
+    inner = None if seconds is None else (time.monotonic() + seconds, seconds, name, offset, size)
+    _local.deadline = outer if inner is None or (outer is not None and outer[0] <= inner[0]) else inner
     try:
         yield
     finally:

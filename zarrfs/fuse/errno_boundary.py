@@ -2,7 +2,7 @@
 
 No EIO leaves it unexplained: each one it returns has a log line naming the file (or the node
 of an open file) and the cause, written here unless the code that refused wrote it already
-(fail_logged, AlreadyLoggedError)."""
+(AlreadyLoggedError)."""
 
 import errno
 import functools
@@ -14,10 +14,6 @@ from zarrfs.fuse.libfuse import mfusepy
 log = logging.getLogger(__name__)
 
 
-class LoggedError(mfusepy.FuseOSError):
-    """An errno whose cause the code that raised it has logged, naming the node."""
-
-
 def errno_boundary(method):
     """Map every exception to an errno: typed errors to theirs, anything else to EIO, each EIO
     with one log line naming what it was asked of (`subject`) and why."""
@@ -26,14 +22,12 @@ def errno_boundary(method):
     def wrapper(self, *args):
         try:
             return method(self, *args)
-        except LoggedError:
-            raise
         except mfusepy.FuseOSError as e:
             if e.errno == errno.EIO:  # raised without a cause: say at least where
                 log.error("%s %s: input/output error", method.__name__, subject(self, args))
             raise
         except AlreadyLoggedError as e:  # its line was written where it was found
-            raise LoggedError(e.errno) from None
+            raise mfusepy.FuseOSError(e.errno) from None
         except RoutineError as e:  # an expected answer (no such attribute...): nothing to log
             if e.errno == errno.EIO:
                 log.error("%s %s: %s", method.__name__, subject(self, args), e)
@@ -64,12 +58,3 @@ def subject(operations, args: tuple) -> str:
     if isinstance(first, int):
         return operations.node_of(first)
     return "-"
-
-
-def fail(code: int):
-    raise mfusepy.FuseOSError(code)
-
-
-def fail_logged(code: int):
-    """Refuse with `code` after logging its cause: the boundary adds no second line."""
-    raise LoggedError(code)
