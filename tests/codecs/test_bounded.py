@@ -31,6 +31,12 @@ def test_a_stream_longer_than_its_limit_is_corrupt(codec_id):
         bounded_decoder(codec_id)(encoded, len(DATA) - 1)
 
 
+def test_a_zstd_frame_declaring_more_than_its_limit_is_refused_before_it_is_decoded():
+    bomb = zstandard.ZstdCompressor().compress(bytes(64 << 20))  # 2 KiB that would inflate to 64 MiB
+    with pytest.raises(CorruptChunkError, match=f"declares {64 << 20} bytes, more than the 4096 expected"):
+        bounded_decoder("zstd")(bomb, 4096)
+
+
 def test_zstd_frames_of_every_kind_decode_whole_and_any_cut_is_corrupt():
     """zstd's reader ends quietly where a cut stream ends: the frames are checked to be whole.
     Frames without a declared size, with checksums, of RLE and raw blocks, several in a row

@@ -32,7 +32,11 @@ ZSTD_SKIPPABLE = 0x184D2A50  # the magic of a skippable frame, its low 4 bits fr
 
 def zstd_decode(data, limit: int) -> bytes:
     """The bytes of the zstd frames in `data`, at most `limit` of them. The output grows as it
-    decodes: a limit is a bound, not an allocation (a variable-length chunk's is large)."""
+    decodes: a limit is a bound, not an allocation (a variable-length chunk's is large). A first
+    frame that declares more than `limit` is refused before any of it is decoded."""
+    declared = _declared_size(data)
+    if declared is not None and declared > limit:
+        raise CorruptChunkError(f"zstd stream declares {declared} bytes, more than the {limit} expected")
     parts, filled = [], 0
     try:
         with zstandard.ZstdDecompressor().stream_reader(bytes(data), read_across_frames=True) as reader:
@@ -49,6 +53,15 @@ def zstd_decode(data, limit: int) -> bytes:
     if not _whole_zstd_frames(data):  # the reader ends quietly where a cut stream does
         raise CorruptChunkError("undecodable zstd stream (truncated)")
     return b"".join(parts)
+
+
+def _declared_size(data: BytesLike) -> int | None:
+    """The decoded size the first frame's header declares, if it declares one."""
+    try:
+        size = zstandard.frame_content_size(bytes(memoryview(data)[:18]))  # a frame header is at most 18 bytes
+    except zstandard.ZstdError:
+        return None  # not a frame header: the decode says why
+    return None if size < 0 else size
 
 
 def _whole_zstd_frames(data: BytesLike) -> bool:

@@ -15,6 +15,7 @@ succeeded, with the stored version; otherwise another writer's value is there, a
 stands (a conflict, which the write-back merges).
 """
 
+import errno
 import logging
 import time
 from collections.abc import Callable
@@ -24,6 +25,8 @@ import obstore
 from obstore.exceptions import AlreadyExistsError, PreconditionError
 from obstore.store import ObjectStore
 
+from zarrfs.errors import StoreError
+from zarrfs.stores import bounded_get
 from zarrfs.stores.remote_errors import unanswered
 
 if TYPE_CHECKING:  # obstore's typed dicts exist in its stubs only
@@ -89,9 +92,15 @@ def _landed(store: ObjectStore, key: str, data: bytes) -> "PutResult | None":
             options: GetOptions = {"range": (0, len(data))}
             if meta.get("e_tag"):
                 options["if_match"] = meta["e_tag"]
-            if bytes(obstore.get(store, key, options=options).bytes()) != data:
+            answer = obstore.get(store, key, options=options)  # taken only as far as our own size
+            if bytes(bounded_get.body(key, answer, len(data), _unexplained)) != data:
                 return None
     except Exception as e:
         log.debug("PUT %s: cannot read it back to see whether it landed: %s", key, str(e).splitlines()[0][:200])
         return None
     return {"e_tag": meta["e_tag"], "version": meta["version"]}
+
+
+def _unexplained(what: str, key: str, error: BaseException) -> StoreError:
+    """A read-back that broke off: no more is needed than that it did (the refusal stands)."""
+    return StoreError(f"{what} {key!r}: {type(error).__name__}", errno.EIO)

@@ -315,11 +315,10 @@ class StoreContractTests:
         store.set("g/zarr.json", b"{}")
         staging = store.begin_node("g/n")
         store.publish([store.stage(f"{staging}/c/0", b"chunk")])  # a creation interrupted here
+        assert store.list_dir("g") == ["zarr.json"]  # a staged node is never listed as a node
         if store.capabilities.remote:
-            # other machines may be mid-creation: a fresh staged node is left alone (stale ones go
-            # in the background), and it is never listed as a node
-            store.remove_temporaries()
-            assert store.get(f"{staging}/c/0") == b"chunk" and store.list_dir("g") == ["zarr.json"]
+            # other machines may be mid-creation: a remote store cleans only stale staged nodes,
+            # in the background (tests/stores/test_store_nodes.py holds that without a thread)
             return
         assert store.remove_temporaries() >= 1
         assert [key for key, _ in store.files("g")] == ["zarr.json"]
