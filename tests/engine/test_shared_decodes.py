@@ -8,12 +8,12 @@ overlap on any machine, however loaded."""
 import json
 import logging
 import threading
-import time
 
 import numpy as np
 import pytest
 
 from helpers import CountingStore, array_doc, open_raw_file, write_doc
+from mounting import wait_for
 from servers.memory_store import MemoryStore
 from zarrfs.errors import CorruptChunkError
 
@@ -78,13 +78,6 @@ def gated_array(kind, tmp_path, stored=None):
     return store, open_raw_file(store, writable=False)
 
 
-def until(condition, what: str) -> None:
-    deadline = time.monotonic() + BOUND
-    while not condition():
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(0.005)
-
-
 def concurrently(store, raw, reads, gated=("c/0",)) -> list:
     """Run each of `reads` (callables) in its own thread, started together, while the GETs of
     `gated` wait until each reader waits for a decode or is at the gate; their results, or errors."""
@@ -105,7 +98,7 @@ def concurrently(store, raw, reads, gated=("c/0",)) -> list:
     try:
         keys = [raw.array.cache_key + ((int(k.split("/")[1]),),) for k in gated]
         decodes = raw.array.shared.cache.decodes
-        until(lambda: len(gate.arrived) + sum(decodes.waiting(k) for k in keys) >= len(reads),
+        wait_for(lambda: len(gate.arrived) + sum(decodes.waiting(k) for k in keys) >= len(reads), BOUND,
               "every reader at the gate or waiting for a decode")
     finally:
         gate.open()

@@ -64,7 +64,7 @@ def test_a_hostile_answer_is_eio_with_one_line_and_the_daemon_lives(seaweed, tmp
             assert m.process.poll() is None, m.log()
             assert probe(READ, m / "good.bin", 0, 8).stdout.strip() == bytes(range(8)).hex()
             assert peak_rss(m.process.pid) < RSS_LIMIT
-            lines = [line for line in m.log().splitlines() if f"{word}/c/0" in line]
+            lines = [line for line in m.settled_log().splitlines() if f"{word}/c/0" in line]
             assert len(lines) == 1 and re.search(HOSTILE[word], lines[0]), m.log()
             assert proxy.requests(f"/{word}/c/0") >= 1
         finally:

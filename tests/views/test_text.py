@@ -160,4 +160,4 @@ def test_zarr_pythons_default_string_and_bytes_arrays_read_whole_in_one_chunk(tm
         assert (tmp_path / "copy" / "labels.txt").read_bytes() == (m / "labels.txt").read_bytes()
         lines = (m / "raw.txt").read_bytes().decode().split("\n")
         assert [unescape(line) for line in lines[:-1]] == list(zarr.open_array(str(tmp_path / "t.zarr" / "raw"))[...])
-        assert "ERROR" not in m.log()
+        assert "ERROR" not in m.settled_log()

@@ -3,6 +3,7 @@ h5netcdf engines, CDO, NCO) as they read the same CF dataset written by xarray a
 file (the control): the same attribute types, the same dates, the same values and masks."""
 
 import base64
+import json
 import struct
 import subprocess
 import warnings
@@ -234,3 +235,22 @@ def test_octave_ncinfo_and_ncread_read_what_they_read_of_the_control(files, vers
     control = read(files["control"])
     assert "tas 4 " in control and "  units char K" in control and "  _FillValue single 1.00000002e+20" in control
     assert read(files[version]) == control
+
+
+def test_a_plain_number_beyond_the_type_and_a_lone_surrogate_lose_nothing_else(tmp_path):
+    """A missing_value of 1e300 on float32 has no float32 value, as xarray's base64 one has none:
+    it is written as it is, with a line, never made infinite; a text attribute holding a lone surrogate is written as JSON text, and the group's
+    zarr.h5 is still made."""
+    root = zarr.open_group(tmp_path / "odd.zarr", mode="w", zarr_format=3)
+    root.create_array("big", shape=(2,), dtype="float32", attributes={"missing_value": 1e300})
+    root.create_array("text", shape=(2,), dtype="float32", attributes={"long_name": "t"})
+    document = tmp_path / "odd.zarr" / "text" / "zarr.json"
+    meta = json.loads(document.read_text())
+    meta["attributes"]["units"] = "\ud800K"
+    document.write_text(json.dumps(meta))  # ASCII JSON: the surrogate as \ud800
+    with mounted(tmp_path / "odd.zarr", tmp_path, "ro") as m:
+        with h5py.File(m / "zarr.h5", "r") as f:
+            assert f["big"].attrs["missing_value"] == 1e300
+            assert json.loads(f["text"].attrs["units"]) == "\ud800K" and f["text"].attrs["long_name"] == b"t"
+        log = m.settled_log()
+    assert log.count("big: attribute 'missing_value' = 1e+300 has no value of the variable's type") == 1

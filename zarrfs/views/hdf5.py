@@ -403,9 +403,12 @@ def _text(value: str):
     back as it is: HDF5 refuses it, and the caller writes it as JSON text (NC_CHAR would end it)."""
     import h5py
 
+    try:
+        encoded = value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: HDF5 refuses the str, and the caller writes JSON text
+        return value
     if "\0" in value:
         return value
-    encoded = value.encode("utf-8")  # a lone surrogate raises: the caller writes JSON text instead
     encoding = "ascii" if encoded.isascii() else "utf-8"
     if not encoded:
         return h5py.Empty(h5py.string_dtype(encoding, 1))
@@ -450,13 +453,14 @@ def _float(value, stored: np.dtype):
     (FillValueCoder), zarr's own of the stored type. A float64 beyond a float32's range is
     refused rather than made infinite."""
     if not isinstance(value, str) or value in ("NaN", "Infinity", "-Infinity"):
-        return float(value)
-    raw = base64.b64decode(value, validate=True)
-    if len(raw) == stored.itemsize:
-        return np.frombuffer(raw, stored)[0]
-    if len(raw) != 8:
-        raise ValueError(f"{len(raw)} bytes for a {stored.itemsize}-byte float")
-    wide = np.frombuffer(raw, "<f8")[0]
+        wide = float(value)
+    else:
+        raw = base64.b64decode(value, validate=True)
+        if len(raw) == stored.itemsize:
+            return np.frombuffer(raw, stored)[0]
+        if len(raw) != 8:
+            raise ValueError(f"{len(raw)} bytes for a {stored.itemsize}-byte float")
+        wide = np.frombuffer(raw, "<f8")[0]
     if np.isfinite(wide) and abs(wide) > np.finfo(stored).max:
         raise ValueError(f"{wide} is beyond a {stored.itemsize}-byte float")
     return wide
