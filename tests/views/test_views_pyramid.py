@@ -210,3 +210,13 @@ def test_only_datasets_below_the_group_make_an_image():
                                   {"name": "up", "datasets": [{"path": "../x"}]}, {"datasets": [{"path": "s/0"}]}]}
     assert ome_pyramid.images(attributes, "g") == {"a.ome.tif": ["0", "1"], "a_2.ome.tif": ["0", "1"],
                                                    "g.ome.tif": ["s/0"]}
+
+
+def test_a_document_listing_many_images_costs_a_bounded_listing():
+    """multiscales is untrusted: at most MAX_IMAGES images are made of it, named in one pass
+    (a second image of a name, and an image whose own name ends like a second one's, still apart)."""
+    datasets = [{"path": "0"}]
+    many = [{"name": "a", "datasets": datasets}] * 100_000
+    found = ome_pyramid.images({"multiscales": [{"name": "a_2", "datasets": datasets}, *many]}, "g")
+    assert len(found) == ome_pyramid.MAX_IMAGES
+    assert list(found)[:4] == ["a_2.ome.tif", "a.ome.tif", "a_3.ome.tif", "a_4.ome.tif"]

@@ -57,6 +57,9 @@ class Level:
         return -(-self.shape[-2] // self.rows_per_strip)
 
 
+MAX_IMAGES = 64  # images one group's multiscales may list: a document is untrusted, and each costs a header
+
+
 def multiscales(attributes: dict) -> list:
     """The `multiscales` of a group's attributes (v0.4 at the top, v0.5 under `ome`), [] if none."""
     ome = attributes.get("ome") if isinstance(attributes.get("ome"), dict) else {}
@@ -68,15 +71,17 @@ def images(attributes: dict, group_name: str) -> dict[str, list[str]]:
     """File name -> the dataset paths (levels, finest first) of each multiscale image: named after
     the image's `name`, else the group's; a second image of the same name gets _2, _3, ..."""
     out: dict[str, list[str]] = {}
-    for image in multiscales(attributes):
+    seen: dict[str, int] = {}  # images named after each stem so far: the next one's suffix
+    for image in multiscales(attributes)[:MAX_IMAGES]:
         datasets = image.get("datasets") if isinstance(image, dict) else None
         paths = [d.get("path") for d in datasets if isinstance(d, dict)] if isinstance(datasets, list) else []
         if not paths or not all(_relative(p) for p in paths):
             continue
         stem = _stem(image.get("name")) or _stem(group_name) or "image"
-        name, k = stem + SUFFIX, 1
-        while name in out:
-            k += 1
+        k = seen[stem] = seen.get(stem, 0) + 1
+        name = stem + SUFFIX if k == 1 else f"{stem}_{k}{SUFFIX}"
+        while name in out:  # a stem that itself ends in _k: rare, and bounded by MAX_IMAGES
+            k = seen[stem] = k + 1
             name = f"{stem}_{k}{SUFFIX}"
         out[name] = paths
     return out
