@@ -6,6 +6,7 @@ import io
 import json
 import logging
 import os
+import sys
 import re
 import subprocess
 from pathlib import Path
@@ -220,3 +221,12 @@ def test_a_document_listing_many_images_costs_a_bounded_listing():
     found = ome_pyramid.images({"multiscales": [{"name": "a_2", "datasets": datasets}, *many]}, "g")
     assert len(found) == ome_pyramid.MAX_IMAGES
     assert list(found)[:4] == ["a_2.ome.tif", "a.ome.tif", "a_3.ome.tif", "a_4.ome.tif"]
+
+
+def test_the_header_cache_counts_what_a_layout_holds():
+    """A pyramid's layout holds an extent per strip: the cache's bound counts them, not the 56
+    bytes of the object that lists them."""
+    levels = [Level("0", (2, 4096, 4096), "uint16", 2, 16)]
+    layout = ome_pyramid.build(levels, b"<OME/>", 1 << 30)
+    assert len(layout.data) >= 512
+    assert sys.getsizeof(layout) >= len(layout.metadata[0][1]) + 100 * len(layout.data)

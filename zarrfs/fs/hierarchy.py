@@ -437,7 +437,7 @@ class Hierarchy:
         if description is None or not levels:
             return {"pyramid": None}
         layout = ome_pyramid.build(levels, description, self._headers.max_bytes)
-        return {"pyramid": layout, "header": layout.metadata[0][1]}  # the header's bytes, for the cache's count
+        return {"pyramid": layout}  # the header cache counts what the layout holds (Layout.__sizeof__)
 
     def _same_version(self, key, version: tuple) -> tuple:
         """`version`, or the equal tuple known before (the header cache compares by identity)."""
