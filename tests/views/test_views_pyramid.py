@@ -6,9 +6,9 @@ import io
 import json
 import logging
 import os
-import sys
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
