@@ -33,7 +33,7 @@ def test_a_stream_longer_than_its_limit_is_corrupt(codec_id):
 
 def test_a_zstd_frame_declaring_more_than_its_limit_is_refused_before_it_is_decoded():
     bomb = zstandard.ZstdCompressor().compress(bytes(64 << 20))  # 2 KiB that would inflate to 64 MiB
-    with pytest.raises(CorruptChunkError, match=f"declares {64 << 20} bytes, more than the 4096 expected"):
+    with pytest.raises(CorruptChunkError, match=f"declares {64 << 20} bytes, more than the 4096 bytes expected"):
         bounded_decoder("zstd")(bomb, 4096)
 
 

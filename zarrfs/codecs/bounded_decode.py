@@ -36,7 +36,7 @@ def zstd_decode(data, limit: int) -> bytes:
     frame that declares more than `limit` is refused before any of it is decoded."""
     declared = _declared_size(data)
     if declared is not None and declared > limit:
-        raise CorruptChunkError(f"zstd stream declares {declared} bytes, more than the {limit} expected")
+        raise CorruptChunkError(f"zstd stream declares {declared} bytes, more than the {limit} bytes expected")
     parts, filled = [], 0
     try:
         with zstandard.ZstdDecompressor().stream_reader(bytes(data), read_across_frames=True) as reader:
