@@ -165,11 +165,18 @@ class DecodeAhead:
                 self._release(self._entries.pop(key, None))
 
     def settle(self, timeout: float | None = None) -> None:
-        """Wait for the decodes under way to end (tests, and anyone who needs a quiet moment)."""
+        """Wait for the decodes under way to end (tests, and anyone who needs a quiet moment).
+
+        Raises TimeoutError when they have not ended within `timeout` seconds in all: a caller
+        that goes on as if they had would judge a state still changing.
+        """
         with self._lock:
             entries = list(self._entries.values())
+        deadline = None if timeout is None else time.monotonic() + timeout
         for entry in entries:
-            entry.done.wait(timeout)
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not entry.done.wait(left):
+                raise TimeoutError(f"decodes ahead still under way after {timeout} s")
 
     def _stale(self) -> bool:
         first = next(iter(self._entries.values()), None)

@@ -25,6 +25,7 @@ import bisect
 import json
 import logging
 import os
+import reprlib
 import tempfile
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -424,7 +425,8 @@ def _set_fill(obj, value, dtype: np.dtype, where: str) -> None:
     """_FillValue in the variable's own type, as netCDF requires."""
     fill = _fill_value(value, dtype)
     if fill is None:
-        log.info("%s: fill value %r has no value of its type: no _FillValue in its HDF5 view", where, value)
+        shown = reprlib.repr(value)  # a fill value is the metadata's: it may be any size
+        log.info("%s: fill value %s has no value of its type: no _FillValue in its HDF5 view", where, shown)
         return
     obj.attrs["_FillValue"] = fill
 
