@@ -34,13 +34,14 @@ SCALE = (1.0, 2.5, 0.5, 0.25)  # level 0's physical sizes: z, y, x in micrometre
 CHUNKS = (1, 1, 64, 128)
 
 
-def image(parent, name: str, version: str, zarr_format: int, rng) -> dict[str, np.ndarray]:
+def image(parent, name: str, version: str, zarr_format: int, rng, nest: str = "") -> dict[str, np.ndarray]:
     """An image of LEVELS levels, each half the last in y and x, with channel labels; its levels'
-    values by path."""
+    values by path. nest: a subgroup of the image's group holding the levels (datasets NEST/k)."""
     datasets, levels = [], {}
     for k in range(LEVELS):
         scale = [SCALE[0], SCALE[1], SCALE[2] * 2 ** k, SCALE[3] * 2 ** k]
-        datasets.append({"path": str(k), "coordinateTransformations": [{"type": "scale", "scale": scale}]})
+        datasets.append({"path": f"{nest}/{k}" if nest else str(k),
+                         "coordinateTransformations": [{"type": "scale", "scale": scale}]})
     multiscale = {"name": name, "axes": AXES, "datasets": datasets}
     omero = {"channels": [{"label": "DAPI"}, {"label": "GFP"}]}
     if version == "0.5":
@@ -48,13 +49,14 @@ def image(parent, name: str, version: str, zarr_format: int, rng) -> dict[str, n
     else:
         attributes = {"multiscales": [{**multiscale, "version": version}], "omero": omero}
     group = parent.create_group(name, attributes=attributes)
+    holder = group.create_group(nest) if nest else group
     shape = SHAPE
     for k in range(LEVELS):
         values = rng.integers(0, 65535, shape, dtype="uint16")
         kwargs = {"dimension_names": [a["name"] for a in AXES]} if zarr_format == 3 else {}
-        level = group.create_array(str(k), shape=shape, dtype="uint16", chunks=CHUNKS, **kwargs)
+        level = holder.create_array(str(k), shape=shape, dtype="uint16", chunks=CHUNKS, **kwargs)
         level[...] = values
-        levels[f"{name}/{k}"] = values
+        levels[f"{name}/{nest}/{k}" if nest else f"{name}/{k}"] = values
         shape = (*shape[:2], -(-shape[2] // 2), -(-shape[3] // 2))
     return levels
 
@@ -202,6 +204,29 @@ def test_a_write_to_a_level_shows_in_the_open_pyramid(stores, tmp_path):
             after = tif.series[0].levels[1].asarray()
         assert (after[0, 0, 0] == 7).all() and not (before[0, 0, 0] == 7).all()
         assert np.array_equal(after[0, 0, 1:], before[0, 0, 1:])
+
+
+@pytest.mark.parametrize("zarr_format, version", [(2, "0.4"), (3, "0.5")])
+def test_nested_dataset_paths_make_a_pyramid_that_a_write_shows_in(tmp_path, zarr_format, version):
+    """Datasets s/0, s/1, s/2 (levels in a subgroup of the image's group): the image's group
+    shows the pyramid, each level as zarr-python reads it, with the image's OME-XML; a write to a
+    level in the subgroup drops the kernel's pages of the pyramid held open."""
+    root = tmp_path / "nested.zarr"
+    group = zarr.open_group(str(root), mode="w", zarr_format=zarr_format)
+    values = image(group, "cells", version, zarr_format, np.random.default_rng(9), nest="s")
+    with mounted(root, tmp_path) as m, open(m / "cells" / "cells.ome.tif", "rb") as held:
+        with tifffile.TiffFile(held) as tif:
+            assert tif.is_ome and tif.series[0].axes == "CZYX" and 'PhysicalSizeZ="2.5"' in tif.ome_metadata
+            levels = [level.asarray() for level in tif.series[0].levels]
+        assert len(levels) == LEVELS
+        for k, level in enumerate(levels):
+            assert np.array_equal(level, values[f"cells/s/{k}"]), k
+        with open(m / "cells" / "s" / "1.bin", "r+b") as out:
+            out.write(np.full(SHAPE[3] // 2, 7, "<u2").tobytes())  # the first row of plane (0, 0)
+        held.seek(0)
+        with tifffile.TiffFile(held) as tif:
+            after = tif.series[0].levels[1].asarray()
+        assert (after[0, 0, 0] == 7).all() and np.array_equal(after[0, 0, 1:], levels[1][0, 0, 1:])
 
 
 def test_an_image_beyond_the_header_bound_is_left_out_with_one_line(stores, tmp_path):
