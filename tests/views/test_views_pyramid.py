@@ -190,6 +190,22 @@ def test_bioformats_reads_a_region_of_a_resolution(mounts, stores, tmp_path, res
         assert np.array_equal(found, plane[y:y + height, x:x + width]), zarr_format
 
 
+def test_a_bioformats_region_read_decodes_only_the_chunks_under_it(stores, tmp_path):
+    """Through a mount, as QuPath reads a region: the level-0 chunks the daemon decodes are the
+    six under the region (y 50-149 in chunk rows 0-2, x 100-249 in chunk columns 0-1 of plane
+    (0, 0)), each once, and none the kernel would read ahead in the tiles that follow."""
+    if not JAR.exists():
+        pytest.fail(f"{JAR} is missing: scripts/setup --test puts Bio-Formats' jar there")
+    with mounted(stores[3][0], tmp_path, "ro", "debug") as m:
+        args = ["java", "-cp", str(JAR), str(HELPER), "--pixels", str(tmp_path), "--resolutions", "--crop",
+                "0,100,50,150,100", str(m / "cells" / "cells.ome.tif")]
+        result = subprocess.run(args, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0 and '"ms"' in result.stdout, result.stdout + result.stderr
+        decoded = re.findall(r"decoded cells/0 chunk (\S+)", m.settled_log())
+    # each once: Bio-Formats reads a tile's first 16 bytes, then the tile, which finds its chunk decoded
+    assert sorted(decoded) == [f"cells/0/c/0/0/{row}/{column}" for row in range(3) for column in range(2)]
+
+
 def test_a_write_to_a_level_shows_in_the_open_pyramid(stores, tmp_path):
     """The kernel's pages of IMAGE.ome.tif, held open, are dropped when a level is written."""
     root = tmp_path / "w.zarr"

@@ -108,10 +108,13 @@ class RawFile:
 
     def read_box_into(self, box: Box, out: np.ndarray) -> None:
         """Fill `out` (the box's shape, the array's type) with the elements of `box`, bounded as
-        a read of the file is: for a view whose bytes are boxes, not byte ranges (a TIFF tile)."""
+        a read of the file is: for a view whose bytes are boxes, not byte ranges (a TIFF tile).
+        Never a sparse read, however small: a reader probing a tile's first bytes reads the
+        tile next, and finds its chunks decoded whole in the cache (Bio-Formats reads 16 bytes,
+        then the tile: as a sparse read, the first chunk was decoded twice)."""
         start = int(np.ravel_multi_index([s.start for s in box], self.array.shape)) * self.itemsize
         with self._budget(start, out.nbytes, lambda: [box]):
-            self.array.read_into(box, out, out.nbytes < SPARSE_READ)
+            self.array.read_into(box, out)
 
     def _budget(self, offset: int, n: int, boxes: Callable[[], list[Box]]) -> AbstractContextManager[None]:
         """The bounds of one read of bytes [offset, offset + n), the elements of boxes(), where
