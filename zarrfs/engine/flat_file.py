@@ -106,15 +106,20 @@ class RawFile:
                 out[:n] = elements.view("u1")[skip:skip + n]
         return n
 
-    def read_box_into(self, box: Box, out: np.ndarray) -> None:
-        """Fill `out` (the box's shape, the array's type) with the elements of `box`, bounded as
-        a read of the file is: for a view whose bytes are boxes, not byte ranges (a TIFF tile).
-        Never a sparse read, however small: a reader probing a tile's first bytes reads the
-        tile next, and finds its chunks decoded whole in the cache (Bio-Formats reads 16 bytes,
-        then the tile: as a sparse read, the first chunk was decoded twice)."""
-        start = int(np.ravel_multi_index([s.start for s in box], self.array.shape)) * self.itemsize
-        with self._budget(start, out.nbytes, lambda: [box]):
-            self.array.read_into(box, out)
+    def read_boxes_into(self, pieces: list[tuple[Box, np.ndarray]]) -> None:
+        """Fill each `out` (its box's shape, the array's type) with the elements of its `box`,
+        bounded as one read of the file is (one chunk count, one deadline, for all of them): for
+        a view whose bytes are boxes, not byte ranges (the TIFF tiles one read of
+        IMAGE.ome.tif meets). Never a sparse read, however small: a reader probing a tile's
+        first bytes reads the tile next, and finds its chunks decoded whole in the cache
+        (Bio-Formats reads 16 bytes, then the tile: as a sparse read, the first chunk was
+        decoded twice)."""
+        if not pieces:
+            return
+        start = int(np.ravel_multi_index([s.start for s in pieces[0][0]], self.array.shape)) * self.itemsize
+        with self._budget(start, sum(out.nbytes for _, out in pieces), lambda: [box for box, _ in pieces]):
+            for box, out in pieces:
+                self.array.read_into(box, out)
 
     def _budget(self, offset: int, n: int, boxes: Callable[[], list[Box]]) -> AbstractContextManager[None]:
         """The bounds of one read of bytes [offset, offset + n), the elements of boxes(), where

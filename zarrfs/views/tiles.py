@@ -70,8 +70,11 @@ class Tiles:
 
     def read_into(self, raw, at: int, out: np.ndarray) -> None:
         """Fill the uint8 array `out` with the bytes from `at` (within these tiles) from `raw`, the
-        array's RawFile: each tile met is read as its box, the gaps between tiles are zeros."""
+        array's RawFile: each tile met is read as its box, the gaps between tiles are zeros. The
+        boxes are read together, as one read of the array (RawFile.read_boxes_into): the read
+        budget's chunk count and deadline bound the whole read, not each tile of it."""
         end, position = at + len(out), at
+        pieces, copies = [], []  # (box, where its elements go); (rows read, skip, bytes wanted of them)
         while position < end:
             k, within = divmod(position, self.stride)
             stop = min(end, (k + 1) * self.stride)
@@ -80,20 +83,25 @@ class Tiles:
                 target[:] = 0
             else:
                 used = min(stop - k * self.stride, self.tile_bytes) - within
-                self._tile_into(raw, k, within, target[:used])
+                self._plan_tile(raw.array.dtype, k, within, target[:used], pieces, copies)
                 target[used:] = 0
             position = stop
+        raw.read_boxes_into(pieces)
+        for rows, skip, wanted in copies:
+            wanted[:] = rows.view(np.uint8).reshape(-1)[skip:skip + len(wanted)]
 
-    def _tile_into(self, raw, k: int, start: int, out: np.ndarray) -> None:
-        """Bytes [start, start + len(out)) of tile k: only the tile's rows they lie in are read."""
+    def _plan_tile(self, dtype: np.dtype, k: int, start: int, out: np.ndarray, pieces: list, copies: list) -> None:
+        """Plan bytes [start, start + len(out)) of tile k: only the tile's rows they lie in are
+        read (a box appended to `pieces`); rows of our own, copied after, where `out` does not
+        hold whole rows (a copy appended to `copies`)."""
         plane, index = divmod(k, self.per_plane)
         row, column = divmod(index, self.across)
         row_bytes = self.tile[1] * self.itemsize
         first, last = start // row_bytes, -(-(start + len(out)) // row_bytes)  # the tile's rows wanted
         whole_rows = start % row_bytes == 0 and len(out) % row_bytes == 0
         # whole rows are decoded straight into `out`; else into rows of our own, then copied
-        rows = out.view(raw.array.dtype).reshape(last - first, self.tile[1]) if whole_rows else \
-            np.empty((last - first, self.tile[1]), raw.array.dtype)
+        rows = out.view(dtype).reshape(last - first, self.tile[1]) if whole_rows else \
+            np.empty((last - first, self.tile[1]), dtype)
         y, x = row * self.tile[0] + first, column * self.tile[1]
         height, width = max(0, min(last - first, self.shape[-2] - y)), min(self.tile[1], self.shape[-1] - x)
         rows[height:] = 0  # past the plane's bottom edge
@@ -101,10 +109,9 @@ class Tiles:
         if height:
             leading = np.unravel_index(plane, self.shape[:-2]) if len(self.shape) > 2 else ()
             box = (*(slice(int(i), int(i) + 1) for i in leading), slice(y, y + height), slice(x, x + width))
-            raw.read_box_into(box, rows[(None,) * len(leading) + (slice(0, height), slice(0, width))])
+            pieces.append((box, rows[(None,) * len(leading) + (slice(0, height), slice(0, width))]))
         if not whole_rows:
-            skip = start - first * row_bytes
-            out[:] = rows.view(np.uint8).reshape(-1)[skip:skip + len(out)]
+            copies.append((rows, start - first * row_bytes, out))
 
 
 def _rounded(n: int, multiple: int) -> int:
