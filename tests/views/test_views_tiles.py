@@ -1,16 +1,21 @@
-"""The tiles of IMAGE.ome.tif (views/tiles.py) read from a level on a remote store, with no
-mount: one read of the file is one read for the read budget (engine/read_budget.py), however
-many tiles it meets."""
+"""The tiles of IMAGE.ome.tif (views/tiles.py), with no mount: read from a level on a remote
+store, one read of the file is one read for the read budget (engine/read_budget.py), however
+many tiles it meets; a tile follows what one decode of the level makes."""
 
+import io
 import json
+import os
 
 import numpy as np
 import pytest
+import tifffile
 
-from helpers import array_doc, open_raw_file
+from helpers import array_doc, open_raw_file, sharding, write_doc
 from servers.memory_store import MemoryStore
+from zarrfs.edits.hierarchy_edits import HierarchyEdits
 from zarrfs.engine import read_budget
 from zarrfs.engine.read_budget import ReadBudgetError
+from zarrfs.fs.filesystem import FileSystem, Options
 from zarrfs.stores.contract import Capabilities
 from zarrfs.views.tiles import Tiles
 
@@ -75,3 +80,25 @@ def test_a_read_of_several_tiles_has_one_deadline(monkeypatch):
     with pytest.raises(ReadBudgetError, match="did not finish within 30 s"):
         tiles.read_into(raw, 0, np.empty(tiles.nbytes, "u1"))
     assert [key for key, _ in store.reads] == ["c/0/0", "c/0/1"]
+
+
+def test_tiles_follow_what_one_decode_makes_when_sharding_is_not_the_whole_chain(tmp_path):
+    """A transpose before sharding_indexed: the engine cannot read such shards in part (its
+    chain is not sharding alone), so one decode makes a whole 256 x 256 chunk, and a tile is
+    that chunk, not the 64 x 64 inner chunk that no read decodes alone."""
+    group = {"zarr_format": 3, "node_type": "group", "attributes": {"ome": {"version": "0.5", "multiscales": [
+        {"name": "img", "axes": [{"name": "y", "type": "space"}, {"name": "x", "type": "space"}],
+         "datasets": [{"path": "0"}]}]}}}
+    codecs = [{"name": "transpose", "configuration": {"order": [1, 0]}}, sharding([64, 64])]
+    write_doc(tmp_path, "", {"zarr_format": 3, "node_type": "group", "attributes": {}})
+    write_doc(tmp_path, "img", group)
+    write_doc(tmp_path, "img/0", array_doc([512, 512], "uint8", [256, 256], codecs=codecs))
+    fs = FileSystem(str(tmp_path), Options(read_only=True, recovery_dir=str(tmp_path / "recovery")), HierarchyEdits)
+    try:
+        fh = fs.open("/img/img.ome.tif", os.O_RDONLY)
+        size = fs.getattr("/img/img.ome.tif")["st_size"]
+        header = fs.read(fh, 0, 1 << 16)
+    finally:
+        fs.stop()
+    with tifffile.TiffFile(io.BytesIO(header + bytes(size - len(header)))) as tif:
+        assert (tif.pages[0].tilelength, tif.pages[0].tilewidth) == (256, 256)

@@ -491,20 +491,8 @@ def read_only_view(entry: Entry) -> bool:
 
 def _level(node: Node) -> ome_pyramid.Level:
     info = info_of(node.meta, node.name, "")
-    chunk = tuple(_decoded_chunk(node.meta)[-2:]) if len(info.shape) > 1 else (1, 1)
+    chunk = tuple(preview.decoded_chunk_shape(node.meta)[-2:]) if len(info.shape) > 1 else (1, 1)
     return ome_pyramid.Level(node.path, info.shape, info.data_type, info.dtype.itemsize, chunk)
-
-
-def _decoded_chunk(meta: ArrayMetadata) -> tuple[int, ...]:
-    """The shape of what one decode makes: a sharded array's innermost chunk, else its chunk."""
-    shape, codecs = largest_chunk(meta.chunk_shape), meta.codecs
-    while True:
-        sharding = next((c.get("configuration") for c in codecs if c.get("name") == "sharding_indexed"), None)
-        inner = sharding.get("chunk_shape") if isinstance(sharding, dict) else None
-        if not (isinstance(inner, list) and len(inner) == len(shape)
-                and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in inner)):
-            return shape
-        shape, codecs = tuple(inner), [c for c in sharding.get("codecs") or () if isinstance(c, dict)]
 
 
 def _group_views(views, by_default: bool) -> list:
