@@ -245,6 +245,29 @@ def test_nested_dataset_paths_make_a_pyramid_that_a_write_shows_in(tmp_path, zar
         assert (after[0, 0, 0] == 7).all() and np.array_equal(after[0, 0, 1:], levels[1][0, 0, 1:])
 
 
+def test_opening_a_nested_level_reads_no_group_above_it_again(tmp_path):
+    """Opening a level's file finds the pyramids it is a level of (whose pages a write drops)
+    in the groups above it as the lookup of its directory read them: a second open of a level
+    two groups down (Zarr v2: four stats a group) reads none of them again."""
+    root = tmp_path / "deep.zarr"
+    group = zarr.open_group(str(root), mode="w", zarr_format=2)
+    for name in ("plate", "A", "1"):
+        group = group.create_group(name)
+    image(group, "cells", "0.4", 2, np.random.default_rng(4), nest="s")
+    fs = FileSystem(str(root), Options(read_only=True, recovery_dir=str(tmp_path / "recovery")), HierarchyEdits)
+    try:
+        path = "/plate/A/1/cells/s/1.bin"
+        fs.release(fs.open(path, os.O_RDONLY))
+        stats, stat = [], fs.store.stat
+        fs.store.stat = lambda key: stats.append(key) or stat(key)
+        fs.release(fs.open(path, os.O_RDONLY))
+        above = [key for key in stats if not key.startswith("plate/A/1/cells/s")]
+        assert above == []
+        assert "/plate/A/1/cells/cells.ome.tif" in fs.group_files.above(path, fs.hierarchy.node("plate/A/1/cells/s/1"))
+    finally:
+        fs.stop()
+
+
 def test_an_image_beyond_the_header_bound_is_left_out_with_one_line(stores, tmp_path):
     with mounted(stores[3][0], tmp_path, "ro", "header_cache_size=4K") as m:
         names = os.listdir(m / "cells")

@@ -71,10 +71,12 @@ class GroupFiles:
     def _images_of(self, directory: str, store_path: str) -> list[str]:
         """The IMAGE.ome.tif files whose levels include the array at `store_path`, whose data file
         is in `directory`: in the groups above it (as far up as ome.image_of looks) whose images
-        list its path below them (its name, or a nested path like s/0)."""
+        list its path below them (its name, or a nested path like s/0). The groups as last read
+        (the lookup of `directory` read them): each open of a level asks again, and reading
+        every group above anew cost each open up to four requests a group."""
         parts, names = store_path.split("/") if store_path else [], []
         for depth in range(1, min(len(parts), ome.MAX_NESTING) + 1):
-            group = self.hierarchy.node("/".join(parts[:-depth]))
+            group = self.hierarchy.known_node("/".join(parts[:-depth]))
             relative = "/".join(parts[-depth:])
             images = self.hierarchy.pyramids(group) if group is not None else {}
             names += [os.path.join(directory, name) for name, paths in images.items() if relative in paths]

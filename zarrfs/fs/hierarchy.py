@@ -310,14 +310,14 @@ class Hierarchy:
         def make():
             georef = self._georeferencer.of(node) if self._georeferencer and isinstance(node.meta, ArrayMetadata) \
                 else None
-            image = ome.image_of(node.path, self._known_node) if self._ome else None
+            image = ome.image_of(node.path, self.known_node) if self._ome else None
             info = info_of(node.meta, node.name or stem, f"{stem}.bin", georef, image)
             made = {view.name: _header(view, info, node) for view in self.views}
             return {name: header for name, header in made.items() if header is not None}
 
         return self._headers.get((node.path, stem), node, make)
 
-    def _known_node(self, path: str) -> Node | None:
+    def known_node(self, path: str) -> Node | None:
         """The node at `path` as last read (a listing reads its group first), else read: on an
         object store, a parent looked up again for each of its arrays would cost a request each."""
         return self._nodes.get(path) or self.node(path)
@@ -430,7 +430,7 @@ class Hierarchy:
 
     def _make_pyramid(self, arrays: list[Node]) -> dict:
         first = arrays[0]
-        image = ome.image_of(first.path, self._known_node)
+        image = ome.image_of(first.path, self.known_node)
         info = info_of(first.meta, first.name, f"{first.name}.bin", None, image)
         description = ome.xml(info, image) if image is not None else None
         levels = ome_pyramid.pyramid([_level(node) for node in arrays])
