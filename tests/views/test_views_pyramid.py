@@ -245,6 +245,26 @@ def test_nested_dataset_paths_make_a_pyramid_that_a_write_shows_in(tmp_path, zar
         assert (after[0, 0, 0] == 7).all() and np.array_equal(after[0, 0, 1:], levels[1][0, 0, 1:])
 
 
+def test_a_pyramid_of_nested_levels_is_described_by_its_own_group(tmp_path):
+    """cells lists s/0, s/1, s/2; its subgroup s is an image of its own too (another name, other
+    sizes) listing 0: cells.ome.tif is cells' image, described by cells' multiscales, not by the
+    group nearest its first level."""
+    root = tmp_path / "both.zarr"
+    image(zarr.open_group(str(root), mode="w", zarr_format=3), "cells", "0.5", 3, np.random.default_rng(6), nest="s")
+    other = {"name": "other", "axes": AXES, "datasets": [{"path": "0", "coordinateTransformations": [
+        {"type": "scale", "scale": [1.0, 9.0, 9.0, 9.0]}]}]}
+    zarr.open_group(str(root / "cells" / "s"), mode="r+").attrs.update({"ome": {"version": "0.5", "multiscales": [other]}})
+    fs = FileSystem(str(root), Options(read_only=True, recovery_dir=str(tmp_path / "recovery")), HierarchyEdits)
+    try:
+        fh, size = fs.open("/cells/cells.ome.tif", os.O_RDONLY), fs.getattr("/cells/cells.ome.tif")["st_size"]
+        header = fs.read(fh, 0, 1 << 16)
+    finally:
+        fs.stop()
+    with tifffile.TiffFile(io.BytesIO(header + bytes(size - len(header)))) as tif:
+        described = tif.ome_metadata
+    assert 'Name="cells"' in described and 'PhysicalSizeX="0.25"' in described and 'PhysicalSizeZ="2.5"' in described
+
+
 def test_opening_a_nested_level_reads_no_group_above_it_again(tmp_path):
     """Opening a level's file finds the pyramids it is a level of (whose pages a write drops)
     in the groups above it as the lookup of its directory read them: a second open of a level

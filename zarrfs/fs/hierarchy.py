@@ -426,11 +426,14 @@ class Hierarchy:
             return None
         version = self._same_version(("pyramid", group.path, name), (group, *arrays))
         return self._headers.get(("pyramid", group.path, name), version,
-                                 lambda: self._make_pyramid(arrays))["pyramid"]
+                                 lambda: self._make_pyramid(group, paths[0], arrays))["pyramid"]
 
-    def _make_pyramid(self, arrays: list[Node]) -> dict:
+    def _make_pyramid(self, group: Node, first_path: str, arrays: list[Node]) -> dict:
+        """The layout of the image of `group` whose first dataset is `first_path`: described by
+        that group's multiscales (image_of would take the group nearest the level, which for a
+        nested level may be another image's)."""
         first = arrays[0]
-        image = ome.image_of(first.path, self.known_node)
+        image = ome.image_in(group, first_path)
         info = info_of(first.meta, first.name, f"{first.name}.bin", None, image)
         description = ome.xml(info, image) if image is not None else None
         levels = ome_pyramid.pyramid([_level(node) for node in arrays])

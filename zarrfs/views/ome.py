@@ -39,14 +39,15 @@ def image_of(path: str, node_of) -> Image | None:
     relative to it as a dataset. node_of(path) gives a node (with .meta.attributes) or None."""
     parts = path.split("/") if path else []  # none: the mounted array itself, no group around it
     for depth in range(1, min(len(parts), MAX_NESTING) + 1):
-        found = _image_in(node_of("/".join(parts[:-depth])), "/".join(parts[-depth:]))
+        found = image_in(node_of("/".join(parts[:-depth])), "/".join(parts[-depth:]))
         if found is not None:
             return found
     return None
 
 
-def _image_in(group, name: str) -> Image | None:
-    """The image of `group`'s multiscales that has the dataset `name`, None if none has."""
+def image_in(group, name: str) -> Image | None:
+    """The image of `group`'s multiscales that has the dataset `name` (a path below the group),
+    None if none has."""
     attributes = getattr(getattr(group, "meta", None), "attributes", None)
     if not isinstance(attributes, dict):
         return None
