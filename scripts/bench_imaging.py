@@ -4,15 +4,15 @@ A SIZE x SIZE uint16 OME-Zarr 0.5 image of 3 levels (each half the last; 512 x 5
 is written with zarr-python, and the same values as a pyramidal OME-TIFF written by tifffile
 (SubIFDs, 512 x 512 uncompressed tiles) on the local disk. In each interleaved round, Bio-Formats
 (the jar the tests use, run by Debian's OpenJDK) reads IMAGE.ome.tif through a fresh mount and the
-tifffile pyramid evicted from the page cache:
+tifffile pyramid, each side's files evicted from the page cache (the store's, the pyramid's):
 
 - opening it: the wall time of `showinf -nopix` (loci.formats.tools.ImageInfo), a JVM start included;
 - a 512 x 512 region at full resolution (the image's middle) and at the lowest level (its corner):
   the time of Bio-Formats' openBytes of the region alone (tests/views/BioFormatsInfo.java --crop).
 
 And the first 16 KiB of the full-resolution level's NAME.tif against its NAME.bin, each read once
-right after a mount (nothing cached). Every ratio is taken within a round; cells are the median
-over --runs rounds (min-max).
+right after a mount (nothing cached, the store's files evicted). Every ratio is taken within a
+round; cells are the median over --runs rounds (min-max).
 """
 
 import json
@@ -112,21 +112,31 @@ def run(args: list[str]) -> str:
     return result.stdout
 
 
+def evict_store(root: Path) -> None:
+    """Drop every file of the Zarr store from the page cache, as the tifffile pyramid is."""
+    for directory, _, names in os.walk(root):
+        for name in names:
+            evict(Path(directory) / name)
+
+
 def one_round(root: Path, tif: Path, size: int, scratch: Path) -> dict:
-    """Every figure of one round: each zarrfs figure from a fresh mount, the tifffile pyramid evicted."""
+    """Every figure of one round: each zarrfs figure from a fresh mount with the store's files
+    evicted, each tifffile figure with its file evicted (else zarrfs read its chunks from memory,
+    tifffile its tiles from disk)."""
     middle, lowest = size // 2, LEVELS - 1
     zarrfs, figures = [ZARRFS, str(root), "{mnt}", "-f", "-o", "ro"], {}
     measures = {"open": showinf, "region 0": lambda path: region(path, 0, middle, middle, scratch),
                 "region low": lambda path: region(path, lowest, 0, 0, scratch)}
     for name, measure in measures.items():
         with _mounted(zarrfs, "img/img.ome.tif") as (pyramid, _):
+            evict_store(root)
             figures[f"zarrfs {name}"] = measure(pyramid)
         evict(tif)
         figures[f"tifffile {name}"] = measure(tif)
-    with _mounted(zarrfs, "img/0.tif") as (tiff, _):
-        figures["tif first bytes"] = first_bytes(tiff)
-    with _mounted(zarrfs, "img/0.bin") as (raw, _):
-        figures["bin first bytes"] = first_bytes(raw)
+    for key, name in (("tif first bytes", "img/0.tif"), ("bin first bytes", "img/0.bin")):
+        with _mounted(zarrfs, name) as (path, _):
+            evict_store(root)
+            figures[key] = first_bytes(path)
     return figures
 
 
