@@ -1,6 +1,7 @@
 """zarrfs benchmark: every row of the performance issue in one run, interleaved, as ratios.
 
     .venv/bin/python scripts/bench.py [--size-mib 512] [--runs 5] [--layouts uncompressed,zstd,sharded,blosc] [--json FILE]
+    .venv/bin/python scripts/bench.py --groups imaging [--imaging-size 16384] [--runs 5]   (bench_imaging.py)
 
 Builds float32 arrays (1 MiB uncompressed chunks, the bytes codec alone; 1 MiB zstd chunks; 64 MiB
 shards of 1 MiB zstd inner chunks; 1 MiB blosc-lz4 chunks) with zarr-python, then measures side by side: the page-cache read of the same
@@ -324,7 +325,16 @@ def main(argv=None):
     parser.add_argument("--store", choices=("local", "s3", "http"), default="local",
                         help="s3: SeaweedFS, http: nginx, each behind a delaying proxy (bench_remote.py)")
     parser.add_argument("--delay-ms", type=float, default=5.0, help="the delay the proxy adds each way, for --store s3/http")
+    parser.add_argument("--groups", default="core",
+                        help="core (the rows above), imaging (Bio-Formats and the pyramid: bench_imaging.py), or both")
+    parser.add_argument("--imaging-size", type=int, default=16384, help="the imaging group's image edge")
     args = parser.parse_args(argv)
+    groups = set(args.groups.split(","))
+    if "imaging" in groups:
+        import bench_imaging
+        bench_imaging.run_imaging(args)
+        if groups == {"imaging"}:
+            return None
     if args.store != "local":
         import bench_remote
         args.listing = 1000 if args.listing is None else args.listing

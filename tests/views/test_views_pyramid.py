@@ -34,13 +34,14 @@ SCALE = (1.0, 2.5, 0.5, 0.25)  # level 0's physical sizes: z, y, x in micrometre
 CHUNKS = (1, 1, 64, 128)
 
 
-def image(parent, name: str, version: str, zarr_format: int, rng) -> dict[str, np.ndarray]:
+def image(parent, name: str, version: str, zarr_format: int, rng, nest: str = "") -> dict[str, np.ndarray]:
     """An image of LEVELS levels, each half the last in y and x, with channel labels; its levels'
-    values by path."""
+    values by path. nest: a subgroup of the image's group holding the levels (datasets NEST/k)."""
     datasets, levels = [], {}
     for k in range(LEVELS):
         scale = [SCALE[0], SCALE[1], SCALE[2] * 2 ** k, SCALE[3] * 2 ** k]
-        datasets.append({"path": str(k), "coordinateTransformations": [{"type": "scale", "scale": scale}]})
+        datasets.append({"path": f"{nest}/{k}" if nest else str(k),
+                         "coordinateTransformations": [{"type": "scale", "scale": scale}]})
     multiscale = {"name": name, "axes": AXES, "datasets": datasets}
     omero = {"channels": [{"label": "DAPI"}, {"label": "GFP"}]}
     if version == "0.5":
@@ -48,13 +49,14 @@ def image(parent, name: str, version: str, zarr_format: int, rng) -> dict[str, n
     else:
         attributes = {"multiscales": [{**multiscale, "version": version}], "omero": omero}
     group = parent.create_group(name, attributes=attributes)
+    holder = group.create_group(nest) if nest else group
     shape = SHAPE
     for k in range(LEVELS):
         values = rng.integers(0, 65535, shape, dtype="uint16")
         kwargs = {"dimension_names": [a["name"] for a in AXES]} if zarr_format == 3 else {}
-        level = group.create_array(str(k), shape=shape, dtype="uint16", chunks=CHUNKS, **kwargs)
+        level = holder.create_array(str(k), shape=shape, dtype="uint16", chunks=CHUNKS, **kwargs)
         level[...] = values
-        levels[f"{name}/{k}"] = values
+        levels[f"{name}/{nest}/{k}" if nest else f"{name}/{k}"] = values
         shape = (*shape[:2], -(-shape[2] // 2), -(-shape[3] // 2))
     return levels
 
@@ -96,37 +98,54 @@ def test_tifffile_reads_every_level_as_zarr_python_does(mounts, stores, zarr_for
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
-def test_each_strip_is_one_chunk_row_and_no_two_are_adjacent(mounts, zarr_format):
-    """Bio-Formats reads adjacent strips as one strip from the plane's first byte (every chunk
-    above a region decoded); strips apart are read one by one, only those under the region."""
+def test_each_tile_is_one_chunk_and_starts_a_page(mounts, zarr_format):
+    """Tiles follow the chunks (64 x 128: one chunk each; no wider than a level narrower than a
+    chunk, rounded up to 16), so a region's tiles meet only the chunks under it; each starts a
+    page, so the kernel's page of one holds no other's bytes."""
     with tifffile.TiffFile(mounts[zarr_format] / "cells" / "cells.ome.tif") as tif:
-        assert len(tif.pages[0].dataoffsets) == 4
         for page in [tif.pages[0], *tif.pages[0].pages]:
-            assert page.tags["RowsPerStrip"].value == CHUNKS[2]
-            offsets, counts = page.dataoffsets, page.databytecounts
-            assert len(offsets) == -(-page.shape[0] // CHUNKS[2])
-            assert all(offsets[k] > offsets[k - 1] + counts[k - 1] for k in range(1, len(offsets)))
+            tile = tuple(min(c, -(-n // 16) * 16) for c, n in zip(CHUNKS[2:], page.shape, strict=True))
+            assert page.is_tiled and (page.tilelength, page.tilewidth) == tile
+            assert len(page.dataoffsets) == -(-page.shape[0] // tile[0]) * -(-page.shape[1] // tile[1])
+            assert all(offset % 4096 == 0 for offset in page.dataoffsets)
 
 
-def test_reading_a_strip_reads_only_the_chunks_under_it(stores, tmp_path, caplog):
-    """Through the core (no kernel reading ahead): a strip of level 0's plane (c=1, z=3) reads the
-    chunks of its rows, and no other."""
+def test_reading_a_tile_reads_only_the_chunks_under_it(stores, tmp_path, caplog):
+    """Through the core (no kernel reading ahead): a tile of level 0's plane (c=1, z=3) reads its
+    one chunk and no other; the last tile of a row, past the plane's right edge, is padded with
+    zeros; and a read from one tile's last bytes into the next reads only the chunks of those rows."""
     root, values = stores[3]
     fs = FileSystem(str(root), Options(read_only=True, recovery_dir=str(tmp_path / "recovery")), HierarchyEdits)
     try:
         fh, size = fs.open("/cells/cells.ome.tif", os.O_RDONLY), fs.getattr("/cells/cells.ome.tif")["st_size"]
-        header = fs.read(fh, 0, 1 << 16)  # the IFDs, and no pixel: tifffile reads no data to list strips
+        header = fs.read(fh, 0, 1 << 16)  # the IFDs, and no pixel: tifffile reads no data to list tiles
         with tifffile.TiffFile(io.BytesIO(header + bytes(size - len(header)))) as tif:
             page = tif.pages[1 * SHAPE[1] + 3]
-            assert min(page.dataoffsets) >= len(header)
-            k = 2  # rows 128..191
+        offsets, counts = page.dataoffsets, page.databytecounts
+        assert min(offsets) >= len(header)
+        plane, (rows, columns) = values["cells/0"][1, 3], CHUNKS[2:]
+        across = -(-SHAPE[3] // columns)
+
+        def read(offset, n):
+            caplog.clear()
             with caplog.at_level(logging.DEBUG, logger="zarrfs.engine.chunk_sources"):
-                data = fs.read(fh, page.dataoffsets[k], page.databytecounts[k])
-            read = {m.group(1) for m in re.finditer(r"store read (\S+)", caplog.text)}
-        columns = -(-SHAPE[3] // CHUNKS[3])
-        assert read == {f"cells/0/c/1/3/{k}/{j}" for j in range(columns)}
-        rows = values["cells/0"][1, 3, k * CHUNKS[2]:(k + 1) * CHUNKS[2]]
-        assert np.array_equal(np.frombuffer(data, "<u2").reshape(rows.shape), rows)
+                data = fs.read(fh, offset, n)
+            return data, {m.group(1) for m in re.finditer(r"store read (\S+)", caplog.text)}
+
+        data, read_keys = read(offsets[across + 1], counts[across + 1])  # tile row 1, column 1
+        assert read_keys == {"cells/0/c/1/3/1/1"}
+        tile = np.frombuffer(data, "<u2").reshape(rows, columns)
+        assert np.array_equal(tile, plane[rows:2 * rows, columns:2 * columns])
+        data, read_keys = read(offsets[across - 1], counts[across - 1])  # the last of tile row 0
+        assert read_keys == {f"cells/0/c/1/3/0/{across - 1}"}
+        tile, inside = np.frombuffer(data, "<u2").reshape(rows, columns), SHAPE[3] - (across - 1) * columns
+        assert np.array_equal(tile[:, :inside], plane[:rows, (across - 1) * columns:]) and not tile[:, inside:].any()
+        last_row, start = columns * 2, offsets[0] + counts[0] - columns * 2  # the tile's last row
+        data, read_keys = read(start, offsets[1] + last_row - start)
+        assert read_keys == {"cells/0/c/1/3/0/0", "cells/0/c/1/3/0/1"}
+        assert data[:last_row] == plane[rows - 1, :columns].astype("<u2").tobytes()
+        assert data[-last_row:] == plane[0, columns:2 * columns].astype("<u2").tobytes()
+        assert not any(data[last_row:offsets[1] - start])  # between the tiles, if apart: zeros
     finally:
         fs.stop()
 
@@ -151,6 +170,42 @@ def test_bioformats_sees_one_image_of_every_resolution(mounts, stores, tmp_path)
         assert np.array_equal(planes, levels[-1].reshape(-1)), zarr_format
 
 
+@pytest.mark.parametrize("resolution, region", [(0, (100, 50, 150, 100)), (LEVELS - 1, (0, 0, 75, 64))])
+def test_bioformats_reads_a_region_of_a_resolution(mounts, stores, tmp_path, resolution, region):
+    """A region across tiles (x, y, width, height), read as QuPath reads one: the plane (c=0,
+    z=0) of that level's values."""
+    if not JAR.exists():
+        pytest.fail(f"{JAR} is missing: scripts/setup --test puts Bio-Formats' jar there")
+    files = [mounts[f] / "cells" / "cells.ome.tif" for f in (2, 3)]
+    crop = ",".join(map(str, (resolution, *region)))
+    args = ["java", "-cp", str(JAR), str(HELPER), "--pixels", str(tmp_path), "--resolutions", "--crop", crop,
+            *map(str, files)]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count('"ms"') == 2 and '"error"' not in result.stdout, result.stdout + result.stderr
+    x, y, width, height = region
+    for k, zarr_format in enumerate((2, 3)):
+        plane = stores[zarr_format][1][f"cells/{resolution}"][0, 0]
+        found = np.fromfile(tmp_path / f"{k}.raw", "<u2").reshape(height, width)
+        assert np.array_equal(found, plane[y:y + height, x:x + width]), zarr_format
+
+
+def test_a_bioformats_region_read_decodes_only_the_chunks_under_it(stores, tmp_path):
+    """Through a mount, as QuPath reads a region: the level-0 chunks the daemon decodes are the
+    six under the region (y 50-149 in chunk rows 0-2, x 100-249 in chunk columns 0-1 of plane
+    (0, 0)), each once, and none the kernel would read ahead in the tiles that follow."""
+    if not JAR.exists():
+        pytest.fail(f"{JAR} is missing: scripts/setup --test puts Bio-Formats' jar there")
+    with mounted(stores[3][0], tmp_path, "ro", "debug") as m:
+        args = ["java", "-cp", str(JAR), str(HELPER), "--pixels", str(tmp_path), "--resolutions", "--crop",
+                "0,100,50,150,100", str(m / "cells" / "cells.ome.tif")]
+        result = subprocess.run(args, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0 and '"ms"' in result.stdout, result.stdout + result.stderr
+        decoded = re.findall(r"decoded cells/0 chunk (\S+)", m.settled_log())
+    # each once: Bio-Formats reads a tile's first 16 bytes, then the tile, which finds its chunk decoded
+    assert sorted(decoded) == [f"cells/0/c/0/0/{row}/{column}" for row in range(3) for column in range(2)]
+
+
 def test_a_write_to_a_level_shows_in_the_open_pyramid(stores, tmp_path):
     """The kernel's pages of IMAGE.ome.tif, held open, are dropped when a level is written."""
     root = tmp_path / "w.zarr"
@@ -167,6 +222,72 @@ def test_a_write_to_a_level_shows_in_the_open_pyramid(stores, tmp_path):
         assert np.array_equal(after[0, 0, 1:], before[0, 0, 1:])
 
 
+@pytest.mark.parametrize("zarr_format, version", [(2, "0.4"), (3, "0.5")])
+def test_nested_dataset_paths_make_a_pyramid_that_a_write_shows_in(tmp_path, zarr_format, version):
+    """Datasets s/0, s/1, s/2 (levels in a subgroup of the image's group): the image's group
+    shows the pyramid, each level as zarr-python reads it, with the image's OME-XML; a write to a
+    level in the subgroup drops the kernel's pages of the pyramid held open."""
+    root = tmp_path / "nested.zarr"
+    group = zarr.open_group(str(root), mode="w", zarr_format=zarr_format)
+    values = image(group, "cells", version, zarr_format, np.random.default_rng(9), nest="s")
+    with mounted(root, tmp_path) as m, open(m / "cells" / "cells.ome.tif", "rb") as held:
+        with tifffile.TiffFile(held) as tif:
+            assert tif.is_ome and tif.series[0].axes == "CZYX" and 'PhysicalSizeZ="2.5"' in tif.ome_metadata
+            levels = [level.asarray() for level in tif.series[0].levels]
+        assert len(levels) == LEVELS
+        for k, level in enumerate(levels):
+            assert np.array_equal(level, values[f"cells/s/{k}"]), k
+        with open(m / "cells" / "s" / "1.bin", "r+b") as out:
+            out.write(np.full(SHAPE[3] // 2, 7, "<u2").tobytes())  # the first row of plane (0, 0)
+        held.seek(0)
+        with tifffile.TiffFile(held) as tif:
+            after = tif.series[0].levels[1].asarray()
+        assert (after[0, 0, 0] == 7).all() and np.array_equal(after[0, 0, 1:], levels[1][0, 0, 1:])
+
+
+def test_a_pyramid_of_nested_levels_is_described_by_its_own_group(tmp_path):
+    """cells lists s/0, s/1, s/2; its subgroup s is an image of its own too (another name, other
+    sizes) listing 0: cells.ome.tif is cells' image, described by cells' multiscales, not by the
+    group nearest its first level."""
+    root = tmp_path / "both.zarr"
+    image(zarr.open_group(str(root), mode="w", zarr_format=3), "cells", "0.5", 3, np.random.default_rng(6), nest="s")
+    other = {"name": "other", "axes": AXES, "datasets": [{"path": "0", "coordinateTransformations": [
+        {"type": "scale", "scale": [1.0, 9.0, 9.0, 9.0]}]}]}
+    zarr.open_group(str(root / "cells" / "s"), mode="r+").attrs.update({"ome": {"version": "0.5", "multiscales": [other]}})
+    fs = FileSystem(str(root), Options(read_only=True, recovery_dir=str(tmp_path / "recovery")), HierarchyEdits)
+    try:
+        fh, size = fs.open("/cells/cells.ome.tif", os.O_RDONLY), fs.getattr("/cells/cells.ome.tif")["st_size"]
+        header = fs.read(fh, 0, 1 << 16)
+    finally:
+        fs.stop()
+    with tifffile.TiffFile(io.BytesIO(header + bytes(size - len(header)))) as tif:
+        described = tif.ome_metadata
+    assert 'Name="cells"' in described and 'PhysicalSizeX="0.25"' in described and 'PhysicalSizeZ="2.5"' in described
+
+
+def test_opening_a_nested_level_reads_no_group_above_it_again(tmp_path):
+    """Opening a level's file finds the pyramids it is a level of (whose pages a write drops)
+    in the groups above it as the lookup of its directory read them: a second open of a level
+    two groups down (Zarr v2: four stats a group) reads none of them again."""
+    root = tmp_path / "deep.zarr"
+    group = zarr.open_group(str(root), mode="w", zarr_format=2)
+    for name in ("plate", "A", "1"):
+        group = group.create_group(name)
+    image(group, "cells", "0.4", 2, np.random.default_rng(4), nest="s")
+    fs = FileSystem(str(root), Options(read_only=True, recovery_dir=str(tmp_path / "recovery")), HierarchyEdits)
+    try:
+        path = "/plate/A/1/cells/s/1.bin"
+        fs.release(fs.open(path, os.O_RDONLY))
+        stats, stat = [], fs.store.stat
+        fs.store.stat = lambda key: stats.append(key) or stat(key)
+        fs.release(fs.open(path, os.O_RDONLY))
+        above = [key for key in stats if not key.startswith("plate/A/1/cells/s")]
+        assert above == []
+        assert "/plate/A/1/cells/cells.ome.tif" in fs.group_files.above(path, fs.hierarchy.node("plate/A/1/cells/s/1"))
+    finally:
+        fs.stop()
+
+
 def test_an_image_beyond_the_header_bound_is_left_out_with_one_line(stores, tmp_path):
     with mounted(stores[3][0], tmp_path, "ro", "header_cache_size=4K") as m:
         names = os.listdir(m / "cells")
@@ -178,7 +299,7 @@ def test_past_4_gib_the_pyramid_is_a_bigtiff(tmp_path):
     """The layout of a 4.8 GB level 0: BigTIFF, its strips past 4 GiB where tifffile finds them
     (the header written into a sparse file of the layout's size: no pixel is needed)."""
     shapes = [(2, 30000, 40000), (2, 15000, 20000), (2, 7500, 10000)]
-    levels = [Level(f"l{k}", shape, "uint16", 2, 1024) for k, shape in enumerate(shapes)]
+    levels = [Level(f"l{k}", shape, "uint16", 2, (1024, 1024)) for k, shape in enumerate(shapes)]
     layout = ome_pyramid.build(levels, b"<OME/>", 32 << 20)
     path = tmp_path / "sparse.tif"
     with open(path, "wb") as f:
@@ -199,10 +320,10 @@ def test_past_4_gib_the_pyramid_is_a_bigtiff(tmp_path):
 
 def test_the_pyramid_ends_at_a_level_unlike_the_first():
     """A level that also halves z, or has another type, cannot pair its planes with level 0's."""
-    first, second = Level("0", (5, 256, 300), "uint16", 2, 64), Level("1", (5, 128, 150), "uint16", 2, 64)
-    assert ome_pyramid.pyramid([first, second, Level("2", (2, 64, 75), "uint16", 2, 64), second]) == [first, second]
-    assert ome_pyramid.pyramid([first, Level("1", (5, 128, 150), "int16", 2, 64)]) == [first]
-    assert ome_pyramid.pyramid([Level("0", (5, 0, 300), "uint16", 2, 64), second]) == []
+    first, second = Level("0", (5, 256, 300), "uint16", 2, (64, 64)), Level("1", (5, 128, 150), "uint16", 2, (64, 64))
+    assert ome_pyramid.pyramid([first, second, Level("2", (2, 64, 75), "uint16", 2, (64, 64)), second]) == [first, second]
+    assert ome_pyramid.pyramid([first, Level("1", (5, 128, 150), "int16", 2, (64, 64))]) == [first]
+    assert ome_pyramid.pyramid([Level("0", (5, 0, 300), "uint16", 2, (64, 64)), second]) == []
 
 
 def test_only_datasets_below_the_group_make_an_image():
@@ -223,10 +344,12 @@ def test_a_document_listing_many_images_costs_a_bounded_listing():
     assert list(found)[:4] == ["a_2.ome.tif", "a.ome.tif", "a_3.ome.tif", "a_4.ome.tif"]
 
 
-def test_the_header_cache_counts_what_a_layout_holds():
-    """A pyramid's layout holds an extent per strip: the cache's bound counts them, not the 56
-    bytes of the object that lists them."""
-    levels = [Level("0", (2, 4096, 4096), "uint16", 2, 16)]
+def test_a_layout_holds_one_entry_a_level_however_many_tiles():
+    """Tiles lie at a fixed stride, so the layout (which the header cache counts) holds one Tiles
+    per level, not an extent per tile: 100 planes of 64 x 64 tiles of a 4096 x 4096 level."""
+    levels = [Level("0", (100, 4096, 4096), "uint8", 1, (16, 16)), Level("1", (100, 2048, 2048), "uint8", 1, (16, 16))]
     layout = ome_pyramid.build(levels, b"<OME/>", 1 << 30)
-    assert len(layout.data) >= 512
-    assert sys.getsizeof(layout) >= len(layout.metadata[0][1]) + 100 * len(layout.data)
+    assert [tiles.path for tiles in layout.data] == ["0", "1"]
+    assert [tiles.tile for tiles in layout.data] == [(64, 64), (64, 64)]
+    assert sys.getsizeof(layout) < len(layout.metadata[0][1]) + 1000
+    assert layout.data[1].offsets(99)[-1] + 64 * 64 == layout.size

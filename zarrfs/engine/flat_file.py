@@ -7,6 +7,7 @@ the ends of a write are completed from their stored bytes.
 import functools
 import logging
 import math
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 import numpy as np
@@ -17,7 +18,7 @@ from zarrfs.engine.array import Array
 from zarrfs.engine.buffers import malloced
 from zarrfs.engine.decode_ahead import Streams
 from zarrfs.errors import InvalidValueError, OutOfBoundsError, ReadOnlyError
-from zarrfs.geometry import box_shape, c_order_boxes, chunks_spanned
+from zarrfs.geometry import Box, box_shape, c_order_boxes, chunks_spanned
 
 log = logging.getLogger(__name__)
 MAX_CODE_POINT = 0x10FFFF
@@ -94,7 +95,7 @@ class RawFile:
     def _fill(self, offset: int, out: np.ndarray, boxes: list | None = None) -> int:
         n = len(out)
         first, last = offset // self.itemsize, -(-(offset + n) // self.itemsize)
-        with self._budget(offset, n, first, last):
+        with self._budget(offset, n, lambda: c_order_boxes(self.array.shape, first, last)):
             sparse = n < SPARSE_READ
             if offset % self.itemsize == 0 and n % self.itemsize == 0:  # decode straight into `out`
                 self._read_elements(first, last, out.view(self.array.dtype), sparse, boxes)
@@ -105,13 +106,29 @@ class RawFile:
                 out[:n] = elements.view("u1")[skip:skip + n]
         return n
 
-    def _budget(self, offset: int, n: int, first: int, last: int) -> AbstractContextManager[None]:
-        """The bounds of one read of elements [first, last) where each chunk is a round trip
-        (read_budget.py): refused if it meets too many chunks, and a deadline for its fetches."""
+    def read_boxes_into(self, pieces: list[tuple[Box, np.ndarray]]) -> None:
+        """Fill each `out` (its box's shape, the array's type) with the elements of its `box`,
+        bounded as one read of the file is (one chunk count, one deadline, for all of them): for
+        a view whose bytes are boxes, not byte ranges (the TIFF tiles one read of
+        IMAGE.ome.tif meets). Never a sparse read, however small: a reader probing a tile's
+        first bytes reads the tile next, and finds its chunks decoded whole in the cache
+        (Bio-Formats reads 16 bytes, then the tile: as a sparse read, the first chunk was
+        decoded twice)."""
+        if not pieces:
+            return
+        start = int(np.ravel_multi_index([s.start for s in pieces[0][0]], self.array.shape)) * self.itemsize
+        with self._budget(start, sum(out.nbytes for _, out in pieces), lambda: [box for box, _ in pieces]):
+            for box, out in pieces:
+                self.array.read_into(box, out)
+
+    def _budget(self, offset: int, n: int, boxes: Callable[[], list[Box]]) -> AbstractContextManager[None]:
+        """The bounds of one read of bytes [offset, offset + n), the elements of boxes(), where
+        each chunk is a round trip (read_budget.py): refused if it meets too many chunks, and a
+        deadline for its fetches."""
         capabilities = self.array.source.capabilities
         if capabilities.remote:
             grid = self.array.leaf_grid
-            chunks = sum(chunks_spanned([box], grid) for box in c_order_boxes(self.array.shape, first, last))
+            chunks = sum(chunks_spanned([box], grid) for box in boxes())
             read_budget.check_chunks(self.array.shared.name, offset, n, chunks)
         return read_budget.reading(self.array.shared.name, offset, n, capabilities.read_deadline)
 

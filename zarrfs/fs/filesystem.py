@@ -31,6 +31,7 @@ from zarrfs.fs.hierarchy import (
     DOCUMENT,
     GROUPFILE,
     PREVIEW,
+    PYRAMID,
     SIDECAR,
     TEXT,
     Entry,
@@ -430,11 +431,15 @@ class FileSystem:
             self._handles[fh] = handle
         return fh
 
-    def is_text(self, fh: int) -> bool:
-        """Files made from the data when opened (text, previews): served without the page
-        cache, so a reader never sees pages of an older rendering."""
+    def uncached(self, fh: int) -> bool:
+        """Files served without the kernel's page cache (direct I/O): those made from the data
+        when opened (text, previews), so a reader never sees pages of an older rendering; and
+        IMAGE.ome.tif, so that a region reader's reads reach the daemon as they are: the kernel
+        reads up to 1 MiB ahead of a cached read, the tiles after those asked for, and each
+        tile read decodes its chunks (views/ome_pyramid.py)."""
         handle = self._handles.get(fh)
-        return handle is not None and handle.entry is not None and handle.entry.kind in (TEXT, PREVIEW)
+        entry = handle.entry if handle is not None else None
+        return entry is not None and (entry.kind in (TEXT, PREVIEW) or (entry.kind == GROUPFILE and entry.view == PYRAMID))
 
     def node_of(self, fh: int) -> str:
         """What an open file is, for log lines: its path for an array's data file, else the node

@@ -8,7 +8,7 @@ import os
 
 from zarrfs.errors import AlreadyLoggedError, RoutineError, ViewError
 from zarrfs.fs.hierarchy import PYRAMID
-from zarrfs.views import hdf5
+from zarrfs.views import hdf5, ome
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +55,9 @@ class GroupFiles:
 
     def above(self, path: str, node) -> list[str]:
         """The group files of every directory above the data file at `path` of the array `node`,
-        and the IMAGE.ome.tif files beside it: a write to the array changes their bytes too."""
-        parent = self.hierarchy.node(node.path.rpartition("/")[0]) if node.path else None
-        images = self.hierarchy.pyramids(parent) if parent is not None else {}
-        names = [os.path.join(os.path.dirname(path), name) for name in images]
+        and the IMAGE.ome.tif files of every image it is a level of: a write to the array changes
+        their bytes too."""
+        names = self._images_of(os.path.dirname(path), node.path)
         views = self.hierarchy.group_views
         if not views:
             return names
@@ -68,6 +67,21 @@ class GroupFiles:
             if directory == "/":
                 return names
             directory = os.path.dirname(directory)
+
+    def _images_of(self, directory: str, store_path: str) -> list[str]:
+        """The IMAGE.ome.tif files whose levels include the array at `store_path`, whose data file
+        is in `directory`: in the groups above it (as far up as ome.image_of looks) whose images
+        list its path below them (its name, or a nested path like s/0). The groups as last read
+        (the lookup of `directory` read them): each open of a level asks again, and reading
+        every group above anew cost each open up to four requests a group."""
+        parts, names = store_path.split("/") if store_path else [], []
+        for depth in range(1, min(len(parts), ome.MAX_NESTING) + 1):
+            group = self.hierarchy.known_node("/".join(parts[:-depth]))
+            relative = "/".join(parts[-depth:])
+            images = self.hierarchy.pyramids(group) if group is not None else {}
+            names += [os.path.join(directory, name) for name, paths in images.items() if relative in paths]
+            directory = os.path.dirname(directory)
+        return names
 
     def mtime(self, entry, last_writes) -> int:
         """A group file changes when it is made anew (something below changed) and when an array

@@ -310,14 +310,14 @@ class Hierarchy:
         def make():
             georef = self._georeferencer.of(node) if self._georeferencer and isinstance(node.meta, ArrayMetadata) \
                 else None
-            image = ome.image_of(node.path, self._known_node) if self._ome else None
+            image = ome.image_of(node.path, self.known_node) if self._ome else None
             info = info_of(node.meta, node.name or stem, f"{stem}.bin", georef, image)
             made = {view.name: _header(view, info, node) for view in self.views}
             return {name: header for name, header in made.items() if header is not None}
 
         return self._headers.get((node.path, stem), node, make)
 
-    def _known_node(self, path: str) -> Node | None:
+    def known_node(self, path: str) -> Node | None:
         """The node at `path` as last read (a listing reads its group first), else read: on an
         object store, a parent looked up again for each of its arrays would cost a request each."""
         return self._nodes.get(path) or self.node(path)
@@ -426,11 +426,14 @@ class Hierarchy:
             return None
         version = self._same_version(("pyramid", group.path, name), (group, *arrays))
         return self._headers.get(("pyramid", group.path, name), version,
-                                 lambda: self._make_pyramid(arrays))["pyramid"]
+                                 lambda: self._make_pyramid(group, paths[0], arrays))["pyramid"]
 
-    def _make_pyramid(self, arrays: list[Node]) -> dict:
+    def _make_pyramid(self, group: Node, first_path: str, arrays: list[Node]) -> dict:
+        """The layout of the image of `group` whose first dataset is `first_path`: described by
+        that group's multiscales (image_of would take the group nearest the level, which for a
+        nested level may be another image's)."""
         first = arrays[0]
-        image = ome.image_of(first.path, self._known_node)
+        image = ome.image_in(group, first_path)
         info = info_of(first.meta, first.name, f"{first.name}.bin", None, image)
         description = ome.xml(info, image) if image is not None else None
         levels = ome_pyramid.pyramid([_level(node) for node in arrays])
@@ -491,8 +494,8 @@ def read_only_view(entry: Entry) -> bool:
 
 def _level(node: Node) -> ome_pyramid.Level:
     info = info_of(node.meta, node.name, "")
-    rows = largest_chunk(node.meta.chunk_shape)[-2] if len(info.shape) > 1 else 1
-    return ome_pyramid.Level(node.path, info.shape, info.data_type, info.dtype.itemsize, rows)
+    chunk = tuple(preview.decoded_chunk_shape(node.meta)[-2:]) if len(info.shape) > 1 else (1, 1)
+    return ome_pyramid.Level(node.path, info.shape, info.data_type, info.dtype.itemsize, chunk)
 
 
 def _group_views(views, by_default: bool) -> list:

@@ -46,10 +46,11 @@ class ZarrFUSE(mfusepy.FUSE):
         return self.operations.read_buf(fip.contents.fh, bufpp, size, offset)
 
     def open(self, path, fip):
-        """Text files are served with direct I/O: their size is not known before they are made."""
+        """Some files are served with direct I/O (FileSystem.uncached): text, whose size is not
+        known before it is made, and IMAGE.ome.tif, whose reads must not be read ahead."""
         fi = fip.contents
         fi.fh = self.operations.open(path.decode(self.encoding, self.errors), fi.flags)
-        if self.operations.is_text(fi.fh):
+        if self.operations.uncached(fi.fh):
             fi.direct_io = 1
         return 0
 

@@ -50,8 +50,8 @@ class Operations(mfusepy.Operations):
     def attributes(self, entry: Entry) -> Attributes:
         return self.core.attributes(entry)
 
-    def is_text(self, fh) -> bool:
-        return self.core.is_text(fh)
+    def uncached(self, fh) -> bool:
+        return self.core.uncached(fh)
 
     def node_of(self, fh) -> str:
         """What an open file is, for the errno boundary's log lines."""

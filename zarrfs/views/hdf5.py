@@ -34,6 +34,7 @@ import numpy as np
 
 from zarrfs import names
 from zarrfs.errors import ViewError, ViewTooLargeError
+from zarrfs.views.tiles import Tiles
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ EXTENT_BYTES = 152  # an Extent and its list slot, measured with tracemalloc (CP
 
 class Extent(NamedTuple):
     """nbytes of the file at offset are the flat bytes of the array at store path `path` from
-    byte `at` on (a dataset: all of them; a strip of IMAGE.ome.tif: some rows)."""
+    byte `at` on (a dataset: all of them)."""
 
     offset: int
     nbytes: int
@@ -95,15 +96,15 @@ class Layout:
 
     size: int
     metadata: list[tuple[int, bytes]] = field(default_factory=list)
-    data: list[Extent] = field(default_factory=list)
+    data: list["Extent | Tiles"] = field(default_factory=list)
 
     def __sizeof__(self) -> int:
         """What the layout holds in memory, as the header cache (sys.getsizeof) counts it: its
-        metadata bytes, and about 150 bytes per extent (a pyramid may list 10^5 strips)."""
+        metadata bytes, and about 150 bytes per extent."""
         return sum(len(b) for _, b in self.metadata) + EXTENT_BYTES * len(self.data) + 200
 
     def extents(self) -> list[tuple[int, int, object]]:
-        """(offset, length, bytes or Extent), by offset."""
+        """(offset, length, bytes, Extent or Tiles), by offset."""
         return sorted([(o, len(b), b) for o, b in self.metadata] + [(e.offset, e.nbytes, e) for e in self.data],
                       key=lambda e: e[0])
 
@@ -475,7 +476,7 @@ def _float(value, stored: np.dtype):
 
 class GroupFile:
     """A file of a layout: reads fill from the template's bytes, the arrays' flat bytes (through
-    raw_of(store path), a RawFile) and zeros for the template's holes."""
+    raw_of(store path), a RawFile), tiles of arrays (views/tiles.py) and zeros for the template's holes."""
 
     def __init__(self, layout: Layout, raw_of):
         self.layout, self.raw_of, self.size = layout, raw_of, layout.size
@@ -510,7 +511,7 @@ class GroupFile:
         i = bisect.bisect_right(self._starts, offset) - 1
         if i >= 0 and n:
             start, length, what = self._extents[i]
-            if not isinstance(what, bytes) and offset + n <= start + length:
+            if isinstance(what, Extent) and offset + n <= start + length:
                 return self.raw_of(what.path), offset - start + what.at
         return None
 
@@ -528,8 +529,10 @@ class GroupFile:
                 target = out[lo - offset:hi - offset]
                 if isinstance(what, bytes):
                     target[:] = np.frombuffer(what, "u1", hi - lo, lo - start)
-                else:
+                elif isinstance(what, Extent):
                     self.raw_of(what.path).read_into(lo - start + what.at, target)
+                else:  # tiles, each made from its box of the array
+                    what.read_into(self.raw_of(what.path), lo - start, target)
                 position = hi
             i += 1
         out[position - offset:n] = 0

@@ -1,8 +1,9 @@
 """OME-Zarr images, for the TIFF view: which multiscale image an array is a level of (its axes,
 their units, its scale), and the OME-XML that describes it as an OME-TIFF.
 
-An array is a level of an OME-Zarr image when its group's attributes hold `multiscales` (v0.4;
-under `ome` for v0.5) and one of its `datasets` has the array's name as `path`. Malformed
+An array is a level of an OME-Zarr image when a group above it holds `multiscales` in its
+attributes (v0.4; under `ome` for v0.5) one of whose `datasets` has the array's path below that
+group as `path` (its name, or a nested path like `s/0`). Malformed
 metadata makes no image, never an error: the array is then described like any other.
 """
 
@@ -29,13 +30,25 @@ class Image:
     channels: tuple[str | None, ...]  # omero channel labels, () if none
 
 
+MAX_NESTING = 8  # groups above an array looked at for the image it is a level of (dataset paths like "s/0")
+
+
 def image_of(path: str, node_of) -> Image | None:
-    """The OME-Zarr image whose level is the array at store path `path`, None if it is none.
-    node_of(path) gives a node (with .meta.attributes) or None."""
-    if not path:  # the mounted array itself: no group around it
-        return None
-    parent, _, name = path.rpartition("/")
-    attributes = getattr(getattr(node_of(parent), "meta", None), "attributes", None)
+    """The OME-Zarr image whose level is the array at store path `path`, None if it is none: the
+    nearest group above it (at most MAX_NESTING up) whose multiscales list the array's path
+    relative to it as a dataset. node_of(path) gives a node (with .meta.attributes) or None."""
+    parts = path.split("/") if path else []  # none: the mounted array itself, no group around it
+    for depth in range(1, min(len(parts), MAX_NESTING) + 1):
+        found = image_in(node_of("/".join(parts[:-depth])), "/".join(parts[-depth:]))
+        if found is not None:
+            return found
+    return None
+
+
+def image_in(group, name: str) -> Image | None:
+    """The image of `group`'s multiscales that has the dataset `name` (a path below the group),
+    None if none has."""
+    attributes = getattr(getattr(group, "meta", None), "attributes", None)
     if not isinstance(attributes, dict):
         return None
     ome = attributes.get("ome") if isinstance(attributes.get("ome"), dict) else {}

@@ -5,13 +5,15 @@ resolutions: the main IFD chain holds the full-resolution planes (the leading in
 in C order, as NAME.tif has them), and each of those IFDs lists in SubIFDs (tag 330) the same
 plane of every lower level, marked NewSubfileType 1 (reduced resolution). The first IFD's
 ImageDescription is level 0's OME-XML (ome.py: sizes, physical sizes from the scale, channel
-names from omero). The file is a header holding every IFD, then each level's flat bytes (its
-NAME.bin) in turn: the strips point into them, so no pixel is copied, and the file is served as a
-group file (views/hdf5.py's Layout: header bytes plus arrays' byte ranges).
+names from omero). The file is a header holding every IFD, then each level's tiles in turn,
+served as a group file (views/hdf5.py's Layout: header bytes, and each level's Tiles).
 
-Strips, not tiles: a tile of a C-order raster is not contiguous in NAME.bin, so tiles would need
-a copy. A strip is as many rows as one chunk along Y (capped), so that a region read touches
-only the chunk rows under it (every chunk across the width of those rows).
+Tiles, not strips: a region reader (QuPath, Bio-Formats' openBytes of a box) reads the tiles
+under the region, and each tile's bytes are made from its box of the level (views/tiles.py), so
+only the chunks under the region are decoded. A strip is whole rows of the plane: a 512 x 512
+region of a 16k-wide level decoded every chunk across the width. A tile follows the level's
+chunks (tiles.edge), so a tile meets one chunk, or the few chunks that make it. Tiles cost a copy
+(a tile is not a byte range of NAME.bin) and nothing stored: each is read when asked for.
 
 Levels: level 0 must be an array NAME.tif can show with a type OME-XML has; a lower level is kept
 when it has level 0's data type and leading shape (a level that also halves Z has other planes,
@@ -23,13 +25,14 @@ import struct
 from dataclasses import dataclass
 
 from zarrfs.errors import ViewTooLargeError
-from zarrfs.views import tiff
-from zarrfs.views.hdf5 import Extent, Layout
+from zarrfs.views import tiff, tiles
+from zarrfs.views.hdf5 import Layout
+from zarrfs.views.tiles import Tiles
 
 SUFFIX = ".ome.tif"
 SUBIFDS, NEW_SUBFILE_TYPE = 330, 254
+TILE_WIDTH, TILE_LENGTH, TILE_OFFSETS, TILE_COUNTS = 322, 323, 324, 325
 REDUCED = 1  # NewSubfileType: a reduced-resolution version of another image
-MAX_STRIP = 1 << 22  # bytes of a strip at most, whatever the chunk height (readers read a strip whole)
 
 
 @dataclass(frozen=True)
@@ -38,23 +41,16 @@ class Level:
     shape: tuple[int, ...]
     data_type: str  # ArrayInfo.data_type
     itemsize: int
-    chunk_rows: int  # rows of one chunk along Y
+    chunk: tuple[int, int]  # a chunk's edges along Y and X
 
     @property
-    def row_bytes(self) -> int:
-        return self.shape[-1] * self.itemsize
+    def tile(self) -> tuple[int, int]:
+        """(TileLength, TileWidth): following the chunks (tiles.edge)."""
+        return tiles.edge(self.chunk[0], self.shape[-2]), tiles.edge(self.chunk[1], self.shape[-1])
 
     @property
-    def plane_bytes(self) -> int:
-        return self.shape[-2] * self.row_bytes
-
-    @property
-    def rows_per_strip(self) -> int:
-        return max(1, min(self.chunk_rows, self.shape[-2], MAX_STRIP // max(1, self.row_bytes)))
-
-    @property
-    def strips(self) -> int:
-        return -(-self.shape[-2] // self.rows_per_strip)
+    def tiles_per_plane(self) -> int:
+        return -(-self.shape[-2] // self.tile[0]) * -(-self.shape[-1] // self.tile[1])
 
 
 MAX_IMAGES = 64  # images one group's multiscales may list: a document is untrusted, and each costs a header
@@ -117,10 +113,12 @@ def _raster(level: Level) -> bool:
 
 
 def build(levels: list[Level], description: bytes, max_bytes: int) -> Layout:
-    """The file's layout: classic TIFF while it fits in 4 GiB, else BigTIFF."""
+    """The file's layout: classic TIFF while it fits in 4 GiB, else BigTIFF. Placing is
+    arithmetic (tiles lie at a fixed stride), so trying classic first costs nothing per tile."""
     classic = _Writer(levels, description, big=False)
     placed = classic.place(max_bytes)
-    if placed[-1][-1][-1].offset + placed[-1][-1][-1].nbytes - 1 <= tiff.CLASSIC_MAX:
+    last = placed[-1][-1]
+    if last.offset + last.nbytes - 1 <= tiff.CLASSIC_MAX:
         return classic.layout(placed)
     big = _Writer(levels, description, big=True)
     return big.layout(big.place(max_bytes))
@@ -140,9 +138,9 @@ class _Writer:
 
     def place(self, max_bytes: int) -> tuple:
         """Where everything goes: (the first IFD's offset, each level's IFD size, the first IFD's
-        extra size, each level's strips). Raises ViewTooLargeError past max_bytes of header."""
+        extra size, each level's Tiles). Raises ViewTooLargeError past max_bytes of header."""
         # bound the header before making any of it: the shapes come from metadata a server sent
-        estimate = self.planes * sum(2 * self.word * level.strips + 400 for level in self.levels)
+        estimate = self.planes * sum(2 * self.word * level.tiles_per_plane + 400 for level in self.levels)
         if estimate > max_bytes:
             raise ViewTooLargeError(f"{self.planes} planes of {len(self.levels)} levels: a TIFF header of about "
                                     f"{estimate} bytes, more than header_cache_size ({max_bytes} bytes)")
@@ -154,16 +152,17 @@ class _Writer:
         if header_end > max_bytes:
             raise ViewTooLargeError(f"{self.planes} planes of {len(self.levels)} levels: a TIFF header of "
                                     f"{header_end} bytes, more than header_cache_size ({max_bytes} bytes)")
-        data_bytes = sum(level.plane_bytes for level in self.levels) * self.planes
-        strips, at = [], tiff._data_start(header_end, data_bytes)
-        for level in self.levels:  # each strip at a page of its own (see _strips)
-            strips.append(_strips(level, self.planes, at))
-            at = tiff._rounded(strips[-1][-1].offset + strips[-1][-1].nbytes, tiff.PAGE)
-        return ifds_at, sizes, first, strips
+        data_bytes = sum(level.tiles_per_plane * level.tile[0] * level.tile[1] * level.itemsize
+                         for level in self.levels) * self.planes
+        placed, at = [], tiff._data_start(header_end, data_bytes)
+        for level in self.levels:
+            placed.append(Tiles.placed(at, level.path, level.shape, level.tile, level.itemsize))
+            at = tiff._rounded(at + placed[-1].nbytes, tiles.PAGE)
+        return ifds_at, sizes, first, placed
 
     def layout(self, placed: tuple) -> Layout:
         """The header's bytes, with every offset `place` gave."""
-        ifds_at, sizes, first, strips = placed
+        ifds_at, sizes, first, levels = placed
         header = bytearray(self._file_header(ifds_at) + self.description)
         header += bytes(ifds_at - len(header))
         for plane in range(self.planes):
@@ -171,44 +170,42 @@ class _Writer:
             lower = base + sizes[0] + (first if described else 0)  # where level 1's IFD begins
             starts = [base] + [lower + sum(sizes[1:i]) for i in range(1, len(sizes))]
             following = lower + sum(sizes[1:]) if plane + 1 < self.planes else 0
-            for i, level in enumerate(self.levels):
-                placed = strips[i][plane * level.strips:(plane + 1) * level.strips]
-                header += self._ifd(i, starts[i], placed, described and i == 0, following if i == 0 else 0,
-                                    starts[1:] if i == 0 else [])
-        data = [strip for level in strips for strip in level]
-        return Layout(data[-1].offset + data[-1].nbytes, [(0, bytes(header))], data)
+            for i in range(len(self.levels)):
+                header += self._ifd(i, starts[i], levels[i].offsets(plane), described and i == 0,
+                                    following if i == 0 else 0, starts[1:] if i == 0 else [])
+        return Layout(levels[-1].offset + levels[-1].nbytes, [(0, bytes(header))], list(levels))
 
     def _file_header(self, first_ifd: int) -> bytes:
         if self.big:
             return b"II" + struct.pack("<HHHQ", 43, 8, 0, first_ifd)
         return b"II" + struct.pack("<HI", 42, first_ifd)
 
-    def _entries(self, i: int, strips: list[Extent], described: bool, subifds: list[int]) -> list:
+    def _entries(self, i: int, offsets: list[int], described: bool, subifds: list[int]) -> list:
         """(tag, type, values) in tag order; the description's values are its offset."""
         level = self.levels[i]
         sample_format, bits = tiff.TYPES[level.data_type]
-        rows = level.rows_per_strip
-        offsets, counts = [s.offset for s in strips], [s.nbytes for s in strips]
+        length, width = level.tile
         entries = [(NEW_SUBFILE_TYPE, tiff.LONG, [REDUCED if i else 0]),
                    (tiff.WIDTH, tiff.LONG, [level.shape[-1]]), (tiff.LENGTH, tiff.LONG, [level.shape[-2]]),
                    (tiff.BITS, tiff.SHORT, [bits]), (tiff.COMPRESSION, tiff.SHORT, [1]),
                    (tiff.PHOTOMETRIC, tiff.SHORT, [1])]
         if described:
             entries.append((tiff.DESCRIPTION, tiff.ASCII, None))
-        entries += [(tiff.STRIP_OFFSETS, self.offset_type, offsets), (tiff.SAMPLES, tiff.SHORT, [1]),
-                    (tiff.ROWS_PER_STRIP, tiff.LONG, [rows]), (tiff.STRIP_COUNTS, self.offset_type, counts),
-                    (tiff.PLANAR, tiff.SHORT, [1])]
+        entries += [(tiff.SAMPLES, tiff.SHORT, [1]), (tiff.PLANAR, tiff.SHORT, [1]),
+                    (TILE_WIDTH, tiff.LONG, [width]), (TILE_LENGTH, tiff.LONG, [length]),
+                    (TILE_OFFSETS, self.offset_type, offsets),
+                    (TILE_COUNTS, self.offset_type, [length * width * level.itemsize] * len(offsets))]
         if i == 0 and len(self.levels) > 1:
             entries.append((SUBIFDS, self.offset_type, subifds or [0] * (len(self.levels) - 1)))
         entries.append((tiff.SAMPLE_FORMAT, tiff.SHORT, [sample_format]))
         return entries
 
-    def _ifd(self, i: int, at: int, strips: list[Extent] | None, described: bool, following: int,
+    def _ifd(self, i: int, at: int, offsets: list[int] | None, described: bool, following: int,
              subifds=()) -> bytes:
-        """The IFD of level i's plane whose strips are `strips` (None: any, for its size), itself at `at`."""
-        if strips is None:
-            strips = [Extent(0, 0, "")] * self.levels[i].strips
-        entries = self._entries(i, strips, described, list(subifds))
+        """The IFD of level i's plane whose tiles are at `offsets` (None: any, for its size), itself at `at`."""
+        if offsets is None:
+            offsets = [0] * self.levels[i].tiles_per_plane
+        entries = self._entries(i, offsets, described, list(subifds))
         count_format, entry_size = ("<Q", 20) if self.big else ("<H", 12)
         fixed = struct.calcsize(count_format) + entry_size * len(entries) + self.word
         body, extra = bytearray(struct.pack(count_format, len(entries))), bytearray()
@@ -227,20 +224,6 @@ class _Writer:
 
     def _entry(self, tag: int, kind: int, count: int, value: bytes) -> bytes:
         return struct.pack("<HHQ" if self.big else "<HHI", tag, kind, count) + value
-
-
-def _strips(level: Level, planes: int, at: int) -> list[Extent]:
-    """The level's strips, every plane's in turn, from `at` on, each beginning a page: with no
-    two strips adjacent, Bio-Formats reads a region as the strips under it. Adjacent strips it
-    reads as one, from the plane's first byte (measured: a region in the middle of a plane
-    decoded every chunk above it)."""
-    out, rows = [], level.rows_per_strip
-    for plane in range(planes):
-        for k in range(level.strips):
-            nbytes = min(rows, level.shape[-2] - k * rows) * level.row_bytes
-            out.append(Extent(at, nbytes, level.path, plane * level.plane_bytes + k * rows * level.row_bytes))
-            at = tiff._rounded(at + nbytes, tiff.PAGE) + (tiff.PAGE if nbytes % tiff.PAGE == 0 else 0)
-    return out
 
 
 _FORMATS = {tiff.SHORT: "<H", tiff.LONG: "<I", tiff.LONG8: "<Q"}

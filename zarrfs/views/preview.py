@@ -65,7 +65,7 @@ def plan(meta, flip: bool = False) -> Plan | None:
     """The preview of an array with this metadata, None if it gets none."""
     if len(meta.shape) < 2 or meta.data_type.numpy.kind not in KINDS or 0 in meta.shape:
         return None
-    chunk_shape = _decoded_chunk_shape(meta)
+    chunk_shape = decoded_chunk_shape(meta)
     chunk_nbytes = math.prod(chunk_shape) * meta.data_type.numpy.itemsize
     allowed = BUDGET // chunk_nbytes  # chunks the sample may decode
     if not allowed:
@@ -106,8 +106,10 @@ def _axis(chunks, c: int, n: int):
     return [i for chunk in chunks for i in range(chunk * c, min(chunk * c + c, n))]
 
 
-def _decoded_chunk_shape(meta) -> tuple[int, ...]:
-    """The shape of the chunks a read decodes: the innermost chunks of a sharded array."""
+def decoded_chunk_shape(meta) -> tuple[int, ...]:
+    """The shape of the chunks a read decodes: the innermost chunks of a sharded array whose
+    chain is sharding alone (the engine reads such shards in part: CodecChain.sharding), else
+    the chunk (for the previews, and IMAGE.ome.tif's tiles)."""
     shape, codecs = largest_chunk(meta.chunk_shape), list(meta.codecs)  # a rectilinear grid's largest
     while len(codecs) == 1 and codecs[0].get("name") == "sharding_indexed":
         configuration = codecs[0].get("configuration", {})
