@@ -27,6 +27,7 @@ from zarrfs.fuse.binding import ZarrFUSE
 from zarrfs.fuse.operations import Operations
 from zarrfs.fuse.tracing import TracingFUSE, quiet_binding
 from zarrfs.names import LineFormatter, printable
+from zarrfs.stores.icechunk_repository import IcechunkChoice
 from zarrfs.stores.source_url import SCHEMES, is_remote, public_url
 from zarrfs.views import ALL_VIEWS, GROUP_VIEWS, preview
 
@@ -134,6 +135,8 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
             options.header_cache_bytes = parse_size(name, value)
         elif name in ("uid", "gid", "umask"):
             options.ownership = parse_ownership(options.ownership, name, value)
+        elif name in ("icechunk", "branch", "tag", "snapshot"):
+            options.icechunk = parse_icechunk(options.icechunk, name, value)
         elif name == "debug":
             debug = True
         elif name in FUSE_OPTIONS:
@@ -149,6 +152,18 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
         # never carried out by the daemon with the owner's credentials
         fuse["default_permissions"] = True
     return options, fuse, debug
+
+
+def parse_icechunk(choice: IcechunkChoice, name: str, value: str) -> IcechunkChoice:
+    """-o icechunk, and the one version of branch=, tag= or snapshot= a mount shows."""
+    if name == "icechunk":
+        return dataclasses.replace(choice, forced=True)
+    if not value:
+        raise UsageError(f"{name} needs a value (e.g. {name}=main)" if name != "snapshot" else
+                         "snapshot needs a snapshot id (e.g. snapshot=1CECHNKREP0F1RSTCMT0)")
+    if any((choice.branch, choice.tag, choice.snapshot)):
+        raise UsageError("choose one of branch=, tag= and snapshot=: a mount shows one version")
+    return dataclasses.replace(choice, **{name: value})
 
 
 def parse_ownership(ownership: Ownership, name: str, value: str) -> Ownership:

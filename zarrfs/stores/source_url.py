@@ -18,6 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from zarrfs.errors import StoreError
 from zarrfs.stores.contract import Store
+from zarrfs.stores.icechunk_repository import IcechunkChoice, IcechunkRepository, is_repository, open_repository
 from zarrfs.stores.local import LocalStore
 
 if TYPE_CHECKING:  # obstore's typed dicts exist in its stubs only; obstore is imported for remote sources only
@@ -53,6 +54,33 @@ def public_url(source: str) -> str:
     host = parts.hostname or ""
     netloc = f"{host}:{parts.port}" if parts.port else host
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+@dataclass(frozen=True)
+class Source:
+    """What a SOURCE opens to: the store the mount shows, and the repository it is a version of
+    (an Icechunk repository, whose other versions the mount shows too), or None."""
+
+    store: Store
+    repository: IcechunkRepository | None = None
+
+
+def open_source(source: str, read_only: bool, remote: RemoteOptions, follow_symlinks: bool = False,
+                icechunk: IcechunkChoice | None = None) -> Source:
+    """The store of SOURCE; for an Icechunk repository (its layout, or -o icechunk), the version
+    chosen (the head of branch main by default) and the repository."""
+    icechunk = icechunk or IcechunkChoice()
+    if not icechunk.chosen() and (is_remote(source) or not is_repository(source)):
+        return Source(open_store(source, read_only, remote, follow_symlinks))
+    root = public_url(source) if is_remote(source) else os.path.abspath(source)
+    if not read_only:
+        raise StoreError(f"{root}: an Icechunk repository is mounted read-only for now: add -o ro", errno.EROFS)
+    s3 = _config("s3", remote)[0] if urlsplit(source).scheme == "s3" else None
+    repository = open_repository(source, root, remote.timeout, s3)
+    version = repository.version(icechunk.name())
+    if version is None:
+        raise StoreError(f"{root}: no version {icechunk.name()} in this Icechunk repository", errno.ENOENT)
+    return Source(repository.store(version), repository)
 
 
 def open_store(source: str, read_only: bool, remote: RemoteOptions,
