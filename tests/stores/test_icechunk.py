@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from mounting import failed_start, mounted
+from mounting import ZARRFS, failed_start, mounted
 
 pytestmark = [pytest.mark.needs_python312,
               pytest.mark.skipif(sys.version_info < (3, 12), reason="needs Python >= 3.12 (icechunk 2)")]
@@ -116,7 +116,7 @@ def test_a_version_directory_has_its_commit_time_message_parent_and_own_inodes(r
 
 def test_version_directories_are_found_by_name_not_listed_and_read_only(repository, tmp_path):
     path, repo, ids = repository
-    with mounted(path, tmp_path, "ro") as m:
+    with mounted(path, tmp_path) as m:  # a branch mounted writable: its versions stay read-only
         assert not [name for name in os.listdir(m.path) if name.startswith("@")]
         assert sorted(os.listdir(m.path / "@branch.dev")) == sorted(os.listdir(m.path / "@tag.v3"))
         assert "b.bin" in os.listdir(m.path / "@tag.v3")
@@ -225,3 +225,109 @@ def test_the_versions_of_a_long_history_are_every_snapshot(long_history, tmp_pat
         assert np.frombuffer((m.path / f"@{middle}" / "n.bin").read_bytes(), "<i8")[0] == \
             int(repo.lookup_snapshot(middle).message)
 
+
+
+# writes on a branch, and commits
+
+
+def small_repository(path):
+    """main: one commit of `a` (40 x 30 int32 in 10 x 10 chunks). Returns (repo, its head)."""
+    repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(path)))
+    session = repo.writable_session("main")
+    array = zarr.group(session.store).create_array("a", shape=(40, 30), chunks=(10, 10), dtype="<i4", fill_value=0)
+    array[...] = np.arange(1200, dtype="<i4").reshape(40, 30)
+    return repo, session.commit("a")
+
+
+def write_elements(path, model: np.ndarray, at: list[tuple[int, int]], value: int) -> None:
+    """Write `value` at the elements `at` of the array file `path` and into `model`, then fsync."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        for row, column in at:
+            os.pwrite(fd, np.array([value], "<i4").tobytes(), (row * model.shape[1] + column) * 4)
+            model[row, column] = value
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def head(repo, branch="main"):
+    return repo.lookup_snapshot(repo.lookup_branch(branch))
+
+
+def read_a(repo, branch="main") -> np.ndarray:
+    return zarr.open_array(repo.readonly_session(branch).store, path="a", mode="r")[...]
+
+
+@pytest.mark.parametrize("how", ["setfattr", "zarrfs commit"])
+def test_a_commit_through_the_mount_is_one_snapshot_with_its_parent_and_message(tmp_path, how):
+    repo, first = small_repository(tmp_path / "repo")
+    model = read_a(repo)
+    rng = np.random.default_rng(38)
+    with mounted(tmp_path / "repo", tmp_path) as m:
+        write_elements(m.path / "a.bin", model, [tuple(p) for p in rng.integers(0, (40, 30), (20, 2))], 4242)
+        assert head(repo).id == first  # written into the session: no commit yet
+        if how == "setfattr":
+            subprocess.run(["setfattr", "-n", "user.icechunk.commit", "-v", "through the mount", m.path], check=True)
+        else:
+            said = subprocess.run([ZARRFS, "commit", m.path, "-m", "through the mount"], capture_output=True,
+                                  text=True, check=True)
+            assert said.stdout.strip() == head(repo).id
+        assert os.getxattr(m.path, "user.icechunk.snapshot").decode() == head(repo).id
+        assert os.getxattr(m.path, "user.icechunk.parent").decode() == first
+    assert [info.message for info in repo.ancestry(branch="main")] == ["through the mount", "a",
+                                                                     "Repository initialized"]
+    assert head(repo).parent_id == first
+    np.testing.assert_array_equal(read_a(repo), model)
+
+
+def test_writes_are_committed_at_unmount_only_when_asked(tmp_path):
+    repo, first = small_repository(tmp_path / "repo")
+    model = read_a(repo)
+    with mounted(tmp_path / "repo", tmp_path, name="plain") as m:
+        write_elements(m.path / "a.bin", model.copy(), [(0, 0), (39, 29)], -5)
+    assert head(repo).id == first  # fsynced, not committed: the session ended with the mount
+    with mounted(tmp_path / "repo", tmp_path, "commit_on_unmount=at the end", name="committing") as m:
+        write_elements(m.path / "a.bin", model, [(0, 0), (39, 29)], -6)
+    assert head(repo).message == "at the end" and head(repo).parent_id == first
+    np.testing.assert_array_equal(read_a(repo), model)
+
+
+def test_two_mounts_of_one_branch_commit_what_does_not_conflict_and_lose_nothing_that_does(tmp_path):
+    repo, first = small_repository(tmp_path / "repo")
+    base = read_a(repo)
+    with mounted(tmp_path / "repo", tmp_path, name="one") as one, mounted(tmp_path / "repo", tmp_path, name="two") as two:
+        ours, theirs = base.copy(), base.copy()
+        write_elements(one.path / "a.bin", ours, [(0, 0)], 1)  # chunk 0/0
+        write_elements(two.path / "a.bin", theirs, [(39, 29)], 2)  # chunk 3/2
+        os.setxattr(one.path, "user.icechunk.commit", b"one")
+        os.setxattr(two.path, "user.icechunk.commit", b"two")  # rebased over one's
+        assert [info.message for info in repo.ancestry(branch="main")][:2] == ["two", "one"]
+        expected = base.copy()
+        expected[0, 0], expected[39, 29] = 1, 2
+        np.testing.assert_array_equal(read_a(repo), expected)
+
+        write_elements(one.path / "a.bin", ours, [(5, 5)], 3)  # both write chunk 0/0
+        write_elements(two.path / "a.bin", theirs, [(6, 6)], 4)
+        os.setxattr(one.path, "user.icechunk.commit", b"one again")
+        with pytest.raises(OSError) as refused:
+            os.setxattr(two.path, "user.icechunk.commit", b"two again")
+        assert refused.value.errno == errno.EBUSY
+        kept = [b for b in repo.list_branches() if b.startswith("main.conflict-")]
+        assert len(kept) == 1
+        lines = [line for line in two.settled_log().splitlines() if "commit refused" in line]
+        assert len(lines) == 1 and kept[0] in lines[0]
+        expected[5, 5] = 3
+        np.testing.assert_array_equal(read_a(repo), expected)  # one's commit stands
+        np.testing.assert_array_equal(read_a(repo, kept[0])[6, 6], 4)  # two's write is kept on its branch
+        assert (two.path / "a.bin").read_bytes() == read_a(repo, kept[0]).tobytes()
+        write_elements(two.path / "a.bin", theirs, [(7, 7)], 5)  # the mount now writes that branch
+        os.setxattr(two.path, "user.icechunk.commit", b"on the kept branch")
+        assert head(repo, kept[0]).message == "on the kept branch"
+        assert head(repo).message == "one again"
+
+
+def test_a_tag_mounted_writable_is_one_line(repository, tmp_path):
+    path, _, _ = repository
+    said = failed_start(path, ["tag=v1"], None, tmp_path)
+    assert "@tag.v1" in said and "-o ro" in said

@@ -18,7 +18,7 @@ import stat
 import sys
 import threading
 
-from zarrfs.cli import daemon_log, fuse_access
+from zarrfs.cli import commit, daemon_log, fuse_access
 from zarrfs.cli.help import epilog
 from zarrfs.errors import ZarrfsError
 from zarrfs.fs.filesystem import BLKSIZE, Options
@@ -135,6 +135,10 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
             options.header_cache_bytes = parse_size(name, value)
         elif name in ("uid", "gid", "umask"):
             options.ownership = parse_ownership(options.ownership, name, value)
+        elif name == "commit_on_unmount":
+            if not value:
+                raise UsageError("commit_on_unmount needs a commit message (e.g. commit_on_unmount='nightly run')")
+            options.icechunk = dataclasses.replace(options.icechunk, commit_on_unmount=value)
         elif name in ("icechunk", "branch", "tag", "snapshot"):
             options.icechunk = parse_icechunk(options.icechunk, name, value)
         elif name == "debug":
@@ -320,6 +324,9 @@ def notify(message: str) -> None:
 
 
 def main(argv=None) -> int:
+    words = sys.argv[1:] if argv is None else argv
+    if words[:1] == ["commit"] and any(w in ("-m", "--message") or w.startswith("--message=") for w in words):
+        return commit.main(words[1:])  # zarrfs commit MOUNT -m MESSAGE (an Icechunk branch mounted)
     parser = argparse.ArgumentParser(prog="zarrfs", description="Mount a Zarr (v2 or v3) hierarchy as raw binary "
                                      "files: NAME.bin (little-endian, C order) and NAME.json for each array.",
                                      epilog=epilog(Options(), ALL_VIEWS), formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -63,6 +63,8 @@ def option_lines(defaults, views, generic: bool = False) -> list[tuple[str, str,
          "Python >= 3.12): docs/icechunk.md"),
         ("branch=NAME, tag=NAME, snapshot=ID", "branch=main", "Icechunk: the version the mount shows; every "
          "version is also a directory @branch.NAME, @tag.NAME, @SNAPSHOTID"),
+        ("commit_on_unmount=MESSAGE", "off", "Icechunk, a branch mounted writable: what was written and not "
+         "committed is committed at unmount with this message"),
         ("nonempty", "off", "mount over a directory that holds files (they are hidden until unmount); without it "
          "such a mount point is refused"),
         ("uid=N, gid=N", "the stored documents' owner (object stores: the mounting user)",

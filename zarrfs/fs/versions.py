@@ -16,11 +16,13 @@ and snapshot as extended attributes.
 """
 
 import errno
+import logging
 import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
+from zarrfs.errors import ZarrfsError
 from zarrfs.fs.filesystem import (
     Attributes,
     EditsFactory,
@@ -35,7 +37,10 @@ from zarrfs.fs.hierarchy import Entry
 from zarrfs.fs.inodes import inode_number
 from zarrfs.nodes.documents import ZARR_JSON
 from zarrfs.stores.icechunk_repository import IcechunkRepository, Version
+from zarrfs.stores.icechunk_store import IcechunkStore
 from zarrfs.stores.source_url import open_source
+
+log = logging.getLogger(__name__)
 
 KEPT = 8  # version file systems kept without open files: each has its own caches, within cache_size / KEPT
 XATTR = "user.icechunk."
@@ -50,7 +55,7 @@ def mount_core(source: str, options: Options, edits: EditsFactory,
     main = FileSystem(source, options, edits, kernel, store=opened.store)
     if opened.repository is None:
         return main
-    return VersionedFileSystem(main, opened.repository, edits)
+    return VersionedFileSystem(main, opened.repository, edits, opened.commits)
 
 
 @dataclass(frozen=True)
@@ -74,8 +79,9 @@ class Shown:
 class VersionedFileSystem:
     """The mount's FileSystem, and a read-only FileSystem for each version looked up."""
 
-    def __init__(self, main: FileSystem, repository: IcechunkRepository, edits: EditsFactory):
-        self.main, self.repository, self._edits = main, repository, edits
+    def __init__(self, main: FileSystem, repository: IcechunkRepository, edits: EditsFactory,
+                 commits: IcechunkStore | None = None):
+        self.main, self.repository, self._edits, self.commits = main, repository, edits, commits
         self.options, self.store = main.options, main.store
         self.own = repository.version(main.options.icechunk.name())  # the mount's own version, as mounted
         self._shown: OrderedDict[str, Shown] = OrderedDict()
@@ -97,7 +103,31 @@ class VersionedFileSystem:
         self.main.start()
 
     def stop(self) -> None:
-        self.main.stop()  # a version is read-only: nothing of it is left to store
+        self.main.stop()  # every write stored in the session; a version is read-only: nothing of it to store
+        message = self.options.icechunk.commit_on_unmount
+        if message and self.commits is not None and self.commits.changed():
+            try:
+                self.commit(message)
+            except ZarrfsError as e:
+                log.error("%s; at unmount, the writes not committed are lost", e)
+
+    # commits of the mount's own branch
+
+    def commit(self, message: str) -> str:
+        """Every write stored in the branch's session, then committed: the new snapshot's id."""
+        if self.commits is None:
+            refuse(errno.EROFS, f"{self.store.root}: a commit needs a branch mounted writable")
+        if not message.strip():
+            refuse(errno.EINVAL, f"{self.store.root}: a commit needs a message")
+        self.main.arrays.flush_all()
+        try:
+            snapshot = self.commits.commit(message)
+        except ZarrfsError:  # the adapter logs the one line
+            self.own = self.repository.version(f"@{self.commits.snapshot}")  # a conflict's branch, if one was made
+            raise
+        log.info("%s: committed %s (%s)", self.store.root, snapshot, message)
+        self.own = self.repository.version(f"@{snapshot}")
+        return snapshot
 
     # routing
 
@@ -326,6 +356,9 @@ class VersionedFileSystem:
         return value.encode("utf-8", "surrogateescape")
 
     def setxattr(self, path: str, name: str, value: bytes, options: int) -> None:
+        if path == "/" and name == XATTR + "commit":  # setfattr -n user.icechunk.commit -v MESSAGE MOUNT
+            self.commit(value.decode("utf-8", "surrogateescape"))
+            return
         shown, inner = self._route(path)
         self._core(shown, inner).setxattr(inner, name, value, options)
 

@@ -25,7 +25,6 @@ from urllib.parse import urlsplit
 
 from zarrfs.errors import StoreError
 from zarrfs.stores.async_loop import Loop
-from zarrfs.stores.contract import Store
 from zarrfs.stores.icechunk_store import IcechunkStore
 
 log = logging.getLogger(__name__)
@@ -45,6 +44,7 @@ class IcechunkChoice:
     branch: str | None = None
     tag: str | None = None
     snapshot: str | None = None
+    commit_on_unmount: str | None = None  # -o commit_on_unmount=MESSAGE: a writable branch's session committed
 
     def name(self) -> str:
         """The version's directory name: `@branch.main` by default."""
@@ -55,7 +55,7 @@ class IcechunkChoice:
         return f"{BRANCH}{self.branch or 'main'}"
 
     def chosen(self) -> bool:
-        return self.forced or any((self.branch, self.tag, self.snapshot))
+        return self.forced or any((self.branch, self.tag, self.snapshot, self.commit_on_unmount))
 
 
 @dataclass(frozen=True)
@@ -103,9 +103,16 @@ class IcechunkRepository:
             self._versions = (time.monotonic(), found)
         return found
 
-    def store(self, version: Version) -> Store:
+    def store(self, version: Version) -> IcechunkStore:
         session = self._call(self._repository.readonly_session_async(snapshot_id=version.snapshot), version.name)
         return IcechunkStore(session, self.loop, f"{self.root}/{version.name}", version.written_ns, self.remote)
+
+    def branch_store(self, version: Version) -> IcechunkStore:
+        """A writable session on the branch `version` is the head of: its writes become commits."""
+        branch = version.name[len(BRANCH):]
+        session = self._call(self._repository.writable_session_async(branch), version.name)
+        return IcechunkStore(session, self.loop, f"{self.root}/{version.name}", version.written_ns, self.remote,
+                             (self._repository, branch))
 
     def _call(self, coroutine: Coroutine[Any, Any, T], what: str) -> T:
         """A call into icechunk: its errors are one line naming the repository and what was asked."""

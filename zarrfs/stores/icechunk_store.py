@@ -1,4 +1,5 @@
-"""IcechunkStore: one snapshot of an Icechunk repository behind the Store contract, read-only.
+"""IcechunkStore: one snapshot of an Icechunk repository behind the Store contract; on a branch,
+a writable session whose writes become a commit (commit()).
 
 Every value is read through icechunk-python's session store (zarr's async Store API) on the
 repository's loop (async_loop.Loop): a chunk's byte range is a range request of icechunk, so a
@@ -7,35 +8,56 @@ listings and documents are trusted for the whole mount (metadata_ttl None), and 
 is the commit's time. Values are bounded as on other stores: a whole value's size is asked of
 icechunk's manifest first (no request to the chunk's object), and one over `limit` is refused
 before it is fetched.
+
+On a branch mounted writable, every value published goes into icechunk's writable session: the
+chunk is written to the repository's storage at once, and becomes part of a snapshot only when the
+session is committed (commit(), from the mount's `user.icechunk.commit` attribute, `zarrfs commit`
+or -o commit_on_unmount). A commit that conflicts with another writer's is rebased by icechunk's
+BasicConflictSolver where it can be; otherwise it fails with one line and the session keeps its
+changes. Creating and moving nodes is not done on such a store yet (ENOTSUP, one line).
 """
 
 import errno
 import os
 import stat
+import threading
+import time
 from collections.abc import Coroutine, Iterator, Sequence
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NamedTuple, NoReturn, TypeVar
 
 from zarrfs.byte_ranges import ByteRange, Range, Suffix
 from zarrfs.codecs.stored_bytes import BytesLike
 from zarrfs.errors import StoreError, ValueChangedError, ZarrfsError
 from zarrfs.stores.async_loop import Loop
 from zarrfs.stores.contained import key_parts
-from zarrfs.stores.contract import Capabilities, Staged
+from zarrfs.stores.contract import Capabilities, Staged, own_staged
 
 T = TypeVar("T")
 
 MAX_VALUE = 1 << 31  # a whole value's size without a caller's limit: what one read may take at most
 
 
-class IcechunkStore:
-    """A read-only session of one snapshot. `session`: icechunk's Session; `root`: the source and
-    the version's name, for messages; `written_ns`: the commit's time."""
+class StagedValue(NamedTuple):
+    """A value held for publish(): its bytes, None for a deletion."""
 
-    def __init__(self, session, loop: Loop, root: str, written_ns: int, remote: bool):
+    key: str
+    data: bytes | None
+
+
+class IcechunkStore:
+    """A session of one snapshot: read-only, or writable on a branch. `session`: icechunk's
+    Session; `root`: the source and the version's name, for messages; `written_ns`: the commit's
+    time; `branch`: (icechunk's Repository, the branch's name) for a writable session, whose
+    commits go on that branch."""
+
+    def __init__(self, session, loop: Loop, root: str, written_ns: int, remote: bool,
+                 branch: tuple[Any, str] | None = None):
         self._session, self._store, self._loop = session, session.store, loop
-        self.root, self.read_only = root, True
+        self.root, self.read_only = root, session.read_only
         self.snapshot = session.snapshot_id
         self._written_ns = written_ns
+        self._branch = branch
+        self._writing = threading.Lock()  # a commit takes the session while no value is being set
         self._owner = (os.getuid(), os.getgid())
         self.capabilities = Capabilities(remote=remote, listing=True, metadata_ttl=None,
                                          read_deadline=loop.timeout if remote else None)
@@ -50,8 +72,7 @@ class IcechunkStore:
         except ZarrfsError:
             raise
         except Exception as e:
-            lines = str(e).strip().splitlines()
-            raise StoreError(f"{self.path(key)}: {lines[0][:300] if lines else type(e).__name__}", errno.EIO) from None
+            raise StoreError(f"{self.path(key)}: {_first_line(e)}", errno.EIO) from None
 
     # values
 
@@ -89,6 +110,8 @@ class IcechunkStore:
 
     def get_versioned(self, key: str, byte_range: ByteRange = None, expect: object = None,
                       limit: int | None = None) -> tuple[bytes | None, object]:
+        if not self.read_only:  # only this mount writes its session: no version to compare
+            return self.get(key, byte_range, limit), None
         if expect is not None and expect != self.snapshot:
             raise ValueChangedError(f"{self.path(key)}: read from another snapshot", errno.EIO)
         return self.get(key, byte_range, limit), self.snapshot
@@ -106,29 +129,91 @@ class IcechunkStore:
     def version_known(self, key: str) -> bool:
         return True
 
-    # writes: a snapshot is read-only
+    # writes: into the writable session of a branch; a snapshot's refuse them
 
     def check_writable(self, key: str) -> None:
-        self._refuse(key)
+        if self.read_only:
+            self._refuse(key)
 
     def stage(self, key: str, data: BytesLike | None) -> Staged:
-        self._refuse(key)
+        self.check_writable(key)
+        self._check(key)
+        return StagedValue(key, None if data is None else bytes(data))
 
     def publish(self, staged: Sequence[Staged]) -> None:
-        if staged:
-            self._refuse(staged[0].key)
+        values = own_staged(staged, StagedValue, self.root)
+        if values:
+            with self._writing:  # taken in the caller's thread: the loop's thread never waits on it
+                self._run(self._publish(values), values[0].key)
+
+    async def _publish(self, values: list[StagedValue]) -> None:
+        for key, data in values:
+            if data is None:
+                await self._delete(key)
+            else:
+                await self._store.set(key, _buffer(data))
 
     def discard(self, staged: Sequence[Staged]) -> None:
-        pass  # nothing is ever staged
+        pass  # held in memory only
 
     def set(self, key: str, data: bytes) -> None:
-        self._refuse(key)
+        self.publish([self.stage(key, data)])
 
     def delete(self, key: str) -> None:
-        self._refuse(key)
+        self.publish([self.stage(key, None)])
+
+    async def _delete(self, key: str) -> None:
+        if await self._is_value(key):
+            await self._store.delete(key)
 
     def _refuse(self, key: str) -> NoReturn:
-        raise StoreError(f"{self.path(key)}: a snapshot of an Icechunk repository is read-only", errno.EROFS)
+        raise StoreError(f"{self.path(key)}: a snapshot or tag of an Icechunk repository is read-only (mount a branch "
+                         f"to write)", errno.EROFS)
+
+    def changed(self) -> bool:
+        """Whether the session holds writes not committed yet."""
+        return not self.read_only and self._session.has_uncommitted_changes
+
+    def commit(self, message: str) -> str:
+        """Commit the session's writes on its branch: the new snapshot's id. Another writer's
+        commit in between is rebased over where icechunk's BasicConflictSolver allows it (their
+        chunks and ours differ, nothing they deleted was written here). Otherwise nothing is lost:
+        the session is kept as a snapshot on a new branch, BRANCH.conflict-SNAPSHOT, which this
+        store writes from then on, and StoreError (EBUSY) says so in one line."""
+        if self.read_only or self._branch is None:
+            self._refuse("")
+        with self._writing:
+            return self._run(self._commit(message), "")
+
+    async def _commit(self, message: str) -> str:
+        from icechunk import BasicConflictSolver, ConflictError, RebaseFailedError, VersionSelection
+
+        repository, branch = self._branch
+        # a chunk both wrote, or one written here of an array or group they deleted, is a conflict:
+        # icechunk's defaults would keep one side's chunk whole and drop the other's elements
+        solver = BasicConflictSolver(on_chunk_conflict=VersionSelection.Fail, fail_on_delete_of_updated_array=True,
+                                     fail_on_delete_of_updated_group=True)
+        try:
+            snapshot = await self._session.commit_async(message, rebase_with=solver)
+        except (ConflictError, RebaseFailedError) as e:
+            kept = await self._keep_on_new_branch(repository, branch, message)
+            raise StoreError(f"{self.root}: commit refused: another writer's commit on {branch} conflicts with it "
+                             f"({_first_line(e)}); nothing is lost: the changes are branch {kept}, where this mount "
+                             f"commits from now on", errno.EBUSY) from None
+        await self._next_session(repository, branch, snapshot)
+        return snapshot
+
+    async def _keep_on_new_branch(self, repository, branch: str, message: str) -> str:
+        snapshot = await self._session.flush_async(f"{message} (not committed on {branch}: conflicts)")
+        kept = f"{branch}.conflict-{snapshot}"
+        await repository.create_branch_async(kept, snapshot)
+        await self._next_session(repository, kept, snapshot)
+        return kept
+
+    async def _next_session(self, repository, branch: str, snapshot: str) -> None:
+        self._session = await repository.writable_session_async(branch)
+        self._branch = (repository, branch)
+        self._store, self.snapshot, self._written_ns = self._session.store, snapshot, time.time_ns()
 
     # listing and metadata
 
@@ -192,23 +277,42 @@ class IcechunkStore:
     def remove_temporaries(self) -> int:
         return 0  # icechunk stages nothing outside its session
 
-    # whole nodes: a snapshot is read-only
+    # whole nodes: deleted in a branch's session; made and moved not yet
 
     def begin_node(self, path: str) -> str:
-        self._refuse(path)
+        self.check_writable(path)
+        self._not_yet(path, "creating arrays and groups")
 
     def commit_node(self, staging: str, path: str, documents: dict[str, bytes]) -> None:
-        self._refuse(path)
+        self._not_yet(path, "creating arrays and groups")
 
     def abort_node(self, staging: str) -> None:
         pass  # nothing is ever staged
 
     def delete_node(self, path: str) -> None:
-        self._refuse(path)
+        self.check_writable(path)
+        if self.stat(path) is None:
+            raise StoreError(f"{self.path(path)}: no such node", errno.ENOENT)
+        self._run(self._store.delete_dir(path), path)
 
     def move_node(self, src: str, dst: str) -> None:
-        self._refuse(src)
+        self.check_writable(src)
+        self._not_yet(src, "moving arrays and groups")
+
+    def _not_yet(self, key: str, what: str) -> NoReturn:
+        raise StoreError(f"{self.path(key)}: {what} in an Icechunk repository is not supported yet", errno.ENOTSUP)
 
     def _check(self, key: str) -> None:
         """The contract's key rule: absolute keys, '..' and empty parts are EINVAL."""
         key_parts(key)
+
+
+def _buffer(data: bytes):
+    from zarr.core.buffer import default_buffer_prototype
+
+    return default_buffer_prototype().buffer.from_bytes(data)
+
+
+def _first_line(error: Exception) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0][:300] if lines else type(error).__name__

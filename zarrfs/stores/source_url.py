@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 from zarrfs.errors import StoreError
 from zarrfs.stores.contract import Store
 from zarrfs.stores.icechunk_repository import IcechunkChoice, IcechunkRepository, is_repository, open_repository
+from zarrfs.stores.icechunk_store import IcechunkStore
 from zarrfs.stores.local import LocalStore
 
 if TYPE_CHECKING:  # obstore's typed dicts exist in its stubs only; obstore is imported for remote sources only
@@ -63,6 +64,7 @@ class Source:
 
     store: Store
     repository: IcechunkRepository | None = None
+    commits: IcechunkStore | None = None  # the store again, where it is a branch's writable session
 
 
 def open_source(source: str, read_only: bool, remote: RemoteOptions, follow_symlinks: bool = False,
@@ -73,14 +75,18 @@ def open_source(source: str, read_only: bool, remote: RemoteOptions, follow_syml
     if not icechunk.chosen() and (is_remote(source) or not is_repository(source)):
         return Source(open_store(source, read_only, remote, follow_symlinks))
     root = public_url(source) if is_remote(source) else os.path.abspath(source)
-    if not read_only:
-        raise StoreError(f"{root}: an Icechunk repository is mounted read-only for now: add -o ro", errno.EROFS)
+    if not read_only and (icechunk.tag or icechunk.snapshot):
+        raise StoreError(f"{root}: {icechunk.name()} is read-only (a tag or a snapshot): add -o ro, or mount a branch "
+                         f"to write", errno.EROFS)
     s3 = _config("s3", remote)[0] if urlsplit(source).scheme == "s3" else None
     repository = open_repository(source, root, remote.timeout, s3)
     version = repository.version(icechunk.name())
     if version is None:
         raise StoreError(f"{root}: no version {icechunk.name()} in this Icechunk repository", errno.ENOENT)
-    return Source(repository.store(version), repository)
+    if read_only:
+        return Source(repository.store(version), repository)
+    branch = repository.branch_store(version)
+    return Source(branch, repository, branch)
 
 
 def open_store(source: str, read_only: bool, remote: RemoteOptions,
