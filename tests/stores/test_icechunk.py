@@ -349,3 +349,27 @@ def test_deletes_and_attribute_edits_are_committed_and_creating_nodes_is_refused
     group = zarr.open_group(repo.readonly_session("main").store, mode="r")
     assert sorted(group.keys()) == ["a"] and group["a"].attrs["units"] == "K"
     assert head(repo).message == "edits"
+
+
+def test_a_repository_on_s3_mounts_with_its_versions_and_takes_commits(seaweed, tmp_path):
+    from servers.seaweed import BUCKET, USERS, unique_prefix
+
+    prefix = unique_prefix("icechunk")
+    key, secret, _ = USERS["admin"]
+    storage = icechunk.s3_storage(bucket=BUCKET, prefix=prefix, endpoint_url=seaweed.endpoint, allow_http=True,
+                                  force_path_style=True, region="us-east-1", access_key_id=key,
+                                  secret_access_key=secret)
+    repo = icechunk.Repository.create(storage)
+    session = repo.writable_session("main")
+    zarr.group(session.store).create_array("a", shape=(20, 20), chunks=(10, 10), dtype="<i4", fill_value=0)[...] = 1
+    first = session.commit("ones")
+    second = commit(repo, "main", "twos", write_a(np.full((20, 20), 2, "<i4")))
+    options = seaweed.mount_options("icechunk")
+    with mounted(seaweed.url(prefix), tmp_path, *options, env=seaweed.env()) as m:
+        assert (m.path / f"@{first}" / "a.bin").read_bytes() == icechunk_bytes(repo, first, "a")
+        assert (m.path / "a.bin").read_bytes() == icechunk_bytes(repo, second, "a")
+        model = read_a(repo)
+        write_elements(m.path / "a.bin", model, [(3, 4), (19, 0)], 9)
+        subprocess.run([ZARRFS, "commit", m.path, "-m", "through S3"], check=True, capture_output=True)
+    assert head(repo).message == "through S3" and head(repo).parent_id == second
+    np.testing.assert_array_equal(read_a(repo), model)

@@ -108,8 +108,8 @@ class VersionedFileSystem:
         if message and self.commits is not None and self.commits.changed():
             try:
                 self.commit(message)
-            except ZarrfsError as e:
-                log.error("%s; at unmount, the writes not committed are lost", e)
+            except ZarrfsError as e:  # a conflict says where the writes are kept; any other failure loses them
+                log.error("at unmount: %s", e)
 
     # commits of the mount's own branch
 

@@ -20,12 +20,16 @@ import threading
 import time
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from zarrfs.errors import StoreError
 from zarrfs.stores.async_loop import Loop
 from zarrfs.stores.icechunk_store import IcechunkStore
+
+if TYPE_CHECKING:  # icechunk (Python >= 3.12) is imported for a repository only
+    from icechunk import Repository, SnapshotInfo, Storage
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +84,7 @@ def is_repository(source: str) -> bool:
 class IcechunkRepository:
     """The versions of one repository, and a read-only store of each (IcechunkStore)."""
 
-    def __init__(self, source: str, root: str, repository, loop: Loop, remote: bool):
+    def __init__(self, source: str, root: str, repository: "Repository", loop: Loop, remote: bool):
         self.source, self.root, self._repository, self.loop, self.remote = source, root, repository, loop, remote
         self._versions: tuple[float, dict[str, Version]] | None = None
         self._lock = threading.Lock()
@@ -155,7 +159,7 @@ class IcechunkRepository:
         return found
 
 
-def _version(name: str, info) -> Version:
+def _version(name: str, info: "SnapshotInfo") -> Version:
     return Version(name, info.id, info.parent_id, info.message, int(info.written_at.timestamp() * 1e9))
 
 
@@ -192,17 +196,20 @@ def open_repository(source: str, root: str, timeout: float, s3: Mapping[str, Any
     return IcechunkRepository(source, root, repository, loop, remote=urlsplit(source).scheme != "")
 
 
-def _storage(icechunk, source: str, root: str, s3: Mapping[str, Any]):
+def _storage(icechunk: ModuleType, source: str, root: str, s3: Mapping[str, Any]) -> "Storage":
     scheme = urlsplit(source).scheme
+    storage: Storage
     if not scheme:
-        return icechunk.local_filesystem_storage(os.path.abspath(source))
+        storage = icechunk.local_filesystem_storage(os.path.abspath(source))
+        return storage
     if scheme != "s3":
         raise StoreError(f"{root}: Icechunk repositories are mounted from a directory or s3:// for now", errno.ENOTSUP)
     parts = urlsplit(source)
     endpoint = s3.get("endpoint")
     keys = {name: s3[name] for name in ("access_key_id", "secret_access_key", "session_token") if name in s3}
     unsigned = bool(s3.get("skip_signature"))
-    return icechunk.s3_storage(bucket=parts.netloc, prefix=parts.path.strip("/") or None, endpoint_url=endpoint,
-                               region=s3.get("region"), allow_http=bool(endpoint and endpoint.startswith("http://")),
-                               force_path_style=bool(endpoint), anonymous=unsigned or None,
-                               from_env=not keys and not unsigned or None, **keys)
+    storage = icechunk.s3_storage(bucket=parts.netloc, prefix=parts.path.strip("/") or None, endpoint_url=endpoint,
+                                  region=s3.get("region"), allow_http=bool(endpoint and endpoint.startswith("http://")),
+                                  force_path_style=bool(endpoint), anonymous=unsigned or None,
+                                  from_env=not keys and not unsigned or None, **keys)
+    return storage

@@ -23,7 +23,7 @@ import stat
 import threading
 import time
 from collections.abc import Coroutine, Iterator, Sequence
-from typing import Any, NamedTuple, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, TypeVar
 
 from zarrfs.byte_ranges import ByteRange, Range, Suffix
 from zarrfs.codecs.stored_bytes import BytesLike
@@ -31,6 +31,10 @@ from zarrfs.errors import StoreError, ValueChangedError, ZarrfsError
 from zarrfs.stores.async_loop import Loop
 from zarrfs.stores.contained import key_parts
 from zarrfs.stores.contract import Capabilities, Staged, own_staged
+
+if TYPE_CHECKING:  # icechunk (Python >= 3.12) is imported for a repository only
+    from icechunk import Repository, Session
+    from zarr.core.buffer import Buffer
 
 T = TypeVar("T")
 
@@ -50,8 +54,8 @@ class IcechunkStore:
     time; `branch`: (icechunk's Repository, the branch's name) for a writable session, whose
     commits go on that branch."""
 
-    def __init__(self, session, loop: Loop, root: str, written_ns: int, remote: bool,
-                 branch: tuple[Any, str] | None = None):
+    def __init__(self, session: "Session", loop: Loop, root: str, written_ns: int, remote: bool,
+                 branch: "tuple[Repository, str] | None" = None):
         self._session, self._store, self._loop = session, session.store, loop
         self.root, self.read_only = root, session.read_only
         self.snapshot = session.snapshot_id
@@ -84,7 +88,7 @@ class IcechunkStore:
         from zarr.core.buffer import default_buffer_prototype
 
         self._check(key)
-        request: object = None
+        request: RangeByteRequest | SuffixByteRequest | None = None
         if isinstance(byte_range, Range):
             if byte_range.length <= 0:
                 return b"" if await self._is_value(key) else None
@@ -102,7 +106,7 @@ class IcechunkStore:
         value = await self._store.get(key, default_buffer_prototype(), request)
         if value is None:
             return None
-        data = value.to_bytes()
+        data = bytes(value.to_bytes())
         if len(data) > wanted:
             raise StoreError(f"{self.path(key)}: answered {len(data)} bytes, more than the {wanted} bytes asked",
                              errno.EIO)
@@ -188,13 +192,14 @@ class IcechunkStore:
     async def _commit(self, message: str) -> str:
         from icechunk import BasicConflictSolver, ConflictError, RebaseFailedError, VersionSelection
 
+        assert self._branch is not None  # commit() refuses a store without a branch
         repository, branch = self._branch
         # a chunk both wrote, or one written here of an array or group they deleted, is a conflict:
         # icechunk's defaults would keep one side's chunk whole and drop the other's elements
         solver = BasicConflictSolver(on_chunk_conflict=VersionSelection.Fail, fail_on_delete_of_updated_array=True,
                                      fail_on_delete_of_updated_group=True)
         try:
-            snapshot = await self._session.commit_async(message, rebase_with=solver)
+            snapshot: str = await self._session.commit_async(message, rebase_with=solver)
         except (ConflictError, RebaseFailedError) as e:
             kept = await self._keep_on_new_branch(repository, branch, message)
             raise StoreError(f"{self.root}: commit refused: another writer's commit on {branch} conflicts with it "
@@ -203,14 +208,14 @@ class IcechunkStore:
         await self._next_session(repository, branch, snapshot)
         return snapshot
 
-    async def _keep_on_new_branch(self, repository, branch: str, message: str) -> str:
+    async def _keep_on_new_branch(self, repository: "Repository", branch: str, message: str) -> str:
         snapshot = await self._session.flush_async(f"{message} (not committed on {branch}: conflicts)")
         kept = f"{branch}.conflict-{snapshot}"
         await repository.create_branch_async(kept, snapshot)
         await self._next_session(repository, kept, snapshot)
         return kept
 
-    async def _next_session(self, repository, branch: str, snapshot: str) -> None:
+    async def _next_session(self, repository: "Repository", branch: str, snapshot: str) -> None:
         self._session = await repository.writable_session_async(branch)
         self._branch = (repository, branch)
         self._store, self.snapshot, self._written_ns = self._session.store, snapshot, time.time_ns()
@@ -254,7 +259,7 @@ class IcechunkStore:
         from icechunk import InvalidInputError
 
         try:
-            return await self._store.exists(key)
+            return bool(await self._store.exists(key))
         except InvalidInputError:  # icechunk's word for a key that is no document or chunk: a group's path
             return False
 
@@ -307,7 +312,7 @@ class IcechunkStore:
         key_parts(key)
 
 
-def _buffer(data: bytes):
+def _buffer(data: bytes) -> "Buffer":
     from zarr.core.buffer import default_buffer_prototype
 
     return default_buffer_prototype().buffer.from_bytes(data)
