@@ -4,6 +4,7 @@ icechunk's own read of that snapshot."""
 
 import errno
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -286,7 +287,7 @@ def test_writes_are_committed_at_unmount_only_when_asked(tmp_path):
     model = read_a(repo)
     with mounted(tmp_path / "repo", tmp_path, name="plain") as m:
         write_elements(m.path / "a.bin", model.copy(), [(0, 0), (39, 29)], -5)
-    assert head(repo).id == first  # fsynced, not committed: the session ended with the mount
+    assert head(repo).id == first  # fsynced, not committed (kept in plain.recovery for the next mount)
     with mounted(tmp_path / "repo", tmp_path, "commit_on_unmount=at the end", name="committing") as m:
         write_elements(m.path / "a.bin", model, [(0, 0), (39, 29)], -6)
     assert head(repo).message == "at the end" and head(repo).parent_id == first
@@ -373,3 +374,20 @@ def test_a_repository_on_s3_mounts_with_its_versions_and_takes_commits(seaweed, 
         subprocess.run([ZARRFS, "commit", m.path, "-m", "through S3"], check=True, capture_output=True)
     assert head(repo).message == "through S3" and head(repo).parent_id == second
     np.testing.assert_array_equal(read_a(repo), model)
+
+
+def test_fsynced_writes_survive_a_crash_and_the_next_mount_commits_them(tmp_path):
+    repo, first = small_repository(tmp_path / "repo")
+    model = read_a(repo)
+    with mounted(tmp_path / "repo", tmp_path) as m:
+        write_elements(m.path / "a.bin", model, [(1, 2), (22, 13)], 31)  # fsynced: in the session, saved
+        m.process.send_signal(signal.SIGKILL)
+        m.process.wait()
+    assert head(repo).id == first  # nothing committed
+    with mounted(tmp_path / "repo", tmp_path) as m:  # the same recovery_dir
+        assert (m.path / "a.bin").read_bytes() == model.tobytes()
+        assert "took back the writes" in m.log()
+        os.setxattr(m.path, "user.icechunk.commit", b"after the crash")
+    assert head(repo).message == "after the crash" and head(repo).parent_id == first
+    np.testing.assert_array_equal(read_a(repo), model)
+    assert not list((tmp_path / "mnt.recovery").glob("icechunk-*"))  # committed: nothing left to take back

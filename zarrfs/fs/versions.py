@@ -51,7 +51,8 @@ def mount_core(source: str, options: Options, edits: EditsFactory,
                kernel: KernelCaches | None = None) -> "FileSystem | VersionedFileSystem":
     """The file system of SOURCE: a FileSystem, or for an Icechunk repository one that also
     shows every version of it."""
-    opened = open_source(source, options.read_only, options.remote, options.follow_symlinks, options.icechunk)
+    opened = open_source(source, options.read_only, options.remote, options.follow_symlinks, options.icechunk,
+                         options.recovery_dir)
     main = FileSystem(source, options, edits, kernel, store=opened.store)
     if opened.repository is None:
         return main

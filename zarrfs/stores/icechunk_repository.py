@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 from zarrfs.errors import StoreError
 from zarrfs.stores.async_loop import Loop
+from zarrfs.stores.icechunk_saved import SavedSession
 from zarrfs.stores.icechunk_store import IcechunkStore
 
 if TYPE_CHECKING:  # icechunk (Python >= 3.12) is imported for a repository only
@@ -111,12 +112,14 @@ class IcechunkRepository:
         session = self._call(self._repository.readonly_session_async(snapshot_id=version.snapshot), version.name)
         return IcechunkStore(session, self.loop, f"{self.root}/{version.name}", version.written_ns, self.remote)
 
-    def branch_store(self, version: Version) -> IcechunkStore:
-        """A writable session on the branch `version` is the head of: its writes become commits."""
+    def branch_store(self, version: Version, recovery_dir: str | None = None) -> IcechunkStore:
+        """A writable session on the branch `version` is the head of: its writes become commits;
+        those not committed yet are kept in `recovery_dir` (icechunk_saved.py)."""
         branch = version.name[len(BRANCH):]
         session = self._call(self._repository.writable_session_async(branch), version.name)
+        saved = SavedSession(recovery_dir, self.root, branch) if recovery_dir else None
         return IcechunkStore(session, self.loop, f"{self.root}/{version.name}", version.written_ns, self.remote,
-                             (self._repository, branch))
+                             (self._repository, branch), saved)
 
     def _call(self, coroutine: Coroutine[Any, Any, T], what: str) -> T:
         """A call into icechunk: its errors are one line naming the repository and what was asked."""

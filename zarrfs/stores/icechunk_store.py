@@ -18,6 +18,7 @@ changes. Creating and moving nodes is not done on such a store yet (ENOTSUP, one
 """
 
 import errno
+import logging
 import os
 import stat
 import threading
@@ -31,10 +32,13 @@ from zarrfs.errors import StoreError, ValueChangedError, ZarrfsError
 from zarrfs.stores.async_loop import Loop
 from zarrfs.stores.contained import key_parts
 from zarrfs.stores.contract import Capabilities, Staged, own_staged
+from zarrfs.stores.icechunk_saved import SavedSession
 
 if TYPE_CHECKING:  # icechunk (Python >= 3.12) is imported for a repository only
-    from icechunk import Repository, Session
+    from icechunk import ForkSession, Repository, Session
     from zarr.core.buffer import Buffer
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -52,12 +56,15 @@ class IcechunkStore:
     """A session of one snapshot: read-only, or writable on a branch. `session`: icechunk's
     Session; `root`: the source and the version's name, for messages; `written_ns`: the commit's
     time; `branch`: (icechunk's Repository, the branch's name) for a writable session, whose
-    commits go on that branch."""
+    commits go on that branch; `saved`: where its writes not committed are kept (a crash loses none)."""
 
     def __init__(self, session: "Session", loop: Loop, root: str, written_ns: int, remote: bool,
-                 branch: "tuple[Repository, str] | None" = None):
-        self._session, self._store, self._loop = session, session.store, loop
+                 branch: "tuple[Repository, str] | None" = None, saved: SavedSession | None = None):
+        self._session, self._loop, self._saved = session, loop, saved
         self.root, self.read_only = root, session.read_only
+        # a branch's writes go into a fork of its session, which pickles (icechunk_saved.py)
+        self._fork = None if session.read_only else self._recovered() or session.fork()
+        self._store = session.store if self._fork is None else self._fork.store
         self.snapshot = session.snapshot_id
         self._written_ns = written_ns
         self._branch = branch
@@ -149,6 +156,7 @@ class IcechunkStore:
         if values:
             with self._writing:  # taken in the caller's thread: the loop's thread never waits on it
                 self._run(self._publish(values), values[0].key)
+                self._save()
 
     async def _publish(self, values: list[StagedValue]) -> None:
         for key, data in values:
@@ -174,9 +182,26 @@ class IcechunkStore:
         raise StoreError(f"{self.path(key)}: a snapshot or tag of an Icechunk repository is read-only (mount a branch "
                          f"to write)", errno.EROFS)
 
+    def _save(self) -> None:
+        """The fork, after a write-back: a crash from now on loses none of it."""
+        if self._saved is None:
+            return
+        try:
+            self._saved.save(self._fork)
+        except OSError as e:
+            raise StoreError(f"{self.root}: the writes are in the session, but cannot be saved to "
+                             f"{self._saved.path} against a crash: {e.strerror}", e.errno or errno.EIO) from None
+
+    def _recovered(self) -> "ForkSession | None":
+        fork = None if self._saved is None else self._saved.load()
+        if fork is not None:
+            log.warning("%s: took back the writes a mount before saved and did not commit (%s): they are in this "
+                        "mount's session, to commit", self.root, self._saved.path if self._saved else "")
+        return fork
+
     def changed(self) -> bool:
         """Whether the session holds writes not committed yet."""
-        return not self.read_only and self._session.has_uncommitted_changes
+        return self._fork is not None and self._fork.has_uncommitted_changes
 
     def commit(self, message: str) -> str:
         """Commit the session's writes on its branch: the new snapshot's id. Another writer's
@@ -198,6 +223,8 @@ class IcechunkStore:
         # icechunk's defaults would keep one side's chunk whole and drop the other's elements
         solver = BasicConflictSolver(on_chunk_conflict=VersionSelection.Fail, fail_on_delete_of_updated_array=True,
                                      fail_on_delete_of_updated_group=True)
+        assert self._fork is not None  # a writable store has one
+        await self._session.merge_async(self._fork)
         try:
             snapshot: str = await self._session.commit_async(message, rebase_with=solver)
         except (ConflictError, RebaseFailedError) as e:
@@ -216,9 +243,13 @@ class IcechunkStore:
         return kept
 
     async def _next_session(self, repository: "Repository", branch: str, snapshot: str) -> None:
+        """The writes are in the repository: the saved fork goes, a fresh session and fork come."""
+        if self._saved is not None:
+            self._saved.remove()
         self._session = await repository.writable_session_async(branch)
+        self._fork = self._session.fork()
         self._branch = (repository, branch)
-        self._store, self.snapshot, self._written_ns = self._session.store, snapshot, time.time_ns()
+        self._store, self.snapshot, self._written_ns = self._fork.store, snapshot, time.time_ns()
 
     # listing and metadata
 

@@ -68,9 +68,10 @@ class Source:
 
 
 def open_source(source: str, read_only: bool, remote: RemoteOptions, follow_symlinks: bool = False,
-                icechunk: IcechunkChoice | None = None) -> Source:
+                icechunk: IcechunkChoice | None = None, recovery_dir: str | None = None) -> Source:
     """The store of SOURCE; for an Icechunk repository (its layout, or -o icechunk), the version
-    chosen (the head of branch main by default) and the repository."""
+    chosen (the head of branch main by default) and the repository; a branch's writes not
+    committed are kept in `recovery_dir`."""
     icechunk = icechunk or IcechunkChoice()
     if not icechunk.chosen() and (is_remote(source) or not is_repository(source)):
         return Source(open_store(source, read_only, remote, follow_symlinks))
@@ -85,7 +86,7 @@ def open_source(source: str, read_only: bool, remote: RemoteOptions, follow_syml
         raise StoreError(f"{root}: no version {icechunk.name()} in this Icechunk repository", errno.ENOENT)
     if read_only:
         return Source(repository.store(version), repository)
-    branch = repository.branch_store(version)
+    branch = repository.branch_store(version, recovery_dir)
     return Source(branch, repository, branch)
 
 
