@@ -391,3 +391,30 @@ def test_fsynced_writes_survive_a_crash_and_the_next_mount_commits_them(tmp_path
     assert head(repo).message == "after the crash" and head(repo).parent_id == first
     np.testing.assert_array_equal(read_a(repo), model)
     assert not list((tmp_path / "mnt.recovery").glob("icechunk-*"))  # committed: nothing left to take back
+
+
+def test_a_repository_that_stops_answering_is_an_error_within_the_timeout(seaweed, tmp_path):
+    """Every call into icechunk is waited for at most -o timeout: a hung server makes a lookup fail
+    with one line, never a hung request (the daemon goes on serving when the server is back)."""
+    from servers.seaweed import BUCKET, USERS, unique_prefix
+
+    prefix = unique_prefix("icechunk-hung")
+    key, secret, _ = USERS["admin"]
+    repo = icechunk.Repository.create(icechunk.s3_storage(
+        bucket=BUCKET, prefix=prefix, endpoint_url=seaweed.endpoint, allow_http=True, force_path_style=True,
+        region="us-east-1", access_key_id=key, secret_access_key=secret))
+    session = repo.writable_session("main")
+    zarr.group(session.store).create_array("a", shape=(8,), dtype="<i4", fill_value=3)
+    first = session.commit("a")
+    second = commit(repo, "main", "b", lambda group: group.create_array("b", shape=(2,), dtype="<i4", fill_value=0))
+    with mounted(seaweed.url(prefix), tmp_path, *seaweed.mount_options("icechunk", "ro", "timeout=2"),
+                 env=seaweed.env()) as m:
+        assert (m.path / "b.json").exists()
+        with seaweed.paused():
+            with pytest.raises(OSError):
+                os.listdir(m.path / f"@{first}")  # a snapshot not looked up yet: icechunk asks the server
+        said = [line for line in m.settled_log().splitlines() if "no answer within 2 s" in line]
+        assert len(said) == 1 and first in said[0]
+        assert "a.bin" in os.listdir(m.path / f"@{first}")  # the server is back: the same lookup works
+        assert (m.path / f"@{first}" / "a.bin").read_bytes() == np.full(8, 3, "<i4").tobytes()
+        assert second == os.getxattr(m.path, "user.icechunk.snapshot").decode()
