@@ -104,9 +104,9 @@ class IcechunkStore:
         elif isinstance(byte_range, Suffix):
             request, wanted = SuffixByteRequest(byte_range.length), byte_range.length
         else:
-            if not await self._is_value(key):
+            size, wanted = await self._size(key), limit if limit is not None else MAX_VALUE
+            if size is None:
                 return None
-            size, wanted = await self._store.getsize(key), limit if limit is not None else MAX_VALUE
             if size > wanted:
                 raise StoreError(f"{self.path(key)}: {size} bytes stored, more than the {wanted} bytes expected",
                                  errno.EIO)
@@ -285,6 +285,16 @@ class IcechunkStore:
         async for _ in self._store.list_dir(key):
             return self._directory_stat()
         return None
+
+    async def _size(self, key: str) -> int | None:
+        """A value's size from icechunk's snapshot or manifest (no request for the value itself);
+        None for no such value. One call where exists() and getsize() were two: a stream's every chunk."""
+        from icechunk import InvalidInputError, NotFoundError
+
+        try:
+            return int(await self._store.getsize(key))
+        except (NotFoundError, InvalidInputError):  # no such node; a key that is no document or chunk
+            return None
 
     async def _is_value(self, key: str) -> bool:
         from icechunk import InvalidInputError
