@@ -73,7 +73,7 @@ def icechunk_bytes(repo, snapshot: str, name: str) -> bytes | None:
 def test_every_version_directory_shows_its_snapshot_as_icechunk_reads_it(repository, tmp_path):
     path, repo, ids = repository
     with mounted(path, tmp_path, "ro") as m:
-        names = os.getxattr(m.path, "user.icechunk.versions").decode().split()
+        names = (m.path / "@versions").read_text().split()
         assert {"@branch.main", "@branch.dev", "@tag.v1", "@tag.v2", "@tag.v3"} <= set(names)
         assert {f"@{s}" for s in ids.values()} <= set(names)
         ids_only = [name for name in names if not name.startswith(("@branch.", "@tag."))]
@@ -118,7 +118,8 @@ def test_a_version_directory_has_its_commit_time_message_parent_and_own_inodes(r
 def test_version_directories_are_found_by_name_not_listed_and_read_only(repository, tmp_path):
     path, repo, ids = repository
     with mounted(path, tmp_path) as m:  # a branch mounted writable: its versions stay read-only
-        assert not [name for name in os.listdir(m.path) if name.startswith("@")]
+        assert not [name for name in os.listdir(m.path) if name.startswith("@")]  # @versions neither
+        assert "@tag.v3" in (m.path / "@versions").read_text().split()
         assert sorted(os.listdir(m.path / "@branch.dev")) == sorted(os.listdir(m.path / "@tag.v3"))
         assert "b.bin" in os.listdir(m.path / "@tag.v3")
         assert not (m.path / "@branch.nosuch").exists()
@@ -222,6 +223,8 @@ def test_the_versions_of_a_long_history_are_every_snapshot(long_history, tmp_pat
     assert len(snapshots) == 1001  # the repository's first, empty snapshot too
     assert set(versions) == {"@branch.main", *(f"@{s}" for s in snapshots)}
     with mounted(path, tmp_path, "ro") as m:
+        listed = subprocess.run(["cat", m.path / "@versions"], capture_output=True, text=True, check=True).stdout
+        assert listed.split() == list(versions)  # a file: an xattr would hold at most 64 KiB, ~3,000 names
         middle = snapshots[500]
         assert np.frombuffer((m.path / f"@{middle}" / "n.bin").read_bytes(), "<i8")[0] == \
             int(repo.lookup_snapshot(middle).message)

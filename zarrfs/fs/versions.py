@@ -7,7 +7,8 @@ and nothing is ever hidden) goes to that version's own FileSystem, made when fir
 the repository's read-only store of it (stores/icechunk_repository.py), with the rest of the path;
 everything else goes to the mount's FileSystem. The version directories are not in the root's
 listing (a `find`, `du` or `rsync` of the mount would walk every version), but are found by name;
-`getfattr -n user.icechunk.versions MOUNT` lists them. Each version shows what it showed when first
+the file `@versions` of the root, as hidden, lists them (`cat MOUNT/@versions`). Each version
+shows what it showed when first
 looked up in this mount (a branch's head then): the kernel keeps what it read of a file.
 
 Each file of a version has its own inode number (the version's name is in it): `diff` and `cp -a`
@@ -18,10 +19,12 @@ and snapshot as extended attributes.
 import errno
 import logging
 import os
+import stat
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
+from zarrfs.engine import holes
 from zarrfs.errors import ZarrfsError
 from zarrfs.fs.filesystem import (
     Attributes,
@@ -44,6 +47,7 @@ log = logging.getLogger(__name__)
 
 KEPT = 8  # version file systems kept without open files: each has its own caches, within cache_size / KEPT
 XATTR = "user.icechunk."
+LISTING = "/@versions"  # the version directories' names, one a line: a file, as hidden as they are
 VERSION_XATTRS = ("snapshot", "message", "parent")
 
 
@@ -87,6 +91,7 @@ class VersionedFileSystem:
         self.own = repository.version(main.options.icechunk.name())  # the mount's own version, as mounted
         self._shown: OrderedDict[str, Shown] = OrderedDict()
         self._handles: dict[int, tuple[Shown | None, int]] = {}
+        self._texts: dict[int, bytes] = {}  # handles of @versions: its bytes when opened
         self._next_fh = 1
         self._lock = threading.Lock()
 
@@ -132,9 +137,16 @@ class VersionedFileSystem:
 
     # routing
 
+    def _listing(self, path: str) -> bool:
+        """Whether `path` is the listing of versions (unless a node of the hierarchy has its name)."""
+        return path == LISTING and self.main.hierarchy.lookup(path) is None
+
+    def _versions_text(self) -> bytes:
+        return "".join(f"{name}\n" for name in self.repository.versions()).encode()
+
     def _route(self, path: str) -> tuple[Shown | None, str]:
         """(the version shown at `path`, None for the mount's own hierarchy; the path within it)."""
-        if not path.startswith("/@"):
+        if not path.startswith("/@") or self._listing(path):
             return None, path
         name, _, rest = path[1:].partition("/")
         if self.main.hierarchy.lookup(f"/{name}") is not None:
@@ -178,10 +190,18 @@ class VersionedFileSystem:
     # metadata
 
     def getattr(self, path: str) -> Attributes:
+        if self._listing(path):
+            return self._listing_attributes()
         shown, inner = self._route(path)
         if shown is not None and shown.core is None and inner == "/":
             return self._empty_root(shown)
         return self._own_inode(shown, self._core(shown, inner).getattr(inner))
+
+    def _listing_attributes(self) -> Attributes:
+        """@versions: a read-only file of the mount's root, made when read (its size as listed now)."""
+        size = len(self._versions_text())
+        return {**self.main.getattr("/"), "st_ino": inode_number(LISTING), "st_mode": stat.S_IFREG | 0o444,
+                "st_nlink": 1, "st_size": size, "st_blocks": -(-size // 512)}
 
     def _empty_root(self, shown: Shown) -> Attributes:
         """An empty snapshot's directory: the mount root's attributes at the commit's time."""
@@ -219,6 +239,10 @@ class VersionedFileSystem:
         self._core(shown, inner).utimens(inner)
 
     def access(self, path: str, amode: int) -> None:
+        if self._listing(path):
+            if amode & (os.W_OK | os.X_OK):
+                refuse(errno.EACCES, path)
+            return
         shown, inner = self._route(path)
         if shown is not None and shown.core is None and inner == "/" and not amode & os.W_OK:
             return  # an empty snapshot's directory may be read and searched
@@ -227,6 +251,10 @@ class VersionedFileSystem:
     # open files: handles of ours, each leading to its file system's own
 
     def open(self, path: str, flags: int) -> int:
+        if self._listing(path):
+            if flags & os.O_ACCMODE != os.O_RDONLY:
+                refuse(errno.EACCES, path)
+            return self._add(None, -1, self._versions_text())
         shown, inner = self._route(path)
         return self._add(shown, self._core(shown, inner).open(inner, flags))
 
@@ -234,10 +262,14 @@ class VersionedFileSystem:
         shown, inner = self._route(path)
         return self._add(shown, self._core(shown, inner).create(inner, flags))
 
-    def _add(self, shown: Shown | None, fh: int) -> int:
+    def _add(self, shown: Shown | None, fh: int, text: bytes | None = None) -> int:
+        """A handle of ours for `fh` of the version's (or the mount's) file system; `text`: the
+        bytes of @versions, which no file system has."""
         with self._lock:
             ours, self._next_fh = self._next_fh, self._next_fh + 1
             self._handles[ours] = (shown, fh)
+            if text is not None:
+                self._texts[ours] = text
             if shown is not None:
                 shown.handles += 1
         return ours
@@ -249,10 +281,14 @@ class VersionedFileSystem:
         return self._core(found[0]), found[1]
 
     def is_text(self, fh: int) -> bool:
+        if fh in self._texts:
+            return True  # made when opened: never from the page cache
         found = self._handles.get(fh)
         return found is not None and self._core(found[0]).is_text(found[1])
 
     def node_of(self, fh: int) -> str:
+        if fh in self._texts:
+            return LISTING
         found = self._handles.get(fh)
         if found is None:
             return f"file handle {fh}"
@@ -261,18 +297,31 @@ class VersionedFileSystem:
         return said if shown is None else f"{shown.version.name}/{said}"
 
     def read(self, fh: int, offset: int, size: int) -> bytes:
+        if fh in self._texts:
+            return self._texts[fh][offset:offset + size]
         core, inner = self._handle(fh)
         return core.read(inner, offset, size)
 
     def data_file(self, fh: int):
+        if fh in self._texts:
+            return None  # read() gives its bytes
         core, inner = self._handle(fh)
         return core.data_file(inner)
 
     def read_into(self, fh: int, offset: int, out) -> int:
+        if fh in self._texts:
+            data = self.read(fh, offset, len(out))
+            out[:len(data)] = memoryview(data)
+            return len(data)
         core, inner = self._handle(fh)
         return core.read_into(inner, offset, out)
 
     def lseek(self, fh: int, offset: int, whence: int) -> int:
+        if fh in self._texts:
+            try:
+                return holes.seek(None, 1, len(self._texts[fh]), offset, whence)
+            except holes.SeekError as e:
+                refuse(e.errno, LISTING)
         core, inner = self._handle(fh)
         return core.lseek(inner, offset, whence)
 
@@ -286,15 +335,22 @@ class VersionedFileSystem:
         self._core(shown, inner).truncate(inner, length, inner_fh)
 
     def flush(self, fh: int) -> None:
+        if fh in self._texts:
+            return
         core, inner = self._handle(fh)
         core.flush(inner)
 
     def fsync(self, fh: int) -> None:
+        if fh in self._texts:
+            return
         core, inner = self._handle(fh)
         core.fsync(inner)
 
     def release(self, fh: int) -> None:
         with self._lock:
+            if self._texts.pop(fh, None) is not None:
+                self._handles.pop(fh, None)
+                return
             found = self._handles.pop(fh, None)
             if found is not None and found[0] is not None:
                 found[0].handles -= 1
@@ -329,26 +385,28 @@ class VersionedFileSystem:
         shown, inner = self._route(path)
         self._core(shown, inner).refuse_change(inner)
 
-    # extended attributes: a version's commit on its root, the versions on the mount's
+    # extended attributes: a version's commit on its root, the mount's own on the mount's root
 
     def listxattr(self, path: str) -> list[str]:
+        if self._listing(path):
+            return []
         shown, inner = self._route(path)
         empty = shown is not None and shown.core is None and inner == "/"
         names = [] if empty else self._core(shown, inner).listxattr(inner)
         if inner == "/" and self.options.xattrs:
-            names += [XATTR + name for name in VERSION_XATTRS] + ([XATTR + "versions"] if shown is None else [])
+            names += [XATTR + name for name in VERSION_XATTRS]
         return names
 
     def getxattr(self, path: str, name: str) -> bytes:
         shown, inner = self._route(path)
         if inner == "/" and self.options.xattrs and name.startswith(XATTR):
             return self._version_xattr(shown, name[len(XATTR):], path)
+        if self._listing(path):
+            refuse(errno.ENODATA, f"{path}: {name}")
         return self._core(shown, inner).getxattr(inner, name)
 
     def _version_xattr(self, shown: Shown | None, name: str, path: str) -> bytes:
         version = self.own if shown is None else shown.version
-        if name == "versions" and shown is None:
-            return "".join(f"{v}\n" for v in self.repository.versions()).encode()
         if version is None or name not in VERSION_XATTRS:
             refuse(errno.ENODATA, f"{path}: {XATTR}{name}")
         value = {"snapshot": version.snapshot, "message": version.message, "parent": version.parent}[name]
