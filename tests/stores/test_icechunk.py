@@ -421,3 +421,42 @@ def test_a_repository_that_stops_answering_is_an_error_within_the_timeout(seawee
         assert "a.bin" in os.listdir(m.path / f"@{first}")  # the server is back: the same lookup works
         assert (m.path / f"@{first}" / "a.bin").read_bytes() == np.full(8, 3, "<i4").tobytes()
         assert second == os.getxattr(m.path, "user.icechunk.snapshot").decode()
+
+
+def test_virtual_chunks_are_read_from_containers_within_the_repository_and_refused_outside(tmp_path):
+    """Virtual chunks (references into other files) follow the symlinks' containment: a file://
+    container inside the repository's directory is read, one outside is refused with one line."""
+    from icechunk.credentials import LocalFileSystemAccess
+
+    path, outside = tmp_path / "repo", tmp_path / "outside"
+    inner, outer = f"file://{path}/raw/", f"file://{outside}/"
+    config = icechunk.RepositoryConfig.default()
+    for prefix in (inner, outer):
+        config.set_virtual_chunk_container(icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(
+            prefix[len("file://"):])))
+    repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(path)), config=config,
+                                      authorize_virtual_chunk_access={inner: LocalFileSystemAccess,
+                                                                      outer: LocalFileSystemAccess})
+    (path / "raw").mkdir()  # beside icechunk's own objects (a repository is made in an empty place)
+    outside.mkdir()
+    values = np.arange(16, dtype="<i4") * 3
+    values.tofile(path / "raw" / "in.bin")
+    (values + 1).tofile(outside / "out.bin")
+    session = repo.writable_session("main")
+    group = zarr.group(session.store)
+    for name, location in (("inside", f"{inner}in.bin"), ("outside", f"{outer}out.bin")):
+        group.create_array(name, shape=(16,), chunks=(8,), dtype="<i4", fill_value=0, compressors=None)
+        for chunk in (0, 1):
+            session.store.set_virtual_ref(f"{name}/c/{chunk}", location, offset=chunk * 32, length=32)
+    session.commit("virtual")
+    with mounted(path, tmp_path, "ro") as m:
+        assert (m.path / "inside.bin").read_bytes() == values.tobytes()
+        with pytest.raises(OSError) as refused:
+            (m.path / "outside.bin").read_bytes()
+        assert refused.value.errno == errno.EIO
+        log = m.settled_log()
+        assert len([line for line in log.splitlines() if outer in line and "outside the repository" in line]) == 1
+        refusals = [line for line in log.splitlines() if "read_buf /outside.bin" in line]
+        assert refusals and all("outside/c/0: a virtual chunk" in line for line in refusals)  # the kernel may ask twice
+    with mounted(path, tmp_path, "ro", "symlinks=follow", name="trusted") as m:
+        assert (m.path / "outside.bin").read_bytes() == (values + 1).tobytes()

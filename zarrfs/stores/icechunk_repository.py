@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 from zarrfs.errors import StoreError
 from zarrfs.stores.async_loop import Loop
+from zarrfs.stores.contained import NEVER_FOLLOWED_INTO
 from zarrfs.stores.icechunk_saved import SavedSession
 from zarrfs.stores.icechunk_store import IcechunkStore
 
@@ -178,9 +179,11 @@ def _errno_of(error: Exception) -> int:
     return errno.EIO
 
 
-def open_repository(source: str, root: str, timeout: float, s3: Mapping[str, Any] | None = None) -> IcechunkRepository:
+def open_repository(source: str, root: str, timeout: float, s3: Mapping[str, Any] | None = None,
+                    follow_symlinks: bool = False) -> IcechunkRepository:
     """The repository at `source`: a directory, or s3:// with obstore's S3 configuration of the
-    mount (`s3`: endpoint, region, keys, unsigned), which source_url.py made from its options."""
+    mount (`s3`: endpoint, region, keys, unsigned), which source_url.py made from its options.
+    Its virtual chunks are read from the containers `virtual_containers` allows."""
     try:
         import icechunk
     except ImportError:
@@ -191,12 +194,43 @@ def open_repository(source: str, root: str, timeout: float, s3: Mapping[str, Any
     storage = _storage(icechunk, source, root, s3 or {})
     try:
         repository = loop.run(icechunk.Repository.open_async(storage), f"{root}: open")
+        allowed = virtual_containers(repository, source, root, follow_symlinks)
+        if allowed:  # opened again, with icechunk told which containers it may read
+            access = {prefix: icechunk.credentials.LocalFileSystemAccess for prefix in allowed}
+            repository = loop.run(icechunk.Repository.open_async(storage, authorize_virtual_chunk_access=access),
+                                  f"{root}: open")
     except StoreError:
         raise
     except Exception as e:
         raise StoreError(f"{root}: not an Icechunk repository that can be opened: {_first_line(e)}",
                          _errno_of(e)) from None
     return IcechunkRepository(source, root, repository, loop, remote=urlsplit(source).scheme != "")
+
+
+def virtual_containers(repository: "Repository", source: str, root: str, follow_symlinks: bool) -> list[str]:
+    """The virtual chunk containers (icechunk's references into other files) whose chunks are read:
+    as for symlinks (stores/contained.py), a file:// container within a local repository's
+    directory, any file:// container but those under /proc, /sys and /dev with -o symlinks=follow
+    (a trusted repository). Each other container is said once, in one line; a read of its chunks
+    is refused by icechunk (EIO, one line naming the chunk)."""
+    allowed = []
+    within = os.path.realpath(source) if not urlsplit(source).scheme else None
+    for prefix in sorted(repository.config.virtual_chunk_containers or {}):
+        parts = urlsplit(prefix)
+        where = os.path.realpath(parts.path) if parts.scheme == "file" else None
+        if where is not None and within is not None and os.path.commonpath([where, within]) == within:
+            allowed.append(prefix)
+        elif where is not None and follow_symlinks and not any(where == d or where.startswith(f"{d}/")
+                                                                for d in NEVER_FOLLOWED_INTO):
+            allowed.append(prefix)
+        elif where is not None:
+            log.warning("%s: virtual chunks in %s are not read: the container is outside the repository "
+                        "(-o symlinks=follow trusts it)", root, prefix)
+        else:
+            log.warning("%s: virtual chunks in %s are not read: zarrfs reads file:// containers only, for now",
+                        root, prefix)
+    return allowed
+
 
 
 def _storage(icechunk: ModuleType, source: str, root: str, s3: Mapping[str, Any]) -> "Storage":

@@ -80,7 +80,7 @@ def open_source(source: str, read_only: bool, remote: RemoteOptions, follow_syml
         raise StoreError(f"{root}: {icechunk.name()} is read-only (a tag or a snapshot): add -o ro, or mount a branch "
                          f"to write", errno.EROFS)
     s3 = _config("s3", remote)[0] if urlsplit(source).scheme == "s3" else None
-    repository = open_repository(source, root, remote.timeout, s3)
+    repository = open_repository(source, root, remote.timeout, s3, follow_symlinks)
     version = repository.version(icechunk.name())
     if version is None:
         raise StoreError(f"{root}: no version {icechunk.name()} in this Icechunk repository", errno.ENOENT)
