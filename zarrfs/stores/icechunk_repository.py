@@ -196,7 +196,7 @@ def open_repository(source: str, root: str, timeout: float, s3: Mapping[str, Any
         repository = loop.run(icechunk.Repository.open_async(storage), f"{root}: open")
         allowed = virtual_containers(repository, source, root, follow_symlinks)
         if allowed:  # opened again, with icechunk told which containers it may read
-            access = {prefix: icechunk.credentials.LocalFileSystemAccess for prefix in allowed}
+            access: dict[str, Any] = {prefix: icechunk.credentials.LocalFileSystemAccess for prefix in allowed}
             repository = loop.run(icechunk.Repository.open_async(storage, authorize_virtual_chunk_access=access),
                                   f"{root}: open")
     except StoreError:
