@@ -337,7 +337,9 @@ def test_a_tag_mounted_writable_is_one_line(repository, tmp_path):
     assert "@tag.v1" in said and "-o ro" in said
 
 
-def test_deletes_and_attribute_edits_are_committed_and_creating_nodes_is_refused(tmp_path):
+def test_deletes_groups_and_attribute_edits_are_committed_and_new_data_or_moves_refused(tmp_path):
+    import io
+
     repo, first = small_repository(tmp_path / "repo")
     session = repo.writable_session("main")
     zarr.open_group(session.store, mode="a").create_array("b", shape=(4,), dtype="<i2", fill_value=3)
@@ -345,13 +347,20 @@ def test_deletes_and_attribute_edits_are_committed_and_creating_nodes_is_refused
     with mounted(tmp_path / "repo", tmp_path) as m:
         os.unlink(m.path / "b.bin")
         os.setxattr(m.path / "a.bin", "user.zarr.attr.units", b'"K"')
-        for refused_edit in (lambda: os.mkdir(m.path / "g"), lambda: os.rename(m.path / "a.bin", m.path / "c.bin")):
-            with pytest.raises(OSError) as refused:
-                refused_edit()
-            assert refused.value.errno == errno.ENOTSUP
+        os.mkdir(m.path / "g")
+        with pytest.raises(OSError) as refused:
+            os.rename(m.path / "a.bin", m.path / "c.bin")
+        assert refused.value.errno == errno.ENOTSUP
+        npy = io.BytesIO()
+        np.save(npy, np.arange(4, dtype="<i2"))
+        with pytest.raises(OSError) as refused:
+            with open(m.path / "g" / "new.npy", "wb") as f:  # an array with data: not yet
+                f.write(npy.getvalue())
+        assert refused.value.errno == errno.ENOTSUP
         os.setxattr(m.path, "user.icechunk.commit", b"edits")
     group = zarr.open_group(repo.readonly_session("main").store, mode="r")
-    assert sorted(group.keys()) == ["a"] and group["a"].attrs["units"] == "K"
+    assert sorted(group.keys()) == ["a", "g"] and group["a"].attrs["units"] == "K"
+    assert isinstance(group["g"], zarr.Group) and list(group["g"].keys()) == []
     assert head(repo).message == "edits"
 
 

@@ -23,6 +23,7 @@ import os
 import stat
 import threading
 import time
+import uuid
 from collections.abc import Coroutine, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, TypeVar
 
@@ -69,6 +70,7 @@ class IcechunkStore:
         self._written_ns = written_ns
         self._branch = branch
         self._writing = threading.Lock()  # a commit takes the session while no value is being set
+        self._staging: set[str] = set()  # begin_node's names of nodes being made
         self._owner = (os.getuid(), os.getgid())
         self.capabilities = Capabilities(remote=remote, listing=True, metadata_ttl=None,
                                          read_deadline=loop.timeout if remote else None)
@@ -149,6 +151,8 @@ class IcechunkStore:
     def stage(self, key: str, data: BytesLike | None) -> Staged:
         self.check_writable(key)
         self._check(key)
+        if any(key.startswith(f"{staging}/") for staging in self._staging):
+            self._not_yet(key, "writing the data of a new array")
         return StagedValue(key, None if data is None else bytes(data))
 
     def publish(self, staged: Sequence[Staged]) -> None:
@@ -323,17 +327,26 @@ class IcechunkStore:
     def remove_temporaries(self) -> int:
         return 0  # icechunk stages nothing outside its session
 
-    # whole nodes: deleted in a branch's session; made and moved not yet
+    # whole nodes: made (documents only) and deleted in a branch's session; moved not yet
 
     def begin_node(self, path: str) -> str:
+        """A staging name for the new node, held here only: icechunk takes a chunk only below an
+        array it has, so a node is made of its documents alone (a group, an empty array)."""
         self.check_writable(path)
-        self._not_yet(path, "creating arrays and groups")
+        parent = path.rpartition("/")[0]
+        staging = "/".join(filter(None, [parent, f"__zarrfs-node-{uuid.uuid4().hex[:12]}"]))
+        self._staging.add(staging)
+        return staging
 
     def commit_node(self, staging: str, path: str, documents: dict[str, bytes]) -> None:
-        self._not_yet(path, "creating arrays and groups")
+        self.check_writable(path)
+        self._staging.discard(staging)
+        if self.stat(path) is not None:
+            raise StoreError(f"cannot create {self.path(path)}: something is stored there already", errno.EEXIST)
+        self.publish([self.stage(f"{path}/{name}" if path else name, data) for name, data in documents.items()])
 
     def abort_node(self, staging: str) -> None:
-        pass  # nothing is ever staged
+        self._staging.discard(staging)  # nothing of it was stored
 
     def delete_node(self, path: str) -> None:
         self.check_writable(path)
