@@ -337,7 +337,7 @@ def test_a_tag_mounted_writable_is_one_line(repository, tmp_path):
     assert "@tag.v1" in said and "-o ro" in said
 
 
-def test_deletes_groups_and_attribute_edits_are_committed_and_new_data_or_moves_refused(tmp_path):
+def test_new_groups_and_arrays_deletes_and_attribute_edits_are_committed_and_moves_refused(tmp_path):
     import io
 
     repo, first = small_repository(tmp_path / "repo")
@@ -352,16 +352,18 @@ def test_deletes_groups_and_attribute_edits_are_committed_and_new_data_or_moves_
             os.rename(m.path / "a.bin", m.path / "c.bin")
         assert refused.value.errno == errno.ENOTSUP
         npy = io.BytesIO()
-        np.save(npy, np.arange(4, dtype="<i2"))
-        with pytest.raises(OSError) as refused:
-            with open(m.path / "g" / "new.npy", "wb") as f:  # an array with data: not yet
-                f.write(npy.getvalue())
-        assert refused.value.errno == errno.ENOTSUP
+        new = np.arange(3000, dtype="<i2").reshape(30, 100)
+        np.save(npy, new)
+        (m.path / "g" / "new.npy").write_bytes(npy.getvalue())  # a new array with data
+        assert (m.path / "g" / "new.bin").read_bytes() == new.tobytes()
+        assert list((tmp_path / "mnt.recovery").glob("zarrfs-icechunk-*"))  # where its chunks waited for it
         os.setxattr(m.path, "user.icechunk.commit", b"edits")
     group = zarr.open_group(repo.readonly_session("main").store, mode="r")
     assert sorted(group.keys()) == ["a", "g"] and group["a"].attrs["units"] == "K"
-    assert isinstance(group["g"], zarr.Group) and list(group["g"].keys()) == []
+    assert isinstance(group["g"], zarr.Group) and list(group["g"].keys()) == ["new"]
+    np.testing.assert_array_equal(group["g"]["new"][...], new)
     assert head(repo).message == "edits"
+    assert not list((tmp_path / "mnt.recovery").glob("zarrfs-icechunk-*"))  # gone at unmount
 
 
 def test_a_repository_on_s3_mounts_with_its_versions_and_takes_commits(seaweed, tmp_path):

@@ -110,12 +110,15 @@ class VersionedFileSystem:
 
     def stop(self) -> None:
         self.main.stop()  # every write stored in the session; a version is read-only: nothing of it to store
+        if self.commits is None:
+            return
         message = self.options.icechunk.commit_on_unmount
-        if message and self.commits is not None and self.commits.changed():
+        if message and self.commits.changed():
             try:
                 self.commit(message)
             except ZarrfsError as e:  # a conflict says where the writes are kept; any other failure loses them
                 log.error("at unmount: %s", e)
+        self.commits.close()  # arrays being made and not finished are given up, as drafts are
 
     # commits of the mount's own branch
 

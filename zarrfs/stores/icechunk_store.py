@@ -20,7 +20,9 @@ changes. Creating and moving nodes is not done on such a store yet (ENOTSUP, one
 import errno
 import logging
 import os
+import shutil
 import stat
+import tempfile
 import threading
 import time
 import uuid
@@ -34,6 +36,7 @@ from zarrfs.stores.async_loop import Loop
 from zarrfs.stores.contained import key_parts
 from zarrfs.stores.contract import Capabilities, Staged, own_staged
 from zarrfs.stores.icechunk_saved import SavedSession
+from zarrfs.stores.local import LocalStore
 
 if TYPE_CHECKING:  # icechunk (Python >= 3.12) is imported for a repository only
     from icechunk import ForkSession, Repository, Session
@@ -71,6 +74,8 @@ class IcechunkStore:
         self._branch = branch
         self._writing = threading.Lock()  # a commit takes the session while no value is being set
         self._staging: set[str] = set()  # begin_node's names of nodes being made
+        self._spill: LocalStore | None = None  # their chunks, until commit_node
+        self._spill_lock = threading.Lock()
         self._owner = (os.getuid(), os.getgid())
         self.capabilities = Capabilities(remote=remote, listing=True, metadata_ttl=None,
                                          read_deadline=loop.timeout if remote else None)
@@ -90,6 +95,8 @@ class IcechunkStore:
     # values
 
     def get(self, key: str, byte_range: ByteRange = None, limit: int | None = None) -> bytes | None:
+        if self._spilled(key):
+            return self._spill_store().get(key, byte_range, limit)
         return self._run(self._get(key, byte_range, limit), key)
 
     async def _get(self, key: str, byte_range: ByteRange, limit: int | None) -> bytes | None:
@@ -123,6 +130,8 @@ class IcechunkStore:
 
     def get_versioned(self, key: str, byte_range: ByteRange = None, expect: object = None,
                       limit: int | None = None) -> tuple[bytes | None, object]:
+        if self._spilled(key):
+            return self._spill_store().get_versioned(key, byte_range, expect, limit)
         if not self.read_only:  # only this mount writes its session: no version to compare
             return self.get(key, byte_range, limit), None
         if expect is not None and expect != self.snapshot:
@@ -151,12 +160,15 @@ class IcechunkStore:
     def stage(self, key: str, data: BytesLike | None) -> Staged:
         self.check_writable(key)
         self._check(key)
-        if any(key.startswith(f"{staging}/") for staging in self._staging):
-            self._not_yet(key, "writing the data of a new array")
+        if self._spilled(key):
+            return self._spill_store().stage(key, data)
         return StagedValue(key, None if data is None else bytes(data))
 
     def publish(self, staged: Sequence[Staged]) -> None:
-        values = own_staged(staged, StagedValue, self.root)
+        spilled = [value for value in staged if self._spilled(value.key)]
+        if spilled:
+            self._spill_store().publish(spilled)
+        values = own_staged([value for value in staged if not self._spilled(value.key)], StagedValue, self.root)
         if values:
             with self._writing:  # taken in the caller's thread: the loop's thread never waits on it
                 self._run(self._publish(values), values[0].key)
@@ -170,7 +182,9 @@ class IcechunkStore:
                 await self._store.set(key, _buffer(data))
 
     def discard(self, staged: Sequence[Staged]) -> None:
-        pass  # held in memory only
+        spilled = [value for value in staged if self._spilled(value.key)]
+        if spilled:
+            self._spill_store().discard(spilled)  # the others were held in memory only
 
     def set(self, key: str, data: bytes) -> None:
         self.publish([self.stage(key, data)])
@@ -258,6 +272,8 @@ class IcechunkStore:
     # listing and metadata
 
     def list_dir(self, prefix: str) -> list[str]:
+        if self._spilled(prefix):
+            return self._spill_store().list_dir(prefix)
         return self._run(self._list_dir(prefix), prefix)
 
     async def _list_dir(self, prefix: str) -> list[str]:
@@ -268,6 +284,9 @@ class IcechunkStore:
     def files(self, prefix: str, directories: bool = False) -> Iterator[tuple[str, os.stat_result]]:
         """(key below `prefix`, stat) of every value, sizes from icechunk's manifests (no value is
         read); icechunk has no directories of its own to add."""
+        if self._spilled(prefix):
+            yield from self._spill_store().files(prefix, directories)
+            return
         yield from self._run(self._files(prefix), prefix)
 
     async def _files(self, prefix: str) -> list[tuple[str, os.stat_result]]:
@@ -278,6 +297,8 @@ class IcechunkStore:
         return sorted(found)
 
     def stat(self, key: str) -> os.stat_result | None:
+        if self._spilled(key):
+            return self._spill_store().stat(key)
         return self._run(self._stat(key), key)
 
     async def _stat(self, key: str) -> os.stat_result | None:
@@ -327,11 +348,12 @@ class IcechunkStore:
     def remove_temporaries(self) -> int:
         return 0  # icechunk stages nothing outside its session
 
-    # whole nodes: made (documents only) and deleted in a branch's session; moved not yet
+    # whole nodes: made and deleted in a branch's session; moved not yet
 
     def begin_node(self, path: str) -> str:
-        """A staging name for the new node, held here only: icechunk takes a chunk only below an
-        array it has, so a node is made of its documents alone (a group, an empty array)."""
+        """A staging name for the new node. icechunk takes a chunk only below an array it has: the
+        node's chunks are kept in a directory of this machine (a LocalStore, `_spill_store`) until
+        commit_node puts its documents, then its chunks, into the session."""
         self.check_writable(path)
         parent = path.rpartition("/")[0]
         staging = "/".join(filter(None, [parent, f"__zarrfs-node-{uuid.uuid4().hex[:12]}"]))
@@ -340,13 +362,40 @@ class IcechunkStore:
 
     def commit_node(self, staging: str, path: str, documents: dict[str, bytes]) -> None:
         self.check_writable(path)
-        self._staging.discard(staging)
-        if self.stat(path) is not None:
-            raise StoreError(f"cannot create {self.path(path)}: something is stored there already", errno.EEXIST)
-        self.publish([self.stage(f"{path}/{name}" if path else name, data) for name, data in documents.items()])
+        try:
+            if self.stat(path) is not None:
+                raise StoreError(f"cannot create {self.path(path)}: something is stored there already", errno.EEXIST)
+            self.publish([self.stage(f"{path}/{name}" if path else name, data) for name, data in documents.items()])
+            if self._spill is not None:
+                for key, _ in self._spill.files(staging):
+                    data = self._spill.get(f"{staging}/{key}", limit=MAX_VALUE)
+                    if data is not None:
+                        self.publish([self.stage(f"{path}/{key}", data)])
+        finally:
+            self.abort_node(staging)
 
     def abort_node(self, staging: str) -> None:
-        self._staging.discard(staging)  # nothing of it was stored
+        self._staging.discard(staging)
+        if self._spill is not None:
+            shutil.rmtree(os.path.join(self._spill.root, *staging.split("/")), ignore_errors=True)
+
+    def _spilled(self, key: str) -> bool:
+        """Whether `key` lies below a node being made (its chunks are kept on this machine)."""
+        return any(key == staging or key.startswith(f"{staging}/") for staging in self._staging)
+
+    def _spill_store(self) -> LocalStore:
+        with self._spill_lock:
+            if self._spill is None:  # beside the saved session: the mount's own place (-o recovery_dir)
+                directory = self._saved.directory if self._saved is not None else None
+                if directory is not None:
+                    os.makedirs(directory, mode=0o700, exist_ok=True)
+                self._spill = LocalStore(tempfile.mkdtemp(prefix="zarrfs-icechunk-", dir=directory))
+            return self._spill
+
+    def close(self) -> None:
+        """Nodes being made are given up: their chunks on this machine go."""
+        if self._spill is not None:
+            shutil.rmtree(self._spill.root, ignore_errors=True)
 
     def delete_node(self, path: str) -> None:
         self.check_writable(path)
