@@ -100,5 +100,6 @@ def epilog(defaults, views) -> str:
         lines.append(f"  {syntax}" + (f"  [{default}]" if default else ""))
         lines.append(f"      {text}")
     lines += ["", "example: zarrfs /data/experiment.zarr /mnt/experiment -o ro,cache_size=2G",
-              "unmount: fusermount3 -u MOUNTPOINT"]
+              "unmount: fusermount3 -u MOUNTPOINT",
+              "commit (an Icechunk branch mounted writable): zarrfs commit MOUNTPOINT -m MESSAGE"]
     return "\n".join(lines)
