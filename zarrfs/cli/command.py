@@ -18,7 +18,7 @@ import stat
 import sys
 import threading
 
-from zarrfs.cli import daemon_log, fuse_access
+from zarrfs.cli import commit, daemon_log, fuse_access
 from zarrfs.cli.help import epilog
 from zarrfs.errors import ZarrfsError
 from zarrfs.fs.filesystem import BLKSIZE, Options
@@ -27,6 +27,7 @@ from zarrfs.fuse.binding import ZarrFUSE
 from zarrfs.fuse.operations import Operations
 from zarrfs.fuse.tracing import TracingFUSE, quiet_binding
 from zarrfs.names import LineFormatter, printable
+from zarrfs.stores.icechunk_repository import IcechunkChoice
 from zarrfs.stores.source_url import SCHEMES, is_remote, public_url
 from zarrfs.views import ALL_VIEWS, GROUP_VIEWS, preview
 
@@ -134,6 +135,12 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
             options.header_cache_bytes = parse_size(name, value)
         elif name in ("uid", "gid", "umask"):
             options.ownership = parse_ownership(options.ownership, name, value)
+        elif name == "commit_on_unmount":
+            if not value:
+                raise UsageError("commit_on_unmount needs a commit message (e.g. commit_on_unmount='nightly run')")
+            options.icechunk = dataclasses.replace(options.icechunk, commit_on_unmount=value)
+        elif name in ("icechunk", "branch", "tag", "snapshot"):
+            options.icechunk = parse_icechunk(options.icechunk, name, value)
         elif name == "debug":
             debug = True
         elif name in FUSE_OPTIONS:
@@ -149,6 +156,18 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
         # never carried out by the daemon with the owner's credentials
         fuse["default_permissions"] = True
     return options, fuse, debug
+
+
+def parse_icechunk(choice: IcechunkChoice, name: str, value: str) -> IcechunkChoice:
+    """-o icechunk, and the one version of branch=, tag= or snapshot= a mount shows."""
+    if name == "icechunk":
+        return dataclasses.replace(choice, forced=True)
+    if not value:
+        raise UsageError(f"{name} needs a value (e.g. {name}=main)" if name != "snapshot" else
+                         "snapshot needs a snapshot id (e.g. snapshot=1CECHNKREP0F1RSTCMT0)")
+    if any((choice.branch, choice.tag, choice.snapshot)):
+        raise UsageError("choose one of branch=, tag= and snapshot=: a mount shows one version")
+    return dataclasses.replace(choice, **{name: value})
 
 
 def parse_ownership(ownership: Ownership, name: str, value: str) -> Ownership:
@@ -305,6 +324,9 @@ def notify(message: str) -> None:
 
 
 def main(argv=None) -> int:
+    words = sys.argv[1:] if argv is None else argv
+    if words[:1] == ["commit"] and any(w in ("-m", "--message") or w.startswith("--message=") for w in words):
+        return commit.main(words[1:])  # zarrfs commit MOUNT -m MESSAGE (an Icechunk branch mounted)
     parser = argparse.ArgumentParser(prog="zarrfs", description="Mount a Zarr (v2 or v3) hierarchy as raw binary "
                                      "files: NAME.bin (little-endian, C order) and NAME.json for each array.",
                                      epilog=epilog(Options(), ALL_VIEWS), formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -59,6 +59,12 @@ def option_lines(defaults, views, generic: bool = False) -> list[tuple[str, str,
         ("timeout=SECONDS", f"{defaults.remote.timeout:g}", "object stores: the longest a request may take, retries included"),
         ("metadata_ttl=SECONDS", f"{defaults.remote.metadata_ttl:g}",
          "object stores: how long listings and metadata documents are trusted before they are asked for again"),
+        ("icechunk", "by the repository's layout", "the SOURCE is an Icechunk repository (needed for s3://; "
+         "Python >= 3.12): docs/icechunk.md"),
+        ("branch=NAME, tag=NAME, snapshot=ID", "branch=main", "Icechunk: the version the mount shows; every "
+         "version is also a directory @branch.NAME, @tag.NAME, @SNAPSHOTID"),
+        ("commit_on_unmount=MESSAGE", "off", "Icechunk, a branch mounted writable: what was written and not "
+         "committed is committed at unmount with this message"),
         ("nonempty", "off", "mount over a directory that holds files (they are hidden until unmount); without it "
          "such a mount point is refused"),
         ("uid=N, gid=N", "the stored documents' owner (object stores: the mounting user)",
@@ -94,5 +100,6 @@ def epilog(defaults, views) -> str:
         lines.append(f"  {syntax}" + (f"  [{default}]" if default else ""))
         lines.append(f"      {text}")
     lines += ["", "example: zarrfs /data/experiment.zarr /mnt/experiment -o ro,cache_size=2G",
-              "unmount: fusermount3 -u MOUNTPOINT"]
+              "unmount: fusermount3 -u MOUNTPOINT",
+              "commit (an Icechunk branch mounted writable): zarrfs commit MOUNTPOINT -m MESSAGE"]
     return "\n".join(lines)

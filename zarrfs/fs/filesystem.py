@@ -45,6 +45,7 @@ from zarrfs.fs.ownership import Ownership
 from zarrfs.fs.stored_usage import LIFETIME, Usage
 from zarrfs.fs.xattrs import ExtendedAttributes
 from zarrfs.stores.contract import Store
+from zarrfs.stores.icechunk_repository import IcechunkChoice
 from zarrfs.stores.source_url import RemoteOptions, open_store
 from zarrfs.views import DEFAULT_VIEWS, hdf5, preview
 from zarrfs.views.prefixed_file import PrefixedFile
@@ -73,6 +74,7 @@ class Options:
     xattrs: bool = True  # user.zarr.* and user.mime_type; off: none, and the kernel stops asking
     zero_copy: bool = True  # READs of stored-as-is bytes answered from the stored files (stored_as_is.py)
     ownership: Ownership = field(default_factory=Ownership)  # -o uid=, gid=, umask=: the owner and modes shown
+    icechunk: IcechunkChoice = field(default_factory=IcechunkChoice)  # -o icechunk, branch=, tag=, snapshot=
 
 
 class Attributes(TypedDict):
@@ -192,12 +194,15 @@ def refuse(code: int, what: str) -> NoReturn:
 class FileSystem:
     """A Zarr hierarchy as files. `source`: a directory or a URL (stores/source_url.py);
     `edits`: makes the hierarchy editing (edits.hierarchy_edits.HierarchyEdits); `kernel`: the
-    kernel's caches of the files, when a kernel serves them."""
+    kernel's caches of the files, when a kernel serves them; `store`: the store SOURCE opened to
+    already (fs/versions.py opens an Icechunk repository's), else it is opened here."""
 
-    def __init__(self, source: str, options: Options, edits: EditsFactory, kernel: KernelCaches | None = None):
+    def __init__(self, source: str, options: Options, edits: EditsFactory, kernel: KernelCaches | None = None,
+                 store: Store | None = None):
         self.options = options
         self.kernel = kernel if kernel is not None else NoKernel()
-        self.store = open_store(source, options.read_only, options.remote, options.follow_symlinks)
+        self.store = store if store is not None else open_store(source, options.read_only, options.remote,
+                                                                 options.follow_symlinks)
         self.hierarchy = Hierarchy(self.store, options.views, options.header_cache_bytes, options.previews)
         self.previews = preview.Previews(options.cache_bytes // 16)
         self.cache = ChunkCache(options.cache_bytes, *self._read_ahead())

@@ -11,8 +11,9 @@ import ctypes
 import numpy as np
 
 from zarrfs.edits.hierarchy_edits import HierarchyEdits
-from zarrfs.fs.filesystem import BLKSIZE, Attributes, FileSystem, Options
+from zarrfs.fs.filesystem import BLKSIZE, Attributes, Options
 from zarrfs.fs.hierarchy import Entry
+from zarrfs.fs.versions import mount_core
 from zarrfs.fuse import replies
 from zarrfs.fuse.errno_boundary import errno_boundary
 from zarrfs.fuse.libfuse import mfusepy
@@ -28,7 +29,7 @@ class Operations(mfusepy.Operations):
 
     def __init__(self, source: str, options: Options):
         self.siblings = Siblings()
-        self.core = FileSystem(source, options, HierarchyEdits, self.siblings)
+        self.core = mount_core(source, options, HierarchyEdits, self.siblings)  # an Icechunk repository's versions too
         self.on_ready = self.on_stop = None  # callbacks: the mount is live / is going away
 
     # what the binding and the command line read of the core

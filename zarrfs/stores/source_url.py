@@ -18,6 +18,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from zarrfs.errors import StoreError
 from zarrfs.stores.contract import Store
+from zarrfs.stores.icechunk_repository import IcechunkChoice, IcechunkRepository, is_repository, open_repository
+from zarrfs.stores.icechunk_store import IcechunkStore
 from zarrfs.stores.local import LocalStore
 
 if TYPE_CHECKING:  # obstore's typed dicts exist in its stubs only; obstore is imported for remote sources only
@@ -53,6 +55,39 @@ def public_url(source: str) -> str:
     host = parts.hostname or ""
     netloc = f"{host}:{parts.port}" if parts.port else host
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+@dataclass(frozen=True)
+class Source:
+    """What a SOURCE opens to: the store the mount shows, and the repository it is a version of
+    (an Icechunk repository, whose other versions the mount shows too), or None."""
+
+    store: Store
+    repository: IcechunkRepository | None = None
+    commits: IcechunkStore | None = None  # the store again, where it is a branch's writable session
+
+
+def open_source(source: str, read_only: bool, remote: RemoteOptions, follow_symlinks: bool = False,
+                icechunk: IcechunkChoice | None = None, recovery_dir: str | None = None) -> Source:
+    """The store of SOURCE; for an Icechunk repository (its layout, or -o icechunk), the version
+    chosen (the head of branch main by default) and the repository; a branch's writes not
+    committed are kept in `recovery_dir`."""
+    icechunk = icechunk or IcechunkChoice()
+    if not icechunk.chosen() and (is_remote(source) or not is_repository(source)):
+        return Source(open_store(source, read_only, remote, follow_symlinks))
+    root = public_url(source) if is_remote(source) else os.path.abspath(source)
+    if not read_only and (icechunk.tag or icechunk.snapshot):
+        raise StoreError(f"{root}: {icechunk.name()} is read-only (a tag or a snapshot): add -o ro, or mount a branch "
+                         f"to write", errno.EROFS)
+    s3 = _config("s3", remote)[0] if urlsplit(source).scheme == "s3" else None
+    repository = open_repository(source, root, remote.timeout, s3, follow_symlinks)
+    version = repository.version(icechunk.name())
+    if version is None:
+        raise StoreError(f"{root}: no version {icechunk.name()} in this Icechunk repository", errno.ENOENT)
+    if read_only:
+        return Source(repository.store(version), repository)
+    branch = repository.branch_store(version, recovery_dir)
+    return Source(branch, repository, branch)
 
 
 def open_store(source: str, read_only: bool, remote: RemoteOptions,

@@ -1,0 +1,430 @@
+"""Version directories: every branch, tag and snapshot of an Icechunk repository as a directory of
+the mount's root, `@branch.NAME/`, `@tag.NAME/`, `@SNAPSHOTID/`, each a whole read-only hierarchy.
+
+`VersionedFileSystem` answers what `FileSystem` answers, routing each path: a first component
+that names a version (and no node of the mount's own hierarchy: a Zarr node may be called `@x`,
+and nothing is ever hidden) goes to that version's own FileSystem, made when first looked up over
+the repository's read-only store of it (stores/icechunk_repository.py), with the rest of the path;
+everything else goes to the mount's FileSystem. The version directories are not in the root's
+listing (a `find`, `du` or `rsync` of the mount would walk every version), but are found by name;
+the file `@versions` of the root, as hidden, lists them (`cat MOUNT/@versions`). Each version
+shows what it showed when first
+looked up in this mount (a branch's head then): the kernel keeps what it read of a file.
+
+Each file of a version has its own inode number (the version's name is in it): `diff` and `cp -a`
+take equal numbers on one device for one file. A version's root has its commit's message, parent
+and snapshot as extended attributes.
+"""
+
+import errno
+import logging
+import os
+import stat
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+
+from zarrfs.engine import holes
+from zarrfs.errors import ZarrfsError
+from zarrfs.fs.filesystem import (
+    Attributes,
+    EditsFactory,
+    FileSystem,
+    FileSystemStats,
+    KernelCaches,
+    NoKernel,
+    Options,
+    refuse,
+)
+from zarrfs.fs.hierarchy import Entry
+from zarrfs.fs.inodes import inode_number
+from zarrfs.nodes.documents import ZARR_JSON
+from zarrfs.stores.icechunk_repository import IcechunkRepository, Version
+from zarrfs.stores.icechunk_store import IcechunkStore
+from zarrfs.stores.source_url import open_source
+
+log = logging.getLogger(__name__)
+
+KEPT = 8  # version file systems kept without open files: each has its own caches, within cache_size / KEPT
+XATTR = "user.icechunk."
+LISTING = "/@versions"  # the version directories' names, one a line: a file, as hidden as they are
+VERSION_XATTRS = ("snapshot", "message", "parent")
+
+
+def mount_core(source: str, options: Options, edits: EditsFactory,
+               kernel: KernelCaches | None = None) -> "FileSystem | VersionedFileSystem":
+    """The file system of SOURCE: a FileSystem, or for an Icechunk repository one that also
+    shows every version of it."""
+    opened = open_source(source, options.read_only, options.remote, options.follow_symlinks, options.icechunk,
+                         options.recovery_dir)
+    main = FileSystem(source, options, edits, kernel, store=opened.store)
+    if opened.repository is None:
+        return main
+    return VersionedFileSystem(main, opened.repository, edits, opened.commits)
+
+
+@dataclass(frozen=True)
+class Routed:
+    """An entry of a version's file system, as its listing gave it: attributes() asks that one."""
+
+    version: "Shown"
+    entry: Entry
+
+
+@dataclass
+class Shown:
+    """A version as this mount shows it: its commit, and its file system."""
+
+    version: Version
+    core: FileSystem | None  # None: a snapshot with no Zarr node at its root (a repository's first)
+    handles: int = 0
+    listed: dict[str, tuple[list, list]] = field(default_factory=dict)  # path -> (its listing, routed)
+
+
+class VersionedFileSystem:
+    """The mount's FileSystem, and a read-only FileSystem for each version looked up."""
+
+    def __init__(self, main: FileSystem, repository: IcechunkRepository, edits: EditsFactory,
+                 commits: IcechunkStore | None = None):
+        self.main, self.repository, self._edits, self.commits = main, repository, edits, commits
+        self.options, self.store = main.options, main.store
+        self.own = repository.version(main.options.icechunk.name())  # the mount's own version, as mounted
+        self._shown: OrderedDict[str, Shown] = OrderedDict()
+        self._handles: dict[int, tuple[Shown | None, int]] = {}
+        self._texts: dict[int, bytes] = {}  # handles of @versions: its bytes when opened
+        self._next_fh = 1
+        self._lock = threading.Lock()
+
+    # what the adapter reads of the core
+
+    @property
+    def writes(self) -> int:
+        return self.main.writes + sum(s.core.writes for s in list(self._shown.values()) if s.core is not None)
+
+    @property
+    def unstored(self) -> list[str]:
+        return self.main.unstored
+
+    def start(self) -> None:
+        self.main.start()
+
+    def stop(self) -> None:
+        self.main.stop()  # every write stored in the session; a version is read-only: nothing of it to store
+        if self.commits is None:
+            return
+        message = self.options.icechunk.commit_on_unmount
+        if message and self.commits.changed():
+            try:
+                self.commit(message)
+            except ZarrfsError as e:  # a conflict says where the writes are kept; any other failure loses them
+                log.error("at unmount: %s", e)
+        self.commits.close()  # arrays being made and not finished are given up, as drafts are
+
+    # commits of the mount's own branch
+
+    def commit(self, message: str) -> str:
+        """Every write stored in the branch's session, then committed: the new snapshot's id."""
+        if self.commits is None:
+            refuse(errno.EROFS, f"{self.store.root}: a commit needs a branch mounted writable")
+        if not message.strip():
+            refuse(errno.EINVAL, f"{self.store.root}: a commit needs a message")
+        self.main.arrays.flush_all()
+        try:
+            snapshot = self.commits.commit(message)
+        except ZarrfsError:  # the adapter logs the one line
+            self.own = self.repository.version(f"@{self.commits.snapshot}")  # a conflict's branch, if one was made
+            raise
+        log.info("%s: committed %s (%s)", self.store.root, snapshot, message)
+        self.own = self.repository.version(f"@{snapshot}")
+        return snapshot
+
+    # routing
+
+    def _listing(self, path: str) -> bool:
+        """Whether `path` is the listing of versions (unless a node of the hierarchy has its name)."""
+        return path == LISTING and self.main.hierarchy.lookup(path) is None
+
+    def _versions_text(self) -> bytes:
+        return "".join(f"{name}\n" for name in self.repository.versions()).encode()
+
+    def _route(self, path: str) -> tuple[Shown | None, str]:
+        """(the version shown at `path`, None for the mount's own hierarchy; the path within it)."""
+        if not path.startswith("/@") or self._listing(path):
+            return None, path
+        name, _, rest = path[1:].partition("/")
+        if self.main.hierarchy.lookup(f"/{name}") is not None:
+            return None, path  # a node of that name: it wins, the version has no directory here
+        return self._shown_version(name, path), f"/{rest}"
+
+    def _shown_version(self, name: str, path: str) -> Shown:
+        with self._lock:
+            shown = self._shown.get(name)
+            if shown is not None:
+                self._shown.move_to_end(name)
+                return shown
+        version = self.repository.version(name)
+        if version is None:
+            refuse(errno.ENOENT, path)
+        options = replace(self.options, read_only=True, cache_bytes=max(self.options.cache_bytes // KEPT, 1 << 20))
+        store = self.repository.store(version)
+        core = None if store.stat(ZARR_JSON) is None else FileSystem("", options, self._edits, NoKernel(), store=store)
+        with self._lock:
+            shown = self._shown.setdefault(name, Shown(version, core))
+            self._forget_unused()
+        return shown
+
+    def _forget_unused(self) -> None:
+        """Past KEPT versions, those least recently looked up with no open file are let go."""
+        for name in [n for n, s in self._shown.items() if s.handles == 0][:max(0, len(self._shown) - KEPT)]:
+            del self._shown[name]
+
+    def _core(self, shown: Shown | None, path: str = "") -> FileSystem:
+        if shown is None:
+            return self.main
+        if shown.core is None:  # an empty snapshot: its directory holds nothing
+            refuse(errno.ENOENT if path.strip("/") else errno.EROFS, path or shown.version.name)
+        return shown.core
+
+    def _own_inode(self, shown: Shown | None, attributes: Attributes) -> Attributes:
+        if shown is not None:  # one file in two versions is two files
+            attributes = {**attributes, "st_ino": inode_number(f"{shown.version.name}\0{attributes['st_ino']}")}
+        return attributes
+
+    # metadata
+
+    def getattr(self, path: str) -> Attributes:
+        if self._listing(path):
+            return self._listing_attributes()
+        shown, inner = self._route(path)
+        if shown is not None and shown.core is None and inner == "/":
+            return self._empty_root(shown)
+        return self._own_inode(shown, self._core(shown, inner).getattr(inner))
+
+    def _listing_attributes(self) -> Attributes:
+        """@versions: a read-only file of the mount's root, made when read (its size as listed now)."""
+        size = len(self._versions_text())
+        return {**self.main.getattr("/"), "st_ino": inode_number(LISTING), "st_mode": stat.S_IFREG | 0o444,
+                "st_nlink": 1, "st_size": size, "st_blocks": -(-size // 512)}
+
+    def _empty_root(self, shown: Shown) -> Attributes:
+        """An empty snapshot's directory: the mount root's attributes at the commit's time."""
+        written = shown.version.written_ns
+        return self._own_inode(shown, {**self.main.getattr("/"), "st_mtime": written, "st_ctime": written,
+                                       "st_atime": written})
+
+    def attributes(self, entry: "Entry | Routed") -> Attributes:
+        if isinstance(entry, Routed):
+            return self._own_inode(entry.version, entry.version.core.attributes(entry.entry))
+        return self.main.attributes(entry)
+
+    def readdir(self, path: str) -> list:
+        shown, inner = self._route(path)
+        if shown is None:
+            return self.main.readdir(path)
+        if shown.core is None and inner == "/":
+            root = self.main.readdir("/")[0][1]
+            return [(".", root), ("..", root)]  # the kernel takes the directory's own from getattr
+        own = self._core(shown, inner).readdir(inner)
+        known = shown.listed.get(inner)
+        if known is not None and known[0] is own:
+            return known[1]  # the same list while the listing holds: the adapter keeps its attributes
+        listing = [(name, Routed(shown, entry)) for name, entry in own]
+        if inner == "/":  # a version's parent is the mount's root
+            listing[1] = ("..", self.main.readdir("/")[0][1])
+        shown.listed[inner] = (own, listing)
+        return listing
+
+    def statfs(self) -> FileSystemStats:
+        return self.main.statfs()
+
+    def utimens(self, path: str) -> None:
+        shown, inner = self._route(path)
+        self._core(shown, inner).utimens(inner)
+
+    def access(self, path: str, amode: int) -> None:
+        if self._listing(path):
+            if amode & (os.W_OK | os.X_OK):
+                refuse(errno.EACCES, path)
+            return
+        shown, inner = self._route(path)
+        if shown is not None and shown.core is None and inner == "/" and not amode & os.W_OK:
+            return  # an empty snapshot's directory may be read and searched
+        self._core(shown, inner).access(inner, amode)
+
+    # open files: handles of ours, each leading to its file system's own
+
+    def open(self, path: str, flags: int) -> int:
+        if self._listing(path):
+            if flags & os.O_ACCMODE != os.O_RDONLY:
+                refuse(errno.EACCES, path)
+            return self._add(None, -1, self._versions_text())
+        shown, inner = self._route(path)
+        return self._add(shown, self._core(shown, inner).open(inner, flags))
+
+    def create(self, path: str, flags: int = 0) -> int:
+        shown, inner = self._route(path)
+        return self._add(shown, self._core(shown, inner).create(inner, flags))
+
+    def _add(self, shown: Shown | None, fh: int, text: bytes | None = None) -> int:
+        """A handle of ours for `fh` of the version's (or the mount's) file system; `text`: the
+        bytes of @versions, which no file system has."""
+        with self._lock:
+            ours, self._next_fh = self._next_fh, self._next_fh + 1
+            self._handles[ours] = (shown, fh)
+            if text is not None:
+                self._texts[ours] = text
+            if shown is not None:
+                shown.handles += 1
+        return ours
+
+    def _handle(self, fh: int) -> tuple[FileSystem, int]:
+        found = self._handles.get(fh)
+        if found is None:
+            refuse(errno.EBADF, f"file handle {fh}")
+        return self._core(found[0]), found[1]
+
+    def is_text(self, fh: int) -> bool:
+        if fh in self._texts:
+            return True  # made when opened: never from the page cache
+        found = self._handles.get(fh)
+        return found is not None and self._core(found[0]).is_text(found[1])
+
+    def node_of(self, fh: int) -> str:
+        if fh in self._texts:
+            return LISTING
+        found = self._handles.get(fh)
+        if found is None:
+            return f"file handle {fh}"
+        shown, inner = found
+        said = self._core(shown).node_of(inner)
+        return said if shown is None else f"{shown.version.name}/{said}"
+
+    def read(self, fh: int, offset: int, size: int) -> bytes:
+        if fh in self._texts:
+            return self._texts[fh][offset:offset + size]
+        core, inner = self._handle(fh)
+        return core.read(inner, offset, size)
+
+    def data_file(self, fh: int):
+        if fh in self._texts:
+            return None  # read() gives its bytes
+        core, inner = self._handle(fh)
+        return core.data_file(inner)
+
+    def read_into(self, fh: int, offset: int, out) -> int:
+        if fh in self._texts:
+            data = self.read(fh, offset, len(out))
+            out[:len(data)] = memoryview(data)
+            return len(data)
+        core, inner = self._handle(fh)
+        return core.read_into(inner, offset, out)
+
+    def lseek(self, fh: int, offset: int, whence: int) -> int:
+        if fh in self._texts:
+            try:
+                return holes.seek(None, 1, len(self._texts[fh]), offset, whence)
+            except holes.SeekError as e:
+                refuse(e.errno, LISTING)
+        core, inner = self._handle(fh)
+        return core.lseek(inner, offset, whence)
+
+    def write(self, fh: int, data, offset: int) -> int:
+        core, inner = self._handle(fh)
+        return core.write(inner, data, offset)
+
+    def truncate(self, path: str, length: int, fh: int | None = None) -> None:
+        shown, inner = self._route(path)
+        inner_fh = self._handles[fh][1] if fh in self._handles else None
+        self._core(shown, inner).truncate(inner, length, inner_fh)
+
+    def flush(self, fh: int) -> None:
+        if fh in self._texts:
+            return
+        core, inner = self._handle(fh)
+        core.flush(inner)
+
+    def fsync(self, fh: int) -> None:
+        if fh in self._texts:
+            return
+        core, inner = self._handle(fh)
+        core.fsync(inner)
+
+    def release(self, fh: int) -> None:
+        with self._lock:
+            if self._texts.pop(fh, None) is not None:
+                self._handles.pop(fh, None)
+                return
+            found = self._handles.pop(fh, None)
+            if found is not None and found[0] is not None:
+                found[0].handles -= 1
+        if found is not None:
+            self._core(found[0]).release(found[1])
+
+    # hierarchy edits: a version is read-only, its own FileSystem refuses them
+
+    def mkdir(self, path: str) -> None:
+        shown, inner = self._route(path)
+        self._core(shown, inner).mkdir(inner)
+
+    def rmdir(self, path: str) -> None:
+        shown, inner = self._route(path)
+        self._core(shown, inner).rmdir(inner)
+
+    def unlink(self, path: str) -> None:
+        shown, inner = self._route(path)
+        self._core(shown, inner).unlink(inner)
+
+    def rename(self, old: str, new: str, flags: int = 0) -> None:
+        for path in (old, new):  # a version is read-only, and no node moves into or out of one
+            if self._route(path)[0] is not None:
+                refuse(errno.EROFS, path)
+        self.main.rename(old, new, flags)
+
+    def change_owner_or_mode(self, path: str) -> None:
+        shown, inner = self._route(path)
+        self._core(shown, inner).change_owner_or_mode(inner)
+
+    def refuse_change(self, path: str):
+        shown, inner = self._route(path)
+        self._core(shown, inner).refuse_change(inner)
+
+    # extended attributes: a version's commit on its root, the mount's own on the mount's root
+
+    def listxattr(self, path: str) -> list[str]:
+        if self._listing(path):
+            return []
+        shown, inner = self._route(path)
+        empty = shown is not None and shown.core is None and inner == "/"
+        names = [] if empty else self._core(shown, inner).listxattr(inner)
+        if inner == "/" and self.options.xattrs:
+            names += [XATTR + name for name in VERSION_XATTRS]
+        return names
+
+    def getxattr(self, path: str, name: str) -> bytes:
+        shown, inner = self._route(path)
+        if inner == "/" and self.options.xattrs and name.startswith(XATTR):
+            return self._version_xattr(shown, name[len(XATTR):], path)
+        if self._listing(path):
+            refuse(errno.ENODATA, f"{path}: {name}")
+        return self._core(shown, inner).getxattr(inner, name)
+
+    def _version_xattr(self, shown: Shown | None, name: str, path: str) -> bytes:
+        version = self.own if shown is None else shown.version
+        if version is None or name not in VERSION_XATTRS:
+            refuse(errno.ENODATA, f"{path}: {XATTR}{name}")
+        value = {"snapshot": version.snapshot, "message": version.message, "parent": version.parent}[name]
+        if value is None:  # the first snapshot has no parent
+            refuse(errno.ENODATA, f"{path}: {XATTR}{name}")
+        return value.encode("utf-8", "surrogateescape")
+
+    def setxattr(self, path: str, name: str, value: bytes, options: int) -> None:
+        if path == "/" and name == XATTR + "commit":  # setfattr -n user.icechunk.commit -v MESSAGE MOUNT
+            self.commit(value.decode("utf-8", "surrogateescape"))
+            return
+        shown, inner = self._route(path)
+        self._core(shown, inner).setxattr(inner, name, value, options)
+
+    def removexattr(self, path: str, name: str) -> None:
+        shown, inner = self._route(path)
+        self._core(shown, inner).removexattr(inner, name)
+

@@ -1,0 +1,30 @@
+"""One asyncio loop in a thread of ours, for stores whose library speaks asyncio (icechunk-python's
+session store is zarr's async Store API): the file system's threads wait on it, each call bounded."""
+
+import asyncio
+import errno
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from zarrfs.errors import StoreError
+
+T = TypeVar("T")
+
+
+class Loop:
+    """One asyncio loop in a daemon thread of ours: icechunk-python's stores are zarr's async
+    Store API, and the file system's threads wait on it, each call at most `timeout` seconds."""
+
+    def __init__(self, timeout: float):
+        self.timeout = timeout
+        self._loop = asyncio.new_event_loop()
+        threading.Thread(target=self._loop.run_forever, name="icechunk", daemon=True).start()
+
+    def run(self, coroutine: Coroutine[Any, Any, T], what: str) -> T:
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        try:
+            return future.result(self.timeout)
+        except TimeoutError:
+            future.cancel()
+            raise StoreError(f"{what}: no answer within {self.timeout:g} s (-o timeout)", errno.ETIMEDOUT) from None

@@ -1,0 +1,252 @@
+"""An Icechunk repository as a source: its versions (branches, tags, snapshots) and a store of each.
+
+Icechunk (earth-mover/icechunk) keeps a Zarr v3 hierarchy in snapshots, each a commit with a
+parent, a message and a time; branches and tags name snapshots. A repository is recognised by its
+own layout (the `repo` object of format 2, or the `refs/` of format 1, beside `snapshots/`) or
+chosen with `-o icechunk`. icechunk-python needs Python >= 3.12 and is imported here only, when a
+source is a repository: zarrfs runs without it.
+
+Version names are neuroglancer's (and icechunk-java's): `@branch.NAME`, `@tag.NAME`, `@SNAPSHOTID`.
+Every call into icechunk-python runs on one asyncio loop in a thread of ours (`Loop`) and is
+waited for at most the mount's `-o timeout`: a repository that does not answer is one line and an
+errno, never a hung request.
+"""
+
+import errno
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
+
+from zarrfs.errors import StoreError
+from zarrfs.stores.async_loop import Loop
+from zarrfs.stores.contained import NEVER_FOLLOWED_INTO
+from zarrfs.stores.icechunk_saved import SavedSession
+from zarrfs.stores.icechunk_store import IcechunkStore
+
+if TYPE_CHECKING:  # icechunk (Python >= 3.12) is imported for a repository only
+    from icechunk import Repository, SnapshotInfo, Storage
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+BRANCH, TAG = "@branch.", "@tag."
+SNAPSHOT_ID = re.compile(r"@[0-9A-HJKMNP-TV-Z]{20}")  # Crockford base32 of 12 bytes, as icechunk writes them
+NEEDS = "icechunk needs Python >= 3.12 (icechunk 2): pip install 'zarrfs[icechunk]' there"
+
+
+@dataclass(frozen=True)
+class IcechunkChoice:
+    """Which repository version a mount shows (-o icechunk, branch=, tag=, snapshot=)."""
+
+    forced: bool = False  # -o icechunk: the source is a repository, whatever its layout says
+    branch: str | None = None
+    tag: str | None = None
+    snapshot: str | None = None
+    commit_on_unmount: str | None = None  # -o commit_on_unmount=MESSAGE: a writable branch's session committed
+
+    def name(self) -> str:
+        """The version's directory name: `@branch.main` by default."""
+        if self.snapshot:
+            return f"@{self.snapshot}"
+        if self.tag:
+            return f"{TAG}{self.tag}"
+        return f"{BRANCH}{self.branch or 'main'}"
+
+    def chosen(self) -> bool:
+        return self.forced or any((self.branch, self.tag, self.snapshot, self.commit_on_unmount))
+
+
+@dataclass(frozen=True)
+class Version:
+    """One version directory: the snapshot it shows, and that snapshot's commit."""
+
+    name: str  # @branch.NAME, @tag.NAME or @SNAPSHOTID
+    snapshot: str
+    parent: str | None
+    message: str
+    written_ns: int  # the commit's time
+
+
+def is_repository(source: str) -> bool:
+    """A local directory laid out as an Icechunk repository (a remote one is chosen with -o icechunk:
+    telling it by layout would cost a request on every mount)."""
+    if not os.path.isdir(os.path.join(source, "snapshots")):
+        return False
+    return os.path.isfile(os.path.join(source, "repo")) or os.path.isdir(os.path.join(source, "refs"))
+
+
+class IcechunkRepository:
+    """The versions of one repository, and a read-only store of each (IcechunkStore)."""
+
+    def __init__(self, source: str, root: str, repository: "Repository", loop: Loop, remote: bool):
+        self.source, self.root, self._repository, self.loop, self.remote = source, root, repository, loop, remote
+        self._versions: tuple[float, dict[str, Version]] | None = None
+        self._lock = threading.Lock()
+
+    def version(self, name: str) -> Version | None:
+        """The version a directory name shows, None for no such version. A branch's is its head
+        now; a snapshot's is looked up by id alone (it need not be in the listing)."""
+        if name.startswith((BRANCH, TAG)) or SNAPSHOT_ID.fullmatch(name):
+            return self._call(self._resolve(name), name)
+        return None
+
+    def versions(self, ttl: float = 1.0) -> dict[str, Version]:
+        """Every branch, tag and snapshot reachable from one (icechunk keeps no list of all
+        snapshots: the ancestry of each branch and tag, walked once each), by name; kept `ttl` s."""
+        with self._lock:
+            if self._versions is not None and time.monotonic() - self._versions[0] < ttl:
+                return self._versions[1]
+        found = self._call(self._walk(), "versions")
+        with self._lock:
+            self._versions = (time.monotonic(), found)
+        return found
+
+    def store(self, version: Version) -> IcechunkStore:
+        session = self._call(self._repository.readonly_session_async(snapshot_id=version.snapshot), version.name)
+        return IcechunkStore(session, self.loop, f"{self.root}/{version.name}", version.written_ns, self.remote)
+
+    def branch_store(self, version: Version, recovery_dir: str | None = None) -> IcechunkStore:
+        """A writable session on the branch `version` is the head of: its writes become commits;
+        those not committed yet are kept in `recovery_dir` (icechunk_saved.py)."""
+        branch = version.name[len(BRANCH):]
+        session = self._call(self._repository.writable_session_async(branch), version.name)
+        saved = SavedSession(recovery_dir, self.root, branch) if recovery_dir else None
+        return IcechunkStore(session, self.loop, f"{self.root}/{version.name}", version.written_ns, self.remote,
+                             (self._repository, branch), saved)
+
+    def _call(self, coroutine: Coroutine[Any, Any, T], what: str) -> T:
+        """A call into icechunk: its errors are one line naming the repository and what was asked."""
+        try:
+            return self.loop.run(coroutine, f"{self.root}: {what}")
+        except StoreError:
+            raise
+        except Exception as e:  # icechunk's errors are of its own types, with multi-line reports
+            raise StoreError(f"{self.root}: {what}: {_first_line(e)}", _errno_of(e)) from None
+
+    async def _resolve(self, name: str) -> Version | None:
+        repository = self._repository
+        try:
+            if name.startswith(BRANCH):
+                snapshot = await repository.lookup_branch_async(name[len(BRANCH):])
+            elif name.startswith(TAG):
+                snapshot = await repository.lookup_tag_async(name[len(TAG):])
+            else:
+                snapshot = name[1:]
+            info = await repository.lookup_snapshot_async(snapshot)
+        except Exception as e:
+            if _errno_of(e) == errno.ENOENT:
+                return None
+            raise
+        return _version(name, info)
+
+    async def _walk(self) -> dict[str, Version]:
+        repository = self._repository
+        found: dict[str, Version] = {}
+        starts = [(f"{BRANCH}{b}", {"branch": b}) for b in sorted(await repository.list_branches_async())]
+        starts += [(f"{TAG}{t}", {"tag": t}) for t in sorted(await repository.list_tags_async())]
+        for name, start in starts:
+            first = True
+            async for info in repository.async_ancestry(**start):
+                if first:
+                    found[name], first = _version(name, info), False
+                if f"@{info.id}" in found:
+                    break  # the rest of this line of history is listed already
+                found[f"@{info.id}"] = _version(f"@{info.id}", info)
+        return found
+
+
+def _version(name: str, info: "SnapshotInfo") -> Version:
+    return Version(name, info.id, info.parent_id, info.message, int(info.written_at.timestamp() * 1e9))
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip().splitlines()
+    return (text[0] if text else type(error).__name__)[:300]
+
+
+def _errno_of(error: Exception) -> int:
+    said = str(error).lower()
+    if "not found" in said or "does not exist" in said or "doesn't exist" in said:
+        return errno.ENOENT
+    return errno.EIO
+
+
+def open_repository(source: str, root: str, timeout: float, s3: Mapping[str, Any] | None = None,
+                    follow_symlinks: bool = False) -> IcechunkRepository:
+    """The repository at `source`: a directory, or s3:// with obstore's S3 configuration of the
+    mount (`s3`: endpoint, region, keys, unsigned), which source_url.py made from its options.
+    Its virtual chunks are read from the containers `virtual_containers` allows."""
+    try:
+        import icechunk
+    except ImportError:
+        raise StoreError(NEEDS, errno.EOPNOTSUPP) from None
+    if "ICECHUNK_LOG" not in os.environ:  # its warnings are written to stderr, past our log: errors only
+        icechunk.set_logs_filter("error")
+    loop = Loop(timeout)
+    storage = _storage(icechunk, source, root, s3 or {})
+    try:
+        repository = loop.run(icechunk.Repository.open_async(storage), f"{root}: open")
+        allowed = virtual_containers(repository, source, root, follow_symlinks)
+        if allowed:  # opened again, with icechunk told which containers it may read
+            access: dict[str, Any] = {prefix: icechunk.credentials.LocalFileSystemAccess for prefix in allowed}
+            repository = loop.run(icechunk.Repository.open_async(storage, authorize_virtual_chunk_access=access),
+                                  f"{root}: open")
+    except StoreError:
+        raise
+    except Exception as e:
+        raise StoreError(f"{root}: not an Icechunk repository that can be opened: {_first_line(e)}",
+                         _errno_of(e)) from None
+    return IcechunkRepository(source, root, repository, loop, remote=urlsplit(source).scheme != "")
+
+
+def virtual_containers(repository: "Repository", source: str, root: str, follow_symlinks: bool) -> list[str]:
+    """The virtual chunk containers (icechunk's references into other files) whose chunks are read:
+    as for symlinks (stores/contained.py), a file:// container within a local repository's
+    directory, any file:// container but those under /proc, /sys and /dev with -o symlinks=follow
+    (a trusted repository). Each other container is said once, in one line; a read of its chunks
+    is refused by icechunk (EIO, one line naming the chunk)."""
+    allowed = []
+    within = os.path.realpath(source) if not urlsplit(source).scheme else None
+    for prefix in sorted(repository.config.virtual_chunk_containers or {}):
+        parts = urlsplit(prefix)
+        where = os.path.realpath(parts.path) if parts.scheme == "file" else None
+        if where is not None and within is not None and os.path.commonpath([where, within]) == within:
+            allowed.append(prefix)
+        elif where is not None and follow_symlinks and not any(where == d or where.startswith(f"{d}/")
+                                                                for d in NEVER_FOLLOWED_INTO):
+            allowed.append(prefix)
+        elif where is not None:
+            log.warning("%s: virtual chunks in %s are not read: the container is outside the repository "
+                        "(-o symlinks=follow trusts it)", root, prefix)
+        else:
+            log.warning("%s: virtual chunks in %s are not read: zarrfs reads file:// containers only, for now",
+                        root, prefix)
+    return allowed
+
+
+
+def _storage(icechunk: ModuleType, source: str, root: str, s3: Mapping[str, Any]) -> "Storage":
+    scheme = urlsplit(source).scheme
+    storage: Storage
+    if not scheme:
+        storage = icechunk.local_filesystem_storage(os.path.abspath(source))
+        return storage
+    if scheme != "s3":
+        raise StoreError(f"{root}: Icechunk repositories are mounted from a directory or s3:// for now", errno.ENOTSUP)
+    parts = urlsplit(source)
+    endpoint = s3.get("endpoint")
+    keys = {name: s3[name] for name in ("access_key_id", "secret_access_key", "session_token") if name in s3}
+    unsigned = bool(s3.get("skip_signature"))
+    storage = icechunk.s3_storage(bucket=parts.netloc, prefix=parts.path.strip("/") or None, endpoint_url=endpoint,
+                                  region=s3.get("region"), allow_http=bool(endpoint and endpoint.startswith("http://")),
+                                  force_path_style=bool(endpoint), anonymous=unsigned or None,
+                                  from_env=not keys and not unsigned or None, **keys)
+    return storage
