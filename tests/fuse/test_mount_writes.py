@@ -247,3 +247,18 @@ def test_fio_randrw_verifies_also_after_remount(tmp_path):
         result = subprocess.run([*fio, "--verify_only", f"--filename={m / 'a.zarr.bin'}"], capture_output=True,
                                 text=True, cwd=tmp_path)
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_name_looked_up_in_vain_is_there_once_an_edit_makes_it(tmp_path):
+    """The kernel keeps no failed lookup: `c.bin` that an stat missed exists as soon as `cp c.npy`
+    makes array c (a negative entry cached for a second had given ENOENT, not EEXIST, to a rename
+    onto it and to an open of it)."""
+    zarr.open_group(str(tmp_path / "s.zarr"), mode="w").create_array("a", shape=(2,), dtype="i2")
+    np.save(tmp_path / "in.npy", np.arange(3, dtype="<i2"))
+    with mounted(tmp_path / "s.zarr", tmp_path) as m:
+        with pytest.raises(FileNotFoundError):
+            os.stat(m / "c.bin")
+        (m / "c.npy").write_bytes((tmp_path / "in.npy").read_bytes())
+        assert (m / "c.bin").read_bytes() == np.arange(3, dtype="<i2").tobytes()
+        with pytest.raises(FileExistsError):
+            os.rename(m / "a.bin", m / "c.bin")

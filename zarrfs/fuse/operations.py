@@ -70,7 +70,7 @@ class Operations(mfusepy.Operations):
                 conn.want |= conn.capable & FUSE_CAP_SPLICE_WRITE
         if config is not None:
             config.attr_timeout = config.entry_timeout = TIMEOUT
-            config.negative_timeout = 1.0
+            config.negative_timeout = 0  # a name the mount makes by an edit (c.npy makes c.bin) is there at once
             config.hard_remove = 1  # unlink removes at once: never a rename to .fuse_hidden while open
             config.use_ino = 1  # inode numbers of ours (inode_number): readdir's '.' and '..' carry them too
             capabilities = self.core.store.capabilities
