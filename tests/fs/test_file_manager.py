@@ -145,7 +145,7 @@ def test_gio_offers_only_what_works(store, tmp_path, mime_env):
         info = gio_info(m / "temperature.bin", mime_env)
         assert info["standard::content-type"] == "application/x-zarrfs-raw"
         assert (info["access::can-write"], info["access::can-delete"], info["access::can-rename"]) == \
-               ("TRUE", "TRUE", "TRUE")  # rm NAME.bin deletes the array, mv renames it
+               ("TRUE", "TRUE", "TRUE")  # rm of all its files deletes the array, mv renames it
         assert info["xattr::zarr.shape"] == "[30, 40]"
         assert int(info["standard::allocated-size"]) == os.stat(m / "temperature.bin").st_blocks * 512
         assert gio_info(m / "raw")["access::can-write"] == "TRUE"  # new folders, arrays from .npy files

@@ -31,6 +31,7 @@ import numpy as np
 from zarrfs.codecs.chain import ChunkSpec, CodecChain
 from zarrfs.errors import MetadataError, StoreError, UnsupportedError, ViewError, ZarrfsError
 from zarrfs.format.v3 import ArrayMetadata, GroupMetadata
+from zarrfs.fs.hidden_files import HiddenFiles
 from zarrfs.geometry import grid_shape, largest_chunk, regular, size_of
 from zarrfs.names import to_json as json_name
 from zarrfs.nodes import consolidated
@@ -95,6 +96,7 @@ class Hierarchy:
         self._group_versions: dict[object, tuple] = {}  # group path (or pyramid key) -> the nodes its view was made of
         self._group_sizes: dict[str, tuple[int, int]] = {}  # group path -> (size, time) of its HDF5 view as last made
         self._lock = threading.Lock()
+        self.hidden = HiddenFiles()  # files deleted alone from nodes that stay: neither looked up nor listed
         root = self._check_root()
         self.consolidated = _consolidated(root)
         self._verified: set[str] = set()  # nodes from consolidated metadata checked against their own documents
@@ -346,7 +348,15 @@ class Hierarchy:
         directory = self._directory(parts[:-1])
         if directory is None:
             return None
-        return self.entries_of(directory).get(parts[-1])
+        entry = self.entries_of(directory).get(parts[-1])
+        if entry is not None and self.hidden.hidden(entry.node.path, parts[-1]):
+            return None
+        return entry
+
+    def shown(self, directory: Entry) -> dict[str, Entry]:
+        """The entries of `directory` that are listed: all but the hidden files."""
+        return {name: entry for name, entry in self.entries_of(directory).items()
+                if not self.hidden.hidden(entry.node.path, name)}
 
     def _directory(self, parts: list[str]) -> Entry | None:
         """The DIR entry at the file-system path made of `parts`, None if there is none. The
