@@ -30,7 +30,7 @@ from zarrfs.edits.editor import Editor
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.engine.writeback import CONFLICT_RETRIES
 from zarrfs.errors import ReadOnlyError, RefusedError
-from zarrfs.fs.hierarchy import DIR, DOCUMENT, GROUPFILE, SIDECAR, Entry, Hierarchy
+from zarrfs.fs.hierarchy import DIR, DOCUMENT, GROUPFILE, NO_TRASH, SIDECAR, Entry, Hierarchy
 from zarrfs.fs.inodes import inode_number
 from zarrfs.fs.open_arrays import OpenArrays
 from zarrfs.fs.ownership import Ownership
@@ -228,6 +228,8 @@ class HierarchyEdits:
             raise ReadOnlyError(f"{path}: the mount is read-only")
         if entry.kind == DIR:
             raise RefusedError(f"{path}: a group: rmdir deletes it", errno.EISDIR)
+        if entry.kind == NO_TRASH:
+            raise RefusedError(f"{path}: says that there is no trash here", errno.EPERM)
         node, name, hidden = entry.node, posixpath.basename(path), self.hierarchy.hidden
         names = self._names_of(entry, path) if entry.kind not in (DOCUMENT, GROUPFILE) else [path]
         with self._lock:  # of two last files unlinked at once, one deletes the array
@@ -266,7 +268,7 @@ class HierarchyEdits:
             self.editor.move(entry.node.path, _child(parent, name))
             self.hierarchy.hidden.forget(entry.node.path)  # its files are shown again, at the new path
             return self._drop([old])
-        if entry.kind in (DOCUMENT, GROUPFILE):
+        if entry.kind in (DOCUMENT, GROUPFILE, NO_TRASH):
             raise RefusedError(f"{old}: a group's documents and group files cannot be renamed", errno.EPERM)
         suffix = posixpath.basename(old)[len(entry.stem):]
         if not name.endswith(suffix) or name == suffix:

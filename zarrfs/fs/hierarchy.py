@@ -22,6 +22,7 @@ import errno
 import json
 import logging
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -48,6 +49,14 @@ DIR, DATA, SIDECAR, DOCUMENT, HEADER, TEXT = "dir", "data", "sidecar", "document
 PREVIEW = "preview"  # NAME.png, made from the data when opened (views/preview.py)
 GROUPFILE = "groupfile"  # zarr.h5: a group and what is below it, made when opened (views/hdf5.py); IMAGE.ome.tif
 PYRAMID = "pyramid"  # the view word of a GROUPFILE that is a multiscale image's OME-TIFF (views/ome_pyramid.py)
+# `.Trash-UID` at the root: a file, never listed, so that the freedesktop.org trash is not used
+# here (a trash directory would become a Zarr group). GIO then reports access::can-trash FALSE,
+# so Thunar and Nautilus ask to delete permanently and delete a folder file by file, and
+# g_file_trash fails at once instead of trying mkdir (a folder moved to no trash was then
+# removed with one rmdir, which a group holding arrays refuses).
+NO_TRASH = "notrash"
+NO_TRASH_NAME = re.compile(r"^\.Trash-\d+$")
+NO_TRASH_TEXT = b"No trash on a zarrfs mount: a trash folder would become a Zarr group. Deleting deletes.\n"
 
 
 @dataclass(frozen=True)
@@ -351,6 +360,8 @@ class Hierarchy:
         entry = self.entries_of(directory).get(parts[-1])
         if entry is not None and self.hidden.hidden(entry.node.path, parts[-1]):
             return None
+        if entry is None and len(parts) == 1 and NO_TRASH_NAME.match(parts[0]) and directory.node.kind == "group":
+            return Entry(NO_TRASH, directory.node, parts[0])
         return entry
 
     def shown(self, directory: Entry) -> dict[str, Entry]:
@@ -379,6 +390,8 @@ class Hierarchy:
         since getattr and readdir ask for its size on every listing."""
         if entry.kind == DOCUMENT:
             return entry.node.documents.get(entry.stem, b"")
+        if entry.kind == NO_TRASH:
+            return NO_TRASH_TEXT
         if entry.node.meta is None:
             return b""
         if entry.kind == HEADER:
