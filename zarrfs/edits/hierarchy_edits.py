@@ -231,14 +231,14 @@ class HierarchyEdits:
         if entry.kind == NO_TRASH:
             raise RefusedError(f"{path}: says that there is no trash here", errno.EPERM)
         node, name, hidden = entry.node, posixpath.basename(path), self.hierarchy.hidden
-        names = self._names_of(entry, path) if entry.kind not in (DOCUMENT, GROUPFILE) else [path]
+        deletable = node.kind == "array" and bool(node.path)  # not the root (SOURCE an array), nor a group
+        names = self._names_of(entry, path) if deletable else [path]
         with self._lock:  # of two last files unlinked at once, one deletes the array
             hidden.hide(node.path, name)
-            last = node.kind == "array" and bool(node.path) and entry.kind not in (DOCUMENT, GROUPFILE) and \
-                all(hidden.hidden(node.path, posixpath.basename(n)) for n in names)
+            last = deletable and all(hidden.hidden(node.path, posixpath.basename(n)) for n in names)
         if not last:
-            log.info("%s hidden (%s)", path, "the array is deleted with its last file" if node.kind == "array" and
-                     node.path else "the group's files go with it: rmdir" if node.path else "made from the root")
+            log.info("%s hidden (%s)", path, "the array is deleted with its last file" if deletable else
+                     "a group's files go with it: rmdir" if node.kind == "group" else "the mount's root stays")
             return self._drop([path])
         try:
             self._retire(node.path, keep=False)
@@ -390,10 +390,17 @@ class HierarchyEdits:
             raise RefusedError(f"{path}: the store holds {_child(parent, stored)!r} already", errno.EEXIST)
 
     def _names_of(self, entry: Entry, path: str) -> list[str]:
-        """The paths of every file that shows `entry`'s node in its directory."""
+        """The paths of every file that shows `entry`'s node in its directory: for an array,
+        the names its stem may take, looked up (a directory of thousands of arrays is not
+        scanned for each of their files)."""
         directory = posixpath.dirname(path)
         listing = self.hierarchy.entries_of(self._existing(directory))
-        return [posixpath.join(directory, n) for n, e in listing.items() if e.node.path == entry.node.path]
+        if entry.kind in (DOCUMENT, GROUPFILE, NO_TRASH):
+            names = [n for n, e in listing.items() if e.node.path == entry.node.path]
+        else:
+            names = self.hierarchy.file_names(entry.stem)
+        return [posixpath.join(directory, n) for n in names
+                if (found := listing.get(n)) is not None and found.node.path == entry.node.path]
 
     def _names_near(self, path: str) -> list[str]:
         stem = _stem(posixpath.basename(path))[0] or posixpath.basename(path)
