@@ -35,7 +35,7 @@ class HiddenFiles:
         made again at that path, are shown."""
         below = node_path + "/"
         with self._lock:
-            gone = {key for key in self._hidden if key[0] == node_path or key[0].startswith(below) or not node_path}
+            gone = {key for key in self._hidden if key[0] == node_path or key[0].startswith(below)}
             if gone:
                 self._hidden -= gone
                 self.version += 1

@@ -14,8 +14,9 @@ Collision rule: the group's documents and child groups keep their names; an arra
 whose file names (with every view chosen) would collide with one of them or with a file of an
 array before it in name order (an array called `zarr`, a group called `x.bin`, an array `x.bin`
 whose NIfTI header would be the ENVI header of `x`) is shown with `.array` added to its name
-(`NAME.array.bin`, `NAME.array.json`, ...) instead, and a warning is logged. Nothing is ever
-hidden. Names are bytes, held as os.fsdecode's str (names.py, docs/names.md).
+(`NAME.array.bin`, `NAME.array.json`, ...) instead, and a warning is logged. The rule hides
+nothing (a file is hidden only when a person deletes it alone: hidden_files.py). Names are
+bytes, held as os.fsdecode's str (names.py, docs/names.md).
 """
 
 import errno
