@@ -180,6 +180,9 @@ def test_pcmanfm_deletes_an_arrays_files_and_a_group_folder_without_an_error(tmp
 
 
 def test_thunar_deletes_an_arrays_files_and_a_group_folder_without_an_error(tmp_path, desktop):
+    """Without gvfs (the trash:// scheme) Thunar's Delete key deletes permanently, which the
+    code before passed too; with gvfs it first asks GIO's access::can-trash, now FALSE here
+    (test_file_manager.py), and takes this same path instead of trashing a folder."""
     root = make_store(tmp_path / "s.zarr")
     with mounted(root, tmp_path, "debug") as m:
         names = sorted(n for n in os.listdir(m.path) if n.startswith("lat."))
