@@ -93,14 +93,20 @@ class Desktop:
     def titled(self, pattern: str) -> str | None:
         return next((w for w, title in self.windows().items() if re.search(pattern, title)), None)
 
-    def keys(self, window: str, *keys: str) -> None:
-        """Focus `window` (there is no window manager to do it) and press `keys` there."""
+    def focus(self, window: str) -> bool:
+        """Focus `window` (there is no window manager to do it): whether it has the focus now. A
+        dialog that closed meanwhile has not, and keys meant for it must not reach the window
+        beneath (Return there would open the selected files)."""
         self.xdotool("windowfocus", "--sync", window)
-        self.xdotool("key", "--delay", "50", *keys)
+        return self.xdotool("getwindowfocus").strip() == window
+
+    def keys(self, window: str, *keys: str) -> None:
+        if self.focus(window):
+            self.xdotool("key", "--delay", "50", *keys)
 
     def type(self, window: str, text: str) -> None:
-        self.xdotool("windowfocus", "--sync", window)
-        self.xdotool("type", "--delay", "20", text)
+        if self.focus(window):
+            self.xdotool("type", "--delay", "20", text)
 
     def answer(self, dialog: str, keys: tuple[str, ...], then) -> None:
         """Until then() holds, press `keys` in each window titled `dialog` that asks."""
