@@ -215,6 +215,20 @@ def make_store(root, zarr_format=3, consolidated=False):
     return root
 
 
+def array_files(directory, stem: str) -> list[Path]:
+    """The files array `stem` shows in `directory` of a mount (NAME.bin, NAME.json, its views)."""
+    return sorted(Path(directory) / n for n in os.listdir(directory)
+                  if n.startswith(stem + ".") and not os.path.isdir(Path(directory) / n))
+
+
+def delete_array(directory, stem: str) -> None:
+    """Delete array `stem` as `rm NAME.*` does: an array goes with the last of its files."""
+    files = array_files(directory, stem)
+    assert files, f"{stem}: no files in {directory}"
+    for path in files:
+        os.unlink(path)
+
+
 @contextlib.contextmanager
 def another_user(shared: Path, prefix: str):
     """A real user with a group of its own and its home in `shared` (a directory every user can

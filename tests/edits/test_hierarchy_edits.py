@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import zarr
 
-from helpers import make_store
+from helpers import array_files, delete_array, make_store
 from mounting import mounted
 
 
@@ -207,19 +207,21 @@ def test_editors_save_through_a_temporary_and_a_rename(tmp_path):
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
 @pytest.mark.parametrize("consolidated", [False, True])
-def test_rm_deletes_an_array_and_only_through_its_data_file(tmp_path, zarr_format, consolidated):
+def test_rm_of_all_its_files_deletes_an_array_and_of_some_hides_them(tmp_path, zarr_format, consolidated):
     root = make_store(tmp_path / "s.zarr", zarr_format, consolidated)
     with mounted(root, tmp_path) as m:
-        for name in ("a.json", "a.npy", "a.bin.hdr", "zarr.json" if zarr_format == 3 else ".zgroup"):
-            os.unlink(m / name)  # made from the node: nothing is deleted, and it is shown again
-            assert (m / name).exists()
-        assert (m / "a.json").exists() and np.fromfile(m / "a.bin", "<i4").tolist() == [0, 1, 2, 3]
-        os.unlink(m / "a.bin")
+        for name in ("a.bin", "a.npy", "a.bin.hdr", "zarr.json" if zarr_format == 3 else ".zgroup"):
+            os.unlink(m / name)  # made from the node: hidden, and nothing is deleted
+            assert name not in os.listdir(m.path)
+        raises(errno.ENOENT, os.stat, m / "a.bin.hdr")  # (not a.bin: a miss is kept a second, and it is made again)
+        assert json.loads((m / "a.json").read_text())["shape"] == [4]  # the files not deleted are shown
+        assert open_group(root, consolidated)["a"][...].tolist() == [0, 1, 2, 3]
+        delete_array(m.path, "a")  # rm a.*: the files left, the last deleting the array
         assert not [n for n in os.listdir(m.path) if n.startswith("a.")]
         raises(errno.ENOENT, os.stat, m / "a.json")
         np.save(tmp_path / "a.npy", np.arange(3, dtype="<i8"))
         subprocess.run(["cp", str(tmp_path / "a.npy"), str(m.path)], check=True)  # the name is free again
-        assert np.fromfile(m / "a.bin", "<i8").tolist() == [0, 1, 2]
+        assert np.fromfile(m / "a.bin", "<i8").tolist() == [0, 1, 2]  # and every file of the new array is shown
     assert members(root, consolidated) == ["a", "sub"]
     assert open_group(root, consolidated)["a"].dtype == np.int64
     assert sorted(os.listdir(root / "a")) == (["c", "zarr.json"] if zarr_format == 3 else [".zarray", ".zattrs", "0"])
@@ -289,7 +291,7 @@ def test_a_file_manager_flow_end_to_end(tmp_path):
         assert np.array_equal(open_group(root)["exp/g"][...], data)
         result = subprocess.run(["gio", "trash", str(m / "exp" / "g.bin")], capture_output=True, text=True)
         assert result.returncode != 0 and (m / "exp" / "g.bin").exists()  # no trash: it offers delete instead
-        gio("remove", m / "exp" / "g.bin")
+        gio("remove", *array_files(m / "exp", "g"))
         gio("remove", m / "exp")
         assert "exp" not in os.listdir(m.path)
     assert members(root) == ["a", "sub"]
@@ -310,7 +312,7 @@ def test_an_array_open_when_moved_or_deleted_keeps_what_was_written_and_then_goe
         fd = os.open(m / "b.bin", os.O_RDWR)
         try:
             os.pwrite(fd, b"\1\0\0\0", 0)
-            os.unlink(m / "b.bin")
+            delete_array(m.path, "b")
             raises(errno.ESTALE, os.pwrite, fd, b"\0\0\0\0", 8)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # a read must reach the daemon
             raises(errno.EIO, os.pread, fd, 4, 12)  # ESTALE, which the kernel's cached read reports as EIO
@@ -353,31 +355,37 @@ def test_a_file_being_written_reads_back_what_was_written(tmp_path):
 
 @pytest.mark.parametrize("order", ["data first", "data last", "data in the middle"])
 def test_deleting_every_file_of_an_array_in_any_order_deletes_it_without_an_error(tmp_path, order):
-    """A file manager deletes a selection one file at a time, in its own order: each unlink
-    succeeds, and the array is gone at the end (it failed with EPERM on the sidecar and views)."""
+    """A file manager deletes a selection one file at a time, in its own order, and pcmanfm
+    stats each file just before deleting it: every stat and unlink succeeds, and the array is
+    gone with the last (stats failed with ENOENT once NAME.bin had deleted the array)."""
     root = make_store(tmp_path / "s.zarr")
     with mounted(root, tmp_path) as m:
-        names = sorted(n for n in os.listdir(m.path) if n.startswith("a."))
+        names = [p.name for p in array_files(m.path, "a")]
         assert len(names) > 3 and "a.bin" in names
         names.remove("a.bin")
         names.insert({"data first": 0, "data last": len(names), "data in the middle": 2}[order], "a.bin")
-        for name in names:
-            os.stat(m / name)  # as a file manager collects its selection first
-        subprocess.run(["gio", "remove", *(str(m / n) for n in names)], check=True)
+        for name in names:  # as pcmanfm does (GIO's query_info, then delete), one file at a time
+            subprocess.run(["gio", "info", "-a", "standard::type", str(m / name)], check=True, capture_output=True)
+            subprocess.run(["gio", "remove", str(m / name)], check=True)
+            assert (name == names[-1]) != ("a" in open_group(root))  # the array goes with its last file
         assert not [n for n in os.listdir(m.path) if n.startswith("a.")]
-        raises(errno.ENOENT, os.unlink, m / "a.json")  # once gone, asked again through a new lookup
+        raises(errno.ENOENT, os.unlink, m / "a.json")
     assert members(root) == ["sub"]
 
 
 def test_a_folder_deletes_as_a_file_manager_deletes_it(tmp_path):
-    """Thunar deletes a folder's files, documents included, then the folder."""
+    """Thunar and GIO delete a folder's files depth first, documents and group files included,
+    then the folder; one view deleted alone is hidden and deletes nothing."""
     root = make_store(tmp_path / "s.zarr")
+    zarr.open_group(str(root / "sub"), mode="a").create_array("b", shape=(2,), dtype="f4")[...] = 1
+    zarr.open_group(str(root / "sub"), mode="a").create_group("inner")
     with mounted(root, tmp_path) as m:
-        m_sub = m / "sub"
-        for name in os.listdir(m_sub):
-            os.unlink(m_sub / name)
-        os.rmdir(m_sub)
-        assert not (m / "sub").exists()
-        subprocess.run(["gio", "remove", str(m / "a.vrt")], check=True)  # one view alone: nothing deleted
-        assert np.fromfile(m / "a.bin", "<i4").tolist() == [0, 1, 2, 3] and (m / "a.vrt").exists()
+        for directory, folders, files in os.walk(m / "sub", topdown=False):
+            subprocess.run(["gio", "remove", *(os.path.join(directory, n) for n in files)], check=True)
+            for folder in folders:
+                subprocess.run(["gio", "remove", os.path.join(directory, folder)], check=True)
+        subprocess.run(["gio", "remove", str(m / "sub")], check=True)
+        assert not (m / "sub").exists() and not (root / "sub").exists()
+        subprocess.run(["gio", "remove", str(m / "a.vrt")], check=True)  # one view alone: hidden, nothing deleted
+        assert np.fromfile(m / "a.bin", "<i4").tolist() == [0, 1, 2, 3] and not (m / "a.vrt").exists()
     assert members(root) == ["a"]

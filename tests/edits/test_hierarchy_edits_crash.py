@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 import zarr
 
+from helpers import array_files
 from mounting import listed, mounted, wait_for
 
 LEFTOVER = ".zarrfs-tmp-"
@@ -88,7 +89,7 @@ def test_kill_during_a_delete_leaves_all_of_the_array_or_none(tmp_path):
     root = make_store(tmp_path / "s.zarr", side=80)  # 6,400 chunk files: removing them takes a while
     before = every_node(root)
     with mounted(root, tmp_path) as m:
-        rm = subprocess.Popen(["rm", str(m / "g" / "many.bin")])
+        rm = subprocess.Popen(["rm", *map(str, array_files(m / "g", "many"))])  # the last file deletes it
         try:
             wait_for(lambda: leftovers(root, "g") or rm.poll() is not None, what="the delete to start")
             kill(m)

@@ -145,12 +145,30 @@ def test_gio_offers_only_what_works(store, tmp_path, mime_env):
         info = gio_info(m / "temperature.bin", mime_env)
         assert info["standard::content-type"] == "application/x-zarrfs-raw"
         assert (info["access::can-write"], info["access::can-delete"], info["access::can-rename"]) == \
-               ("TRUE", "TRUE", "TRUE")  # rm NAME.bin deletes the array, mv renames it
+               ("TRUE", "TRUE", "TRUE")  # rm of all its files deletes the array, mv renames it
         assert info["xattr::zarr.shape"] == "[30, 40]"
         assert int(info["standard::allocated-size"]) == os.stat(m / "temperature.bin").st_blocks * 512
         assert gio_info(m / "raw")["access::can-write"] == "TRUE"  # new folders, arrays from .npy files
         assert gio_info(m / "temperature.json")["access::can-write"] == "TRUE"  # its attributes
         assert gio_info(m / "temperature.mhd")["access::can-write"] == "FALSE"
+
+
+def test_no_trash_so_file_managers_delete_a_folder_file_by_file(store, tmp_path):
+    """GIO said access::can-trash TRUE; Thunar (with gvfs) then trashed a folder, the trash
+    could not be made (mkdir .Trash-0 refused), and its fallback removed the folder with one
+    rmdir: "Directory not empty". A file .Trash-UID at the root, never listed, says there is no
+    trash: can-trash is FALSE, so Thunar and Nautilus ask to delete permanently and delete file
+    by file, and g_file_trash fails at once, trying no mkdir."""
+    with mounted(store, tmp_path) as m:
+        for path in (m / "temperature.bin", m / "raw", m / "zarr.json"):
+            info = gio_info(path)
+            assert (info["access::can-trash"], info["access::can-delete"]) == ("FALSE", "TRUE"), path
+        trashed = subprocess.run(["gio", "trash", str(m / "raw")], capture_output=True, text=True)
+        assert trashed.returncode != 0 and "trash directory" in trashed.stderr and (m / "raw").is_dir()
+        marker = m / f".Trash-{os.getuid()}"
+        assert stat.S_ISREG(os.stat(marker).st_mode) and not write_bits(marker)
+        assert "no trash" in marker.read_text().lower() and marker.name not in os.listdir(m.path)
+        assert not (store / marker.name).exists() and "mkdir" not in m.log()
 
 
 def test_dot_and_dotdot_carry_real_inode_numbers_and_types(store, tmp_path):

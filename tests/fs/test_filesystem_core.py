@@ -83,7 +83,8 @@ def test_hierarchy_edits_through_the_core(core):
     fs.rename("/sub", "/renamed")
     assert not (root / "sub").exists() and zarr.open_group(str(root / "renamed")).attrs["title"] == "inner"
     fh = fs.open("/a.bin", os.O_RDONLY)
-    fs.unlink("/a.bin")
+    for name in files_of(fs, "/", "a"):
+        fs.unlink(f"/{name}")
     assert not (root / "a").exists()
     refused(errno.ENOENT, fs.getattr, "/a.bin")
     refused(errno.ESTALE, fs.read, fh, 0, 4)  # deleted while open
@@ -92,6 +93,49 @@ def test_hierarchy_edits_through_the_core(core):
     refused(errno.EBUSY, fs.rmdir, "/")
     fs.rmdir("/g")
     assert not (root / "g").exists()
+
+
+def files_of(fs, directory: str, stem: str) -> list[str]:
+    return sorted(name for name, entry in fs.readdir(directory) if name.startswith(stem + ".") and entry.kind != "dir")
+
+
+def test_an_array_goes_with_the_last_of_its_files(core):
+    """Unlinking one of an array's files hides it and deletes no data; the array is deleted
+    with the last of its files, in any order (a file manager stats each one before deleting it)."""
+    fs, root = core
+    names = files_of(fs, "/", "a")
+    assert len(names) > 4 and names[0] == "a.bin"  # the data file first, as pcmanfm deletes a selection
+    for i, name in enumerate(names[:-1]):
+        fs.unlink(f"/{name}")
+        refused(errno.ENOENT, fs.getattr, f"/{name}")
+        refused(errno.ENOENT, fs.unlink, f"/{name}")
+        assert files_of(fs, "/", "a") == names[i + 1:]
+        for other in names[i + 1:]:
+            fs.getattr(f"/{other}")
+        assert zarr.open_array(str(root / "a"))[...].tolist() == [0, 1, 2, 3]
+    fs.unlink(f"/{names[-1]}")
+    assert not (root / "a").exists() and files_of(fs, "/", "a") == []
+    np.save(root.parent / "a.npy", np.arange(3, dtype="<i8"))  # a new array of that name shows every file
+    fh = fs.create("/a.npy")
+    fs.write(fh, (root.parent / "a.npy").read_bytes(), 0)
+    fs.flush(fh)
+    fs.release(fh)
+    assert files_of(fs, "/", "a") == names
+
+
+def test_a_file_deleted_alone_stays_hidden_until_its_node_moves(core):
+    fs, root = core
+    fs.unlink("/a.vrt")
+    fs.unlink("/sub/zarr.json")
+    assert "a.vrt" not in dict(fs.readdir("/")) and "zarr.json" not in dict(fs.readdir("/sub"))
+    refused(errno.ENOENT, fs.open, "/a.vrt", os.O_RDONLY)
+    assert (root / "a" / "zarr.json").exists() and zarr.open_group(str(root / "sub")).attrs["title"] == "inner"
+    fs.rename("/a.bin", "/b.bin")
+    fs.rename("/sub", "/sub2")
+    assert {"b.vrt", "b.bin"} <= set(dict(fs.readdir("/"))) and "zarr.json" in dict(fs.readdir("/sub2"))
+    fs.unlink("/sub2/zarr.json")
+    fs.rmdir("/sub2")  # its documents go with it
+    assert not (root / "sub2").exists()
 
 
 def test_a_read_only_file_system_refuses_writes(tmp_path):

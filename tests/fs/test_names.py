@@ -216,7 +216,9 @@ def test_new_nodes_and_moves_keep_their_bytes(writable, tmp_path):
     os.rename(at(m, b"bad\xff\xfename.bin"), at(m, b"made\xfe/moved\xfd.bin"))
     assert os.path.isfile(root + b"/made\xfe/moved\xfd/zarr.json")
     assert read(at(m, b"made\xfe/moved\xfd.bin")) == oracle(b"bad\xff\xfename").tobytes()
-    os.unlink(at(m, b"new\nline.bin"))
+    for name in os.listdir(at(m, b"")):
+        if name.startswith(b"new\nline."):
+            os.unlink(at(m, name))  # the array goes with the last of its files
     assert not os.path.exists(root + b"/new\nline")
     assert read(at(m, b"good.bin")) == oracle(b"good").tobytes()
 

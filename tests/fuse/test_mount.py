@@ -145,8 +145,8 @@ def test_sidecar_contents(mnt):
     assert json.loads((mnt / "scalar.json").read_text())["shape"] == []
 
 
-@pytest.mark.parametrize("probe", [".hidden", ".Trash-0", ".Trash", "autorun.inf", "desktop.ini", ".xdg-volume-info",
-                                   "layouts/.directory", "layouts/zstd.bin/x", "folder.jpg"])
+@pytest.mark.parametrize("probe", [".hidden", ".Trash-0/files", "layouts/.Trash-0", ".Trash", "autorun.inf", "desktop.ini",
+                                   ".xdg-volume-info", "layouts/.directory", "layouts/zstd.bin/x", "folder.jpg"])
 def test_probes_for_missing_names_answer_enoent(mnt, probe):
     with pytest.raises(OSError) as info:
         os.stat(mnt / probe)

@@ -13,6 +13,7 @@ import zarr
 from zarr.codecs import ZstdCodec
 from zarr.storage import ObjectStore
 
+from helpers import delete_array
 from mounting import failed_start, mounted
 from servers.emulators import AZURE_ACCOUNT, AZURE_KEY
 
@@ -116,7 +117,7 @@ def test_hierarchy_edits_through_the_mount(azurite, container, tmp_path):
         subprocess.run(["mv", str(m / "raw/frames.bin"), str(m / "raw/stack.bin")], check=True)
         stack = zarr.open_array(zarr_store(azurite, container, "data/raw/stack"), mode="r")
         assert np.array_equal(stack[...], frames)
-        os.remove(m / "raw/stack.bin")
+        delete_array(m / "raw", "stack")  # rm stack.*: the array goes with its last file
         os.rmdir(m / "raw")
         assert "raw" not in os.listdir(m.path)
     import obstore

@@ -6,7 +6,7 @@ each checked here (names, collisions, what may be removed alone) and done by edi
     create NAME.json           an empty array from a written sidecar (drafts.TextDraft)
     write NAME.json, zarr.json attributes, applied at close (only attributes may change)
     setfattr user.zarr.attr.K  one attribute, as JSON
-    unlink NAME.bin            the array (its sidecar, views, a group's documents alone: nothing)
+    unlink                     one file hidden; an array deleted with its last file
     rename                     an array through any of its files (the suffix stays), a group
     editors' temporary files   kept in memory, applied when renamed over NAME.json
 
@@ -30,7 +30,7 @@ from zarrfs.edits.editor import Editor
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.engine.writeback import CONFLICT_RETRIES
 from zarrfs.errors import ReadOnlyError, RefusedError
-from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, GROUPFILE, SIDECAR, TEXT, Entry, Hierarchy
+from zarrfs.fs.hierarchy import DIR, DOCUMENT, GROUPFILE, NO_TRASH, SIDECAR, Entry, Hierarchy
 from zarrfs.fs.inodes import inode_number
 from zarrfs.fs.open_arrays import OpenArrays
 from zarrfs.fs.ownership import Ownership
@@ -47,7 +47,6 @@ TRASH = re.compile(r"^\.Trash(-\d+)?$")  # freedesktop.org trash directories
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
 ATTRIBUTE = "user.zarr.attr."
 XATTR_CREATE, XATTR_REPLACE = 1, 2
-GONE_FOR = 30.0  # seconds: the kernel's entry timeout (operations.TIMEOUT)
 FLUSH_WAIT = 30.0  # seconds an unlink or rename waits for a write-back in progress (local stores)
 
 
@@ -67,7 +66,6 @@ class HierarchyEdits:
         if not read_only:
             self.editor.recover()  # before the temporaries go: the intent record is one
         self.drafts: dict[str, NpyDraft | TextDraft] = {}  # file-system path -> file being written
-        self._gone: dict[str, float] = {}  # file names of arrays deleted lately -> until when (_went)
         self._lock = threading.Lock()
 
     # what the mount shows of drafts
@@ -101,7 +99,9 @@ class HierarchyEdits:
             raise RefusedError(f"{path}: not a group", errno.ENOTDIR)
         if not entry.node.path:
             raise RefusedError("the root group cannot be removed", errno.EBUSY)
-        held = [n for n, e in self.hierarchy.entries_of(entry).items() if e.kind not in (DOCUMENT, GROUPFILE)]
+        listed = self.hierarchy.entries_of(entry)  # a file hidden alone still holds its array: shown ones first
+        held = sorted((n for n, e in listed.items() if e.kind not in (DOCUMENT, GROUPFILE)),
+                      key=lambda n: self.hierarchy.hidden.hidden(listed[n].node.path, n))
         # anything stored below, a node's or not (keys, not names: a filer-backed object store such
         # as SeaweedFS lists a directory its objects have left)
         stored = {key.split("/")[0] for key, _ in self.store.files(entry.node.path)}
@@ -110,6 +110,7 @@ class HierarchyEdits:
         if held:
             raise RefusedError(f"{path}: the group holds {held[0]!r}", errno.ENOTEMPTY)
         self.editor.delete(entry.node.path)
+        self.hierarchy.hidden.forget(entry.node.path)
         self._drop([path])
 
     # arrays
@@ -212,44 +213,41 @@ class HierarchyEdits:
         return apply
 
     def unlink(self, path: str) -> None:
-        """rm NAME.bin (or NAME.txt) deletes the array. Its other files (sidecar, views) and a
-        group's documents are made from the node: removing one alone deletes nothing and
-        succeeds, and it is shown again. So a file manager that deletes every file of an array
-        (or a whole folder, documents first), in whatever order, deletes it without an error:
-        the files of an array deleted a moment ago through another name are gone already."""
+        """Every file here is made from a node, so removing one alone deletes no data: it is
+        hidden (fs/hidden_files.py), and an array is deleted when the last of its files is,
+        whatever the order. So a file manager that stats each file of a selection before deleting
+        it finds every one, deleting some of an array's files (a view, even NAME.bin) deletes
+        nothing a person did not select, and deleting all of them (rm NAME.*) deletes the array.
+        A group's documents and group files go with the group (rmdir)."""
         draft = self.drafts.get(path)
         if draft is not None and not draft.committed and isinstance(draft, TextDraft):
             self.drafts.pop(path)
-            return
-        entry = self.hierarchy.lookup(path)
-        if entry is None and self._gone_lately(path):
             return
         entry = self._existing(path)
         if self.read_only:
             raise ReadOnlyError(f"{path}: the mount is read-only")
         if entry.kind == DIR:
             raise RefusedError(f"{path}: a group: rmdir deletes it", errno.EISDIR)
-        if entry.kind not in (DATA, TEXT) or entry.view or not entry.node.path:
-            log.info("%s: made from %s, so nothing was deleted (rm NAME.bin deletes an array, rmdir a group)",
-                     path, entry.node.path or "the root")
-            return
-        names = self._names_of(entry, path)
-        self._retire(entry.node.path, keep=False)
-        self.editor.delete(entry.node.path)
+        if entry.kind == NO_TRASH:
+            raise RefusedError(f"{path}: says that there is no trash here", errno.EPERM)
+        node, name, hidden = entry.node, posixpath.basename(path), self.hierarchy.hidden
+        deletable = node.kind == "array" and bool(node.path)  # not the root (SOURCE an array), nor a group
+        names = self._names_of(entry, path) if deletable else [path]
+        with self._lock:  # of two last files unlinked at once, one deletes the array
+            hidden.hide(node.path, name)
+            last = deletable and all(hidden.hidden(node.path, posixpath.basename(n)) for n in names)
+        if not last:
+            log.info("%s hidden (%s)", path, "the array is deleted with its last file" if deletable else
+                     "a group's files go with it: rmdir" if node.kind == "group" else "the mount's root stays")
+            return self._drop([path])
+        try:
+            self._retire(node.path, keep=False)
+            self.editor.delete(node.path)
+        except BaseException:
+            hidden.show(node.path, name)  # the array stays, and so does this file
+            raise
+        hidden.forget(node.path)
         self._drop(names)
-        self._went(names)
-
-    def _went(self, paths: list[str]) -> None:
-        """Remember an array's file names for as long as the kernel may keep their entries, so
-        that unlinking them after the array went succeeds (a file manager deleting a selection)."""
-        now = time.monotonic()
-        with self._lock:
-            self._gone = {p: t for p, t in self._gone.items() if t > now}
-            self._gone.update(dict.fromkeys(paths, now + GONE_FOR))
-
-    def _gone_lately(self, path: str) -> bool:
-        with self._lock:
-            return self._gone.get(path, 0.0) > time.monotonic()
 
     def rename(self, old: str, new: str, flags: int) -> None:
         if flags & RENAME_EXCHANGE:
@@ -268,8 +266,9 @@ class HierarchyEdits:
             self._free(parent, new, [name], name)
             self._retire(entry.node.path, keep=True)
             self.editor.move(entry.node.path, _child(parent, name))
+            self.hierarchy.hidden.forget(entry.node.path)  # its files are shown again, at the new path
             return self._drop([old])
-        if entry.kind in (DOCUMENT, GROUPFILE):
+        if entry.kind in (DOCUMENT, GROUPFILE, NO_TRASH):
             raise RefusedError(f"{old}: a group's documents and group files cannot be renamed", errno.EPERM)
         suffix = posixpath.basename(old)[len(entry.stem):]
         if not name.endswith(suffix) or name == suffix:
@@ -281,6 +280,7 @@ class HierarchyEdits:
         names = self._names_of(entry, old)
         self._retire(entry.node.path, keep=True)
         self.editor.move(entry.node.path, _child(parent, stem))
+        self.hierarchy.hidden.forget(entry.node.path)  # its files are shown again, at the new name
         self._drop(names)
 
     def _rename_draft(self, old: str, new: str, draft, flags: int) -> None:
@@ -390,10 +390,17 @@ class HierarchyEdits:
             raise RefusedError(f"{path}: the store holds {_child(parent, stored)!r} already", errno.EEXIST)
 
     def _names_of(self, entry: Entry, path: str) -> list[str]:
-        """The paths of every file that shows `entry`'s node in its directory."""
+        """The paths of every file that shows `entry`'s node in its directory: for an array,
+        the names its stem may take, looked up (a directory of thousands of arrays is not
+        scanned for each of their files)."""
         directory = posixpath.dirname(path)
         listing = self.hierarchy.entries_of(self._existing(directory))
-        return [posixpath.join(directory, n) for n, e in listing.items() if e.node.path == entry.node.path]
+        if entry.kind in (DOCUMENT, GROUPFILE, NO_TRASH):
+            names = [n for n, e in listing.items() if e.node.path == entry.node.path]
+        else:
+            names = self.hierarchy.file_names(entry.stem)
+        return [posixpath.join(directory, n) for n in names
+                if (found := listing.get(n)) is not None and found.node.path == entry.node.path]
 
     def _names_near(self, path: str) -> list[str]:
         stem = _stem(posixpath.basename(path))[0] or posixpath.basename(path)

@@ -212,7 +212,7 @@ class FileSystem:
         self.arrays = OpenArrays(self.store, self.cache, self.usage, options.read_only, options.flush_interval,
                                  options.recovery_dir)  # arrays open through the mount, and their write-back
         self.write_bound = WriteBound(options.dirty_limit)
-        self._listed: dict[str, tuple[dict, list]] = {}  # path -> (listing, its entries as a list)
+        self._listed: dict[str, tuple[dict, int, list]] = {}  # path -> (listing, hidden files' version, entries shown)
         self.writes = 0  # writes through the file system: attributes listed before them are stale
         self._handles: dict[int, Handle] = {}
         self._next_fh = 1
@@ -317,13 +317,14 @@ class FileSystem:
         entry = self._entry(path)
         if entry.kind != DIR:
             refuse(errno.ENOTDIR, path)
-        listing = self.hierarchy.entries_of(entry)
+        listing, hidden = self.hierarchy.entries_of(entry), self.hierarchy.hidden.version
         cached = self._listed.get(path)
-        if cached is None or cached[0] is not listing:
+        if cached is None or cached[0] is not listing or cached[1] != hidden:
             parent = self.hierarchy.lookup(os.path.dirname(path)) if path != "/" else entry  # the root's '..' is itself
-            cached = self._listed[path] = (listing, [(".", entry), ("..", parent), *listing.items()])
+            shown = self.hierarchy.shown(entry)
+            cached = self._listed[path] = (listing, hidden, [(".", entry), ("..", parent), *shown.items()])
             self.usage.warm(entry.node.path, list({e.node.path for e in listing.values() if e.kind == DATA and e.node.meta}))
-        return cached[1]
+        return cached[2]
 
     def statfs(self) -> FileSystemStats:
         """The store's file system, in its own fragment size: GIO multiplies the block counts

@@ -14,14 +14,16 @@ Collision rule: the group's documents and child groups keep their names; an arra
 whose file names (with every view chosen) would collide with one of them or with a file of an
 array before it in name order (an array called `zarr`, a group called `x.bin`, an array `x.bin`
 whose NIfTI header would be the ENVI header of `x`) is shown with `.array` added to its name
-(`NAME.array.bin`, `NAME.array.json`, ...) instead, and a warning is logged. Nothing is ever
-hidden. Names are bytes, held as os.fsdecode's str (names.py, docs/names.md).
+(`NAME.array.bin`, `NAME.array.json`, ...) instead, and a warning is logged. The rule hides
+nothing (a file is hidden only when a person deletes it alone: hidden_files.py). Names are
+bytes, held as os.fsdecode's str (names.py, docs/names.md).
 """
 
 import errno
 import json
 import logging
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -31,6 +33,7 @@ import numpy as np
 from zarrfs.codecs.chain import ChunkSpec, CodecChain
 from zarrfs.errors import MetadataError, StoreError, UnsupportedError, ViewError, ZarrfsError
 from zarrfs.format.v3 import ArrayMetadata, GroupMetadata
+from zarrfs.fs.hidden_files import HiddenFiles
 from zarrfs.geometry import grid_shape, largest_chunk, regular, size_of
 from zarrfs.names import to_json as json_name
 from zarrfs.nodes import consolidated
@@ -47,6 +50,14 @@ DIR, DATA, SIDECAR, DOCUMENT, HEADER, TEXT = "dir", "data", "sidecar", "document
 PREVIEW = "preview"  # NAME.png, made from the data when opened (views/preview.py)
 GROUPFILE = "groupfile"  # zarr.h5: a group and what is below it, made when opened (views/hdf5.py); IMAGE.ome.tif
 PYRAMID = "pyramid"  # the view word of a GROUPFILE that is a multiscale image's OME-TIFF (views/ome_pyramid.py)
+# `.Trash-UID` at the root: a file, never listed, so that the freedesktop.org trash is not used
+# here (a trash directory would become a Zarr group). GIO then reports access::can-trash FALSE,
+# so Thunar and Nautilus ask to delete permanently and delete a folder file by file, and
+# g_file_trash fails at once instead of trying mkdir (a folder moved to no trash was then
+# removed with one rmdir, which a group holding arrays refuses).
+NO_TRASH = "notrash"
+NO_TRASH_NAME = re.compile(r"^\.Trash-\d+$")
+NO_TRASH_TEXT = b"No trash on a zarrfs mount: a trash folder would become a Zarr group. Deleting deletes.\n"
 
 
 @dataclass(frozen=True)
@@ -95,6 +106,7 @@ class Hierarchy:
         self._group_versions: dict[object, tuple] = {}  # group path (or pyramid key) -> the nodes its view was made of
         self._group_sizes: dict[str, tuple[int, int]] = {}  # group path -> (size, time) of its HDF5 view as last made
         self._lock = threading.Lock()
+        self.hidden = HiddenFiles()  # files deleted alone from nodes that stay: neither looked up nor listed
         root = self._check_root()
         self.consolidated = _consolidated(root)
         self._verified: set[str] = set()  # nodes from consolidated metadata checked against their own documents
@@ -346,7 +358,17 @@ class Hierarchy:
         directory = self._directory(parts[:-1])
         if directory is None:
             return None
-        return self.entries_of(directory).get(parts[-1])
+        entry = self.entries_of(directory).get(parts[-1])
+        if entry is not None and self.hidden.hidden(entry.node.path, parts[-1]):
+            return None
+        if entry is None and len(parts) == 1 and NO_TRASH_NAME.match(parts[0]) and directory.node.kind == "group":
+            return Entry(NO_TRASH, directory.node, parts[0])
+        return entry
+
+    def shown(self, directory: Entry) -> dict[str, Entry]:
+        """The entries of `directory` that are listed: all but the hidden files."""
+        return {name: entry for name, entry in self.entries_of(directory).items()
+                if not self.hidden.hidden(entry.node.path, name)}
 
     def _directory(self, parts: list[str]) -> Entry | None:
         """The DIR entry at the file-system path made of `parts`, None if there is none. The
@@ -369,6 +391,8 @@ class Hierarchy:
         since getattr and readdir ask for its size on every listing."""
         if entry.kind == DOCUMENT:
             return entry.node.documents.get(entry.stem, b"")
+        if entry.kind == NO_TRASH:
+            return NO_TRASH_TEXT
         if entry.node.meta is None:
             return b""
         if entry.kind == HEADER:
