@@ -292,3 +292,45 @@ def test_two_appenders_in_one_mount_never_overwrite(tmp_path):
     for row in got:
         r = (row[0] - 1) // 7 // 15
         assert np.array_equal(row, records(r, 1).reshape(-1))
+
+
+def test_an_array_made_from_a_sidecar_to_append_to(tmp_path):
+    """A sidecar with shape [0, ...] makes an empty array; `cp frames.raw NAME.bin` then fills it
+    whole and `cat >>` appends: zarr-python reads every record."""
+    root = tmp_path / "g.zarr"
+    zarr.open_group(str(root), mode="w")
+    raw = tmp_path / "frames.raw"
+    raw.write_bytes(records(0, 4).tobytes())
+    with mounted(root, tmp_path) as m:
+        (m / "new.json").write_text(json.dumps({"shape": [0, *RECORD], "dtype": "<i4", "chunk_shape": [2, 3, 5]}))
+        assert os.stat(m / "new.bin").st_size == 0
+        subprocess.run(["cp", str(raw), str(m / "new.bin")], check=True)
+        raw.write_bytes(records(4, 3).tobytes())
+        subprocess.run(f"cat {raw} >> {m.path / 'new.bin'}", shell=True, check=True)
+        assert os.stat(m / "new.bin").st_size == 7 * RECORD_BYTES
+    assert np.array_equal(zarr.open_array(str(root / "new"))[...], records(0, 7))
+
+
+def test_a_second_mount_never_appends_over_the_first_ones_records(tmp_path):
+    """Two mounts of one store append to one array: the second's write-back finds the stored
+    shape changed, stores nothing (fsync: EIO, one log line naming zarr.json), and the first
+    mount's records stay as written."""
+    root = tmp_path / "g.zarr"
+    make(root, "v3-zstd", count=2)
+    with mounted(root, tmp_path, "grow=all", name="a") as a, mounted(root, tmp_path, "grow=all", name="b") as b:
+        first = os.open(a / "frames.bin", os.O_WRONLY | os.O_APPEND)
+        second = os.open(b / "frames.bin", os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(first, records(2, 2).tobytes())
+            os.fsync(first)
+            os.write(second, records(100, 1).tobytes())
+            with pytest.raises(OSError) as info:
+                os.fsync(second)
+            assert info.value.errno == errno.EIO
+            assert "frames/zarr.json: shape [4, 3, 5] where this mount stored [2, 3, 5]" in b.settled_log()
+            assert np.array_equal(stored(root), records(0, 4))
+        finally:
+            os.close(first)
+            with pytest.raises(OSError):
+                os.close(second)
+    assert np.array_equal(stored(root), records(0, 4))

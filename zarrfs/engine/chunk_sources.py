@@ -138,6 +138,14 @@ class StoreChunks:
         other member kept, as zarr-python's resize writes it; one atomic replacement, conditional on
         an object store on the version read here. StoreError when the stored shape is no longer
         `stored` (another writer resized the array): nothing is written then."""
+        document = self.document_of(stored)
+        document["shape"] = list(shape)
+        self.store.set(self.document_key, json.dumps(document, indent=2).encode())
+
+    def document_of(self, stored: tuple[int, ...]) -> dict:
+        """The array's document as stored now, checked to hold shape `stored` (StoreError
+        otherwise: another writer resized the array, and rows written for the shape this
+        mount knows would land on its records)."""
         raw = self.store.get_versioned(self.document_key, limit=MAX_DOCUMENT)[0]
         try:
             document = json.loads(bytes(raw)) if raw is not None else None
@@ -149,8 +157,7 @@ class StoreChunks:
             raise StoreError(f"{self.document_key}: shape {found} where this mount stored {list(stored)} (another "
                              f"writer changed the array): the records appended here are kept, not stored",
                              errno.EIO)
-        document["shape"] = list(shape)
-        self.store.set(self.document_key, json.dumps(document, indent=2).encode())
+        return document
 
 
 class ShardChunks:

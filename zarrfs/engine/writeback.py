@@ -310,6 +310,8 @@ class WriteBack:
                 # chunks goes first (zarr-python's resize does the same)
                 if shape[:1] < self.stored_shape[:1]:
                     self._publish_shape(source, shape)
+                elif shape != self.stored_shape:  # no record goes where another writer's are
+                    source.document_of(self.stored_shape)
                 source.publish(staged)
                 if shape != self.stored_shape:
                     self._publish_shape(source, shape)
