@@ -28,6 +28,7 @@ from typing import NotRequired, TypedDict
 
 import numpy as np
 
+from zarrfs.engine import growth
 from zarrfs.engine.array import open_array
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.errors import ZarrfsError
@@ -163,6 +164,7 @@ def replay(directory: str, manifest: Manifest, store: Store, force: bool = False
     if not isinstance(meta, ArrayMetadata):  # forced, but a group cannot take an array's pieces
         raise ZarrfsError(f"{manifest['store']}: {key!r} is a group now, not an array")
     array = open_array(store, path, meta, ChunkCache(64 << 20))
+    _grow_for(array, directory, manifest["pieces"], key)
     for record in manifest["pieces"]:
         values = np.load(os.path.join(directory, record["file"]), allow_pickle=False)
         written = np.load(os.path.join(directory, record["written"]), allow_pickle=False) \
@@ -181,6 +183,28 @@ def replay(directory: str, manifest: Manifest, store: Store, force: bool = False
                           f"{partial['bytes']} bytes of a record never completed, from byte {partial['offset']} of "
                           f"the array's .bin file: append them with the rest of that record, then remove the directory")
     return len(manifest["pieces"])
+
+
+def _grow_for(array, directory: str, pieces: list[Piece], key: str) -> None:
+    """Records appended past the stored shape (growth.py) make the array grow to hold them, as
+    the mount would have: the new shape is stored after the records, by the last flush. A piece
+    past dimension 0 of an array that cannot grow, or past another end, is refused."""
+    if not array.shape:
+        return
+    length = array.shape[0]
+    for record in pieces:
+        start = record["start"]
+        shape = np.load(os.path.join(directory, record["file"]), mmap_mode="r", allow_pickle=False).shape
+        if len(start) != len(array.shape) or len(shape) != len(start) or \
+                any(a + n > s for a, n, s in zip(start[1:], shape[1:], array.shape[1:], strict=True)):
+            raise ZarrfsError(f"{key}: a saved piece lies outside the array")
+        length = max(length, start[0] + shape[0])
+    if length > array.shape[0]:
+        why = growth.why_fixed(array)
+        if why is not None:
+            raise ZarrfsError(f"{key}: saved records lie past dimension 0 ({length} > {array.shape[0]}), and the "
+                              f"array cannot grow: {why}")
+        array.resize((length, *array.shape[1:]))
 
 
 def _written_parts(values: np.ndarray, written: np.ndarray | None) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:
