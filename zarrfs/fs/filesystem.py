@@ -303,7 +303,8 @@ class FileSystem:
         """NAME.bin of an array open here: its size as written (records appended, a partial one);
         else, and every view, as the stored metadata says (a growth shows there once stored)."""
         opened = self.arrays.get(entry.node.path) if not entry.view else None
-        if opened is not None and opened.node.path == entry.node.path and not opened.retired:
+        if opened is not None and not opened.retired and (opened.node is entry.node or opened.raw.array.dirty or
+                                                          opened.raw.pending):
             return opened.raw.file_size
         return 0 if entry.node.meta is None else entry.node.meta.nbytes + len(self.hierarchy.prefix(entry))
 

@@ -346,7 +346,22 @@ class Hierarchy:
         directory = self._directory(parts[:-1])
         if directory is None:
             return None
-        return self.entries_of(directory).get(parts[-1])
+        entry = self.entries_of(directory).get(parts[-1])
+        if entry is not None and entry.node.kind == "array" and entry.node.path and \
+                self.store.capabilities.metadata_ttl is not None:
+            entry = self._current(entry)
+        return entry
+
+    def _current(self, entry: Entry) -> Entry:
+        """On a store other machines write, an array's entry with its documents as stored now (as
+        fresh as metadata_ttl): another mount may have grown it, and its group's listing, made
+        from the group's own keys, does not change for that."""
+        fresh = self.node(entry.node.path)
+        if fresh is None or fresh is entry.node or fresh.kind != "array":
+            return entry
+        with self._lock:
+            self._listings.pop(entry.node.path.rpartition("/")[0], None)
+        return replace(entry, node=fresh)
 
     def _directory(self, parts: list[str]) -> Entry | None:
         """The DIR entry at the file-system path made of `parts`, None if there is none. The
