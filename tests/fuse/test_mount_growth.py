@@ -168,6 +168,38 @@ int main(int argc, char **argv) {
     assert np.array_equal(stored(root), records(0, 1000))
 
 
+def test_a_fortran_program_writing_records(tmp_path):
+    """A Fortran program that opens NAME.bin for stream access at its end (position='append')
+    and writes one record at a time: every record arrives."""
+    root = tmp_path / "g.zarr"
+    make(root, "v2-zstd", count=0)
+    source = tmp_path / "append.f90"
+    source.write_text("""
+program append
+  implicit none
+  integer(4) :: record(15)
+  integer :: r, i
+  character(len=4096) :: path
+  call get_command_argument(1, path)
+  open(unit=10, file=trim(path), access='stream', form='unformatted', position='append', &
+       status='old', action='write')
+  do r = 0, 999
+    do i = 1, 15
+      record(i) = (r * 15 + i - 1) * 7 + 1
+    end do
+    write(10) record
+  end do
+  close(10)
+end program append
+""")
+    program = tmp_path / "append"
+    subprocess.run(["gfortran", "-O1", "-o", str(program), str(source)], check=True)
+    with mounted(root, tmp_path) as m:  # dimension 0 stored empty: it grows by default
+        subprocess.run([str(program), str(m / "frames.bin")], check=True)
+        assert os.stat(m / "frames.bin").st_size == 1000 * RECORD_BYTES
+    assert np.array_equal(stored(root), records(0, 1000))
+
+
 def test_a_partial_record_at_close_is_saved_not_stored(tmp_path):
     """A close with a partial record pending fails (EIO, one log line naming the file); the whole
     records are stored, and the partial one's bytes are saved in the recovery directory."""
