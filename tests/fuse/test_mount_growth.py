@@ -15,6 +15,7 @@ from pathlib import Path
 import numcodecs
 import numpy as np
 import pytest
+import tensorstore
 import zarr
 from zarr.codecs import ZstdCodec
 
@@ -83,6 +84,9 @@ def test_appends_grow_the_array(tmp_path, kind):
         assert b"'shape': (13, 3, 5)" in header
         assert json.loads((m / "frames.json").read_bytes())["shape"] == [13, *RECORD]
     assert np.array_equal(stored(root), records(0, 13))
+    driver = "zarr3" if KINDS[kind]["zarr_format"] == 3 else "zarr"  # tensorstore reads it as well
+    spec = {"driver": driver, "kvstore": {"driver": "file", "path": str(root / "frames")}}
+    assert np.array_equal(tensorstore.open(spec).result().read().result(), records(0, 13))
 
 
 def test_which_arrays_grow(tmp_path):
