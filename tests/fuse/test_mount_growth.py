@@ -12,6 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
+import h5py
 import numcodecs
 import numpy as np
 import pytest
@@ -60,6 +61,8 @@ def test_appends_grow_the_array(tmp_path, kind):
     with mounted(root, tmp_path, "grow=all") as m:
         data = m / "frames.bin"
         npy_before = os.stat(m / "frames.npy").st_size
+        with h5py.File(m / "zarr.h5", "r") as h5:  # opened before the growth: the kernel caches it
+            assert h5["frames"].shape == (5, *RECORD)
         fd = os.open(data, os.O_WRONLY)
         try:
             new = records(5, 2).tobytes()
@@ -83,6 +86,8 @@ def test_appends_grow_the_array(tmp_path, kind):
         header = (m / "frames.npy").read_bytes()[:128]
         assert b"'shape': (13, 3, 5)" in header
         assert json.loads((m / "frames.json").read_bytes())["shape"] == [13, *RECORD]
+        with h5py.File(m / "zarr.h5", "r") as h5:
+            assert h5["frames"].shape == (13, *RECORD) and np.array_equal(h5["frames"][...], records(0, 13))
     assert np.array_equal(stored(root), records(0, 13))
     driver = "zarr3" if KINDS[kind]["zarr_format"] == 3 else "zarr"  # tensorstore reads it as well
     spec = {"driver": driver, "kvstore": {"driver": "file", "path": str(root / "frames")}}

@@ -592,8 +592,9 @@ class FileSystem:
 
     def _reshaped(self, opened: OpenArray) -> None:
         """A write-back stored a new shape: the node's metadata is read again, and what the kernel
-        holds of every file showing the array (its views' sizes and headers, the sidecar, group
-        files) is dropped. Not NAME.bin's: the kernel made its size itself, by the writes."""
+        holds of the array's other files (its views' sizes and headers, the sidecar) is dropped.
+        Not NAME.bin's: the kernel made its size itself, by the writes. Group files (zarr.h5)
+        follow as they do any change of a node (group_files.py, at their next open)."""
         path = opened.node.path
         self.hierarchy.changed(path)
         node = self.hierarchy.node(path)
@@ -606,8 +607,6 @@ class FileSystem:
                 view = os.path.join(os.path.dirname(stem), name)
                 if view not in opened.paths or not view.endswith(".bin"):
                     self.kernel.refresh(view)
-            for group_file in self.group_files.above(stem + ".bin", opened.node):
-                self.kernel.refresh(group_file)
 
     def flush(self, fh: int) -> None:
         """close(): write-back of what this handle wrote, so close reports write errors."""
