@@ -60,7 +60,7 @@ def test_appends_grow_the_array(tmp_path, kind):
     more = tmp_path / "more.raw"
     with mounted(root, tmp_path, "grow=all") as m:
         data = m / "frames.bin"
-        npy_before = os.stat(m / "frames.npy").st_size
+        npy_before, tif_before = os.stat(m / "frames.npy").st_size, os.stat(m / "frames.tif").st_size
         with h5py.File(m / "zarr.h5", "r") as h5:  # opened before the growth: the kernel caches it
             assert h5["frames"].shape == (5, *RECORD)
         fd = os.open(data, os.O_WRONLY)
@@ -83,6 +83,7 @@ def test_appends_grow_the_array(tmp_path, kind):
         assert data.read_bytes() == records(0, 13).tobytes()
         assert np.array_equal(stored(root), records(0, 13))  # zarr-python: shape and values
         wait_for(lambda: os.stat(m / "frames.npy").st_size == npy_before + 8 * RECORD_BYTES, what="NAME.npy's size")
+        wait_for(lambda: os.stat(m / "frames.tif").st_size >= tif_before + 8 * RECORD_BYTES, what="NAME.tif's size")
         header = (m / "frames.npy").read_bytes()[:128]
         assert b"'shape': (13, 3, 5)" in header
         assert json.loads((m / "frames.json").read_bytes())["shape"] == [13, *RECORD]
