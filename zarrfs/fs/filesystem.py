@@ -586,6 +586,8 @@ class FileSystem:
         if not growable.marked(self.options.grow, opened.node, self.hierarchy):
             return False
         why = growth.why_fixed(opened.raw.array)
+        if why is None and self.hierarchy.consolidated is not None:  # its copy of the shape would go stale
+            why = "the hierarchy has consolidated metadata, which a growth would leave with the old shape"
         if why is not None:
             log.warning("%s: marked to grow, but does not: %s", opened.node.path or "/", why)
         return why is None
