@@ -35,8 +35,11 @@ class RawFile:
 
     @property
     def file_size(self) -> int:
-        """The file's size as a writer appending to it sees it: whole records and a partial one."""
-        return self.size + len(self.pending)
+        """The file's size as a writer appending to it sees it: whole records and a partial one,
+        taken together (an append that completes a record moves its bytes from one to the other:
+        a size read between would pass the end, and a reader's page past it be zero-filled)."""
+        with self.array.shared.lock:
+            return self.size + len(self.pending)
 
     def read(self, offset: int, size: int) -> bytes:
         """Bytes [offset, offset+size), short at the end of the file, b'' past it."""
