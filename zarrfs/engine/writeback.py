@@ -329,6 +329,8 @@ class WriteBack:
         self._flushing, self._dirty = self._dirty, {}  # this order: see _unflushed
         shards = {c for c in self._dirty_shards if not whole_only or self._view(c).wholly_dirty()}
         self._flushing_shards, self._dirty_shards = shards, self._dirty_shards - shards
+        if self._dirty_shards and self.shape[:1] > self.stored_shape[:1]:
+            self._batch_shape = self.stored_shape  # records in shards left out: the growth waits for them
         for coords in self._flushing_shards:
             self._view(coords).take_batch()
 
