@@ -108,8 +108,37 @@ def bench_layout(layout: str, path: Path, data: np.ndarray, raw: Path, image: Pa
                                           "status=none"], check=True))
         r["zarrfs dd write"] = nbytes / t
     r["zarr-python write"] = nbytes / timed(lambda: zarr.open_array(str(path)).__setitem__(Ellipsis, data))
+    r.update(bench_append(layout, path.parent, data))
     r.update(bench_hdf5(path, nbytes))
     return r
+
+
+def empty_records(root: Path, layout: str, name: str) -> Path:
+    """An array of 1 MiB float32 records with none yet (dimension 0 empty: it grows by default),
+    one record a chunk, 64 a shard."""
+    import zarr
+    path = root / name
+    row = MIB // 4
+    zarr.create_array(str(path), shape=(0, row), dtype="float32", fill_value=0.0, overwrite=True,
+                      **layout_options(layout, (1, row), (64, row)))
+    return path
+
+
+def bench_append(layout: str, root: Path, data: np.ndarray) -> dict:
+    """The same bytes appended in 1 MiB records: through the mount (one write a record to
+    NAME.bin opened for appending, then close, which stores them) and by zarr-python's append."""
+    import zarr
+    records = data.reshape(-1, MIB // 4)
+    path = empty_records(root, layout, f"append-{layout}.zarr")
+    with mount(path) as (bin_path, _):
+        def append_through_mount():
+            with open(bin_path, "ab", buffering=0) as f:
+                for record in records:
+                    f.write(record)
+        t = timed(append_through_mount)
+    z = zarr.open_array(str(empty_records(root, layout, f"append-zarr-{layout}.zarr")))
+    return {"zarrfs append": data.nbytes / t,
+            "zarr-python append": data.nbytes / timed(lambda: [z.append(record[None]) for record in records])}
 
 
 def in_group(path: Path) -> Path:
@@ -286,6 +315,9 @@ ROWS = [
     ("zarrfs dd overwrite + fsync GB/s", lambda r: r["zarrfs dd write"] / GB, "{:.2f}"),
     ("zarr-python write GB/s", lambda r: r["zarr-python write"] / GB, "{:.2f}"),
     ("  / zarr-python (target >= 1.2)", ratio("zarrfs dd write", "zarr-python write"), "{:.2f}x"),
+    ("zarrfs append in 1 MiB records + close GB/s", lambda r: r["zarrfs append"] / GB, "{:.2f}"),
+    ("zarr-python append of the same records GB/s", lambda r: r["zarr-python append"] / GB, "{:.2f}"),
+    ("  / zarr-python (target >= 1.0)", ratio("zarrfs append", "zarr-python append"), "{:.2f}x"),
     ("zarr.h5 dataset via h5py read_direct, cold GB/s", lambda r: r["zarrfs h5py dataset cold read"] / GB, "{:.2f}"),
     ("  / NAME.bin in one read into the same memory (target >= 0.95)",
      ratio("zarrfs h5py dataset cold read", "zarrfs group bin one read"), "{:.2f}x"),

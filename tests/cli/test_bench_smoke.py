@@ -24,7 +24,8 @@ def test_bench_smoke_run(tmp_path):
                 "4 KiB pread p50", "dd overwrite", "peak RSS", "listing 50 arrays, views on", "listing 50 arrays, views=none",
                 "NAME.tif cold read", "/ NAME.bin of the 2-D copy", "listing 50 arrays, views on but tiff", "NAME.tif's cost",
                 "/ best peer", "-o nozerocopy cold read", "-o nozerocopy 4 KiB pread p50",
-                "pages physically next to their successor", "h5py read_direct", "NAME.bin in one read into the same memory"]:
+                "pages physically next to their successor", "h5py read_direct", "NAME.bin in one read into the same memory",
+                "zarrfs append in 1 MiB records", "zarr-python append of the same records"]:
         assert row in result.stdout, row
     assert "2 interleaved rounds" in result.stdout
     ratio = next(line for line in result.stdout.splitlines() if "zarrfs / min(FUSE limit, best peer)" in line)

@@ -43,3 +43,23 @@ def test_a_manifest_whose_zarr_json_is_no_array_is_refused(tmp_path):
     manifest["zarr.json"] = {"zarr_format": 3, "node_type": "group"}
     with pytest.raises(ZarrfsError, match="recovery.json: its zarr.json is not an array's metadata"):
         recovery.replay(saved, manifest, LocalStore(str(root)))
+
+
+def test_records_saved_past_the_stored_shape_grow_the_array(tmp_path):
+    """Records appended through the mount and never stored (growth.py) are saved past the
+    stored shape: the replay grows dimension 0 to hold them, the shape stored after them."""
+    root, _ = saved_piece(tmp_path)
+    document = json.loads((root / "a" / "zarr.json").read_text())
+    saved = recovery.save([str(tmp_path / "recovery")], str(root), "a", document,
+                          [((slice(3, 7),), np.arange(30, 34, dtype="<i4"), None)])
+    assert recovery.replay(saved, recovery.load(saved), LocalStore(str(root))) == 1
+    assert zarr.open_array(str(root / "a"), mode="r")[...].tolist() == [0, 0, 0, 30, 31, 32, 33]
+
+
+def test_a_partial_record_is_kept_for_a_person_not_replayed(tmp_path):
+    root, _ = saved_piece(tmp_path)
+    document = json.loads((root / "a" / "zarr.json").read_text())
+    saved = recovery.save([str(tmp_path / "recovery")], str(root), "a", document, [], (16, b"\x01\x02"))
+    with pytest.raises(ZarrfsError, match="partial-record.bin holds 2 bytes of a record never completed, from byte 16"):
+        recovery.replay(saved, recovery.load(saved), LocalStore(str(root)))
+    assert (tmp_path / "recovery").exists() and zarr.open_array(str(root / "a"), mode="r").shape == (4,)

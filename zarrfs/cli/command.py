@@ -21,6 +21,7 @@ import threading
 from zarrfs.cli import commit, daemon_log, fuse_access
 from zarrfs.cli.help import epilog
 from zarrfs.errors import ZarrfsError
+from zarrfs.fs import growable
 from zarrfs.fs.filesystem import BLKSIZE, Options
 from zarrfs.fs.ownership import Ownership
 from zarrfs.fuse.binding import ZarrFUSE
@@ -129,6 +130,10 @@ def parse_options(words: list[str]) -> tuple[Options, dict, bool]:
             options.previews = True
         elif name == "noxattr":
             options.xattrs = False
+        elif name == "grow":
+            if value not in growable.CHOICES:
+                raise UsageError(f"grow={value!r}: choose all, marked (arrays netCDF marks unlimited) or none")
+            options.grow = value
         elif name == "nozerocopy":
             options.zero_copy = False
         elif name == "header_cache_size":
@@ -186,7 +191,7 @@ def parse_ownership(ownership: Ownership, name: str, value: str) -> Ownership:
 
 # Every option name parse_options takes (the ones mount(8) adds aside): what a typo is matched to.
 OPTION_NAMES = ("ro", "cache_size", "decode_ahead", "dirty_size", *sorted(REMOTE_OPTIONS), "recovery_dir", "log_file",
-                "symlinks", "views", "previews", "noxattr", "nozerocopy", "header_cache_size", "uid", "gid", "umask",
+                "symlinks", "views", "previews", "noxattr", "grow", "nozerocopy", "header_cache_size", "uid", "gid", "umask",
                 "debug", "nonempty", *sorted(FUSE_OPTIONS))
 
 

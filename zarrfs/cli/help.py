@@ -37,6 +37,9 @@ def option_lines(defaults, views, generic: bool = False) -> list[tuple[str, str,
          "(needs Pillow: the previews extra)"),
         ("noxattr", "off", "no extended attributes (user.zarr.*, user.mime_type): a tool that lists every "
          "file's attributes (ls -l of coreutils 9.6 and later) then sends no request per file"),
+        ("grow=all|marked|none", defaults.grow,
+         "which arrays grow along dimension 0 when NAME.bin is appended to or truncated to whole records: "
+         "marked is those NCZarr marks unlimited and those stored with dimension 0 empty (docs/writing.md)"),
         ("nozerocopy", "off", "uncompressed little-endian chunks (the bytes codec alone) are read through the "
          "daemon like any other, not answered from the stored files by libfuse itself"),
         ("header_cache_size=SIZE", format_size(defaults.header_cache_bytes), "header views and listing attributes kept"),

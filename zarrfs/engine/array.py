@@ -424,9 +424,28 @@ class Array:
         """The stored index of shard `coords`, None when the shard is not stored."""
         return self.shard_view(coords).source.index()
 
-    def _open_shard(self, coords) -> "Array":
+    def _shard_shape(self, coords) -> tuple[int, ...]:
+        """The elements of shard `coords` inside the array, from its origin (fewer at the edge)."""
         origin = chunk_origin(self.chunk_shape, coords)
-        shape = [min(s, n - o) for s, n, o in zip(chunk_extent(self.chunk_shape, coords), self.shape, origin, strict=False)]
+        return tuple(max(0, min(s, n - o)) for s, n, o in zip(chunk_extent(self.chunk_shape, coords), self.shape,
+                                                               origin, strict=False))
+
+    def resize(self, shape: tuple[int, ...]) -> None:
+        """The array's shape becomes `shape` (growth.py changes dimension 0), stored with the next
+        flush. Shard views follow: those holding writes are clipped anew at the edge, clean ones
+        are dropped (made again as read). The caller deletes chunks past a shrunk end first."""
+        with self.shared.lock:
+            self.shape = tuple(shape)
+            self.write_back.reshaped(self.shape)
+            for coords in list(self._shards):
+                if not self.write_back.holds_shard(coords):
+                    del self._shards[coords]
+                    continue
+                view = self._shards[coords]
+                view.shape = view.write_back.shape = view.write_back.stored_shape = self._shard_shape(coords)
+
+    def _open_shard(self, coords) -> "Array":
+        shape = self._shard_shape(coords)
         key = self.source.key(coords)
         sharding = self.chain_at(coords).sharding  # on a rectilinear grid, each shard shape has its own
         around = self.source.capabilities

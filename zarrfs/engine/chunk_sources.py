@@ -3,6 +3,8 @@ itself a source of inner chunks over a value of the source around it, so nested 
 no special code. Both carry the capabilities of the store beneath them (stores/contract.py).
 """
 
+import errno
+import json
 import logging
 import math
 import threading
@@ -19,12 +21,13 @@ from zarrfs.codecs.shard_format import EMPTY
 from zarrfs.codecs.stored_bytes import BytesLike
 from zarrfs.engine import read_budget
 from zarrfs.engine.shard_spans import NOT_COVERED, Spans
-from zarrfs.errors import CorruptChunkError, MetadataError, ValueChangedError
+from zarrfs.errors import CorruptChunkError, MetadataError, StoreError, ValueChangedError
 from zarrfs.format.v3 import ArrayMetadata
 from zarrfs.geometry import flat_index
 from zarrfs.stores.contract import Capabilities, Staged, Store
 
 log = logging.getLogger(__name__)
+MAX_DOCUMENT = 16 << 20  # bytes of an array's document read back to change its shape
 SPAN_CHUNKS = 1024  # inner chunks one span may cover: small chunks coalesce too, within bounded work
 
 Encoded = bytes | memoryview  # a stored chunk's bytes: a view where they are part of a larger read (a span)
@@ -67,6 +70,7 @@ class StoreChunks:
         self.store = store
         self.prefix = f"{path}/" if path else ""
         self.encoding = meta.chunk_key_encoding
+        self.document_key = self.prefix + ("zarr.json" if meta.zarr_format == 3 else ".zarray")
         # the most bytes a stored chunk can hold (CodecChain.stored_limit): a server that sends
         # more for one chunk is refused before its bytes are taken (Store contract)
         self.limit = limit
@@ -128,6 +132,32 @@ class StoreChunks:
 
     def discard(self, staged: Sequence[Staged]) -> None:
         self.store.discard(staged)
+
+    def publish_shape(self, stored: tuple[int, ...], shape: tuple[int, ...]) -> None:
+        """Replace the array's document (zarr.json, .zarray) by one whose `shape` is `shape`, every
+        other member kept, as zarr-python's resize writes it; one atomic replacement, conditional on
+        an object store on the version read here. StoreError when the stored shape is no longer
+        `stored` (another writer resized the array): nothing is written then."""
+        document = self.document_of(stored)
+        document["shape"] = list(shape)
+        self.store.set(self.document_key, json.dumps(document, indent=2).encode())
+
+    def document_of(self, stored: tuple[int, ...]) -> dict:
+        """The array's document as stored now, checked to hold shape `stored` (StoreError
+        otherwise: another writer resized the array, and rows written for the shape this
+        mount knows would land on its records)."""
+        raw = self.store.get_versioned(self.document_key, limit=MAX_DOCUMENT)[0]
+        try:
+            document = json.loads(bytes(raw)) if raw is not None else None
+        except ValueError as e:
+            raise StoreError(f"{self.document_key}: not valid JSON ({e}): the new shape is not stored",
+                             errno.EIO) from None
+        if not isinstance(document, dict) or document.get("shape") != list(stored):
+            found = document.get("shape") if isinstance(document, dict) else None
+            raise StoreError(f"{self.document_key}: shape {found} where this mount stored {list(stored)} (another "
+                             f"writer changed the array): the records appended here are kept, not stored",
+                             errno.EIO)
+        return document
 
 
 class ShardChunks:

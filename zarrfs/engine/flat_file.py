@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 import numpy as np
 
 from zarrfs.codecs.stored_bytes import BytesLike
-from zarrfs.engine import read_budget, stored_as_is
+from zarrfs.engine import growth, read_budget, stored_as_is
 from zarrfs.engine.array import Array
 from zarrfs.engine.buffers import malloced
 from zarrfs.engine.decode_ahead import Streams
@@ -30,8 +30,17 @@ class RawFile:
         self.array = array
         self.writable = writable
         self.itemsize = array.dtype.itemsize
-        self.size = math.prod(array.shape) * self.itemsize
+        self.size = math.prod(array.shape) * self.itemsize  # of the array's elements: whole records
+        self.pending = b""  # appended bytes of a record not yet complete (growth.py), after `size`
         self.streams = Streams()  # sequential readers, whose next chunks are decoded ahead
+
+    @property
+    def file_size(self) -> int:
+        """The file's size as a writer appending to it sees it: whole records and a partial one,
+        taken together (an append that completes a record moves its bytes from one to the other:
+        a size read between would pass the end, and a reader's page past it be zero-filled)."""
+        with self.array.shared.lock:
+            return self.size + len(self.pending)
 
     def read(self, offset: int, size: int) -> bytes:
         """Bytes [offset, offset+size), short at the end of the file, b'' past it."""
@@ -39,12 +48,13 @@ class RawFile:
 
     def read_array(self, offset: int, size: int) -> np.ndarray:
         """The same bytes as a uint8 array."""
-        out = np.empty(max(0, min(size, self.size - offset)), "u1")
-        self.read_into(offset, out)
-        return out
+        out = np.empty(max(0, min(size, self.file_size - offset)), "u1")
+        return out[:self.read_into(offset, out)]
 
     def read_into(self, offset: int, out: np.ndarray) -> int:
         """Fill the uint8 array `out` from `offset`; returns the bytes filled (short at the end)."""
+        if self.pending and offset + len(out) > self.size:
+            return self._read_with_pending(offset, out)
         n = min(len(out), self.size - offset)
         if n <= 0 or offset < 0:
             return 0
@@ -52,9 +62,27 @@ class RawFile:
             self._decode_ahead(offset, offset + n)
         return self._fill(offset, out[:n])
 
+    def _read_with_pending(self, offset: int, out: np.ndarray) -> int:
+        """A read that reaches the partial record a writer is appending: the records, then the
+        bytes written of it (a reader of the file sees what was written, as of any file)."""
+        with self.array.shared.lock:  # an append moves bytes from pending into the records
+            size, pending = self.size, self.pending
+            n = max(0, min(len(out), size + len(pending) - offset))
+            inside = max(0, min(n, size - offset))
+            if offset < 0 or not n:
+                return 0
+            if inside:
+                self._fill(offset, out[:inside])
+            start = max(0, offset - size)
+            out[inside:n] = np.frombuffer(pending, "u1")[start:start + n - inside]
+        return n
+
     def read_malloced(self, offset: int, size: int) -> tuple[int, int]:
         """(address, count) of the bytes from `offset` in memory from malloc, the caller's to
         free (replies.py): a whole chunk decoded ahead as it is, else decoded into new memory."""
+        if self.pending and offset + size > self.size:
+            n = max(0, min(size, self.file_size - offset))
+            return malloced(n, lambda out: self.read_into(offset, out))
         n = max(0, min(size, self.size - offset))
         boxes = None  # of whole elements, found once for both ways of answering
         if n >= SPARSE_READ and offset >= 0:
@@ -75,7 +103,7 @@ class RawFile:
         are (stored_as_is.py), the caller's to close; None when they must be decoded."""
         plan = self._stored_layout
         n = min(size, self.size - offset)
-        if plan is None or n <= 0 or offset < 0:
+        if plan is None or n <= 0 or offset < 0 or self.pending and offset + size > self.size:
             return None
         opened = stored_as_is.open_ranges(self.array, plan, offset, n)
         if opened is not None and log.isEnabledFor(logging.DEBUG):
@@ -171,14 +199,71 @@ class RawFile:
             self.array.read_into(box, out[pos:pos + n].reshape(box_shape(box)), sparse, whole)
             pos += n
 
-    def write(self, offset: int, data: BytesLike) -> int:
-        """Write bytes at `offset`; the file never grows, so passing its end raises, writing nothing."""
+    def write(self, offset: int, data: BytesLike, grow: bool = False) -> int:
+        """Write bytes at `offset`. Passing the end raises, writing nothing; unless `grow`: then
+        the write appends records along dimension 0 (growth.py), and keeps a partial one pending."""
         if not self.writable:
             raise ReadOnlyError(f"{self.array.shared.name}: opened read-only")
         data = memoryview(data).cast("B")
+        if grow and offset >= 0 and offset + len(data) > self.size:
+            return self._append(offset, data)
         if offset < 0 or offset + len(data) > self.size:
             raise OutOfBoundsError(f"{self.array.shared.name}: write of {len(data)} bytes at {offset} passes the "
                                    f"end of the {self.size}-byte file")
+        return self._write_bytes(offset, data)
+
+    def _append(self, offset: int, data: memoryview) -> int:
+        """A write past the end: the part inside, then the whole records it completes appended
+        (dimension 0 grows, stored with the next write-back), the rest of a record held pending.
+        A write that starts past the pending bytes would leave a hole: refused."""
+        record = growth.record_nbytes(self.array)
+        with self.array.shared.lock:  # appends, and reads of the pending bytes, one at a time
+            size = self.size
+            if offset > size + len(self.pending):
+                raise OutOfBoundsError(f"{self.array.shared.name}: a write at {offset} would leave a hole after the "
+                                       f"{self.file_size}-byte file (appends start at or before its end)")
+            inside = max(0, size - offset)
+            if inside:
+                self._write_bytes(offset, data[:inside])
+            if self.pending:  # joined with the partial record's bytes (overwriting those it covers)
+                joined = bytearray(self.pending)
+                start = offset + inside - size
+                joined[start:start + len(data) - inside] = data[inside:]
+                tail = memoryview(joined)
+            else:  # the caller's bytes as they are
+                tail = data[inside:]
+            whole = len(tail) - len(tail) % record
+            if whole:
+                self._grow(size, tail[:whole], whole // record)
+            self.pending = bytes(tail[whole:])
+        return len(data)
+
+    def _grow(self, size: int, records: memoryview, count: int) -> None:
+        """`count` records appended after the `size` bytes of the array."""
+        old = self.array.shape
+        self.array.resize((old[0] + count, *old[1:]))
+        try:
+            self._write_bytes(size, records)
+        except BaseException:  # nothing was written (writes check everything first): the shape goes back
+            self.array.resize(old)
+            raise
+        self.resized()
+
+    def truncate(self, length: int) -> None:
+        """The file becomes `length` bytes, a whole number of records (growth.truncate): stored
+        at once. Pending bytes of a partial record are dropped."""
+        record = growth.record_nbytes(self.array)
+        with self.array.shared.lock:
+            self.pending = b""
+        growth.truncate(self.array, length // record)
+        self.resized()
+
+    def resized(self) -> None:
+        """The array's shape changed: the file's size and stored layout follow."""
+        self.size = math.prod(self.array.shape) * self.itemsize
+        self.__dict__.pop("_stored_layout", None)
+
+    def _write_bytes(self, offset: int, data: memoryview) -> int:
         if not data:
             return 0
         end = offset + len(data)

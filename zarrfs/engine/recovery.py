@@ -11,6 +11,9 @@ them into the store once it can take them:
         0.npy, 1.npy...  the pieces: boxes of the array's elements, as written
         0.written.npy... for a piece of which only some elements were written (an object
                          store's chunk written in part), which: a replay writes only those
+        partial-record.bin  the bytes appended of a record never completed (growth.py), and in
+                         recovery.json where they start in NAME.bin: kept for a person to
+                         complete, never written by a replay (they are no whole element row)
 """
 
 import itertools
@@ -25,6 +28,7 @@ from typing import NotRequired, TypedDict
 
 import numpy as np
 
+from zarrfs.engine import growth
 from zarrfs.engine.array import open_array
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.errors import ZarrfsError
@@ -51,8 +55,17 @@ class Piece(TypedDict):
 
 
 # recovery.json: names as names.to_json writes them; "zarr.json" is the array's document
+class PartialRecord(TypedDict):
+    """The bytes of a record never completed: kept, never replayed."""
+
+    file: str
+    offset: int  # where they start in NAME.bin
+    bytes: int
+
+
 Manifest = TypedDict("Manifest", {"store": str | list[int], "array": str | list[int], "zarr.json": dict,
-                                  "zarr_format": object, "pieces": list[Piece], "saved": str})
+                                  "zarr_format": object, "pieces": list[Piece], "saved": str,
+                                  "partial_record": NotRequired[PartialRecord]})
 
 
 def default_directory() -> str:
@@ -63,20 +76,26 @@ def default_directory() -> str:
     return os.path.join(state, "zarrfs", "recovery")
 
 
-def save(directories: list[str], store_root: str, array_path: str, document: dict, pieces: Pieces) -> str:
-    """Save `pieces` ((box, values) pairs) in the first of `directories` that takes them; returns
-    the recovery directory made. Raises OSError when none does."""
+PARTIAL_RECORD = "partial-record.bin"
+
+
+def save(directories: list[str], store_root: str, array_path: str, document: dict, pieces: Pieces,
+         partial: tuple[int, bytes] | None = None) -> str:
+    """Save `pieces` ((box, values) pairs), and `partial` ((its offset in NAME.bin, the bytes of a
+    record never completed), if any) in the first of `directories` that takes them; returns the
+    recovery directory made. Raises OSError when none does."""
     kept = list(pieces)
     errors = []
     for directory in directories:
         try:
-            return _save_in(directory, store_root, array_path, document, kept)
+            return _save_in(directory, store_root, array_path, document, kept, partial)
         except OSError as e:
             errors.append(f"{directory}: {e.strerror or e}")
     raise OSError(f"cannot save recovery data ({'; '.join(errors)})")
 
 
-def _save_in(directory: str, store_root: str, array_path: str, document: dict, pieces: Pieces) -> str:
+def _save_in(directory: str, store_root: str, array_path: str, document: dict, pieces: Pieces,
+             partial: tuple[int, bytes] | None) -> str:
     os.makedirs(directory, mode=0o700, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     label = (array_path or os.path.basename(store_root.rstrip("/")) or "array").replace("/", "_")
@@ -93,6 +112,10 @@ def _save_in(directory: str, store_root: str, array_path: str, document: dict, p
         manifest: Manifest = {"store": to_json(store_root), "array": to_json(array_path), "zarr.json": document,
                     "zarr_format": document.get("zarr_format", 3), "pieces": records,
                     "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        if partial is not None:
+            with open(os.path.join(work, PARTIAL_RECORD), "wb") as f:
+                f.write(partial[1])
+            manifest["partial_record"] = {"file": PARTIAL_RECORD, "offset": partial[0], "bytes": len(partial[1])}
         with open(os.path.join(work, MANIFEST), "w") as f:
             json.dump(manifest, f, indent=1)
             f.flush()
@@ -141,6 +164,7 @@ def replay(directory: str, manifest: Manifest, store: Store, force: bool = False
     if not isinstance(meta, ArrayMetadata):  # forced, but a group cannot take an array's pieces
         raise ZarrfsError(f"{manifest['store']}: {key!r} is a group now, not an array")
     array = open_array(store, path, meta, ChunkCache(64 << 20))
+    _grow_for(array, directory, manifest["pieces"], key)
     for record in manifest["pieces"]:
         values = np.load(os.path.join(directory, record["file"]), allow_pickle=False)
         written = np.load(os.path.join(directory, record["written"]), allow_pickle=False) \
@@ -153,7 +177,34 @@ def replay(directory: str, manifest: Manifest, store: Store, force: bool = False
         if array.shared.dirty_nbytes > 256 << 20:
             array.flush()
     array.flush()
+    partial = manifest.get("partial_record")
+    if partial is not None:  # the directory is kept for it
+        raise ZarrfsError(f"{len(manifest['pieces'])} pieces written and stored; {partial['file']} holds "
+                          f"{partial['bytes']} bytes of a record never completed, from byte {partial['offset']} of "
+                          f"the array's .bin file: append them with the rest of that record, then remove the directory")
     return len(manifest["pieces"])
+
+
+def _grow_for(array, directory: str, pieces: list[Piece], key: str) -> None:
+    """Records appended past the stored shape (growth.py) make the array grow to hold them, as
+    the mount would have: the new shape is stored after the records, by the last flush. A piece
+    past dimension 0 of an array that cannot grow, or past another end, is refused."""
+    if not array.shape:
+        return
+    length = array.shape[0]
+    for record in pieces:
+        start = record["start"]
+        shape = np.load(os.path.join(directory, record["file"]), mmap_mode="r", allow_pickle=False).shape
+        if len(start) != len(array.shape) or len(shape) != len(start) or \
+                any(a + n > s for a, n, s in zip(start[1:], shape[1:], array.shape[1:], strict=True)):
+            raise ZarrfsError(f"{key}: a saved piece lies outside the array")
+        length = max(length, start[0] + shape[0])
+    if length > array.shape[0]:
+        why = growth.why_fixed(array)
+        if why is not None:
+            raise ZarrfsError(f"{key}: saved records lie past dimension 0 ({length} > {array.shape[0]}), and the "
+                              f"array cannot grow: {why}")
+        array.resize((length, *array.shape[1:]))
 
 
 def _written_parts(values: np.ndarray, written: np.ndarray | None) -> Iterator[tuple[tuple[int, ...], np.ndarray]]:

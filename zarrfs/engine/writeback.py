@@ -117,6 +117,11 @@ class WriteBack:
         # what an array is never changes: taken once, for the encoding and the store
         self.shared, self.source, self.chain, self.spec = array.shared, array.source, array.chain, array.spec
         self.shape, self.chunk_shape = array.shape, array.chunk_shape  # not cache_key: forget_stored renews it
+        # the array's shape as its document stores it, and as the batch in flight was written for:
+        # a growth along dimension 0 (growth.py) is stored with the chunks of the batch that made it
+        self.stored_shape = self._batch_shape = array.shape
+        self._deleted: set[tuple] = set()  # chunks (shards) to delete: wholly past a changed end
+        self._deleting: set[tuple] = set()  # those the batch in flight deletes
         self._dirty: dict[tuple, np.ndarray] = {}
         self._flushing: dict[tuple, np.ndarray] = {}  # the batch a flush is encoding: read-only
         self._dirty_shards: set[tuple] = set()
@@ -146,6 +151,7 @@ class WriteBack:
         else:
             self._written_whole.discard(coords)
         self._dirty[coords] = chunk
+        self._deleted.discard(coords)  # written after a shrink deleted it: stored, not deleted
         self.shared.dirty_nbytes += chunk.nbytes
 
     def mark_written(self, part: ChunkPart) -> None:
@@ -155,6 +161,7 @@ class WriteBack:
 
     def shard_written(self, coords: tuple[int, ...]) -> None:
         self._dirty_shards.add(coords)
+        self._deleted.discard(coords)
 
     def holds_shard(self, coords: tuple[int, ...]) -> bool:
         """Shard `coords` has written chunks not stored yet: its view must be kept."""
@@ -232,7 +239,8 @@ class WriteBack:
             self._merge_unmerged()
             with self.shared.lock:
                 self.take_batch(whole_only)
-                if not (self._flushing or self._flushing_shards):
+                if not (self._flushing or self._flushing_shards or self._deleting) and \
+                        self._batch_shape == self.stored_shape:
                     return
             committed, stored = False, frozenset[str]()
             try:
@@ -260,6 +268,10 @@ class WriteBack:
         except BaseException as e:
             error = e
         staged: list[Staged] = []
+        try:
+            staged += [source.stage(coords, None) for coords in self._deleting]
+        except BaseException as e:
+            error = error or e
         for job in jobs:
             try:
                 staged.append(job.result())
@@ -289,18 +301,36 @@ class WriteBack:
     def _commit(self, staged: Sequence[Staged]) -> None:
         """Publish the staged values. Writers go on meanwhile (the batch is read-only, and
         readers find it in _flushing); a read that raced the change retries (see _chunk)."""
+        source, shape = self._stored_values(), self._batch_shape
         with self.shared.commit_lock:
             self.shared.version += 1  # odd: readers retry whatever they read meanwhile
             try:
-                self._stored_values().publish(staged)
+                # a reader of the store sees the old array or the new one: growing, the records
+                # are stored before the shape that shows them; shrinking, the shape that hides the
+                # chunks goes first (zarr-python's resize does the same)
+                if shape[:1] < self.stored_shape[:1]:
+                    self._publish_shape(source, shape)
+                elif shape != self.stored_shape:  # no record goes where another writer's are
+                    source.document_of(self.stored_shape)
+                source.publish(staged)
+                if shape != self.stored_shape:
+                    self._publish_shape(source, shape)
             finally:
                 self._forget_shard_indices()  # stored shards may have changed, even on failure
                 self.shared.version += 1
 
+    def _publish_shape(self, source: StoreChunks, shape: tuple[int, ...]) -> None:
+        source.publish_shape(self.stored_shape, shape)
+        self.stored_shape = shape
+
     def take_batch(self, whole_only: bool = False) -> None:
+        self._batch_shape = self.shape  # the batch's chunks hold what was written for this shape
+        self._deleting, self._deleted = self._deleted, set()
         self._flushing, self._dirty = self._dirty, {}  # this order: see _unflushed
         shards = {c for c in self._dirty_shards if not whole_only or self._view(c).wholly_dirty()}
         self._flushing_shards, self._dirty_shards = shards, self._dirty_shards - shards
+        if self._dirty_shards and self.shape[:1] > self.stored_shape[:1]:
+            self._batch_shape = self.stored_shape  # records in shards left out: the growth waits for them
         for coords in self._flushing_shards:
             self._view(coords).take_batch()
 
@@ -384,6 +414,9 @@ class WriteBack:
             else:
                 self._dirty[coords] = chunk
         self._flushing = {}
+        if not committed:  # deleted again by the next flush, unless written since
+            self._deleted |= {c for c in self._deleting if c not in self._dirty and c not in self._dirty_shards}
+        self._deleting = set()
         for coords in self._flushing_shards:
             shard_committed = committed or self.source.key(coords) in stored
             self._view(coords).end_batch(shard_committed)
@@ -413,8 +446,26 @@ class WriteBack:
 
     @property
     def dirty(self) -> bool:
-        """Some write is not committed yet (or is being committed)."""
-        return bool(self._dirty or self._dirty_shards or self._flushing or self._flushing_shards)
+        """Some write is not committed yet (or is being committed), or a new shape."""
+        return bool(self._dirty or self._dirty_shards or self._flushing or self._flushing_shards or self._deleted
+                    or self._deleting) or self.shape != self.stored_shape
+
+    # a changed shape (growth.py), under shared.lock
+
+    def reshaped(self, shape: tuple[int, ...]) -> None:
+        """The array's shape is now `shape`: stored with the next flush."""
+        self.shape = shape
+
+    def delete(self, coords: set[tuple[int, ...]]) -> None:
+        """Chunks (shards) wholly past a changed end: what is written of them is dropped, and the
+        next flush deletes them from the store."""
+        for c in coords:
+            chunk = self._dirty.pop(c, None)
+            if chunk is not None:
+                self.shared.dirty_nbytes -= chunk.nbytes
+            self._dirty_shards.discard(c)
+            self._written_whole.discard(c)
+        self._deleted |= coords
 
 
 _pool: ThreadPoolExecutor | None = None

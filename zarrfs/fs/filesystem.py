@@ -19,11 +19,12 @@ from typing import NoReturn, Protocol, TypedDict
 
 import numpy as np
 
-from zarrfs.engine import holes, recovery
+from zarrfs.engine import growth, holes, recovery
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.engine.flat_file import RawFile
 from zarrfs.engine.write_bound import DIRTY_LIMIT, AfterWrite, WriteBound
 from zarrfs.errors import AlreadyLoggedError, RoutineError, ZarrfsError
+from zarrfs.fs import growable
 from zarrfs.fs.group_files import GroupFiles
 from zarrfs.fs.hierarchy import (
     DATA,
@@ -75,6 +76,7 @@ class Options:
     zero_copy: bool = True  # READs of stored-as-is bytes answered from the stored files (stored_as_is.py)
     ownership: Ownership = field(default_factory=Ownership)  # -o uid=, gid=, umask=: the owner and modes shown
     icechunk: IcechunkChoice = field(default_factory=IcechunkChoice)  # -o icechunk, branch=, tag=, snapshot=
+    grow: str = "marked"  # -o grow=: which arrays grow along dimension 0 (fs/growable.py)
 
 
 class Attributes(TypedDict):
@@ -210,7 +212,7 @@ class FileSystem:
         self.usage = Usage(self.store, LIFETIME if ttl is None else ttl)  # mtimes, stored sizes
         self.texts = Texts(options.cache_bytes // 4)  # rendered NAME.txt files, within the cache's bound
         self.arrays = OpenArrays(self.store, self.cache, self.usage, options.read_only, options.flush_interval,
-                                 options.recovery_dir)  # arrays open through the mount, and their write-back
+                                 options.recovery_dir, self._reshaped)  # arrays open through the mount, and their write-back
         self.write_bound = WriteBound(options.dirty_limit)
         self._listed: dict[str, tuple[dict, int, list]] = {}  # path -> (listing, hidden files' version, entries shown)
         self.writes = 0  # writes through the file system: attributes listed before them are stale
@@ -304,6 +306,12 @@ class FileSystem:
         return opened is not None and opened.raw.array.dirty
 
     def _data_size(self, entry: Entry) -> int:
+        """NAME.bin of an array open here: its size as written (records appended, a partial one);
+        else, and every view, as the stored metadata says (a growth shows there once stored)."""
+        opened = self.arrays.get(entry.node.path) if not entry.view else None
+        if opened is not None and not opened.retired and (opened.node is entry.node or opened.raw.array.dirty or
+                                                          opened.raw.pending):
+            return opened.raw.file_size
         return 0 if entry.node.meta is None else entry.node.meta.nbytes + len(self.hierarchy.prefix(entry))
 
     def _last_write(self, node: Node) -> float:
@@ -523,10 +531,13 @@ class FileSystem:
         if handle.array.retired:
             refuse(errno.ESTALE, self.node_of(fh))
         file = handle.file
-        if offset >= file.size:
-            refuse(errno.EFBIG, self.node_of(fh))  # the size never changes
-        data = data[:file.size - offset]  # like RLIMIT_FSIZE: the part that fits, then EFBIG
-        written = file.write(offset, data)
+        if self._grows(handle):  # past the end: records appended (growth.py)
+            written = handle.array.raw.write(offset, data, grow=True)
+        else:
+            if offset >= file.size:
+                refuse(errno.EFBIG, self.node_of(fh))  # the size never changes
+            data = data[:file.size - offset]  # like RLIMIT_FSIZE: the part that fits, then EFBIG
+            written = file.write(offset, data)
         self.kernel.wrote(handle.siblings)
         handle.wrote = True
         handle.array.mtime = time.time()
@@ -552,9 +563,63 @@ class FileSystem:
         if read_only_view(entry):
             self._refuse_view(path)
         size = self._data_size(entry)
-        if length != size:
+        if length == size:
+            return
+        opened = self._growing(entry)
+        if opened is None:
             log.warning("%s: refused truncate to %d bytes: an array file keeps its size, %d", path, length, size)
             refuse(errno.EFBIG if length > size else errno.EPERM, path)
+        record = growth.record_nbytes(opened.raw.array)
+        if length % record:
+            log.warning("%s: refused truncate to %d bytes: not a whole number of %d-byte records", path, length, record)
+            refuse(errno.EINVAL, path)
+        opened.paths.add(path)  # its views' cached sizes are dropped when the new shape is stored
+        opened.raw.truncate(length)
+        opened.mtime = time.time()
+        self.writes += 1
+        self.arrays.flush(opened)  # a new shape is stored at once (and shown: _reshaped)
+
+    def _grows(self, handle: Handle) -> bool:
+        """Writes through this handle may append records: NAME.bin of an array that grows."""
+        return handle.file is handle.array.raw and self._growing(handle.entry, handle.array) is not None
+
+    def _growing(self, entry: Entry, opened: OpenArray | None = None) -> OpenArray | None:
+        """The open array NAME.bin `entry` shows, when it grows along dimension 0; else None."""
+        if entry.view or entry.node.meta is None:
+            return None
+        opened = opened or self.arrays.open(entry.node, hold=False)
+        if opened.grows is None:  # decided once per opening of the array
+            opened.grows = self._may_grow(opened)
+        return opened if opened.grows else None
+
+    def _may_grow(self, opened: OpenArray) -> bool:
+        """-o grow and the array's metadata mark it (growable.py), and it can (growth.why_fixed)."""
+        if not growable.marked(self.options.grow, opened.node, self.hierarchy):
+            return False
+        why = growth.why_fixed(opened.raw.array)
+        if why is None and self.hierarchy.consolidated is not None:  # its copy of the shape would go stale
+            why = "the hierarchy has consolidated metadata, which a growth would leave with the old shape"
+        if why is not None:
+            log.warning("%s: marked to grow, but does not: %s", opened.node.path or "/", why)
+        return why is None
+
+    def _reshaped(self, opened: OpenArray) -> None:
+        """A write-back stored a new shape: the node's metadata is read again, and what the kernel
+        holds of the array's other files (its views' sizes and headers, the sidecar) is dropped.
+        Not NAME.bin's: the kernel made its size itself, by the writes. Group files (zarr.h5)
+        follow as they do any change of a node (group_files.py, at their next open)."""
+        path = opened.node.path
+        self.hierarchy.changed(path)
+        node = self.hierarchy.node(path)
+        if node is not None and node.meta is not None:
+            opened.node = node
+        self._listed_stale()
+        stems = {os.path.splitext(p)[0] for p in opened.paths}
+        for stem in sorted(stems):
+            for name in self.hierarchy.file_names(os.path.basename(stem)):
+                view = os.path.join(os.path.dirname(stem), name)
+                if view not in opened.paths or not view.endswith(".bin"):
+                    self.kernel.refresh(view)
 
     def flush(self, fh: int) -> None:
         """close(): write-back of what this handle wrote, so close reports write errors."""
@@ -564,17 +629,30 @@ class FileSystem:
         if handle.wrote:
             self.arrays.flush(handle.array)
             handle.wrote = False
+            self._refuse_partial(handle)
 
     def fsync(self, fh: int) -> None:
         handle = self._handle(fh)
         if handle.array is not None and handle.writable:
             self.arrays.flush(handle.array)
+            self._refuse_partial(handle)
+
+    def _refuse_partial(self, handle: Handle) -> None:
+        """The whole records are stored; a partial one cannot be (it stays pending, and is saved
+        for recovery if no write completes it before the last close)."""
+        raw = handle.array.raw
+        if raw.pending:
+            record = growth.record_nbytes(raw.array)
+            raise ZarrfsError(f"{handle.siblings[0]}: the last {len(raw.pending)} bytes written are a partial record "
+                              f"(records are {record} bytes) and cannot be stored until a write completes it")
 
     def release(self, fh: int) -> None:
         with self._lock:
             handle = self._handles.pop(fh, None)
         if handle is not None and handle.array is not None:
             self.arrays.close(handle.array)
+            if handle.array.raw.pending and not handle.array.handles:  # nobody left to complete it
+                self.arrays.save_partial(handle.array)
         if handle is not None and handle.draft is not None:
             self.edits.release(handle.draft)
         if handle is not None and handle.wrote:  # mmap write-back that came after close()

@@ -363,7 +363,21 @@ class Hierarchy:
             return None
         if entry is None and len(parts) == 1 and NO_TRASH_NAME.match(parts[0]) and directory.node.kind == "group":
             return Entry(NO_TRASH, directory.node, parts[0])
+        if entry is not None and entry.node.kind == "array" and entry.node.path and \
+                self.store.capabilities.metadata_ttl is not None:
+            entry = self._current(entry)
         return entry
+
+    def _current(self, entry: Entry) -> Entry:
+        """On a store other machines write, an array's entry with its documents as stored now (as
+        fresh as metadata_ttl): another mount may have grown it, and its group's listing, made
+        from the group's own keys, does not change for that."""
+        fresh = self.node(entry.node.path)
+        if fresh is None or fresh is entry.node or fresh.kind != "array":
+            return entry
+        with self._lock:
+            self._listings.pop(entry.node.path.rpartition("/")[0], None)
+        return replace(entry, node=fresh)
 
     def shown(self, directory: Entry) -> dict[str, Entry]:
         """The entries of `directory` that are listed: all but the hidden files."""

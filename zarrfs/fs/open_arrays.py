@@ -9,9 +9,10 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from zarrfs.engine import recovery
+from zarrfs.engine import growth, recovery
 from zarrfs.engine.array import open_array
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.engine.flat_file import RawFile
@@ -37,14 +38,20 @@ class OpenArray:
     stored_version: int = 0  # on a remote store: its stored values' fingerprint when opened
     retired: bool = False  # the array was deleted or moved through the mount: its handles are stale
     paths: set = field(default_factory=set)  # the files showing it that were opened: their kernel caches
+    grows: bool | None = None  # False once a write past its end was refused (logged once)
+    shown_shape: tuple = ()  # the shape its node's metadata shows: a write-back that stores another tells
+
+    def __post_init__(self):
+        self.shown_shape = self.raw.array.write_back.stored_shape
 
 
 class OpenArrays:
     """Store path -> OpenArray, for every array open through the mount, and their write-back."""
 
     def __init__(self, store, cache: ChunkCache, usage: Usage, read_only: bool, flush_interval: float,
-                 recovery_dir: str):
+                 recovery_dir: str, reshaped: Callable[[OpenArray], None] = lambda opened: None):
         self.store = store
+        self.reshaped = reshaped  # called after a write-back stored a new shape (growth.py)
         self.cache = cache
         self.usage = usage
         self.read_only = read_only
@@ -172,20 +179,28 @@ class OpenArrays:
             if attempt:
                 time.sleep(1.0)
             self.flush_all()
-            failed = [a for a in self._arrays.values() if a.raw.array.dirty]
-            if not failed:
-                return
+            failed = [a for a in self._arrays.values() if a.raw.array.dirty or a.raw.pending]
+            if not any(a.raw.array.dirty for a in failed):
+                break
         for opened in failed:
             self._save_unstored(opened)
 
     def _save_unstored(self, opened: OpenArray) -> None:
         name = opened.node.path or "/"
         places = [self.recovery_dir, os.path.join(tempfile.gettempdir(), "zarrfs-recovery")]
+        raw = opened.raw
+        partial = (raw.size, raw.pending) if raw.pending else None
         try:
             saved = recovery.save(places, self.store.root, opened.node.path, opened.node.meta.document,
-                                  opened.raw.array.unstored())
+                                  raw.array.unstored() if raw.array.dirty else [], partial)
         except OSError as e:
             log.critical("written data of %s could not be stored, and is lost: %s", name, e)
+            self.unstored.append(name)
+            return
+        if not raw.array.dirty:  # only a record never completed: nothing else is lost
+            log.error("%s: %d bytes of a record never completed (records are %d bytes) were not stored; saved in %s",
+                      name, len(raw.pending), growth.record_nbytes(raw.array), saved)
+            raw.pending = b""
             self.unstored.append(name)
             return
         # an object store is reached again with the mount's options and credentials, never saved
@@ -193,6 +208,26 @@ class OpenArrays:
         log.error("written data of %s could not be stored (%s); saved in %s: replay it with "
                   "`zarrfs-recover %s%s`", name, opened.error, saved, saved, options)
         self.unstored.append(name)
+
+    def save_partial(self, opened: OpenArray) -> None:
+        """The last handle closed with a partial record pending: its bytes are saved for
+        recovery (and logged), the file shows whole records again."""
+        with opened.raw.array.shared.lock:
+            pending, opened.raw.pending = opened.raw.pending, b""
+        if not pending:
+            return
+        name = opened.node.path or "/"
+        record = growth.record_nbytes(opened.raw.array)
+        places = [self.recovery_dir, os.path.join(tempfile.gettempdir(), "zarrfs-recovery")]
+        try:
+            saved = recovery.save(places, self.store.root, opened.node.path, opened.node.meta.document, [],
+                                  (opened.raw.size, pending))
+        except OSError as e:
+            log.error("%s: closed with %d bytes of a record never completed (records are %d bytes), which are lost: "
+                      "%s", name, len(pending), record, e)
+            return
+        log.error("%s: closed with %d bytes of a record never completed (records are %d bytes): not stored; saved "
+                  "in %s", name, len(pending), record, saved)
 
     def _flusher(self) -> None:
         """Write-back: dirty chunks reach the store within a few seconds, or as soon as
@@ -252,6 +287,9 @@ class OpenArrays:
             opened.raw.flush(whole_only)
         finally:
             self.usage.forget(path)
+        if opened.shown_shape != opened.raw.array.write_back.stored_shape:  # the store holds a new shape
+            opened.shown_shape = opened.raw.array.write_back.stored_shape
+            self.reshaped(opened)
         if current:
             try:
                 version = self.usage.of(path).version

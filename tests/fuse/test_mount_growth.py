@@ -1,0 +1,392 @@
+"""Arrays that grow (docs/writing.md, "Appending"): records appended to NAME.bin through the mount
+(pwrite at the end, O_APPEND from the shell, dd, a C program's fwrite), truncate to whole records,
+a partial record at close, kill -9 while appending, a reader while a writer appends; zarr-python
+reads what the mount stored."""
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import h5py
+import numcodecs
+import numpy as np
+import pytest
+import tensorstore
+import zarr
+from zarr.codecs import ZstdCodec
+
+from mounting import mounted, reap, unmount, wait_for
+
+RECORD = (3, 5)  # each record: a 3 x 5 plane of int32, 60 bytes
+RECORD_BYTES = 60
+KINDS = {
+    "v3-uncompressed": dict(zarr_format=3, compressors=None),
+    "v3-zstd": dict(zarr_format=3, compressors=[ZstdCodec(level=1)]),
+    "v3-sharded": dict(zarr_format=3, shards=(4, 3, 5), compressors=[ZstdCodec(level=1)]),
+    "v2-zstd": dict(zarr_format=2, compressors=numcodecs.Zstd(level=1)),
+}
+
+
+def records(first: int, count: int) -> np.ndarray:
+    return (np.arange(first * 15, (first + count) * 15, dtype="<i4") * 7 + 1).reshape(count, *RECORD)
+
+
+def make(root: Path, kind: str, count: int = 5, attributes: dict | None = None) -> None:
+    """Group `root` holding array `frames` of `count` records, chunks of 2 records."""
+    group = zarr.open_group(str(root), mode="w", zarr_format=KINDS[kind]["zarr_format"])
+    options = {k: v for k, v in KINDS[kind].items() if k != "zarr_format"}
+    array = group.create_array("frames", shape=(count, *RECORD), chunks=(2, 3, 5), dtype="<i4", fill_value=-1,
+                               attributes=attributes or {}, **options)
+    if count:
+        array[:] = records(0, count)
+
+
+def stored(root: Path) -> np.ndarray:
+    return zarr.open_array(str(root / "frames"), mode="r")[...]
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_appends_grow_the_array(tmp_path, kind):
+    """pwrite at the end (a partial record first, then the rest of it), `cat >>`, `dd
+    oflag=append conv=notrunc` and Python's append mode: each grows dimension 0 by the records
+    it completes; stat and reads follow at once, the store and the views after close."""
+    root = tmp_path / "g.zarr"
+    make(root, kind)
+    more = tmp_path / "more.raw"
+    with mounted(root, tmp_path, "grow=all") as m:
+        data = m / "frames.bin"
+        npy_before, tif_before = os.stat(m / "frames.npy").st_size, os.stat(m / "frames.tif").st_size
+        with h5py.File(m / "zarr.h5", "r") as h5:  # opened before the growth: the kernel caches it
+            assert h5["frames"].shape == (5, *RECORD)
+        fd = os.open(data, os.O_WRONLY)
+        try:
+            new = records(5, 2).tobytes()
+            assert os.pwrite(fd, new[:25], 5 * RECORD_BYTES) == 25  # a partial record: pending
+            assert os.fstat(fd).st_size == 5 * RECORD_BYTES + 25
+            assert os.pwrite(fd, new[25:], 5 * RECORD_BYTES + 25) == len(new) - 25
+            assert os.fstat(fd).st_size == 7 * RECORD_BYTES
+        finally:
+            os.close(fd)
+        assert stored(root).shape == (7, *RECORD)
+        more.write_bytes(records(7, 3).tobytes())
+        subprocess.run(f"cat {more} >> {data}", shell=True, check=True)
+        more.write_bytes(records(10, 2).tobytes())
+        subprocess.run(["dd", f"if={more}", f"of={data}", "oflag=append", "conv=notrunc", "status=none"], check=True)
+        with open(data, "ab") as f:
+            f.write(records(12, 1).tobytes())
+        assert os.stat(data).st_size == 13 * RECORD_BYTES
+        assert data.read_bytes() == records(0, 13).tobytes()
+        assert np.array_equal(stored(root), records(0, 13))  # zarr-python: shape and values
+        wait_for(lambda: os.stat(m / "frames.npy").st_size == npy_before + 8 * RECORD_BYTES, what="NAME.npy's size")
+        wait_for(lambda: os.stat(m / "frames.tif").st_size >= tif_before + 8 * RECORD_BYTES, what="NAME.tif's size")
+        header = (m / "frames.npy").read_bytes()[:128]
+        assert b"'shape': (13, 3, 5)" in header
+        assert json.loads((m / "frames.json").read_bytes())["shape"] == [13, *RECORD]
+        with h5py.File(m / "zarr.h5", "r") as h5:
+            assert h5["frames"].shape == (13, *RECORD) and np.array_equal(h5["frames"][...], records(0, 13))
+    assert np.array_equal(stored(root), records(0, 13))
+    driver = "zarr3" if KINDS[kind]["zarr_format"] == 3 else "zarr"  # tensorstore reads it as well
+    spec = {"driver": driver, "kvstore": {"driver": "file", "path": str(root / "frames")}}
+    assert np.array_equal(tensorstore.open(spec).result().read().result(), records(0, 13))
+
+
+def test_which_arrays_grow(tmp_path):
+    """By default (grow=marked) an array grows when NCZarr marks its first dimension unlimited,
+    or when dimension 0 is stored empty; others keep their size (EFBIG), and grow=none keeps
+    every size."""
+    root = tmp_path / "g.zarr"
+    group = zarr.open_group(str(root), mode="w", zarr_format=2,
+                            attributes={"_nczarr_group": {"dims": {"time": {"size": 2, "unlimited": 1}, "y": 3}}})
+    for name, dims in (("marked", ["/time", "/y"]), ("fixed", ["/y", "/y"])):
+        array = group.create_array(name, shape=(2, 3), chunks=(1, 3), dtype="<i2",
+                                   attributes={"_nczarr_array": {"dimrefs": dims}})
+        array[:] = 1
+    group.create_array("empty", shape=(0, 3), chunks=(4, 3), dtype="<i2")
+    row = np.array([5, 6, 7], "<i2").tobytes()
+    with mounted(root, tmp_path) as m:
+        for name in ("marked", "empty"):
+            with open(m / f"{name}.bin", "ab") as f:
+                f.write(row)
+        with pytest.raises(OSError) as info, open(m / "fixed.bin", "ab") as f:
+            f.write(row)
+        assert info.value.errno == errno.EFBIG
+    assert zarr.open_array(str(root / "marked"))[:].tolist() == [[1, 1, 1], [1, 1, 1], [5, 6, 7]]
+    assert zarr.open_array(str(root / "empty"))[:].tolist() == [[5, 6, 7]]
+    assert zarr.open_array(str(root / "fixed")).shape == (2, 3)
+    with mounted(root, tmp_path, "grow=none", name="none") as m:
+        with pytest.raises(OSError) as info, open(m / "marked.bin", "ab") as f:
+            f.write(row)
+        assert info.value.errno == errno.EFBIG
+    assert zarr.open_array(str(root / "marked")).shape == (3, 3)
+
+
+@pytest.mark.parametrize("kind", ["v3-zstd", "v3-sharded", "v2-zstd"])
+def test_truncate_to_whole_records(tmp_path, kind):
+    """truncate shrinks dimension 0 (chunks past the end deleted, the edge chunk's old values
+    gone) and grows it with the fill value, storing nothing for it; other sizes: EINVAL."""
+    root = tmp_path / "g.zarr"
+    make(root, kind, count=7)
+    with mounted(root, tmp_path, "grow=all") as m:
+        data = m / "frames.bin"
+        subprocess.run(["truncate", "-s", str(3 * RECORD_BYTES), str(data)], check=True)
+        assert os.stat(data).st_size == 3 * RECORD_BYTES
+        assert np.array_equal(stored(root), records(0, 3))
+        subprocess.run(["truncate", "-s", str(6 * RECORD_BYTES), str(data)], check=True)
+        grown = stored(root)
+        assert grown.shape == (6, *RECORD) and np.array_equal(grown[:3], records(0, 3)) and (grown[3:] == -1).all()
+        assert data.read_bytes() == grown.tobytes()
+        result = subprocess.run(["truncate", "-s", str(6 * RECORD_BYTES + 1), str(data)], capture_output=True)
+        assert result.returncode != 0 and os.stat(data).st_size == 6 * RECORD_BYTES
+        assert "not a whole number of 60-byte records" in m.settled_log()
+    chunk_dir = root / "frames" / ("c" if kind.startswith("v3") else "")
+    names = {p.relative_to(chunk_dir).as_posix() for p in chunk_dir.rglob("*") if p.is_file()}
+    assert not any(n.split("/" if kind.startswith("v3") else ".")[0] in ("2", "3") for n in names - {".zarray",
+                                                                                                    ".zattrs"})
+
+
+def test_a_c_program_fwriting_records(tmp_path):
+    """A C program that fopen(..., "ab")s NAME.bin and fwrites one record at a time (stdio
+    buffers them in 4 KiB writes, which split records): every record arrives, none torn."""
+    root = tmp_path / "g.zarr"
+    make(root, "v3-zstd", count=0)
+    source = tmp_path / "append.c"
+    source.write_text(r'''
+#include <stdio.h>
+#include <stdint.h>
+int main(int argc, char **argv) {
+    FILE *f = fopen(argv[1], "ab");
+    if (!f) { perror("fopen"); return 1; }
+    int32_t record[15];
+    for (int r = 0; r < 1000; r++) {
+        for (int i = 0; i < 15; i++) record[i] = (r * 15 + i) * 7 + 1;
+        if (fwrite(record, sizeof record, 1, f) != 1) { perror("fwrite"); return 1; }
+    }
+    if (fclose(f)) { perror("fclose"); return 1; }
+    return 0;
+}
+''')
+    program = tmp_path / "append"
+    subprocess.run(["gcc", "-O1", "-o", str(program), str(source)], check=True)
+    with mounted(root, tmp_path) as m:  # dimension 0 stored empty: it grows by default
+        subprocess.run([str(program), str(m / "frames.bin")], check=True)
+        assert os.stat(m / "frames.bin").st_size == 1000 * RECORD_BYTES
+    assert np.array_equal(stored(root), records(0, 1000))
+
+
+def test_a_fortran_program_writing_records(tmp_path):
+    """A Fortran program that opens NAME.bin for stream access at its end (position='append')
+    and writes one record at a time: every record arrives."""
+    root = tmp_path / "g.zarr"
+    make(root, "v2-zstd", count=0)
+    source = tmp_path / "append.f90"
+    source.write_text("""
+program append
+  implicit none
+  integer(4) :: record(15)
+  integer :: r, i
+  character(len=4096) :: path
+  call get_command_argument(1, path)
+  open(unit=10, file=trim(path), access='stream', form='unformatted', position='append', &
+       status='old', action='write')
+  do r = 0, 999
+    do i = 1, 15
+      record(i) = (r * 15 + i - 1) * 7 + 1
+    end do
+    write(10) record
+  end do
+  close(10)
+end program append
+""")
+    program = tmp_path / "append"
+    subprocess.run(["gfortran", "-O1", "-o", str(program), str(source)], check=True)
+    with mounted(root, tmp_path) as m:  # dimension 0 stored empty: it grows by default
+        subprocess.run([str(program), str(m / "frames.bin")], check=True)
+        assert os.stat(m / "frames.bin").st_size == 1000 * RECORD_BYTES
+    assert np.array_equal(stored(root), records(0, 1000))
+
+
+def test_a_partial_record_at_close_is_saved_not_stored(tmp_path):
+    """A close with a partial record pending fails (EIO, one log line naming the file); the whole
+    records are stored, and the partial one's bytes are saved in the recovery directory."""
+    root = tmp_path / "g.zarr"
+    make(root, "v3-zstd", count=2)
+    tail = records(3, 1).tobytes()[:17]
+    with mounted(root, tmp_path, "grow=all") as m:
+        fd = os.open(m / "frames.bin", os.O_WRONLY | os.O_APPEND)
+        os.write(fd, records(2, 1).tobytes() + tail)
+        with pytest.raises(OSError) as info:
+            os.close(fd)
+        assert info.value.errno == errno.EIO
+        log = m.settled_log()
+        assert "the last 17 bytes written are a partial record (records are 60 bytes)" in log
+        assert "/frames.bin" in log
+    assert np.array_equal(stored(root), records(0, 3))
+    saved = list((tmp_path / "mnt.recovery").glob("*/partial-record.bin"))
+    assert len(saved) == 1 and saved[0].read_bytes() == tail
+    manifest = json.loads((saved[0].parent / "recovery.json").read_text())
+    assert manifest["partial_record"]["offset"] == 3 * RECORD_BYTES
+
+
+def test_kill_9_while_appending_leaves_the_old_or_the_new_array(tmp_path):
+    """kill -9 while records are appended and fsynced: the store holds a shape some fsync
+    stored (or one after it), and every record that shape shows is the one written."""
+    root = tmp_path / "g.zarr"
+    make(root, "v3-zstd", count=1)
+    with mounted(root, tmp_path, "grow=all") as m:
+        fd = os.open(m / "frames.bin", os.O_WRONLY | os.O_APPEND)
+        for r in range(1, 40):
+            os.write(fd, records(r, 1).tobytes())
+            if r % 5 == 0:
+                os.fsync(fd)
+        m.process.send_signal(signal.SIGKILL)
+        reap(m.process)
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        unmount(m.path)
+    after = stored(root)
+    assert 36 <= after.shape[0] <= 40
+    assert np.array_equal(after, records(0, after.shape[0]))
+    # records stored without the shape that shows them never show later: a truncate grows over
+    # them with the fill value, an append writes its own
+    n = after.shape[0]
+    with mounted(root, tmp_path, "grow=all", name="again") as m:
+        subprocess.run(["truncate", "-s", str((n + 4) * RECORD_BYTES), str(m / "frames.bin")], check=True)
+        with open(m / "frames.bin", "ab") as f:
+            f.write(records(n + 4, 2).tobytes())
+    again = stored(root)
+    assert again.shape == (n + 6, *RECORD) and np.array_equal(again[:n], records(0, n))
+    assert (again[n:n + 4] == -1).all() and np.array_equal(again[n + 4:], records(n + 4, 2))
+
+
+def test_a_reader_sees_records_as_they_are_appended(tmp_path):
+    """A reader process re-reading NAME.bin in a loop while a writer appends 10,000 records one
+    write each: every read shows the records written, in order, never others; the last, all.
+    It reads with O_DIRECT: through the kernel's page cache, a read racing an append may keep
+    zeros for the newest records (docs/writing.md, "Appending": a known limitation)."""
+    root = tmp_path / "g.zarr"
+    make(root, "v3-zstd", count=0)
+    count = 10_000
+    with mounted(root, tmp_path) as m:
+        data = m / "frames.bin"
+        reader = subprocess.Popen([sys.executable, "-c", READER, str(data), str(count * RECORD_BYTES)],
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            assert reader.stdout.readline() == "reading\n"  # its loop runs before the first append
+            with open(data, "ab", buffering=0) as f:
+                for r in range(count):
+                    f.write(records(r, 1).tobytes())
+            out, _ = reader.communicate(timeout=120)
+        finally:
+            reader.kill()
+            reader.wait()
+        sizes = [int(n) for n in out.split()]
+        assert sizes[-1] == count * RECORD_BYTES and sizes == sorted(sizes)
+    assert np.array_equal(stored(root), records(0, count))
+
+
+READER = r'''
+import mmap, os, sys, numpy as np
+path, final = sys.argv[1], int(sys.argv[2])
+seen = []
+print("reading", flush=True)
+while True:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    size = os.fstat(fd).st_size
+    buffer = mmap.mmap(-1, size + 4096)  # page-aligned, as O_DIRECT wants
+    data = bytes(buffer[:os.preadv(fd, [buffer], 0)])
+    os.close(fd)
+    whole = len(data) - len(data) % 60
+    values = np.frombuffer(data[:whole], "<i4")
+    bad = np.flatnonzero(values != np.arange(len(values), dtype="<i4") * 7 + 1)
+    assert not len(bad), f"element {bad[0]} of {len(values)} read as {values[bad[0]]}, {len(bad)} wrong"
+    if not seen or seen[-1] != len(data):
+        seen.append(len(data))
+    if len(data) >= final:
+        break
+print(" ".join(map(str, seen)))
+'''
+
+
+def test_two_appenders_in_one_mount_never_overwrite(tmp_path):
+    """Two processes appending with O_APPEND through one mount: every record written is there once."""
+    root = tmp_path / "g.zarr"
+    make(root, "v3-zstd", count=0)
+    with mounted(root, tmp_path) as m:
+        def append(first):
+            with open(m / "frames.bin", "ab", buffering=0) as f:
+                for r in range(first, first + 200):
+                    f.write(records(r, 1).tobytes())
+        writers = [threading.Thread(target=append, args=(first,)) for first in (0, 1000)]
+        for w in writers:
+            w.start()
+        for w in writers:
+            w.join()
+    got = stored(root).reshape(400, -1)
+    firsts = sorted((got[:, 0] - 1) // 7 // 15)
+    assert firsts == list(range(200)) + list(range(1000, 1200))
+    for row in got:
+        r = (row[0] - 1) // 7 // 15
+        assert np.array_equal(row, records(r, 1).reshape(-1))
+
+
+def test_an_array_made_from_a_sidecar_to_append_to(tmp_path):
+    """A sidecar with shape [0, ...] makes an empty array; `cp frames.raw NAME.bin` then fills it
+    whole and `cat >>` appends: zarr-python reads every record."""
+    root = tmp_path / "g.zarr"
+    zarr.open_group(str(root), mode="w")
+    raw = tmp_path / "frames.raw"
+    raw.write_bytes(records(0, 4).tobytes())
+    with mounted(root, tmp_path) as m:
+        (m / "new.json").write_text(json.dumps({"shape": [0, *RECORD], "dtype": "<i4", "chunk_shape": [2, 3, 5]}))
+        assert os.stat(m / "new.bin").st_size == 0
+        subprocess.run(["cp", str(raw), str(m / "new.bin")], check=True)
+        raw.write_bytes(records(4, 3).tobytes())
+        subprocess.run(f"cat {raw} >> {m.path / 'new.bin'}", shell=True, check=True)
+        assert os.stat(m / "new.bin").st_size == 7 * RECORD_BYTES
+    assert np.array_equal(zarr.open_array(str(root / "new"))[...], records(0, 7))
+
+
+def test_a_second_mount_never_appends_over_the_first_ones_records(tmp_path):
+    """Two mounts of one store append to one array: the second's write-back finds the stored
+    shape changed, stores nothing (fsync: EIO, one log line naming zarr.json), and the first
+    mount's records stay as written."""
+    root = tmp_path / "g.zarr"
+    make(root, "v3-zstd", count=2)
+    with mounted(root, tmp_path, "grow=all", name="a") as a, mounted(root, tmp_path, "grow=all", name="b") as b:
+        first = os.open(a / "frames.bin", os.O_WRONLY | os.O_APPEND)
+        second = os.open(b / "frames.bin", os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(first, records(2, 2).tobytes())
+            os.fsync(first)
+            os.write(second, records(100, 1).tobytes())
+            with pytest.raises(OSError) as info:
+                os.fsync(second)
+            assert info.value.errno == errno.EIO
+            assert "frames/zarr.json: shape [4, 3, 5] where this mount stored [2, 3, 5]" in b.settled_log()
+            assert np.array_equal(stored(root), records(0, 4))
+        finally:
+            os.close(first)
+            with pytest.raises(OSError):
+                os.close(second)
+    assert np.array_equal(stored(root), records(0, 4))
+
+
+def test_no_growth_under_consolidated_metadata(tmp_path):
+    """A hierarchy with consolidated metadata keeps every size (its copy of the shape would go
+    stale for zarr.open_consolidated): EFBIG, and one line saying why."""
+    root = tmp_path / "g.zarr"
+    make(root, "v3-zstd", count=2)
+    zarr.consolidate_metadata(str(root))
+    with mounted(root, tmp_path, "grow=all") as m:
+        with pytest.raises(OSError) as info, open(m / "frames.bin", "ab") as f:
+            f.write(records(2, 1).tobytes())
+        assert info.value.errno == errno.EFBIG
+        assert "frames: marked to grow, but does not: the hierarchy has consolidated metadata" in m.settled_log()
+    assert zarr.open_consolidated(str(root))["frames"].shape == (2, *RECORD) == stored(root).shape

@@ -1,0 +1,80 @@
+"""Arrays that grow and shrink along dimension 0, as netCDF's unlimited (record) dimension does.
+
+A record is one index of dimension 0: the product of the other dimensions times the item size.
+A write past the end of the flat file appends the whole records it completes (RawFile.write with
+`grow`); the bytes of a record not yet complete wait in the file's `pending` bytes until a later
+write completes it, and are never stored. truncate() makes dimension 0 a given number of records,
+as zarr-python's resize does. Either way the new shape reaches the store with the chunks
+(writeback.py): growing, the records before the shape that shows them; shrinking, the shape
+first. So a reader of the store sees the old array or the new one.
+"""
+
+import math
+
+import numpy as np
+
+from zarrfs.engine.array import Array
+from zarrfs.geometry import grid_shape, regular
+
+MAX_RECORD = 64 << 20  # bytes of one record: a partial one is held in memory until completed
+MAX_CLEARED = 1 << 16  # chunks a grown region may find stored (a crash's) and delete, at most
+
+
+def record_nbytes(array: Array) -> int:
+    """Bytes of one index of dimension 0."""
+    return math.prod(array.shape[1:]) * array.dtype.itemsize
+
+
+def why_fixed(array: Array) -> str | None:
+    """Why the array cannot grow or shrink along dimension 0, or None when it can."""
+    if not array.shape:
+        return "a scalar array has no dimension to grow"
+    if not regular(array.chunk_shape):
+        return "its chunk grid is rectilinear"
+    if array.dtype.kind == "O":
+        return "its elements have variable length"
+    record = record_nbytes(array)
+    if not record:
+        return "its records hold no element"
+    if record > MAX_RECORD:
+        return f"its records are {record} bytes, more than the {MAX_RECORD} a partial one may hold in memory"
+    return None
+
+
+def truncate(array: Array, length: int) -> None:
+    """Dimension 0 becomes `length` and is stored at once, as zarr-python's resize does: chunks
+    (shards) wholly past a shrunk end are deleted and the edge chunk is re-encoded with the fill
+    value past the end, so a later growth shows no old values; a grown region stores nothing, and
+    chunks a crash left in it (records stored without the shape that shows them) are deleted."""
+    old = array.shape[0]
+    if length == old:
+        return
+    low, high = min(old, length), max(old, length)
+    rows = array.chunk_shape[0]
+    edge_end = min(high, -(-low // rows) * rows)  # the end of the chunk row holding the new or old end
+    if length > old:
+        array.resize((length, *array.shape[1:]))
+    if low < edge_end:
+        _fill(array, low, edge_end if length > old else min(edge_end, old))
+    first, stop = -(-low // rows), -(-high // rows)
+    count = (stop - first) * math.prod(grid_shape(array.shape[1:], array.chunk_shape[1:]))
+    # a grown region that large is left as stored (only a crash leaves chunks there)
+    past = _chunks_in(array, first, stop) if length < old or count <= MAX_CLEARED else set()
+    with array.shared.lock:
+        array.write_back.delete(past)
+    if length < old:
+        array.resize((length, *array.shape[1:]))
+    array.flush()
+    array.forget_stored()  # chunks cached past the end are stale once it moves back
+
+
+def _fill(array: Array, start: int, stop: int) -> None:
+    """Rows [start, stop) of the array take the fill value."""
+    box = (slice(start, stop), *(slice(0, n) for n in array.shape[1:]))
+    array.write(box, np.full((stop - start, *array.shape[1:]), array.spec.fill_value, array.dtype))
+
+
+def _chunks_in(array: Array, first: int, stop: int) -> set[tuple[int, ...]]:
+    """Coordinates of every chunk (shard) whose index along dimension 0 is in [first, stop)."""
+    others = grid_shape(array.shape[1:], array.chunk_shape[1:])
+    return {(i, *rest) for i in range(first, stop) for rest in np.ndindex(*others)}
