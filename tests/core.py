@@ -154,13 +154,13 @@ def core_of(source, tmp_path, *options, name="core"):
     """The core serving `source` with the -o words `options` (parsed as the command parses
     them; its recovery data in tmp_path), started as a mount starts it; yields a Core. Always
     stopped, which stores every write, as an unmount does."""
-    parsed, _, _ = parse_options(private_places(tmp_path, name, options))
+    parsed, _, debug = parse_options(private_places(tmp_path, name, options))
     log = io.StringIO()
     handler = logging.StreamHandler(log)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     logger = logging.getLogger("zarrfs")
     level = logger.level
-    logger.setLevel(logging.INFO)
+    logger.setLevel(logging.DEBUG if debug else logging.INFO)  # -o debug, as the command sets it
     logger.addHandler(handler)
     try:
         fs = FileSystem(str(source), parsed, HierarchyEdits)
