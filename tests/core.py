@@ -104,6 +104,10 @@ class Core:
         finally:
             self.close(fh)
 
+    def file(self, path: str) -> io.BufferedReader:
+        """`path` open for reading as a Python file (for readers that take one: h5py, tifffile)."""
+        return io.BufferedReader(_OpenFile(self, path), BLKSIZE)
+
     def read_text(self, path: str) -> str:
         return self.read_bytes(path).decode()
 
@@ -147,6 +151,39 @@ class Core:
 
     def removexattr(self, path: str, name: str) -> None:
         self._ask("removexattr", path, self.fs.removexattr, path, name)
+
+
+class _OpenFile(io.RawIOBase):
+    """A file of the core open for reading: preads at a position, closed once."""
+
+    def __init__(self, core: Core, path: str):
+        super().__init__()
+        self.core, self.fh, self.position = core, core.open(path, os.O_RDONLY), 0
+        self.size = core.stat(path)["st_size"]  # after the open, as fstat sees it
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self.core.pread(self.fh, len(buffer), self.position)
+        buffer[:len(data)] = data
+        self.position += len(data)
+        return len(data)
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        self.position = {os.SEEK_SET: 0, os.SEEK_CUR: self.position, os.SEEK_END: self.size}[whence] + offset
+        return self.position
+
+    def tell(self) -> int:
+        return self.position
+
+    def close(self) -> None:
+        if not self.closed:
+            self.core.close(self.fh)
+        super().close()
 
 
 @contextlib.contextmanager
