@@ -50,6 +50,14 @@ class Core:
             return False
         return True
 
+    def access(self, path: str, mode: int) -> bool:
+        """os.access, as the file system answers it (the kernel asks it without default_permissions)."""
+        try:
+            self._ask("access", path, self.fs.access, path, mode)
+        except OSError:
+            return False
+        return True
+
     def listdir(self, path: str = "/") -> list[str]:
         return [name for name, _ in self._ask("readdir", path, self.fs.readdir, path)[2:]]
 
