@@ -32,6 +32,7 @@ from zarrfs.engine.writeback import CONFLICT_RETRIES
 from zarrfs.errors import ReadOnlyError, RefusedError
 from zarrfs.fs.hierarchy import DATA, DIR, DOCUMENT, GROUPFILE, SIDECAR, TEXT, Entry, Hierarchy
 from zarrfs.fs.inodes import inode_number
+from zarrfs.fs.kernel_caching import ENTRY_TIMEOUT
 from zarrfs.fs.open_arrays import OpenArrays
 from zarrfs.fs.ownership import Ownership
 from zarrfs.names import printable
@@ -47,7 +48,7 @@ TRASH = re.compile(r"^\.Trash(-\d+)?$")  # freedesktop.org trash directories
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
 ATTRIBUTE = "user.zarr.attr."
 XATTR_CREATE, XATTR_REPLACE = 1, 2
-GONE_FOR = 30.0  # seconds: the kernel's entry timeout (operations.TIMEOUT)
+GONE_FOR = ENTRY_TIMEOUT  # seconds the kernel may still hold a name it looked up
 FLUSH_WAIT = 30.0  # seconds an unlink or rename waits for a write-back in progress (local stores)
 
 
