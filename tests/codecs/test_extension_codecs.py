@@ -7,6 +7,7 @@ writes back."""
 import gzip
 import itertools
 import json
+import os
 import struct
 import sys
 
@@ -339,26 +340,28 @@ def test_zfp_without_zfpy_is_refused_naming_the_package(monkeypatch):
         chain([{"name": "zfp", "configuration": {"mode": "reversible"}}], "float32", [4])
 
 
-def test_round_trip_through_the_mount(tmp_path):
-    from mounting import mounted
+def test_round_trip_through_the_file_system(tmp_path):
+    from core import core_of
 
     root = tmp_path / "s"
     write_doc(root, "", {"zarr_format": 3, "node_type": "group", "attributes": {}})
     write_doc(root, "packed", array_doc([6], "int4", [4], codecs=[{"name": "packbits"}], fill_value=-1))
     write_doc(root, "maybe", array_doc([300], "uint8", [300], codecs=CONDITIONAL))
-    with mounted(root, tmp_path) as m:
-        assert (m / "packed.bin").read_bytes() == b"\xff" * 6
-        with open(m / "packed.bin", "r+b") as f:
-            f.write(np.array([-8, 7, 3, -2, 0, 1], "i1").tobytes())
-        (m / "maybe.bin").write_bytes(bytes(300))
-        with open(m / "maybe.bin", "r+b") as f:
-            f.write(b"\x05" * 300)
+    with core_of(root, tmp_path) as c:
+        assert c.read_bytes("/packed.bin") == b"\xff" * 6
+        fh = c.open("/packed.bin", os.O_RDWR)
+        c.pwrite(fh, np.array([-8, 7, 3, -2, 0, 1], "i1").tobytes(), 0)
+        c.close(fh)
+        c.write("/maybe.bin", bytes(300))
+        fh = c.open("/maybe.bin", os.O_RDWR)
+        c.pwrite(fh, b"\x05" * 300, 0)
+        c.close(fh)
     assert (root / "packed" / "c" / "0").read_bytes() == bytes.fromhex("78e3")
     assert (root / "packed" / "c" / "1").read_bytes() == bytes.fromhex("10ff")  # the edge chunk whole: fill past the end
     assert (root / "maybe" / "c" / "0").read_bytes()[0] == 1
-    with mounted(root, tmp_path, name="again") as m:
-        assert (m / "packed.bin").read_bytes() == np.array([-8, 7, 3, -2, 0, 1], "i1").tobytes()
-        assert (m / "maybe.bin").read_bytes() == b"\x05" * 300
+    with core_of(root, tmp_path, name="again") as c:
+        assert c.read_bytes("/packed.bin") == np.array([-8, 7, 3, -2, 0, 1], "i1").tobytes()
+        assert c.read_bytes("/maybe.bin") == b"\x05" * 300
 
 
 def _reference_round(x: float, values: list, bits: dict, rounding: str):

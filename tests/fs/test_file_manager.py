@@ -1,5 +1,8 @@
 """What file managers and shells ask besides the bytes: free space (statfs), permissions and
-access checks that tell the truth, and read-only extended attributes that say what an array is."""
+access checks that tell the truth, and read-only extended attributes that say what an array is.
+
+Modes, access and attributes as the file system answers them are asked of the core without a
+mount (core.py); what GIO, df, xdg-mime and getdents show goes through a mount."""
 
 import errno
 import json
@@ -14,6 +17,7 @@ import numpy as np
 import pytest
 import zarr
 
+from core import core_of
 from mounting import mounted
 
 
@@ -65,45 +69,43 @@ def test_a_read_only_mount_has_no_room(store, tmp_path):
         assert os.statvfs(m.path).f_bavail > 0 and "free" in gio_filesystem(m.path)
 
 
-def write_bits(path) -> int:
-    return os.stat(path).st_mode & 0o222
+def write_bits(core, path) -> int:
+    return core.stat(path)["st_mode"] & 0o222
 
 
 def test_modes_and_access_tell_what_works_on_a_writable_mount(store, tmp_path):
-    with mounted(store, tmp_path) as m:
-        for directory in (m.path, m / "raw"):  # groups: entries are created, deleted and renamed
-            assert stat.S_ISDIR(os.stat(directory).st_mode) and write_bits(directory)
-            assert os.access(directory, os.R_OK | os.W_OK | os.X_OK)
-        for name in ("temperature.bin", "temperature.json", "zarr.json"):  # data, attributes
-            assert write_bits(m / name) and os.access(m / name, os.W_OK)
-        for name in ("temperature.mhd",):
-            assert not write_bits(m / name) and not os.access(m / name, os.W_OK)
-            assert os.access(m / name, os.R_OK)
-        assert not os.access(m / "temperature.bin", os.X_OK)
+    with core_of(store, tmp_path) as c:
+        for directory in ("/", "/raw"):  # groups: entries are created, deleted and renamed
+            assert stat.S_ISDIR(c.stat(directory)["st_mode"]) and write_bits(c, directory)
+            assert c.access(directory, os.R_OK | os.W_OK | os.X_OK)
+        for name in ("/temperature.bin", "/temperature.json", "/zarr.json"):  # data, attributes
+            assert write_bits(c, name) and c.access(name, os.W_OK)
+        for name in ("/temperature.mhd",):
+            assert not write_bits(c, name) and not c.access(name, os.W_OK)
+            assert c.access(name, os.R_OK)
+        assert not c.access("/temperature.bin", os.X_OK)
         with pytest.raises(PermissionError):
-            (m / "new.bin").write_bytes(b"")  # arrays are made from .npy files and sidecars
+            c.write("/new.bin", b"")  # arrays are made from .npy files and sidecars
         with pytest.raises(OSError) as raised:
-            os.rename(m / "temperature.bin", m / "t.json")  # a rename keeps the suffix
+            c.rename("/temperature.bin", "/t.json")  # a rename keeps the suffix
         assert raised.value.errno == errno.EINVAL
 
 
 def test_a_read_only_mount_shows_no_write_bits(store, tmp_path):
-    with mounted(store, tmp_path, "ro") as m:
-        for name in ("", "raw", "temperature.bin", "temperature.npy", "temperature.json"):
-            assert not write_bits(m / name)
-            assert not os.access(m / name, os.W_OK)
+    with core_of(store, tmp_path, "ro") as c:
+        for name in ("/", "/raw", "/temperature.bin", "/temperature.npy", "/temperature.json"):
+            assert not write_bits(c, name)
+            assert not c.access(name, os.W_OK)
 
 
 def test_getfattr_lists_what_an_array_is(store, tmp_path):
-    with mounted(store, tmp_path, "ro") as m:
-        out = subprocess.run(["getfattr", "-d", "--absolute-names", str(m / "temperature.bin")],
-                             capture_output=True, text=True, check=True).stdout
-        found = dict(re.findall(r'^(user\.[\w.]+)="(.*)"$', out, re.M))
+    with core_of(store, tmp_path, "ro") as c:
+        found = {name: c.getxattr("/temperature.bin", name).decode() for name in c.listxattr("/temperature.bin")}
         assert set(found) == {"user.zarr.shape", "user.zarr.dtype", "user.zarr.dimension_names",
                               "user.zarr.chunk_shape", "user.zarr.codecs", "user.zarr.attributes",
                               "user.mime_type"}
         assert found["user.mime_type"] == "application/x-zarrfs-raw"
-        value = lambda name: json.loads(os.getxattr(m / "temperature.bin", name))  # noqa: E731
+        value = lambda name: json.loads(c.getxattr("/temperature.bin", name))  # noqa: E731
         assert value("user.zarr.shape") == [30, 40]
         assert value("user.zarr.dtype") == "<f4"
         assert value("user.zarr.dimension_names") == ["y", "x"]
@@ -111,13 +113,13 @@ def test_getfattr_lists_what_an_array_is(store, tmp_path):
         assert value("user.zarr.attributes") == {"units": "K"}
         assert [c["name"] for c in value("user.zarr.codecs")] == [c["name"] for c in
                                                                    zarr.open_array(str(store / "temperature")).metadata.to_dict()["codecs"]]
-        assert os.getxattr(m / "temperature.json", "user.mime_type") == b"application/json"
-        assert json.loads(os.getxattr(m.path, "user.zarr.attributes")) == {"title": "field trip"}
+        assert c.getxattr("/temperature.json", "user.mime_type") == b"application/json"
+        assert json.loads(c.getxattr("/", "user.zarr.attributes")) == {"title": "field trip"}
         with pytest.raises(OSError) as e:
-            os.getxattr(m / "temperature.bin", "user.other")
+            c.getxattr("/temperature.bin", "user.other")
         assert e.value.errno == errno.ENODATA
         with pytest.raises(OSError) as e:
-            os.setxattr(m / "temperature.bin", "user.zarr.shape", b"[1]")
+            c.setxattr("/temperature.bin", "user.zarr.shape", b"[1]")
         assert e.value.errno in (errno.EROFS, errno.EPERM)
 
 

@@ -1,4 +1,6 @@
-"""Writes through the mount: pwrite, mmap, cp, truncate, crashes, full disks, concurrent writers, fio."""
+"""Writes: pwrite, mmap, cp, truncate, crashes, full disks, concurrent writers, fio. What the file
+system does with writes (bytes stored, ENOSPC told, the dirty bound) is asked of the core without
+a mount (core.py); mmap, cp, kill -9, writers in other processes and fio go through a mount."""
 
 import errno
 import os
@@ -10,6 +12,7 @@ import numpy as np
 import pytest
 import zarr
 
+from core import core_of
 from helpers import fill_disk
 from mount_data import flat
 from mounting import fsynced_writes_then_kill_9, mounted, wait_for
@@ -44,9 +47,9 @@ def test_random_pwrites_reach_the_store(tmp_path):
     root = tmp_path / "data.zarr"
     arrays = build_arrays(root, rng)
     models = {name: bytearray(zarr_bytes(path)) for name, path in arrays.items()}
-    with mounted(root, tmp_path) as m:
+    with core_of(root, tmp_path) as c:
         for name, model in models.items():
-            fd = os.open(m / f"{name}.bin", os.O_RDWR)
+            fh = c.open(f"/{name}.bin", os.O_RDWR)
             try:
                 for i in range(12):
                     offset = int(rng.integers(0, len(model)))
@@ -54,13 +57,13 @@ def test_random_pwrites_reach_the_store(tmp_path):
                     data = data[:len(model) - offset]
                     if name.endswith("bool"):
                         data = bytes(b & 1 for b in data)
-                    assert os.pwrite(fd, data, offset) == len(data)
+                    assert c.pwrite(fh, data, offset) == len(data)
                     model[offset:offset + len(data)] = data
                     if i % 5 == 0:
-                        os.fsync(fd)
-                assert os.pread(fd, len(model), 0) == bytes(model)  # seen at once
+                        c.fsync(fh)
+                assert c.pread(fh, len(model), 0) == bytes(model)  # seen at once
             finally:
-                os.close(fd)
+                c.close(fh)
     for name, path in arrays.items():
         assert zarr_bytes(path) == bytes(models[name]), name
 
@@ -144,24 +147,24 @@ def test_full_disk_fails_with_enospc_keeps_the_store_and_loses_nothing(tmp_path,
     original = np.random.default_rng(16).integers(0, 256, (64, 1024), dtype=np.uint8)
     z[...] = original
     fill_disk(tiny_tmpfs / "filler")
-    with mounted(root, tmp_path) as m:
-        fd = os.open(m / "a.zarr.bin", os.O_RDWR)
-        os.pwrite(fd, b"\x02" * (64 * 1024), 0)
+    with core_of(root, tmp_path) as c:
+        fh = c.open("/a.zarr.bin", os.O_RDWR)
+        c.pwrite(fh, b"\x02" * (64 * 1024), 0)
         with pytest.raises(OSError) as info:
-            os.fsync(fd)
+            c.fsync(fh)
         assert info.value.errno == errno.ENOSPC
         with pytest.raises(OSError) as info:
-            os.close(fd)
+            c.close(fh)
         assert info.value.errno == errno.ENOSPC
         assert (np.asarray(zarr.open_array(str(root))[...]) == original).all()  # the store as it was
         # Nothing left behind: the background write-back tries again every 2 s, and a try holds a
         # temporary file for as long as its write takes, so look for a moment between tries.
         wait_for(lambda: not list(root.rglob(".zarrfs-tmp-*")), timeout=10, what="no temporary files")
-        assert "No space left on device" in m.log()
+        assert "No space left on device" in c.log()
         os.unlink(tiny_tmpfs / "filler")  # room again: the data kept in memory is written
-        fd = os.open(m / "a.zarr.bin", os.O_RDWR)
-        os.fsync(fd)
-        os.close(fd)
+        fh = c.open("/a.zarr.bin", os.O_RDWR)
+        c.fsync(fh)
+        c.close(fh)
     assert (np.asarray(zarr.open_array(str(root))[...]) == 2).all()
 
 
@@ -169,18 +172,18 @@ def test_a_failed_background_write_back_is_reported_at_the_next_fsync(tmp_path, 
     root = tiny_tmpfs / "a.zarr"
     zarr.create_array(str(root), shape=(64 * 1024,), chunks=(16 * 1024,), dtype="uint8", compressors=None)
     fill_disk(tiny_tmpfs / "filler")
-    with mounted(root, tmp_path) as m:
-        fd = os.open(m / "a.zarr.bin", os.O_RDWR)
+    with core_of(root, tmp_path) as c:
+        fh = c.open("/a.zarr.bin", os.O_RDWR)
         try:
-            os.pwrite(fd, b"\x03" * 4096, 0)
-            wait_for(lambda: "write-back of" in m.log(), what="the background write-back to fail")
+            c.pwrite(fh, b"\x03" * 4096, 0)
+            wait_for(lambda: "write-back of" in c.log(), what="the background write-back to fail")
             os.unlink(tiny_tmpfs / "filler")  # a retry would succeed now; the failure must still be told
             with pytest.raises(OSError) as info:
-                os.fsync(fd)
+                c.fsync(fh)
             assert info.value.errno == errno.ENOSPC
-            os.fsync(fd)  # told once; the data was kept and now reaches the store
+            c.fsync(fh)  # told once; the data was kept and now reaches the store
         finally:
-            os.close(fd)
+            c.close(fh)
     assert (np.asarray(zarr.open_array(str(root))[:4096]) == 3).all()
 
 
@@ -217,18 +220,18 @@ def test_a_long_write_is_written_back_while_it_goes_on(tmp_path):
     zarr.create_array(str(root), shape=(1 << 20,), chunks=(1 << 14,), shards=(1 << 18,), dtype="<f4", fill_value=0)
     values = np.random.default_rng(5).random(1 << 20, dtype=np.float32)
     block = 64 << 10
-    with mounted(root, tmp_path, "dirty_size=256K") as m:
-        fd = os.open(m / "a.zarr.bin", os.O_WRONLY)
+    with core_of(root, tmp_path, "dirty_size=256K") as c:
+        fh = c.open("/a.zarr.bin", os.O_WRONLY)
         try:
             for offset in range(0, values.nbytes // 2, block):
-                assert os.pwrite(fd, values.view("u1")[offset:offset + block], offset) == block
+                assert c.pwrite(fh, values.view("u1")[offset:offset + block].tobytes(), offset) == block
             first_shard = np.asarray(zarr.open_array(str(root))[:1 << 18])  # 1 MiB: already stored
             assert np.array_equal(first_shard, values[:1 << 18])
             for offset in range(values.nbytes // 2, values.nbytes, block):
-                assert os.pwrite(fd, values.view("u1")[offset:offset + block], offset) == block
+                assert c.pwrite(fh, values.view("u1")[offset:offset + block].tobytes(), offset) == block
         finally:
-            os.close(fd)
-        assert np.array_equal(np.fromfile(m / "a.zarr.bin", "<f4"), values)
+            c.close(fh)
+        assert np.array_equal(np.frombuffer(c.read_bytes("/a.zarr.bin"), "<f4"), values)
     assert np.array_equal(zarr.open_array(str(root))[...], values)
 
 

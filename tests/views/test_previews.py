@@ -1,7 +1,10 @@
 """-o previews: NAME.png of the first plane, at most 512 px, scaled to the robust range, NaN and
 infinities in colours of their own, north up, read chunk by chunk within a decode budget (from
 evenly spaced chunks when the plane is larger), from the coarsest OME-Zarr level that still has
-the preview's size, kept per version."""
+the preview's size, kept per version.
+
+Asked of the core without a mount (core.py), but for a write through a mount, whose new
+preview the kernel must see."""
 
 import io
 import os
@@ -12,6 +15,7 @@ import pytest
 import zarr
 from PIL import Image
 
+from core import core_of
 from mounting import mounted
 
 NAN = (255, 0, 255)
@@ -28,9 +32,11 @@ def expected_gray(values: np.ndarray) -> np.ndarray:
     return rgb
 
 
-def png(path) -> np.ndarray:
-    data = path.read_bytes()
-    assert len(data) == os.stat(path).st_size
+def png(path, core=None) -> np.ndarray:
+    """The image of NAME.png at `path`: a path in a mount, or one of `core`."""
+    data, size = (path.read_bytes(), os.stat(path).st_size) if core is None else \
+        (core.read_bytes(path), core.stat(path)["st_size"])
+    assert len(data) == size
     image = Image.open(io.BytesIO(data))
     assert image.format == "PNG" and image.mode == "RGB"
     return np.asarray(image)
@@ -60,25 +66,25 @@ def store(tmp_path_factory):
 
 def test_a_preview_is_the_first_plane_strided_and_scaled(store, tmp_path):
     root, field, _ = store
-    with mounted(root, tmp_path, "ro,previews") as m:
-        gray = png(m / "field.png")
+    with core_of(root, tmp_path, "ro,previews") as c:
+        gray = png("/field.png", c)
         assert gray.shape == (500, 350, 3)  # stride 2: at most 512 px
         assert np.array_equal(gray, expected_gray(field[::2, ::2]))
         missing = np.isnan(field[::2, ::2])
         assert (gray[missing] == NAN).all() and not (gray[~missing] == NAN).all(axis=-1).any()
-        assert os.getxattr(m / "field.png", "user.mime_type") == b"image/png"
-        assert not (m / "line.png").exists()  # one dimension: nothing to show
-        assert oct(os.stat(m / "field.png").st_mode & 0o777) == "0o444"
+        assert c.getxattr("/field.png", "user.mime_type") == b"image/png"
+        assert not c.exists("/line.png")  # one dimension: nothing to show
+        assert oct(c.stat("/field.png")["st_mode"] & 0o777) == "0o444"
 
 
 def test_a_preview_decodes_only_the_chunks_of_its_sample(store, tmp_path):
     root, _, _ = store
-    with mounted(root, tmp_path, "ro,previews,debug") as m:
-        gray = png(m / "stack.png")
+    with core_of(root, tmp_path, "ro,previews,debug") as c:
+        gray = png("/stack.png", c)
         assert gray.shape == (512, 512, 3)
         sample = (np.arange(2048 * 2048) % 251).reshape(2048, 2048)[::4, ::4]
         assert np.array_equal(gray, expected_gray(sample))
-    decoded = re.findall(r"decoded stack chunk (\S+)", m.log())
+    decoded = re.findall(r"decoded stack chunk (\S+)", c.log())
     assert sorted(decoded) == sorted(f"stack/c/0/{i}/{j}" for i in range(4) for j in range(4))
 
 
@@ -87,18 +93,18 @@ def test_each_multiscale_level_is_previewed_at_its_own_size(store, tmp_path):
     full levels from level 3, the 256 px level from itself. Every level was drawn from the
     coarsest, a speck, before."""
     root, _, levels = store
-    with mounted(root, tmp_path, "ro,previews,debug") as m:
-        full = png(m / "image" / "0.png")
+    with core_of(root, tmp_path, "ro,previews,debug") as c:
+        full = png("/image/0.png", c)
         assert np.array_equal(full, expected_gray(levels[3]))
-        assert (m / "image" / "0.png").read_bytes() == (m / "image" / "1.png").read_bytes()
-        assert np.array_equal(png(m / "image" / "4.png"), expected_gray(levels[4]))
-    assert not re.search(r"decoded image/[012] ", m.log())
+        assert c.read_bytes("/image/0.png") == c.read_bytes("/image/1.png")
+        assert np.array_equal(png("/image/4.png", c), expected_gray(levels[4]))
+    assert not re.search(r"decoded image/[012] ", c.log())
 
 
 def test_no_previews_unless_asked(store, tmp_path):
     root, _, _ = store
-    with mounted(root, tmp_path, "ro") as m:
-        assert not (m / "field.png").exists()
+    with core_of(root, tmp_path, "ro") as c:
+        assert not c.exists("/field.png")
 
 
 def test_a_write_through_the_mount_makes_a_new_preview(tmp_path):
@@ -139,10 +145,10 @@ def test_an_array_over_the_budget_is_previewed_from_evenly_spaced_chunks(tmp_pat
     values = np.random.default_rng(1).normal(0, 1, (2048, 2048)).astype("float32")
     root = tmp_path / "store"
     zarr.create_array(str(root), shape=values.shape, chunks=(256, 256), dtype="float32")[...] = values
-    with mounted(root, tmp_path, "ro,previews,debug") as m:
-        gray = png(m / "store.png")
+    with core_of(root, tmp_path, "ro,previews,debug") as c:
+        gray = png("/store.png", c)
     the_plan = preview.plan(Hierarchy(LocalStore(str(root)), ()).node("").meta)
-    decoded = set(re.findall(r"decoded / chunk (\S+)", m.log()))  # a root array
+    decoded = set(re.findall(r"decoded / chunk (\S+)", c.log()))  # a root array
     assert 0 < len(decoded) <= preview.BUDGET // (256 * 256 * 4)
     rows = {int(k.split("/")[-2]) for k in decoded}
     assert min(rows) == 0 and max(rows) == 7  # the whole plane is spanned
@@ -163,9 +169,9 @@ def test_north_is_up_where_the_georeference_says_latitude_ascends(tmp_path):
                            attributes={"units": "degrees_north"})[...] = lat
         group.create_array("lon", shape=(180,), chunks=(180,), dtype="float64", dimension_names=["lon"],
                            attributes={"units": "degrees_east"})[...] = np.arange(-179.0, 180.0, 2.0)
-        with mounted(root, tmp_path, "ro,previews", name=f"mnt-{order}") as m:
-            gray = png(m / "sst.png")[..., 0].astype(int)
-            assert "<GeoTransform>" in (m / "sst.vrt").read_text()
+        with core_of(root, tmp_path, "ro,previews", name=f"core-{order}") as c:
+            gray = png("/sst.png", c)[..., 0].astype(int)
+            assert "<GeoTransform>" in c.read_text("/sst.vrt")
         first_row_is_north = gray[0].mean() > gray[-1].mean() if order == "ascending" else \
             gray[0].mean() < gray[-1].mean()
         assert first_row_is_north, order

@@ -1,6 +1,8 @@
 """zarr.h5 and zarr.nc (the hdf5 view), opened through a real mount by h5py, netCDF4, h5netcdf,
 xarray and Debian's ncdump, h5dump and h5ls: every array of every data type in 2-D to 5-D,
-sharded, with fill-value holes, v2 and v3, reads exactly as zarr-python reads it."""
+sharded, with fill-value holes, v2 and v3, reads exactly as zarr-python reads it. Which files
+-o views makes, and what h5py reads of a file alone, are asked of the core without a mount
+(core.py)."""
 
 import errno
 import json
@@ -18,6 +20,7 @@ import pytest
 import xarray as xr
 import zarr
 
+from core import core_of
 from mounting import mounted
 from zarr_layouts import NUMERIC, random_values
 
@@ -302,8 +305,8 @@ def test_writes_below_the_group_show_in_its_file_and_new_arrays_in_its_layout(tm
 
 def test_views_none_and_views_without_hdf5_show_no_group_files(stores, tmp_path):
     for i, views in enumerate(("views=none", "views=npy", "views=hdf5")):
-        with mounted(stores["v2"][0], tmp_path, "ro", views, name=f"m{i}") as m:
-            names = set(os.listdir(m.path))
+        with core_of(stores["v2"][0], tmp_path, "ro", views, name=f"core{i}") as c:
+            names = set(c.listdir())
             assert ("zarr.h5" in names) == (views == "views=hdf5"), views
             assert ("a_f8.npy" in names) == (views == "views=npy"), views
 
@@ -373,7 +376,7 @@ def test_an_array_named_as_the_complex_type_keeps_its_name(tmp_path):
     g = zarr.open_group(str(store), mode="w")
     for name, dtype in (("a", "c8"), ("complex64", "i2")):  # the type is committed first, at the root
         g.create_array(name, shape=(2,), chunks=(2,), dtype=dtype)[...] = [1, 2]
-    with mounted(store, tmp_path, "ro") as m, h5py.File(m / "zarr.h5", "r") as f:
+    with core_of(store, tmp_path, "ro") as c, c.file("/zarr.h5") as file, h5py.File(file, "r") as f:
         assert list(f["complex64"][...]) == [1, 2] and list(f["a"][...]) == [1, 2]
         assert isinstance(f["complex64_type"], h5py.Datatype)
 
@@ -390,12 +393,12 @@ def test_a_large_dataset_streams_from_an_aligned_offset(tmp_path):
     values = np.random.default_rng(2).normal(size=(1024, 1000)).astype("f4")
     values[512:] = -1.0  # its second shard is never stored: a hole of fill values
     big[:512] = values[:512]
-    with mounted(store, tmp_path, "ro") as m:
-        with h5py.File(m / "zarr.h5", "r") as f:
+    with core_of(store, tmp_path, "ro") as c:
+        with c.file("/zarr.h5") as file, h5py.File(file, "r") as f:
             offset = f["big"].id.get_offset()
             assert offset % (1 << 20) == 0
             np.testing.assert_array_equal(f["big"][...], values)
             assert list(f["a_small"][...]) == list(range(10))
-        with open(m / "zarr.h5", "rb") as f:  # 1 MiB reads, each within the dataset
+        with c.file("/zarr.h5") as f:  # 1 MiB reads, each within the dataset
             f.seek(offset)
-            assert f.read(values.nbytes) == (m / "big.bin").read_bytes()
+            assert f.read(values.nbytes) == c.read_bytes("/big.bin")

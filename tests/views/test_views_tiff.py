@@ -2,7 +2,8 @@
 imageio for every data type TIFF holds, 2-D to 5-D, v2 and v3, sharded, with fill-value holes,
 and read as zarr-python reads the store; ImageJ hyperstack and OME-TIFF metadata; read-only,
 and coherent with NAME.bin. The header's layout itself (strips, BigTIFF, a header made on
-demand) is checked without a mount, with tifffile as the oracle."""
+demand) is checked without a mount, with tifffile as the oracle, and so are the header read
+alone, renames through the view and -o views (core.py)."""
 
 import errno
 import io
@@ -20,6 +21,7 @@ import tifffile
 import zarr
 from PIL import Image
 
+from core import core_of
 from mounting import mounted
 from tiff_data import IMAGEJ, NAMES, OME_AXES, SHAPES, values_of
 from zarr_layouts import NUMERIC
@@ -251,15 +253,15 @@ def test_reading_the_header_decodes_no_chunk(tmp_path):
         dimension_names=("y", "x"))
     z[...] = 7
     (root / "big" / "c" / "0" / "0").write_bytes(b"not gzip" * 1000)
-    with mounted(root, tmp_path, "ro") as m:
-        with tifffile.TiffFile(m / "big.tif") as tif:
+    with core_of(root, tmp_path, "ro") as c:
+        with c.file("/big.tif") as f, tifffile.TiffFile(f) as tif:
             page = tif.pages[0]
             assert tif.series[0].shape == (1024, 1024) and tif.is_ome
-            assert "c/0/0" not in m.settled_log()
+            assert "c/0/0" not in c.log()
             with pytest.raises(OSError) as info:
                 page.asarray()
         assert info.value.errno == errno.EIO
-        assert "c/0/0" in m.settled_log()
+        assert "c/0/0" in c.log()
 
 
 def test_a_write_to_the_bin_drops_the_tif_pages(tmp_path):
@@ -307,18 +309,18 @@ def test_past_4_gib_the_tif_is_a_bigtiff_of_several_strips_a_page(tmp_path):
 def test_mv_of_the_tif_renames_the_array(tmp_path):
     root = tmp_path / "r.zarr"
     zarr.open_group(str(root), mode="w").create_array("a", shape=(2, 3), chunks=(2, 3), dtype="uint8")[...] = 5
-    with mounted(root, tmp_path) as m:
-        os.rename(m / "a.tif", m / "b.tif")
-        assert {"b.bin", "b.tif", "b.npy"} <= set(os.listdir(m.path)) and not (m / "a.tif").exists()
-        assert np.array_equal(tifffile.imread(m / "b.tif"), np.full((2, 3), 5, "u1"))
+    with core_of(root, tmp_path) as c:
+        c.rename("/a.tif", "/b.tif")
+        assert {"b.bin", "b.tif", "b.npy"} <= set(c.listdir()) and not c.exists("/a.tif")
+        assert np.array_equal(tifffile.imread(io.BytesIO(c.read_bytes("/b.tif"))), np.full((2, 3), 5, "u1"))
     assert zarr.open_array(str(root / "b"))[1, 2] == 5
 
 
 def test_views_option_chooses_the_tif(store, tmp_path):
-    with mounted(store[0], tmp_path, "ro,views=tiff") as m:
-        assert sorted(os.listdir(m.path))[:4] == ["bool_2d.bin", "bool_2d.json", "bool_2d.tif", "bool_3d.bin"]
-    with mounted(store[0], tmp_path, "ro,views=npy") as m:
-        assert not [n for n in os.listdir(m.path) if n.endswith(".tif")]
+    with core_of(store[0], tmp_path, "ro,views=tiff") as c:
+        assert sorted(c.listdir())[:4] == ["bool_2d.bin", "bool_2d.json", "bool_2d.tif", "bool_3d.bin"]
+    with core_of(store[0], tmp_path, "ro,views=npy", name="npy") as c:
+        assert not [n for n in c.listdir() if n.endswith(".tif")]
 
 
 # the header without a mount: tifffile as the oracle

@@ -41,6 +41,7 @@ from zarrfs.fs.hierarchy import (
     read_only_view,
 )
 from zarrfs.fs.inodes import entry_key, inode_number
+from zarrfs.fs.kernel_caching import KernelCaching, kernel_caching
 from zarrfs.fs.open_arrays import OpenArray, OpenArrays
 from zarrfs.fs.ownership import Ownership
 from zarrfs.fs.stored_usage import LIFETIME, Usage
@@ -249,6 +250,10 @@ class FileSystem:
     def stop(self) -> None:
         """Serving ends: the flusher stops, then every write is stored (or saved for recovery)."""
         self.arrays.stop()
+
+    def kernel_caching(self) -> KernelCaching:
+        """How long the kernel may keep attributes, names and pages of this store's files."""
+        return kernel_caching(self.store.capabilities)
 
     # metadata
 

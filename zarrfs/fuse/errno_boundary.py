@@ -1,14 +1,14 @@
 """The errno boundary of the FUSE methods: every exception becomes an errno the kernel passes on.
 
-No EIO leaves it unexplained: each one it returns has a log line naming the file (or the node
-of an open file) and the cause, written here unless the code that refused wrote it already
-(AlreadyLoggedError)."""
+Which errno, and the log line each EIO gets, the core decides (fs/errno_answers.py), so that a
+test of the core without a mount sees the same answers; here only the adapter's own refusals
+(FuseOSError, raised by the binding's replies) are told apart."""
 
 import errno
 import functools
 import logging
 
-from zarrfs.errors import AlreadyLoggedError, CorruptChunkError, RoutineError, ZarrfsError
+from zarrfs.fs.errno_answers import errno_of
 from zarrfs.fuse.libfuse import mfusepy
 
 log = logging.getLogger(__name__)
@@ -26,23 +26,8 @@ def errno_boundary(method):
             if e.errno == errno.EIO:  # raised without a cause: say at least where
                 log.error("%s %s: input/output error", method.__name__, subject(self, args))
             raise
-        except AlreadyLoggedError as e:  # its line was written where it was found
-            raise mfusepy.FuseOSError(e.errno) from None
-        except RoutineError as e:  # an expected answer (no such attribute...): nothing to log
-            if e.errno == errno.EIO:
-                log.error("%s %s: %s", method.__name__, subject(self, args), e)
-            raise mfusepy.FuseOSError(e.errno) from None
-        except ZarrfsError as e:
-            level = logging.ERROR if isinstance(e, CorruptChunkError) or e.errno == errno.EIO else logging.WARNING
-            log.log(level, "%s %s: %s", method.__name__, subject(self, args), e)
-            raise mfusepy.FuseOSError(e.errno) from None
-        except OSError as e:
-            level = logging.ERROR if e.errno in (None, errno.EIO) else logging.WARNING
-            log.log(level, "%s %s: %s", method.__name__, subject(self, args), e)
-            raise mfusepy.FuseOSError(e.errno or errno.EIO) from None
-        except Exception:
-            log.exception("%s %s failed", method.__name__, subject(self, args))
-            raise mfusepy.FuseOSError(errno.EIO) from None
+        except Exception as e:
+            raise mfusepy.FuseOSError(errno_of(e, method.__name__, subject(self, args))) from None
 
     return wrapper
 

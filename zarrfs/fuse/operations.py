@@ -13,13 +13,13 @@ import numpy as np
 from zarrfs.edits.hierarchy_edits import HierarchyEdits
 from zarrfs.fs.filesystem import BLKSIZE, Attributes, Options
 from zarrfs.fs.hierarchy import Entry
+from zarrfs.fs.kernel_caching import KernelCaching
 from zarrfs.fs.versions import mount_core
 from zarrfs.fuse import replies
 from zarrfs.fuse.errno_boundary import errno_boundary
 from zarrfs.fuse.libfuse import mfusepy
 from zarrfs.fuse.page_invalidation import Siblings
 
-TIMEOUT = 30.0  # seconds the kernel may keep attributes and entries
 FUSE_CAP_READDIRPLUS_AUTO = 1 << 14
 FUSE_CAP_SPLICE_WRITE = 1 << 7  # replies of file descriptors spliced into /dev/fuse (replies.read_stored)
 
@@ -69,23 +69,22 @@ class Operations(mfusepy.Operations):
             if self.options.zero_copy:
                 conn.want |= conn.capable & FUSE_CAP_SPLICE_WRITE
         if config is not None:
-            config.attr_timeout = config.entry_timeout = TIMEOUT
-            config.negative_timeout = 0  # a name the mount makes by an edit (c.npy makes c.bin) is there at once
             config.hard_remove = 1  # unlink removes at once: never a rename to .fuse_hidden while open
             config.use_ino = 1  # inode numbers of ours (inode_number): readdir's '.' and '..' carry them too
-            capabilities = self.core.store.capabilities
-            if capabilities.remote:
-                # other machines write it: pages are kept across opens only while the file's
-                # mtime and size are unchanged, looked at again after metadata_ttl
-                ttl = capabilities.metadata_ttl
-                config.auto_cache, config.ac_attr_timeout_set, config.ac_attr_timeout = 1, 1, ttl
-                config.attr_timeout = config.entry_timeout = min(TIMEOUT, ttl)
-            else:
-                config.kernel_cache = 1  # only this daemon changes the data, and writes go through the cache
+            self._configure_caching(config, self.core.kernel_caching())
         self.siblings.start()  # in libfuse's init: the only context that knows the struct fuse
         self.core.start()  # its watcher may drop the kernel's pages at once: Siblings is ready first
         if self.on_ready:
             self.on_ready()
+
+    @staticmethod
+    def _configure_caching(config, caching: KernelCaching) -> None:
+        config.attr_timeout, config.entry_timeout = caching.attr_timeout, caching.entry_timeout
+        config.negative_timeout = caching.negative_timeout
+        config.kernel_cache = int(caching.keep_pages)
+        if caching.recheck_pages_after is not None:
+            config.auto_cache, config.ac_attr_timeout_set = 1, 1
+            config.ac_attr_timeout = caching.recheck_pages_after
 
     def destroy(self, path):
         self.core.stop()  # the flusher ends, then every write is stored

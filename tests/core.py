@@ -1,0 +1,219 @@
+"""The file system core without a mount, asked as programs ask a mount: paths in, bytes and names
+out, and OSError with the errno the kernel would pass on (given by fs/errno_answers.py, as the
+FUSE adapter's boundary gives it), the core's log lines kept as a daemon's log.
+
+For tests whose subject is the file system's behaviour (attributes, listings, bytes read and
+written, extended attributes, errnos, hierarchy edits): no daemon to start, so no second of
+start-up each. What only the kernel shows (its page cache, mmap, permissions it enforces,
+readiness, signals, real tools such as cp, rsync or gio) stays with mounting.py."""
+
+import contextlib
+import errno
+import io
+import logging
+import os
+
+from mounting import private_places
+from zarrfs.cli.command import parse_options
+from zarrfs.edits.hierarchy_edits import HierarchyEdits
+from zarrfs.fs.errno_answers import errno_of
+from zarrfs.fs.filesystem import BLKSIZE, FileSystem
+
+
+class Core:
+    """`fs` (a started FileSystem) through calls shaped like the os module's, each answering as
+    the kernel would: the requests a mount gets for that call, in its order."""
+
+    def __init__(self, fs: FileSystem, log: io.StringIO):
+        self.fs, self._log = fs, log
+
+    def log(self) -> str:
+        """What the core logged so far, one line per record, as a daemon's log has it."""
+        return self._log.getvalue()
+
+    def _ask(self, request: str, subject: str, method, *args):
+        try:
+            return method(*args)
+        except Exception as e:
+            code = errno_of(e, request, subject)
+            raise OSError(code, os.strerror(code), subject) from None
+
+    # metadata
+
+    def stat(self, path: str) -> dict:
+        return self._ask("getattr", path, self.fs.getattr, path)
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.stat(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def access(self, path: str, mode: int) -> bool:
+        """os.access, as the file system answers it (the kernel asks it without default_permissions)."""
+        try:
+            self._ask("access", path, self.fs.access, path, mode)
+        except OSError:
+            return False
+        return True
+
+    def listdir(self, path: str = "/") -> list[str]:
+        return [name for name, _ in self._ask("readdir", path, self.fs.readdir, path)[2:]]
+
+    # open files
+
+    def open(self, path: str, flags: int) -> int:
+        """As open(2) reaches the file system: a lookup, then OPEN of a file that exists (O_CREAT
+        and O_EXCL are the kernel's; O_TRUNC goes with the open) or CREATE of one that does not."""
+        if not self.exists(path):
+            if not flags & os.O_CREAT:
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+            return self._ask("create", path, self.fs.create, path, flags)
+        if flags & os.O_CREAT and flags & os.O_EXCL:
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), path)
+        return self._ask("open", path, self.fs.open, path, flags & ~(os.O_CREAT | os.O_EXCL))
+
+    def pread(self, fh: int, size: int, offset: int) -> bytes:
+        return self._ask("read", self.fs.node_of(fh), self.fs.read, fh, offset, size)
+
+    def pwrite(self, fh: int, data: bytes, offset: int) -> int:
+        """In requests of at most max_write bytes (the adapter's BLKSIZE), as the kernel splits it."""
+        written = 0
+        while written < len(data):
+            piece = data[written:written + BLKSIZE]
+            done = self._ask("write", self.fs.node_of(fh), self.fs.write, fh, piece, offset + written)
+            written += done
+            if done < len(piece):
+                break
+        return written
+
+    def fsync(self, fh: int) -> None:
+        self._ask("fsync", self.fs.node_of(fh), self.fs.fsync, fh)
+
+    def close(self, fh: int) -> None:
+        """FLUSH, whose error close(2) reports, then RELEASE, which the kernel sends whatever
+        FLUSH answered and whose answer nobody sees."""
+        subject = self.fs.node_of(fh)
+        try:
+            self._ask("flush", subject, self.fs.flush, fh)
+        finally:
+            with contextlib.suppress(OSError):
+                self._ask("release", subject, self.fs.release, fh)
+
+    def read_bytes(self, path: str) -> bytes:
+        """The whole file, read to its end in max_read pieces as cat reads it."""
+        fh = self.open(path, os.O_RDONLY)
+        try:
+            parts = []
+            while part := self.pread(fh, BLKSIZE, sum(map(len, parts))):
+                parts.append(part)
+            return b"".join(parts)
+        finally:
+            self.close(fh)
+
+    def file(self, path: str) -> io.BufferedReader:
+        """`path` open for reading as a Python file (for readers that take one: h5py, tifffile)."""
+        return io.BufferedReader(_OpenFile(self, path), BLKSIZE)
+
+    def read_text(self, path: str) -> str:
+        return self.read_bytes(path).decode()
+
+    def write(self, path: str, data: bytes) -> None:
+        """open(O_WRONLY | O_CREAT | O_TRUNC), the bytes, close: a program saving a file."""
+        fh = self.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            self.pwrite(fh, data, 0)
+        except OSError:
+            with contextlib.suppress(OSError):
+                self.close(fh)
+            raise
+        self.close(fh)
+
+    def copy(self, source: str, target: str) -> None:
+        """cp of one file of the core to another name in it."""
+        self.write(target, self.read_bytes(source))
+
+    # hierarchy edits and extended attributes
+
+    def mkdir(self, path: str) -> None:
+        self._ask("mkdir", path, self.fs.mkdir, path)
+
+    def rmdir(self, path: str) -> None:
+        self._ask("rmdir", path, self.fs.rmdir, path)
+
+    def unlink(self, path: str) -> None:
+        self._ask("unlink", path, self.fs.unlink, path)
+
+    def rename(self, old: str, new: str, flags: int = 0) -> None:
+        self._ask("rename", old, self.fs.rename, old, new, flags)
+
+    def listxattr(self, path: str) -> list[str]:
+        return self._ask("listxattr", path, self.fs.listxattr, path)
+
+    def getxattr(self, path: str, name: str) -> bytes:
+        return self._ask("getxattr", path, self.fs.getxattr, path, name)
+
+    def setxattr(self, path: str, name: str, value: bytes, flags: int = 0) -> None:
+        self._ask("setxattr", path, self.fs.setxattr, path, name, value, flags)
+
+    def removexattr(self, path: str, name: str) -> None:
+        self._ask("removexattr", path, self.fs.removexattr, path, name)
+
+
+class _OpenFile(io.RawIOBase):
+    """A file of the core open for reading: preads at a position, closed once."""
+
+    def __init__(self, core: Core, path: str):
+        super().__init__()
+        self.core, self.fh, self.position = core, core.open(path, os.O_RDONLY), 0
+        self.size = core.stat(path)["st_size"]  # after the open, as fstat sees it
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self.core.pread(self.fh, len(buffer), self.position)
+        buffer[:len(data)] = data
+        self.position += len(data)
+        return len(data)
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        self.position = {os.SEEK_SET: 0, os.SEEK_CUR: self.position, os.SEEK_END: self.size}[whence] + offset
+        return self.position
+
+    def tell(self) -> int:
+        return self.position
+
+    def close(self) -> None:
+        if not self.closed:
+            self.core.close(self.fh)
+        super().close()
+
+
+@contextlib.contextmanager
+def core_of(source, tmp_path, *options, name="core"):
+    """The core serving `source` with the -o words `options` (parsed as the command parses
+    them; its recovery data in tmp_path), started as a mount starts it; yields a Core. Always
+    stopped, which stores every write, as an unmount does."""
+    parsed, _, debug = parse_options(private_places(tmp_path, name, options))
+    log = io.StringIO()
+    handler = logging.StreamHandler(log)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("zarrfs")
+    level = logger.level
+    logger.setLevel(logging.DEBUG if debug else logging.INFO)  # -o debug, as the command sets it
+    logger.addHandler(handler)
+    try:
+        fs = FileSystem(str(source), parsed, HierarchyEdits)
+        fs.start()
+        try:
+            yield Core(fs, log)
+        finally:
+            fs.stop()
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)

@@ -1,0 +1,23 @@
+"""How long the kernel may keep what the file system shows, decided by the core from the store
+(fs/kernel_caching.py) and only applied by the FUSE adapter's init_with_config."""
+
+from core import core_of
+from helpers import make_store
+from zarrfs.fs.kernel_caching import ENTRY_TIMEOUT, kernel_caching
+from zarrfs.stores.contract import Capabilities
+
+
+def test_a_local_store_keeps_pages_across_opens(tmp_path):
+    with core_of(make_store(tmp_path / "s.zarr"), tmp_path) as c:
+        caching = c.fs.kernel_caching()
+    assert caching.keep_pages and caching.recheck_pages_after is None
+    assert caching.attr_timeout == caching.entry_timeout == ENTRY_TIMEOUT == 30.0
+    assert caching.negative_timeout == 1.0
+
+
+def test_a_remote_store_rechecks_pages_and_names_after_its_metadata_ttl():
+    quick = kernel_caching(Capabilities(remote=True, metadata_ttl=5.0))
+    assert not quick.keep_pages and quick.recheck_pages_after == 5.0
+    assert quick.attr_timeout == quick.entry_timeout == 5.0  # what other machines write shows within the ttl
+    slow = kernel_caching(Capabilities(remote=True, metadata_ttl=600.0))
+    assert slow.recheck_pages_after == 600.0 and slow.attr_timeout == slow.entry_timeout == ENTRY_TIMEOUT

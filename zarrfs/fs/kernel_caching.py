@@ -1,0 +1,30 @@
+"""How long the kernel may keep what the file system shows (attributes, names, pages), from what
+the store is: only this daemon changes a local store, and its writes go through the kernel's
+pages, so the pages are kept across opens; other machines write a remote store, so its pages
+are kept only while a file's mtime and size stay the same, looked at again after metadata_ttl."""
+
+from dataclasses import dataclass
+
+from zarrfs.stores.contract import Capabilities
+
+ENTRY_TIMEOUT = 30.0  # seconds the kernel may keep attributes and entries
+NEGATIVE_TIMEOUT = 0.0  # none: a name an edit makes by side effect (c.npy makes c.bin) is there at once
+
+
+@dataclass(frozen=True)
+class KernelCaching:
+    attr_timeout: float
+    entry_timeout: float
+    negative_timeout: float
+    keep_pages: bool  # libfuse's kernel_cache: pages kept across opens
+    # libfuse's auto_cache: pages kept while mtime and size are unchanged, those looked at again
+    # after this many seconds; None: not used
+    recheck_pages_after: float | None
+
+
+def kernel_caching(capabilities: Capabilities) -> KernelCaching:
+    if not capabilities.remote:
+        return KernelCaching(ENTRY_TIMEOUT, ENTRY_TIMEOUT, NEGATIVE_TIMEOUT, True, None)
+    ttl = ENTRY_TIMEOUT if capabilities.metadata_ttl is None else capabilities.metadata_ttl
+    timeout = min(ENTRY_TIMEOUT, ttl)
+    return KernelCaching(timeout, timeout, NEGATIVE_TIMEOUT, False, ttl)
