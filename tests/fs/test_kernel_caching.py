@@ -12,7 +12,7 @@ def test_a_local_store_keeps_pages_across_opens(tmp_path):
         caching = c.fs.kernel_caching()
     assert caching.keep_pages and caching.recheck_pages_after is None
     assert caching.attr_timeout == caching.entry_timeout == ENTRY_TIMEOUT == 30.0
-    assert caching.negative_timeout == 1.0
+    assert caching.negative_timeout == 0  # a name an edit makes (c.npy makes c.bin) is there at once
 
 
 def test_a_remote_store_rechecks_pages_and_names_after_its_metadata_ttl():
