@@ -119,9 +119,16 @@ def _sources(item) -> list[str]:
     return found
 
 
+# What a test that needs icechunk 2 or zarr-python 3.2+ says on 3.11, where neither installs (the
+# test extra's markers in pyproject.toml); scripts/test's 3.11 pass deselects these tests.
+NEEDS_PYTHON312 = pytest.mark.skip(reason="needs Python >= 3.12 (icechunk 2, zarr-python 3.2+)")
+
+
 def pytest_collection_modifyitems(config, items):
     helpers: dict = {}
     for item in items:
+        if sys.version_info < (3, 12) and item.get_closest_marker("needs_python312"):
+            item.add_marker(NEEDS_PYTHON312)
         module = getattr(item, "module", None)
         if module is None:
             continue

@@ -12,9 +12,12 @@ import zarrfs
 from v2_layouts import flat, values
 from zarrfs.errors import MetadataError, UnsupportedError
 
+# A NumPy struct is written as zarr-extensions' "struct" by a zarr-python that has that type (3.2+:
+# Python 3.12 and newer), as the older "structured" by 3.1 (Python 3.11); zarrfs reads both.
+STRUCT = "struct" if "Struct" in zarr.core.dtype.__all__ else "structured"
 TYPES = {"<M8[s]": "numpy.datetime64", "<M8[ns]": "numpy.datetime64", "<m8[ms]": "numpy.timedelta64",
          "<U4": "fixed_length_utf32", "|S3": "null_terminated_bytes", "|V2": "raw_bytes",
-         "struct": "structured"}
+         "struct": STRUCT}
 
 
 def create(path, dtype, **kwargs):

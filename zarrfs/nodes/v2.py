@@ -159,7 +159,7 @@ def _compressor(config: dict, typesize: int, where: str) -> dict:
 def _encoded_itemsize(stored: np.dtype, filters: list) -> int:
     """The item size of what the compressor is given (blosc shuffles by it): the stored dtype's,
     or that of the last filter's output."""
-    data = np.zeros(1, stored)
+    data: np.ndarray = np.zeros(1, stored)
     try:
         for codec in filters:
             data = codec.encode(data)
