@@ -3,6 +3,7 @@ xarray and Debian's ncdump, h5dump and h5ls: every array of every data type in 2
 sharded, with fill-value holes, v2 and v3, reads exactly as zarr-python reads it."""
 
 import errno
+import io
 import json
 import os
 import shutil
@@ -333,16 +334,41 @@ def test_a_hierarchy_beyond_the_bound_fails_only_its_view(stores, tmp_path):
         assert (m / "types" / "int8_2d.bin").stat().st_size == 35
 
 
-def test_a_listing_makes_no_file_and_opening_shows_its_size_to_every_later_stat(stores, tmp_path):
-    with mounted(stores["v2"][0], tmp_path, "ro") as m:
-        os.listdir(m.path)
-        assert os.stat(m / "zarr.h5").st_size == 0  # made when first opened, as /proc files
-        data = (m / "zarr.h5").read_bytes()
-        assert data[:8] == b"\x89HDF\r\n\x1a\n"
-        os.listdir(m.path)  # a listing after the open gives the size too, not the one listed before
-        assert os.stat(m / "zarr.h5").st_size == len(data)
-        with open(m / "zarr.nc", "rb") as f:
-            assert os.fstat(f.fileno()).st_size == len(data) and f.read() == data
+def test_every_group_file_lists_the_size_it_reads_before_it_is_first_opened(stores, tmp_path):
+    with mounted(stores["v3"][0], tmp_path, "ro") as m:
+        listed = {path: path.stat().st_size for path in m.path.rglob("zarr.h5")}  # no file opened yet
+        assert len(listed) > 3
+        for path, size in listed.items():
+            data = path.read_bytes()
+            assert data[:8] == b"\x89HDF\r\n\x1a\n" and len(data) == size, path
+            with open(path.with_name("zarr.nc"), "rb") as f:
+                assert os.fstat(f.fileno()).st_size == size and f.read() == data
+        with h5py.File(m / "zarr.h5", "r") as f:  # the zeros after HDF5's end are no concern of readers
+            assert len(f) > 0
+        assert "listed before it was made" not in m.settled_log()  # the bound held: no size moved
+
+
+def test_a_group_file_shows_the_size_of_its_nodes_after_an_array_below_is_deleted_made_or_moved(tmp_path):
+    store = tmp_path / "g.zarr"
+    root = zarr.open_group(str(store), mode="w")
+    for name in ("a", "b"):
+        root.create_array(f"g/{name}", shape=(300,), chunks=(100,), dtype="f8")[...] = 1.0
+    with mounted(store, tmp_path) as m:
+        sizes = [(m / "zarr.h5").stat().st_size, (m / "g" / "zarr.h5").stat().st_size]  # into the kernel's cache
+        for change in (lambda: (m / "g" / "b.bin").unlink(),
+                       lambda: (m / "g" / "c.npy").write_bytes(npy_bytes(np.zeros(5000))),
+                       lambda: os.rename(m / "g" / "a.bin", m / "g" / "renamed_far_longer.bin")):
+            change()
+            now = [(m / "zarr.h5").stat().st_size, (m / "g" / "zarr.h5").stat().st_size]
+            assert now != sizes
+            assert now == [len((m / "zarr.h5").read_bytes()), len((m / "g" / "zarr.h5").read_bytes())]
+            sizes = now
+
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    np.save(out, array)
+    return out.getvalue()
 
 
 def test_file_managers_learn_the_types(mounts):

@@ -69,11 +69,29 @@ class GroupFiles:
                 return names
             directory = os.path.dirname(directory)
 
-    def mtime(self, entry, last_writes) -> int:
-        """A group file changes when it is made anew (something below changed) and when an array
-        below is written through the mount (last_writes: store path -> time), so incremental
-        backups copy it again."""
-        group = entry.node
-        below = group.path + "/" if group.path else ""
-        written = max((t for path, t in last_writes if path.startswith(below)), default=0.0)
-        return max(group.stat.st_mtime_ns, self.hierarchy.group_file_made(entry)[1], int(written * 1e9))
+    def of_directories_above(self, paths: list[str]) -> list[str]:
+        """The group files (zarr.h5, zarr.nc) of every directory above each of `paths`: a node
+        made, deleted or moved there changes their size and bytes."""
+        found: dict[str, None] = {}
+        for path in paths:
+            directory = os.path.dirname(path.rstrip("/")) or "/"
+            while True:
+                found.update((os.path.join(directory, name), None) for view in self.hierarchy.group_views
+                             for name in view.files)
+                if directory == "/":
+                    break
+                directory = os.path.dirname(directory)
+        return list(found)
+
+    def mtime(self, entry, last_writes, newest_stored) -> int:
+        """The newest mtime of what the file shows: the documents of every node it describes,
+        the stored values of every array whose bytes it holds (newest_stored(directory, paths)),
+        the last write through the mount to one of them (last_writes: store path -> time), and
+        when this mount saw a node below appear or go (a deletion leaves no newer time in a
+        store). So rsync copies g/zarr.h5 again exactly when something below g changed."""
+        shown = self.hierarchy.group_file_nodes(entry)
+        documents = max(node.stat.st_mtime_ns for node in shown)
+        arrays = {node.path for node in shown if node.kind == "array" and node.meta is not None}
+        written = max((t for path, t in last_writes if path in arrays), default=0.0)
+        return max(documents, newest_stored(entry.node.path, sorted(arrays)), int(written * 1e9),
+                   self.hierarchy.group_file_changed(entry))

@@ -93,7 +93,8 @@ class Hierarchy:
         self._sidecars: dict[tuple[str, str], tuple[Node, bytes]] = {}
         self._directories: dict[str, Entry] = {}  # file-system path -> DIR entry, while listings hold
         self._group_versions: dict[object, tuple] = {}  # group path (or pyramid key) -> the nodes its view was made of
-        self._group_sizes: dict[str, tuple[int, int]] = {}  # group path -> (size, time) of its HDF5 view as last made
+        self._group_sizes: dict[str, tuple[tuple, int]] = {}  # group path -> (version, size of its HDF5 view)
+        self._group_changes: dict[str, int] = {}  # group path -> when (ns) the nodes below it last changed
         self._lock = threading.Lock()
         root = self._check_root()
         self.consolidated = _consolidated(root)
@@ -380,14 +381,54 @@ class Hierarchy:
             cached = self._sidecars[key] = (entry.node, sidecar(entry.node.meta, f"{entry.stem}.bin", views))
         return cached[1]
 
-    def group_file_made(self, entry: Entry) -> tuple[int, int]:
-        """(size, time in ns) of the group file as last made. zarr.h5: (0, 0) before it was
-        first opened (a listing neither walks the hierarchy below nor makes the file; opening
-        does). IMAGE.ome.tif: its size, made from its levels' metadata (the listing made it)."""
+    def group_file_size(self, entry: Entry) -> int:
+        """The group file's size, from metadata alone: zarr.h5's bound (hdf5.size_bound, the
+        size of the file made when it is opened; a listing never makes it), IMAGE.ome.tif's
+        from its levels' metadata (the listing made its layout). A group beyond the view's
+        bounds shows 0: opening it says why."""
         if entry.view == PYRAMID:
             layout = self._pyramid_or_none(entry.node, entry.stem)
-            return (layout.size if layout is not None else 0), 0
-        return self._group_sizes.get(entry.node.path, (0, 0))
+            return layout.size if layout is not None else 0
+        try:
+            members = hdf5.members_of(entry.node, self._child_nodes)
+        except ViewError:
+            return 0
+        version = self._group_version(entry.node.path, members)
+        known = self._group_sizes.get(entry.node.path)
+        if known is None or known[0] is not version:
+            known = self._group_sizes[entry.node.path] = (version, hdf5.size_bound(members))
+        return known[1]
+
+    def group_file_nodes(self, entry: Entry) -> list[Node]:
+        """The nodes whose documents and data a group file shows (zarr.h5: the group and every
+        node below it; IMAGE.ome.tif: the group and its levels)."""
+        if entry.view == PYRAMID:
+            group = entry.node
+            paths = self.pyramids(group).get(entry.stem, [])
+            levels = [self.node(f"{group.path}/{path}" if group.path else path) for path in paths]
+            return [group, *(node for node in levels if node is not None)]
+        try:
+            return [member.node for member in hdf5.members_of(entry.node, self._child_nodes)]
+        except ViewError:
+            return [entry.node]
+
+    def group_file_changed(self, entry: Entry) -> int:
+        """When (ns) the nodes below the group last changed as this mount saw them, 0 if never:
+        a node deleted from a store shows no newer time anywhere, yet the file's bytes changed."""
+        return self._group_changes.get(entry.node.path, 0) if entry.view != PYRAMID else 0
+
+    def _group_version(self, path: str, members: list) -> tuple:
+        """The nodes the group's HDF5 view is made of: the tuple known before when they are the
+        same (the header cache compares versions by identity), else this one, noting the change."""
+        version = hdf5.version_of(members)
+        with self._lock:
+            known = self._group_versions.get(path)
+            if known is not None and hdf5.same(known, version):
+                return known
+            if known is not None:
+                self._group_changes[path] = time.time_ns()
+            self._group_versions[path] = version
+            return version
 
     def group_file_layout(self, entry: Entry) -> "hdf5.Layout":
         """The layout of a group file: zarr.h5's, or an IMAGE.ome.tif's. Raises ViewError."""
@@ -450,24 +491,13 @@ class Hierarchy:
 
     def group_layout(self, group: Node) -> "hdf5.Layout":
         """The HDF5 view of `group` (zarr.h5), made once per version of the nodes below it while
-        the header cache keeps it. Raises hdf5.TooLargeError for a hierarchy beyond the bounds."""
+        the header cache keeps it, padded to the size listings show. Raises hdf5.TooLargeError
+        for a hierarchy beyond the bounds."""
         members = hdf5.members_of(group, self._child_nodes)
-        version = hdf5.version_of(members)
-        key = ("hdf5", group.path)
-        with self._lock:
-            known = self._group_versions.get(group.path)
-            if known is not None and hdf5.same(known, version):
-                version = known  # the header cache compares versions by identity
-            else:
-                self._group_versions[group.path] = version
+        version = self._group_version(group.path, members)
         cap = self._headers.max_bytes
-        layout = self._headers.get(key, version, lambda: {"hdf5": hdf5.build(members, lambda m: m.node.path, cap)})["hdf5"]
-        if known is not version:
-            # made anew because something below changed: a new mtime. Not when first made: a backup
-            # that listed it at size 0 copied it as made, and should not copy it again
-            made = time.time_ns() if known is not None else 0
-            self._group_sizes[group.path] = (layout.size, made)
-        return layout
+        return self._headers.get(("hdf5", group.path), version,
+                                 lambda: {"hdf5": hdf5.build(members, lambda m: m.node.path, cap)})["hdf5"]
 
     def _child_nodes(self, path: str) -> list[tuple[str, Node]]:
         """(name, node) of the groups and arrays in the group at `path`, in name order."""
