@@ -386,8 +386,9 @@ class FileSystem:
         return self._add_handle(Handle(entry, array=opened, file=file, writable=writable, siblings=siblings))
 
     def _text(self, entry: Entry, path: str) -> bytes:
-        """NAME.txt's text. A large array's size was shown as 0 until now: the kernel is told to
-        ask again, so that a copy that stats the open file (GIO) sees the true size."""
+        """NAME.txt's text. Should it differ in size from the text listed (a stored change
+        between the two), the kernel is told to ask again, so that a copy that stats the open file
+        (GIO) sees the true size."""
         shown = self.texts.size(self.store, entry.node, self.cache)
         text = self.texts.text(self.store, entry.node, self.cache)
         if len(text) != shown:
