@@ -425,3 +425,46 @@ def test_a_large_dataset_streams_from_an_aligned_offset(tmp_path):
         with open(m / "zarr.h5", "rb") as f:  # 1 MiB reads, each within the dataset
             f.seek(offset)
             assert f.read(values.nbytes) == (m / "big.bin").read_bytes()
+
+
+def varied_hierarchy(root, seed: int) -> None:
+    """Groups and arrays of every kind the HDF5 view writes or leaves out: many attributes of
+    every JSON shape (more than 8: HDF5's dense storage), long names, groups of many members,
+    named, shared and unnamed dimensions, types HDF5 holds and types it omits."""
+    rng = np.random.default_rng(seed)
+    values = [1, 2.5, "text" * 50, list(range(40)), {"a": [1, "b"]}, True, None, ["s", "tt"] * 9, "çé", 1e300]
+
+    def attributes():
+        return {f"k{'e' * int(rng.integers(0, 40))}{i}": values[int(rng.integers(len(values)))]
+                for i in range(int(rng.choice([0, 1, 3, 9, 20])))}
+
+    group = zarr.open_group(str(root), mode="w", zarr_format=3, attributes=attributes())
+    groups = [group]
+    for i in range(120):
+        parent = groups[int(rng.integers(len(groups)))]
+        name = f"{rng.choice(['lat', 'lon', 'time', 'x' * int(rng.integers(1, 60))])}{i}"
+        if rng.random() < 0.15:
+            groups.append(parent.create_group(name, attributes=attributes()))
+            continue
+        ndim = int(rng.integers(0, 4))
+        shape = tuple(int(rng.choice([1, 3, 10, 40])) for _ in range(ndim))
+        dims = [str(rng.choice(["time", "lat", "lon", f"d{i}"])) for _ in range(ndim)] if rng.random() < 0.5 else None
+        dtype = str(rng.choice(["f8", "f4", "i1", "u2", "c8", "bool", "i8", "f2", "M8[s]"]))
+        parent.create_array(name, shape=shape, chunks=shape or "auto", dtype=dtype, dimension_names=dims,
+                            attributes=attributes(), fill_value=0)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_size_listed_holds_every_varied_hierarchy(tmp_path, seed):
+    """The size a listing shows is a bound worked out from metadata (hdf5.size_bound); the file
+    h5py makes is padded to it, and never exceeds it: no size moves when a file is opened."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        varied_hierarchy(tmp_path / "v.zarr", seed)
+    with mounted(tmp_path / "v.zarr", tmp_path, "ro") as m:
+        listed = {path: path.stat().st_size for path in m.path.rglob("zarr.h5")}
+        for path, size in listed.items():
+            with h5py.File(path, "r") as f:
+                f.visit(lambda name: None)
+            assert os.stat(path).st_size == size
+        assert "listed before it was made" not in m.settled_log()
