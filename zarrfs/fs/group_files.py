@@ -24,7 +24,8 @@ class GroupFiles:
     def open(self, entry, path: str) -> hdf5.GroupFile:
         """The file, made (or taken from the header cache) now. When it differs from what the
         kernel was last shown, the kernel's size and pages of it are dropped before the open is
-        answered: a listing showed size 0, or an older file."""
+        answered: the kernel may hold pages of an older file, or a size listed before a file
+        exceeded its bound (hdf5.size_bound)."""
         try:
             layout = self.hierarchy.group_file_layout(entry)
         except ViewError as e:
