@@ -401,16 +401,18 @@ class Hierarchy:
 
     def group_file_nodes(self, entry: Entry) -> list[Node]:
         """The nodes whose documents and data a group file shows (zarr.h5: the group and every
-        node below it; IMAGE.ome.tif: the group and its levels)."""
+        node below it, as group_file_size last found them, so that a stat walks the hierarchy
+        below once; IMAGE.ome.tif: the group and its levels)."""
         if entry.view == PYRAMID:
             group = entry.node
             paths = self.pyramids(group).get(entry.stem, [])
             levels = [self.node(f"{group.path}/{path}" if group.path else path) for path in paths]
             return [group, *(node for node in levels if node is not None)]
-        try:
-            return [member.node for member in hdf5.members_of(entry.node, self._child_nodes)]
-        except ViewError:
-            return [entry.node]
+        known = self._group_sizes.get(entry.node.path)
+        if known is None:
+            self.group_file_size(entry)
+            known = self._group_sizes.get(entry.node.path)
+        return list(known[0]) if known is not None else [entry.node]
 
     def group_file_changed(self, entry: Entry) -> int:
         """When (ns) the nodes below the group last changed as this mount saw them, 0 if never:
