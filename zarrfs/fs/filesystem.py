@@ -293,11 +293,14 @@ class FileSystem:
             return mtime, -(-size // 512)
         return mtime, -(-(stored.nbytes + len(self.hierarchy.prefix(entry))) // 512)
 
-    def _newest_stored(self, directory: str, paths: list[str]) -> int:
-        """The newest mtime (ns) of the stored values of the arrays at `paths`, below `directory`
-        (found together where each costs a round trip); an array that cannot be listed counts 0,
-        its own files report the error."""
-        self.usage.warm(directory, paths)
+    def _newest_stored(self, paths: list[str]) -> int:
+        """The newest mtime (ns) of the stored values of the arrays at `paths` (found a group at a time where each costs a round trip: one LIST per group, as a listing
+        of it does); an array that cannot be listed counts 0, its own files report the error."""
+        groups: dict[str, list[str]] = {}
+        for path in paths:
+            groups.setdefault(path.rpartition("/")[0], []).append(path)
+        for group, arrays in groups.items():
+            self.usage.warm(group, arrays)
         newest = 0
         for path in paths:
             try:
