@@ -269,7 +269,7 @@ class FileSystem:
         elif entry.kind == TEXT:  # the true size, worked out once (textview.Texts.size): splice copies no further
             mode, size = owns.file(False), self.texts.size(self.store, entry.node, self.cache)
         elif entry.kind == GROUPFILE:  # from metadata alone: a listing never makes the file
-            mode, size = owns.file(False), self.hierarchy.group_file_size(entry)
+            mode, size = owns.file(False), self.hierarchy.group_file_facts(entry, self._newest_stored)[0]
         else:
             mode, size = owns.file(False), len(self.hierarchy.content(entry))
         mtime, blocks = self._stored(entry, size)

@@ -86,13 +86,11 @@ class GroupFiles:
 
     def mtime(self, entry, last_writes, newest_stored) -> int:
         """The newest mtime of what the file shows: the documents of every node it describes,
-        the stored values of every array whose bytes it holds (newest_stored(paths)),
-        the last write through the mount to one of them (last_writes: store path -> time), and
-        when this mount saw a node below appear or go (a deletion leaves no newer time in a
-        store). So rsync copies g/zarr.h5 again exactly when something below g changed."""
-        shown = self.hierarchy.group_file_nodes(entry)
-        documents = max(node.stat.st_mtime_ns for node in shown)
-        arrays = {node.path for node in shown if node.kind == "array" and node.meta is not None}
-        written = max((t for path, t in last_writes if path in arrays), default=0.0)
-        return max(documents, newest_stored(sorted(arrays)), int(written * 1e9),
-                   self.hierarchy.group_file_changed(entry))
+        the stored values of every array whose bytes it holds (newest_stored(paths)), the time
+        this mount saw a node below appear or go (a deletion leaves no newer time in a store;
+        Hierarchy.group_file_facts), and the last write through the mount to an array below
+        (last_writes: store path -> time). So rsync copies g/zarr.h5 again exactly when
+        something below g changed."""
+        below = entry.node.path + "/" if entry.node.path else ""
+        written = max((t for path, t in last_writes if path.startswith(below)), default=0.0)
+        return max(self.hierarchy.group_file_facts(entry, newest_stored)[1], int(written * 1e9))

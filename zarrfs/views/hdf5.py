@@ -155,24 +155,42 @@ def size_bound(members: list[Member]) -> int:
     chunk): every array's bytes, a dataset of 1 MiB or more its alignment besides, and a bound
     of the metadata h5py writes for the members and their attributes. The file made is padded
     with zeros to this size (HDF5 reads only up to the end its superblock records), so that
-    listing a group never makes its file; build() says when a file exceeds it."""
+    listing a group never makes its file; build() says when a file exceeds it. A sum over the
+    members of name_bound and node_bound, and of the dimensions of each group's arrays: a
+    listing adds it up a group at a time (fs/hierarchy.py), with these same parts."""
     size, dimensions = BOUND_BASE, set()
     for member in members:
         parent, _, name = member.path.rpartition("/")
-        size += BOUND_MEMBER + 2 * len(name.encode("utf-8", "surrogatepass"))
-        meta = member.node.meta
-        if meta is None:
-            continue
-        size += sum(BOUND_ATTRIBUTE + 2 * len(key.encode("utf-8", "surrogatepass")) + 2 * _json_size(value)
-                    for key, value in meta.attributes.items())
-        if member.node.kind != "array":
-            continue
-        if writable(meta):
-            size += meta.nbytes + (ALIGNMENT if meta.nbytes >= ALIGNMENT else 0)
-        dims = _dimension_names(meta) or (None,) * len(meta.shape)
-        size += BOUND_AXIS * len(meta.shape)
-        dimensions.update((parent, dim, length) for dim, length in zip(dims, meta.shape, strict=False))
+        size += name_bound(name) + node_bound(member.node)
+        if member.node.kind == "array" and member.node.meta is not None:
+            dimensions.update((parent, *key) for key in dimension_keys(member.node.meta))
     return size + BOUND_DIMENSION * len(dimensions)
+
+
+def name_bound(name: str) -> int:
+    """size_bound's share of a member's name (its link, its entry in a list of omitted names)."""
+    return 2 * len(name.encode("utf-8", "surrogatepass"))
+
+
+def node_bound(node) -> int:
+    """size_bound's share of a node, its name and dimensions left out: its object header, its
+    attributes, and an array's bytes and axes."""
+    meta = node.meta
+    if meta is None:
+        return BOUND_MEMBER
+    size = BOUND_MEMBER + sum(BOUND_ATTRIBUTE + 2 * len(key.encode("utf-8", "surrogatepass")) + 2 * _json_size(value)
+                              for key, value in meta.attributes.items())
+    if node.kind != "array":
+        return size
+    if writable(meta):
+        size += meta.nbytes + (ALIGNMENT if meta.nbytes >= ALIGNMENT else 0)
+    return size + BOUND_AXIS * len(meta.shape)
+
+
+def dimension_keys(meta) -> set[tuple]:
+    """(name or None, length) of each axis: a group's distinct ones each cost a scale."""
+    dims = _dimension_names(meta) or (None,) * len(meta.shape)
+    return set(zip(dims, meta.shape, strict=False))
 
 
 def _json_size(value) -> int:
