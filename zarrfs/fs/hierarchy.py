@@ -473,7 +473,7 @@ class Hierarchy:
 
     def _group_version(self, path: str, members: list) -> tuple:
         """The nodes the group's HDF5 view is made of: the tuple known before when they are the
-        same (the header cache compares versions by identity), else this one, noting the change."""
+        same (the header cache compares versions by identity), else this one."""
         version = hdf5.version_of(members)
         with self._lock:
             known = self._group_versions.get(path)
