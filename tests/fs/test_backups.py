@@ -224,4 +224,30 @@ def test_tar_incremental_archives_exactly_the_arrays_zarr_python_changed(tmp_pat
     assert {"a.bin", "b.bin", "c.bin", "b.json"} <= archive(0)
     time.sleep(1.1)  # tar compares whole seconds with the time of the last archive
     zarr.open_array(str(store / "b"), mode="r+")[0, 0] = -1
-    assert archive(1) == files_of("b")
+    assert archive(1) == files_of("b") | set(GROUP_FILES)  # the root's zarr.h5 holds b's bytes too
+
+
+def itemized(source, destination) -> set[str]:
+    """Names of the files `rsync -a --itemize-changes` sent (lines '>f...')."""
+    out = subprocess.run(["rsync", "-a", "--itemize-changes", f"{source}/", f"{destination}/"],
+                         check=True, capture_output=True, text=True).stdout
+    return {line.split(" ", 1)[1] for line in out.splitlines() if line.startswith(">f")}
+
+
+def test_rsync_copies_a_group_file_again_exactly_when_something_below_its_group_changed(tmp_path):
+    store, copy = tmp_path / "store", tmp_path / "copy"
+    root = zarr.open_group(str(store), mode="w", zarr_format=3)
+    for name in ("a", "b", "g/x", "g/y"):
+        root.create_array(name, shape=(64,), chunks=(16,), dtype="int32", fill_value=0)[...] = np.arange(64)
+    age_store(store)
+    group_files = {f"g/{name}" for name in GROUP_FILES}
+    with mounted(store, tmp_path, "ro") as m:
+        assert group_files | set(GROUP_FILES) <= itemized(m.path, copy)
+        assert itemized(m.path, copy) == set()  # what was listed is what was copied
+    zarr.open_array(str(store / "b"), mode="r+")[0] = -1  # at the root, not under g
+    with mounted(store, tmp_path, "ro") as m:
+        assert itemized(m.path, copy) == {"b.bin", "b.npy"} | set(GROUP_FILES)
+    zarr.open_array(str(store / "g" / "x"), mode="r+")[0] = -1  # under g: both group files show it
+    with mounted(store, tmp_path, "ro") as m:
+        assert itemized(m.path, copy) == {"g/x.bin", "g/x.npy"} | group_files | set(GROUP_FILES)
+        assert (copy / "g" / "zarr.h5").read_bytes() == (m / "g" / "zarr.h5").read_bytes()

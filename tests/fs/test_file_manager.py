@@ -253,3 +253,14 @@ def test_without_the_package_glib_sniffs_the_bytes(lookalikes, tmp_path):
     env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "none"), "XDG_DATA_DIRS": "/usr/share"}
     with mounted(lookalikes, tmp_path, "ro") as m:
         assert gio_info(m / "matlab.bin", env)["standard::content-type"] == "text/x-matlab"
+
+
+def test_gio_types_group_files_as_hdf_at_first_sight(store, tmp_path):
+    """Before anything opened them: GIO types an empty file text/plain, so zarr.h5 listed as 0
+    bytes opened in a text editor (issue 40); at its true size GIO goes by its name."""
+    with mounted(store, tmp_path, "ro") as m:
+        for path in (m / "zarr.h5", m / "raw" / "zarr.h5"):
+            info = gio_info(path)
+            assert info["standard::content-type"] == "application/x-hdf", path  # shared-mime-info's name
+            assert int(info["standard::size"]) == len(path.read_bytes()) > 0
+        assert gio_info(m / "zarr.nc")["standard::content-type"] == "application/x-netcdf"

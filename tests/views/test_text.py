@@ -101,24 +101,27 @@ def test_splice_gio_copy_and_tar_copy_a_text_file_whole(tmp_path):
         assert (tmp_path / "copy" / "labels.txt").read_bytes() == expected
 
 
-def test_a_large_text_file_shows_its_size_once_opened(tmp_path, monkeypatch):
-    """Listing never decodes an array above SIZED_ELEMENTS; opening it makes the text, and from
-    then on its size is known."""
-    from zarrfs.engine.chunk_cache import ChunkCache
-    from zarrfs.fs.hierarchy import Hierarchy
-    from zarrfs.stores.local import LocalStore
+def test_a_text_file_of_any_size_lists_the_size_it_reads_before_it_is_opened(tmp_path):
+    """An array of more than SIZED_ELEMENTS (262,144) elements showed size 0 until opened: GIO
+    then typed it as empty and backups copied it again. Its size is now added up at the first
+    stat, a slab of chunks at a time."""
     from zarrfs.views import text as textview
+    rows = textview.SIZED_ELEMENTS // 64 + 3  # more elements than SIZED_ELEMENTS, in a ragged last chunk
+    values = labels(rows * 64, 12, 3).reshape(rows, 64)
+    values[0, 0], values[1, 5], values[-1, -1] = "two\nlines", "back\\slash", ""
     root = zarr.open_group(str(tmp_path / "t.zarr"), mode="w")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        root.create_array("names", shape=(5,), chunks=(5,), dtype=str)[...] = np.array(list("abcde"), dtype=object)
-    monkeypatch.setattr(textview, "SIZED_ELEMENTS", 4)
-    store = LocalStore(str(tmp_path / "t.zarr"))
-    node = Hierarchy(store, ()).lookup("/names.txt").node
-    texts, cache = textview.Texts(), ChunkCache(1 << 20)
-    assert texts.size(store, node, cache) == 0
-    assert texts.text(store, node, cache) == b"a\nb\nc\nd\ne\n"
-    assert texts.size(store, node, cache) == 10
+        root.create_array("names", shape=values.shape, chunks=(1000, 16), dtype=str)[...] = values
+        root.create_array("raw", shape=(rows * 64,), chunks=(70_000,), dtype="bytes")[...] = np.array(
+            [b"\xff" * (i % 3) + b"x" for i in range(rows * 64)], dtype=object)
+    with mounted(tmp_path / "t.zarr", tmp_path, "ro") as m:
+        listed = {name: entry.stat().st_size for name in ("names.txt", "raw.txt") for entry in [m / name]}
+        assert listed["names.txt"] == len(render(values, "names")) > 0
+        for name, size in listed.items():
+            data = (m / name).read_bytes()
+            assert len(data) == size and data.count(b"\n") == rows * 64, name
+        assert b"\\xff\\xffx\n" in (m / "raw.txt").read_bytes()
 
 
 def labels(n, width, seed):

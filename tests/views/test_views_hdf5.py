@@ -5,6 +5,7 @@ sharded, with fill-value holes, v2 and v3, reads exactly as zarr-python reads it
 (core.py)."""
 
 import errno
+import io
 import json
 import os
 import shutil
@@ -336,16 +337,41 @@ def test_a_hierarchy_beyond_the_bound_fails_only_its_view(stores, tmp_path):
         assert (m / "types" / "int8_2d.bin").stat().st_size == 35
 
 
-def test_a_listing_makes_no_file_and_opening_shows_its_size_to_every_later_stat(stores, tmp_path):
-    with mounted(stores["v2"][0], tmp_path, "ro") as m:
-        os.listdir(m.path)
-        assert os.stat(m / "zarr.h5").st_size == 0  # made when first opened, as /proc files
-        data = (m / "zarr.h5").read_bytes()
-        assert data[:8] == b"\x89HDF\r\n\x1a\n"
-        os.listdir(m.path)  # a listing after the open gives the size too, not the one listed before
-        assert os.stat(m / "zarr.h5").st_size == len(data)
-        with open(m / "zarr.nc", "rb") as f:
-            assert os.fstat(f.fileno()).st_size == len(data) and f.read() == data
+def test_every_group_file_lists_the_size_it_reads_before_it_is_first_opened(stores, tmp_path):
+    with mounted(stores["v3"][0], tmp_path, "ro") as m:
+        listed = {path: path.stat().st_size for path in m.path.rglob("zarr.h5")}  # no file opened yet
+        assert len(listed) > 3
+        for path, size in listed.items():
+            data = path.read_bytes()
+            assert data[:8] == b"\x89HDF\r\n\x1a\n" and len(data) == size, path
+            with open(path.with_name("zarr.nc"), "rb") as f:
+                assert os.fstat(f.fileno()).st_size == size and f.read() == data
+        with h5py.File(m / "zarr.h5", "r") as f:  # the zeros after HDF5's end are no concern of readers
+            assert len(f) > 0
+        assert "listed before it was made" not in m.settled_log()  # the bound held: no size moved
+
+
+def test_a_group_file_shows_the_size_of_its_nodes_after_an_array_below_is_deleted_made_or_moved(tmp_path):
+    store = tmp_path / "g.zarr"
+    root = zarr.open_group(str(store), mode="w")
+    for name in ("a", "b"):
+        root.create_array(f"g/{name}", shape=(300,), chunks=(100,), dtype="f8")[...] = 1.0
+    with mounted(store, tmp_path) as m:
+        sizes = [(m / "zarr.h5").stat().st_size, (m / "g" / "zarr.h5").stat().st_size]  # into the kernel's cache
+        for change in (lambda: (m / "g" / "b.bin").unlink(),
+                       lambda: (m / "g" / "c.npy").write_bytes(npy_bytes(np.zeros(5000))),
+                       lambda: os.rename(m / "g" / "a.bin", m / "g" / "renamed_far_longer.bin")):
+            change()
+            now = [(m / "zarr.h5").stat().st_size, (m / "g" / "zarr.h5").stat().st_size]
+            assert now != sizes
+            assert now == [len((m / "zarr.h5").read_bytes()), len((m / "g" / "zarr.h5").read_bytes())]
+            sizes = now
+
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    np.save(out, array)
+    return out.getvalue()
 
 
 def test_file_managers_learn_the_types(mounts):
@@ -402,3 +428,46 @@ def test_a_large_dataset_streams_from_an_aligned_offset(tmp_path):
         with c.file("/zarr.h5") as f:  # 1 MiB reads, each within the dataset
             f.seek(offset)
             assert f.read(values.nbytes) == c.read_bytes("/big.bin")
+
+
+def varied_hierarchy(root, seed: int) -> None:
+    """Groups and arrays of every kind the HDF5 view writes or leaves out: many attributes of
+    every JSON shape (more than 8: HDF5's dense storage), long names, groups of many members,
+    named, shared and unnamed dimensions, types HDF5 holds and types it omits."""
+    rng = np.random.default_rng(seed)
+    values = [1, 2.5, "text" * 50, list(range(40)), {"a": [1, "b"]}, True, None, ["s", "tt"] * 9, "çé", 1e300]
+
+    def attributes():
+        return {f"k{'e' * int(rng.integers(0, 40))}{i}": values[int(rng.integers(len(values)))]
+                for i in range(int(rng.choice([0, 1, 3, 9, 20])))}
+
+    group = zarr.open_group(str(root), mode="w", zarr_format=3, attributes=attributes())
+    groups = [group]
+    for i in range(120):
+        parent = groups[int(rng.integers(len(groups)))]
+        name = f"{rng.choice(['lat', 'lon', 'time', 'x' * int(rng.integers(1, 60))])}{i}"
+        if rng.random() < 0.15:
+            groups.append(parent.create_group(name, attributes=attributes()))
+            continue
+        ndim = int(rng.integers(0, 4))
+        shape = tuple(int(rng.choice([1, 3, 10, 40])) for _ in range(ndim))
+        dims = [str(rng.choice(["time", "lat", "lon", f"d{i}"])) for _ in range(ndim)] if rng.random() < 0.5 else None
+        dtype = str(rng.choice(["f8", "f4", "i1", "u2", "c8", "bool", "i8", "f2", "M8[s]"]))
+        parent.create_array(name, shape=shape, chunks=shape or "auto", dtype=dtype, dimension_names=dims,
+                            attributes=attributes(), fill_value=0)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_size_listed_holds_every_varied_hierarchy(tmp_path, seed):
+    """The size a listing shows is a bound worked out from metadata (hdf5.size_bound); the file
+    h5py makes is padded to it, and never exceeds it: no size moves when a file is opened."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        varied_hierarchy(tmp_path / "v.zarr", seed)
+    with mounted(tmp_path / "v.zarr", tmp_path, "ro") as m:
+        listed = {path: path.stat().st_size for path in m.path.rglob("zarr.h5")}
+        for path, size in listed.items():
+            with h5py.File(path, "r") as f:
+                f.visit(lambda name: None)
+            assert len(path.read_bytes()) == os.stat(path).st_size == size, path  # the size listed is the size read
+        assert "listed before it was made" not in m.settled_log()

@@ -221,7 +221,7 @@ class FileSystem:
         self._next_fh = 1
         self._lock = threading.Lock()  # of the handle table
         self.unstored = self.arrays.unstored  # arrays whose written data could not be stored at shutdown
-        self.edits = edits(self.store, self.hierarchy, self.arrays, self.cache, self.kernel.drop,
+        self.edits = edits(self.store, self.hierarchy, self.arrays, self.cache, self._edited,
                            read_only=options.read_only, ownership=options.ownership, dirty_limit=options.dirty_limit,
                            remote_timeout=options.remote.timeout)  # mkdir, create, unlink, rename, attribute edits
         self.xattrs = ExtendedAttributes(self.hierarchy, options.xattrs, lambda path: self.edits.draft_at(path)
@@ -281,8 +281,8 @@ class FileSystem:
             mode, size = owns.file(False), preview.png_size(*self.hierarchy.previews.of(entry.node)[1].size)
         elif entry.kind == TEXT:  # the true size, worked out once (textview.Texts.size): splice copies no further
             mode, size = owns.file(False), self.texts.size(self.store, entry.node, self.cache)
-        elif entry.kind == GROUPFILE:  # zarr.h5: 0 until first opened, as /proc files: open makes it and says its size
-            mode, size = owns.file(False), self.hierarchy.group_file_made(entry)[0]
+        elif entry.kind == GROUPFILE:  # from metadata alone: a listing never makes the file
+            mode, size = owns.file(False), self.hierarchy.group_file_facts(entry, self._newest_stored)[0]
         else:
             mode, size = owns.file(False), len(self.hierarchy.content(entry))
         mtime, blocks = self._stored(entry, size)
@@ -297,7 +297,7 @@ class FileSystem:
         bytes, or data not yet stored, counts in full, so that no tool takes it for a hole."""
         node = entry.node
         if entry.kind == GROUPFILE:
-            return self.group_files.mtime(entry, self.arrays.last_writes()), -(-size // 512)
+            return self.group_files.mtime(entry, self.arrays.last_writes(), self._newest_stored), -(-size // 512)
         if entry.kind not in (DATA, TEXT, PREVIEW) or node.meta is None:  # made from the documents
             return node.stat.st_mtime_ns, -(-size // 512)
         stored = self.usage.of(node.path)
@@ -305,6 +305,22 @@ class FileSystem:
         if entry.kind in (TEXT, PREVIEW) or self._unstored(node) or not holes.zero_fill(node.meta):
             return mtime, -(-size // 512)
         return mtime, -(-(stored.nbytes + len(self.hierarchy.prefix(entry))) // 512)
+
+    def _newest_stored(self, paths: list[str]) -> int:
+        """The newest mtime (ns) of the stored values of the arrays at `paths` (found a group at a time where each costs a round trip: one LIST per group, as a listing
+        of it does); an array that cannot be listed counts 0, its own files report the error."""
+        groups: dict[str, list[str]] = {}
+        for path in paths:
+            groups.setdefault(path.rpartition("/")[0], []).append(path)
+        for group, arrays in groups.items():
+            self.usage.warm(group, arrays)
+        newest = 0
+        for path in paths:
+            try:
+                newest = max(newest, self.usage.of(path).mtime_ns)
+            except ZarrfsError as e:
+                log.debug("%s: its stored values' times are not known: %s", path or "/", e)
+        return newest
 
     def _unstored(self, node: Node) -> bool:
         opened = self.arrays.get(node.path)
@@ -393,8 +409,9 @@ class FileSystem:
         return self._add_handle(Handle(entry, array=opened, file=file, writable=writable, siblings=siblings))
 
     def _text(self, entry: Entry, path: str) -> bytes:
-        """NAME.txt's text. A large array's size was shown as 0 until now: the kernel is told to
-        ask again, so that a copy that stats the open file (GIO) sees the true size."""
+        """NAME.txt's text. Should it differ in size from the text listed (a stored change
+        between the two), the kernel is told to ask again, so that a copy that stats the open file
+        (GIO) sees the true size."""
         shown = self.texts.size(self.store, entry.node, self.cache)
         text = self.texts.text(self.store, entry.node, self.cache)
         if len(text) != shown:
@@ -404,6 +421,13 @@ class FileSystem:
     def _shared_raw(self, node: Node) -> RawFile:
         """The array's flat bytes as every file showing them reads them (group files too)."""
         return self.arrays.open(node, hold=False).raw
+
+    def _edited(self, paths: list[str]) -> None:
+        """The mount made, deleted, moved or changed nodes at `paths`: the kernel drops what it
+        holds of them and of the group files above them (their sizes and bytes follow the nodes
+        below), and attributes listed before are stale."""
+        self._listed_stale()
+        self.kernel.drop([*paths, *self.group_files.of_directories_above(paths)])
 
     def _listed_stale(self) -> None:
         self.writes += 1  # attributes listed before are stale (see binding.ZarrFUSE)

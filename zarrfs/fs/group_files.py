@@ -24,7 +24,8 @@ class GroupFiles:
     def open(self, entry, path: str) -> hdf5.GroupFile:
         """The file, made (or taken from the header cache) now. When it differs from what the
         kernel was last shown, the kernel's size and pages of it are dropped before the open is
-        answered: a listing showed size 0, or an older file."""
+        answered: the kernel may hold pages of an older file, or a size listed before a file
+        exceeded its bound (hdf5.size_bound)."""
         try:
             layout = self.hierarchy.group_file_layout(entry)
         except ViewError as e:
@@ -83,11 +84,27 @@ class GroupFiles:
             directory = os.path.dirname(directory)
         return names
 
-    def mtime(self, entry, last_writes) -> int:
-        """A group file changes when it is made anew (something below changed) and when an array
-        below is written through the mount (last_writes: store path -> time), so incremental
-        backups copy it again."""
-        group = entry.node
-        below = group.path + "/" if group.path else ""
+    def of_directories_above(self, paths: list[str]) -> list[str]:
+        """The group files (zarr.h5, zarr.nc) of every directory above each of `paths`: a node
+        made, deleted or moved there changes their size and bytes."""
+        found: dict[str, None] = {}
+        for path in paths:
+            directory = os.path.dirname(path.rstrip("/")) or "/"
+            while True:
+                found.update((os.path.join(directory, name), None) for view in self.hierarchy.group_views
+                             for name in view.files)
+                if directory == "/":
+                    break
+                directory = os.path.dirname(directory)
+        return list(found)
+
+    def mtime(self, entry, last_writes, newest_stored) -> int:
+        """The newest mtime of what the file shows: the documents of every node it describes,
+        the stored values of every array whose bytes it holds (newest_stored(paths)), the time
+        this mount saw a node below appear or go (a deletion leaves no newer time in a store;
+        Hierarchy.group_file_facts), and the last write through the mount to an array below
+        (last_writes: store path -> time). So rsync copies g/zarr.h5 again exactly when
+        something below g changed."""
+        below = entry.node.path + "/" if entry.node.path else ""
         written = max((t for path, t in last_writes if path.startswith(below)), default=0.0)
-        return max(group.stat.st_mtime_ns, self.hierarchy.group_file_made(entry)[1], int(written * 1e9))
+        return max(self.hierarchy.group_file_facts(entry, newest_stored)[1], int(written * 1e9))

@@ -27,6 +27,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -88,6 +89,22 @@ class Entry:
     view: str = ""  # HEADER: its format; DATA: "" for NAME.bin, else the view it belongs to
 
 
+SUBTREE_LIFETIME = 30.0  # seconds a group's Subtree is trusted, as the kernel keeps attributes (stored_usage.LIFETIME)
+
+
+class Subtree(NamedTuple):
+    """What a group's HDF5 view's size and mtime depend on, summed over the group and every node
+    below it: a group file's stat adds up its children's Subtrees, not the whole hierarchy below."""
+
+    node: Node  # the group's node it was made from
+    shape: tuple  # the group's node and its children's: when it differs, something was made, deleted or moved
+    cost: int  # hdf5.size_bound's share of the group and everything below, BOUND_BASE left out
+    count: int  # nodes: beyond hdf5.MAX_NODES the view is refused
+    newest: int  # ns: the newest mtime of the documents and stored values below, or of a change seen
+    changed: int  # ns: when this mount last saw the group's children change, 0 if never
+    expires: float  # time.monotonic() past which it is made again (changes by other programs)
+
+
 class Hierarchy:
     def __init__(self, store: Store, views=DEFAULT_VIEWS, header_cache_bytes: int = 32 << 20,
                  previews: bool = False):
@@ -104,7 +121,7 @@ class Hierarchy:
         self._sidecars: dict[tuple[str, str], tuple[Node, bytes]] = {}
         self._directories: dict[str, Entry] = {}  # file-system path -> DIR entry, while listings hold
         self._group_versions: dict[object, tuple] = {}  # group path (or pyramid key) -> the nodes its view was made of
-        self._group_sizes: dict[str, tuple[int, int]] = {}  # group path -> (size, time) of its HDF5 view as last made
+        self._subtrees: dict[str, Subtree] = {}  # group path -> what its HDF5 view's size and mtime depend on
         self._lock = threading.Lock()
         self.hidden = HiddenFiles()  # files deleted alone from nodes that stay: neither looked up nor listed
         root = self._check_root()
@@ -232,6 +249,8 @@ class Hierarchy:
                     del self._listings[p]
                 for key in [key for key in self._sidecars if below(key[0])]:
                     del self._sidecars[key]
+                for p in [p for p in self._subtrees if below(p) or path.startswith(p + "/") or not p]:
+                    del self._subtrees[p]  # the group files above the node show it too
                 self._verified = {p for p in self._verified if not below(p)}
             self._directories.clear()
 
@@ -418,14 +437,88 @@ class Hierarchy:
             cached = self._sidecars[key] = (entry.node, sidecar(entry.node.meta, f"{entry.stem}.bin", views))
         return cached[1]
 
-    def group_file_made(self, entry: Entry) -> tuple[int, int]:
-        """(size, time in ns) of the group file as last made. zarr.h5: (0, 0) before it was
-        first opened (a listing neither walks the hierarchy below nor makes the file; opening
-        does). IMAGE.ome.tif: its size, made from its levels' metadata (the listing made it)."""
+    def group_file_facts(self, entry: Entry, newest_stored) -> tuple[int, int]:
+        """(size, newest mtime in ns) of a group file, from metadata and listings alone.
+        zarr.h5: its size bound (hdf5.size_bound: the file made when it is opened is padded to
+        it; a listing never makes it) and the newest time of what it shows, added up a group at
+        a time (Subtree); a group beyond the view's bounds shows size 0 (opening it says why).
+        IMAGE.ome.tif: its size from its levels' metadata (the listing made its layout), and the
+        newest time of its group and levels. newest_stored(paths): the newest mtime of those
+        arrays' stored values."""
+        group = entry.node
         if entry.view == PYRAMID:
-            layout = self._pyramid_or_none(entry.node, entry.stem)
-            return (layout.size if layout is not None else 0), 0
-        return self._group_sizes.get(entry.node.path, (0, 0))
+            layout = self._pyramid_or_none(group, entry.stem)
+            levels = [self.node(f"{group.path}/{path}" if group.path else path)
+                      for path in self.pyramids(group).get(entry.stem, [])]
+            levels = [node for node in levels if node is not None]
+            newest = max([group.stat.st_mtime_ns, *(node.stat.st_mtime_ns for node in levels)])
+            return (layout.size if layout is not None else 0), max(newest, newest_stored([n.path for n in levels]))
+        subtree = self._subtree(group, newest_stored)
+        size = hdf5.BOUND_BASE + subtree.cost if subtree.count <= hdf5.MAX_NODES else 0
+        return size, subtree.newest
+
+    def _subtree(self, group: Node, newest_stored) -> "Subtree":
+        """The group's Subtree, each group below made once (post-order, no recursion: a store
+        may be thousands of groups deep) and kept for SUBTREE_LIFETIME, or until the mount
+        changes a node below it (changed)."""
+        now = time.monotonic()
+        done: dict[str, Subtree] = {}
+        stack: list[tuple[Node, list | None]] = [(group, None)]  # (group, its children once they were looked at)
+        while stack:
+            node, children = stack.pop()
+            memo = self._subtrees.get(node.path)
+            if children is None and memo is not None and memo.node is node and memo.expires > now:
+                done[node.path] = memo
+                continue
+            first = children is None
+            children = self._child_nodes(node.path) if first and node.meta is not None else children or []
+            walked = [child for name, child in children if child.kind == "group" and child.meta is not None
+                      and hdf5.linkable(name)]  # members_of's rule: an unlinkable group is left out whole
+            if first:
+                stack.append((node, children))
+                stack.extend((child, None) for child in walked if child.path not in done)
+                continue
+            done[node.path] = self._summed(node, children, [done[child.path] for child in walked], memo,
+                                           newest_stored)
+        return done[group.path]
+
+    def _summed(self, group: Node, children: list, below: list, memo, newest_stored) -> "Subtree":
+        """One group's Subtree, from its children and the Subtrees of the groups among them."""
+        cost, count, dimensions = hdf5.node_bound(group), 1, set()
+        arrays = []
+        for name, child in children:
+            cost += hdf5.name_bound(name)
+            if child.kind == "array":
+                cost += hdf5.node_bound(child)
+                count += 1
+                if child.meta is not None:
+                    dimensions |= hdf5.dimension_keys(child.meta)
+                    arrays.append(child.path)
+            elif child.meta is None or not hdf5.linkable(name):
+                cost += hdf5.node_bound(child)
+                count += 1
+        cost += hdf5.BOUND_DIMENSION * len(dimensions) + sum(sub.cost for sub in below)
+        count += sum(sub.count for sub in below)
+        shape = (group, *(child for _, child in children))  # a node made, deleted or moved here changes it
+        changed = memo.changed if memo is not None else 0
+        if memo is not None and not hdf5.same(memo.shape, shape):
+            changed = time.time_ns()  # a deletion leaves no newer time in a store
+        newest = max([group.stat.st_mtime_ns, changed, newest_stored(arrays),
+                      *(child.stat.st_mtime_ns for _, child in children), *(sub.newest for sub in below)])
+        subtree = Subtree(group, shape, cost, count, newest, changed, time.monotonic() + SUBTREE_LIFETIME)
+        self._subtrees[group.path] = subtree
+        return subtree
+
+    def _group_version(self, path: str, members: list) -> tuple:
+        """The nodes the group's HDF5 view is made of: the tuple known before when they are the
+        same (the header cache compares versions by identity), else this one."""
+        version = hdf5.version_of(members)
+        with self._lock:
+            known = self._group_versions.get(path)
+            if known is not None and hdf5.same(known, version):
+                return known
+            self._group_versions[path] = version
+            return version
 
     def group_file_layout(self, entry: Entry) -> "hdf5.Layout":
         """The layout of a group file: zarr.h5's, or an IMAGE.ome.tif's. Raises ViewError."""
@@ -491,24 +584,13 @@ class Hierarchy:
 
     def group_layout(self, group: Node) -> "hdf5.Layout":
         """The HDF5 view of `group` (zarr.h5), made once per version of the nodes below it while
-        the header cache keeps it. Raises hdf5.TooLargeError for a hierarchy beyond the bounds."""
+        the header cache keeps it, padded to the size listings show. Raises hdf5.TooLargeError
+        for a hierarchy beyond the bounds."""
         members = hdf5.members_of(group, self._child_nodes)
-        version = hdf5.version_of(members)
-        key = ("hdf5", group.path)
-        with self._lock:
-            known = self._group_versions.get(group.path)
-            if known is not None and hdf5.same(known, version):
-                version = known  # the header cache compares versions by identity
-            else:
-                self._group_versions[group.path] = version
+        version = self._group_version(group.path, members)
         cap = self._headers.max_bytes
-        layout = self._headers.get(key, version, lambda: {"hdf5": hdf5.build(members, lambda m: m.node.path, cap)})["hdf5"]
-        if known is not version:
-            # made anew because something below changed: a new mtime. Not when first made: a backup
-            # that listed it at size 0 copied it as made, and should not copy it again
-            made = time.time_ns() if known is not None else 0
-            self._group_sizes[group.path] = (layout.size, made)
-        return layout
+        return self._headers.get(("hdf5", group.path), version,
+                                 lambda: {"hdf5": hdf5.build(members, lambda m: m.node.path, cap)})["hdf5"]
 
     def _child_nodes(self, path: str) -> list[tuple[str, Node]]:
         """(name, node) of the groups and arrays in the group at `path`, in name order."""

@@ -130,9 +130,76 @@ def build(members: list[Member], store_path_of, max_bytes: int) -> Layout:
     if len(members) > MAX_NODES:
         raise TooLargeError(f"{len(members)} arrays and groups: more than the {MAX_NODES} one HDF5 view describes")
     try:
-        return _build(h5py, members, store_path_of, max_bytes)
+        layout = _build(h5py, members, store_path_of, max_bytes)
     except (OSError, RuntimeError, ValueError, TypeError, KeyError) as e:  # h5py's errors, the scratch file's
         raise HDF5ViewError(f"h5py cannot write its template: {e}") from e
+    bound = size_bound(members)
+    if layout.size > bound:  # listings showed a size too small: the file is shown whole, its size moves
+        log.warning("%s: its HDF5 view takes %d bytes, more than the %d listed before it was made (size_bound)",
+                    members[0].node.path or "/", layout.size, bound)
+    layout.size = max(layout.size, bound)  # zeros after the end HDF5 records: the size listed is the size read
+    return layout
+
+
+# What the size bound allows for the template's metadata (size_bound), each figure at least
+# twice what h5py was measured to write (docs/formats.md): an object header with its link, per
+# attribute its message (or dense storage's heap and index), per axis its dimension list entry
+# and back reference, per distinct dimension of a group its scale
+BOUND_BASE = 16384  # superblock, the root group, the committed complex types
+BOUND_MEMBER = 1024  # a group's or an array's object header and its link in the parent
+BOUND_ATTRIBUTE = 256  # an attribute's message, besides its name and value
+BOUND_AXIS = 256  # DIMENSION_LIST's reference to the scale and the scale's REFERENCE_LIST entry
+BOUND_DIMENSION = 2048  # a dimension's scale (a dimension-only dataset, or a coordinate's attributes)
+
+
+def size_bound(members: list[Member]) -> int:
+    """The size the file is shown with before it is made, from metadata alone (no h5py, no
+    chunk): every array's bytes, a dataset of 1 MiB or more its alignment besides, and a bound
+    of the metadata h5py writes for the members and their attributes. The file made is padded
+    with zeros to this size (HDF5 reads only up to the end its superblock records), so that
+    listing a group never makes its file; build() says when a file exceeds it. A sum over the
+    members of name_bound and node_bound, and of the dimensions of each group's arrays: a
+    listing adds it up a group at a time (fs/hierarchy.py), with these same parts."""
+    size, dimensions = BOUND_BASE, set()
+    for member in members:
+        parent, _, name = member.path.rpartition("/")
+        size += name_bound(name) + node_bound(member.node)
+        if member.node.kind == "array" and member.node.meta is not None:
+            dimensions.update((parent, *key) for key in dimension_keys(member.node.meta))
+    return size + BOUND_DIMENSION * len(dimensions)
+
+
+def name_bound(name: str) -> int:
+    """size_bound's share of a member's name (its link, its entry in a list of omitted names)."""
+    return 2 * len(name.encode("utf-8", "surrogatepass"))
+
+
+def node_bound(node) -> int:
+    """size_bound's share of a node, its name and dimensions left out: its object header, its
+    attributes, and an array's bytes and axes."""
+    meta = node.meta
+    if meta is None:
+        return BOUND_MEMBER
+    size = BOUND_MEMBER + sum(BOUND_ATTRIBUTE + 2 * len(key.encode("utf-8", "surrogatepass")) + 2 * _json_size(value)
+                              for key, value in meta.attributes.items())
+    if node.kind != "array":
+        return size
+    if writable(meta):
+        size += meta.nbytes + (ALIGNMENT if meta.nbytes >= ALIGNMENT else 0)
+    return size + BOUND_AXIS * len(meta.shape)
+
+
+def dimension_keys(meta) -> set[tuple]:
+    """(name or None, length) of each axis: a group's distinct ones each cost a scale."""
+    dims = _dimension_names(meta) or (None,) * len(meta.shape)
+    return set(zip(dims, meta.shape, strict=False))
+
+
+def _json_size(value) -> int:
+    try:
+        return len(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    except (TypeError, ValueError, RecursionError):
+        return len(repr(value))
 
 
 def _build(h5py, members: list[Member], store_path_of, max_bytes: int) -> Layout:

@@ -7,11 +7,14 @@ of valid UTF-8 (only variable-length bytes can hold one) `\\xNN`. Every line end
 Elements of a v2 array of JSON values (json2) are written as one line of JSON each instead.
 
 These arrays have no fixed element size, so the text is made whole (TEXT_LIMIT bounds it) and
-its true size is shown: splice(2) (GIO's copy: Thunar, Nautilus, `gio copy`) and tar read no
-further than the size, so a size of 0 copied an empty file. The size is worked out once per
-version of the array and kept (Texts.size); listing an array of more than SIZED_ELEMENTS
-elements does not decode it: such a file shows size 0 until it is first opened, then its true
-size. Reads are served with direct I/O, so a reader never sees pages of an older rendering.
+its true size is shown from the first stat: splice(2) (GIO's copy: Thunar, Nautilus, `gio
+copy`) and tar read no further than the size, and a size that moved when opened made file
+managers type the file as empty and backups copy it again. A size depends on every element's
+text, so it is worked out once per version of the array and kept (Texts.size): an array of up
+to SIZED_ELEMENTS elements is rendered (and its text kept for the open); a larger one is read
+a slab of chunks at a time, each line's length added up and the text let go (text_size), so
+memory stays that of one slab. Reads are served with direct I/O, so a reader never sees pages
+of an older rendering.
 This module is the seam for a view-file registry: `render(array)` is a pure function of the
 decoded elements.
 """
@@ -27,11 +30,13 @@ import numpy as np
 
 from zarrfs.engine.array import open_array
 from zarrfs.errors import UnsupportedError, ZarrfsError
+from zarrfs.geometry import largest_chunk
 
 log = logging.getLogger(__name__)
 
 TEXT_LIMIT = 1 << 30  # bytes of text made for one file: a larger array is refused, not rendered
-SIZED_ELEMENTS = 1 << 18  # arrays up to this many elements are rendered to tell their size (~0.1 s)
+SIZED_ELEMENTS = 1 << 18  # arrays up to this many elements are rendered to tell their size (~0.1 s), kept
+SLAB_ELEMENTS = 1 << 18  # a larger array's size is added up this many elements (whole chunk rows) at a time
 FORMAT = ("UTF-8, one element per line in C order; escapes: \\\\ is a backslash, \\n a newline, "
           "\\xNN a byte that is not UTF-8")
 JSON_FORMAT = "UTF-8, one element per line in C order, each a JSON value"
@@ -74,6 +79,30 @@ def render(elements: np.ndarray, name: str, line_of=escape) -> bytes:
     return ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass") if lines else b""
 
 
+def text_size(array, shape: tuple, rows: int, name: str, line_of=escape) -> int:
+    """len(render(elements)) of the array's elements, read `rows` of the first axis at a time
+    (array.read(box)), so that only one slab's elements and no text are held."""
+    if not shape:
+        return len(render(array.read(()), name, line_of))
+    size = 0
+    for start in range(0, shape[0], max(rows, 1)):
+        box = (slice(start, min(start + rows, shape[0])), *(slice(0, n) for n in shape[1:]))
+        for element in array.read(box).reshape(-1):
+            size += len(line_of(element).encode("utf-8", "surrogatepass")) + 1
+        if size > TEXT_LIMIT:
+            raise UnsupportedError(f"{name}: its text is more than zarrfs's limit of {TEXT_LIMIT} bytes")
+    return size
+
+
+def slab_rows(shape: tuple, chunk_shape) -> int:
+    """Rows of the first axis read at a time: whole chunk rows, about SLAB_ELEMENTS elements."""
+    if not shape:
+        return 1
+    row = math.prod(shape[1:]) or 1
+    chunk_rows = largest_chunk(chunk_shape)[0]
+    return max(chunk_rows, SLAB_ELEMENTS // row // chunk_rows * chunk_rows)
+
+
 def unescape(line: str) -> bytes:
     """The element bytes of one line (without its newline): the inverse of escape, for readers."""
     out, i = bytearray(), 0
@@ -102,15 +131,20 @@ class Texts:
 
     def size(self, store, node, cache) -> int:
         """The text's size in bytes: once per node (a changed array is a new node). Within
-        SIZED_ELEMENTS it is rendered for this; above, 0 until the file was opened once. A text
-        that cannot be made (too large, a corrupt chunk) shows 0: opening it reports the error."""
+        SIZED_ELEMENTS it is rendered for this; above, added up a slab at a time (text_size). A
+        text that cannot be made (too large, a corrupt chunk) shows 0: opening it reports the error."""
         known = self._sizes.get(node.path)
         if known is not None and known[0] is node:
             return known[1]
-        if math.prod(node.meta.shape) > SIZED_ELEMENTS:
-            return 0
         try:
-            return len(self.text(store, node, cache))
+            if math.prod(node.meta.shape) <= SIZED_ELEMENTS:
+                return len(self.text(store, node, cache))
+            array = open_array(store, node.path, node.meta, cache)
+            size = text_size(array, tuple(node.meta.shape), slab_rows(tuple(node.meta.shape), node.meta.chunk_shape),
+                             node.path or "/", lines_of(node.meta.data_type.name)[0])
+            with self._lock:
+                self._sizes[node.path] = (node, size)
+            return size
         except ZarrfsError as e:
             log.warning("%s: its text's size is not known (%s): shown as 0", node.path or "/", e)
             with self._lock:
