@@ -40,7 +40,7 @@ class RawFile:
         taken together (an append that completes a record moves its bytes from one to the other:
         a size read between would pass the end, and a reader's page past it be zero-filled)."""
         with self.array.shared.lock:
-            return self.size + len(self.pending)
+            return int(self.size + len(self.pending))
 
     def read(self, offset: int, size: int) -> bytes:
         """Bytes [offset, offset+size), short at the end of the file, b'' past it."""
@@ -75,7 +75,7 @@ class RawFile:
                 self._fill(offset, out[:inside])
             start = max(0, offset - size)
             out[inside:n] = np.frombuffer(pending, "u1")[start:start + n - inside]
-        return n
+        return int(n)
 
     def read_malloced(self, offset: int, size: int) -> tuple[int, int]:
         """(address, count) of the bytes from `offset` in memory from malloc, the caller's to

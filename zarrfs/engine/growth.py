@@ -22,7 +22,7 @@ MAX_CLEARED = 1 << 16  # chunks a grown region may find stored (a crash's) and d
 
 def record_nbytes(array: Array) -> int:
     """Bytes of one index of dimension 0."""
-    return math.prod(array.shape[1:]) * array.dtype.itemsize
+    return int(math.prod(array.shape[1:]) * array.dtype.itemsize)
 
 
 def why_fixed(array: Array) -> str | None:

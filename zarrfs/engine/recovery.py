@@ -29,7 +29,7 @@ from typing import NotRequired, TypedDict
 import numpy as np
 
 from zarrfs.engine import growth
-from zarrfs.engine.array import open_array
+from zarrfs.engine.array import Array, open_array
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.errors import ZarrfsError
 from zarrfs.format.v3 import ArrayMetadata, parse_object
@@ -185,7 +185,7 @@ def replay(directory: str, manifest: Manifest, store: Store, force: bool = False
     return len(manifest["pieces"])
 
 
-def _grow_for(array, directory: str, pieces: list[Piece], key: str) -> None:
+def _grow_for(array: Array, directory: str, pieces: list[Piece], key: str) -> None:
     """Records appended past the stored shape (growth.py) make the array grow to hold them, as
     the mount would have: the new shape is stored after the records, by the last flush. A piece
     past dimension 0 of an array that cannot grow, or past another end, is refused."""
