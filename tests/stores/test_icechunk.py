@@ -337,7 +337,7 @@ def test_a_tag_mounted_writable_is_one_line(repository, tmp_path):
     assert "@tag.v1" in said and "-o ro" in said
 
 
-def test_new_groups_and_arrays_deletes_and_attribute_edits_are_committed_and_moves_refused(tmp_path):
+def test_new_groups_and_arrays_deletes_and_attribute_edits_are_committed(tmp_path):
     import io
 
     repo, first = small_repository(tmp_path / "repo")
@@ -348,9 +348,6 @@ def test_new_groups_and_arrays_deletes_and_attribute_edits_are_committed_and_mov
         os.unlink(m.path / "b.bin")
         os.setxattr(m.path / "a.bin", "user.zarr.attr.units", b'"K"')
         os.mkdir(m.path / "g")
-        with pytest.raises(OSError) as refused:
-            os.rename(m.path / "a.bin", m.path / "c.bin")
-        assert refused.value.errno == errno.ENOTSUP
         npy = io.BytesIO()
         new = np.arange(3000, dtype="<i2").reshape(30, 100)
         np.save(npy, new)
@@ -364,6 +361,38 @@ def test_new_groups_and_arrays_deletes_and_attribute_edits_are_committed_and_mov
     np.testing.assert_array_equal(group["g"]["new"][...], new)
     assert head(repo).message == "edits"
     assert not list((tmp_path / "mnt.recovery").glob("zarrfs-icechunk-*"))  # gone at unmount
+
+
+def test_a_move_commits_the_writes_before_it_then_itself(tmp_path):
+    """icechunk moves nodes only in a rearrange session committed alone: `mv` of an array or a
+    group is a snapshot of its own, after one of the writes not committed before it."""
+    repo, first = small_repository(tmp_path / "repo")
+    session = repo.writable_session("main")
+    group = zarr.open_group(session.store, mode="a").create_group("g")
+    group.create_array("inner", shape=(3,), dtype="<u1", fill_value=0)[...] = [7, 8, 9]
+    before = session.commit("g")
+    model = read_a(repo)
+    with mounted(tmp_path / "repo", tmp_path) as m:
+        write_elements(m.path / "a.bin", model, [(2, 3)], 77)
+        os.rename(m.path / "a.bin", m.path / "c.bin")
+        names = os.listdir(m.path)
+        assert {"c.bin", "c.json", "g"} <= set(names) and not [n for n in names if n.startswith("a.")]
+        assert (m.path / "c.bin").read_bytes() == model.tobytes()
+        os.rename(m.path / "g", m.path / "h")  # a group and what is in it
+        assert (m.path / "h" / "inner.bin").read_bytes() == bytes([7, 8, 9])
+        assert os.getxattr(m.path, "user.icechunk.snapshot").decode() == head(repo).id
+    history = [info.message for info in repo.ancestry(branch="main")]
+    assert history[:4] == ["zarrfs: moved /g to /h", "zarrfs: moved /a to /c", "zarrfs: the writes before moving /a to /c",
+                           "g"]
+    assert repo.lookup_snapshot(history_id(repo, 2)).parent_id == before
+    group = zarr.open_group(repo.readonly_session("main").store, mode="r")
+    assert sorted(group.keys()) == ["c", "h"] and list(group["h"].keys()) == ["inner"]
+    np.testing.assert_array_equal(group["c"][...], model)
+
+
+def history_id(repo, back: int) -> str:
+    """The id of the snapshot `back` commits behind main's head."""
+    return [info.id for info in repo.ancestry(branch="main")][back]
 
 
 def test_a_repository_on_s3_mounts_with_its_versions_and_takes_commits(seaweed, tmp_path):

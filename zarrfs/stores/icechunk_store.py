@@ -14,7 +14,8 @@ chunk is written to the repository's storage at once, and becomes part of a snap
 session is committed (commit(), from the mount's `user.icechunk.commit` attribute, `zarrfs commit`
 or -o commit_on_unmount). A commit that conflicts with another writer's is rebased by icechunk's
 BasicConflictSolver where it can be; otherwise it fails with one line and the session keeps its
-changes. Creating and moving nodes is not done on such a store yet (ENOTSUP, one line).
+changes. Moving a node is a commit of its own (icechunk's rearrange session), after one of the
+writes before it.
 """
 
 import errno
@@ -348,7 +349,7 @@ class IcechunkStore:
     def remove_temporaries(self) -> int:
         return 0  # icechunk stages nothing outside its session
 
-    # whole nodes: made and deleted in a branch's session; moved not yet
+    # whole nodes: made and deleted in a branch's session; moved by a commit of their own
 
     def begin_node(self, path: str) -> str:
         """A staging name for the new node. icechunk takes a chunk only below an array it has: the
@@ -404,11 +405,28 @@ class IcechunkStore:
         self._run(self._store.delete_dir(path), path)
 
     def move_node(self, src: str, dst: str) -> None:
+        """icechunk moves a node only in a rearrange session, which holds moves alone and is
+        committed alone: the session's writes are committed first (one snapshot), then the move
+        is a snapshot of its own on the branch, and a fresh session goes on from it."""
         self.check_writable(src)
-        self._not_yet(src, "moving arrays and groups")
+        if self._branch is None:
+            self._refuse(src)
+        with self._writing:
+            self._run(self._move(src, dst), src)
 
-    def _not_yet(self, key: str, what: str) -> NoReturn:
-        raise StoreError(f"{self.path(key)}: {what} in an Icechunk repository is not supported yet", errno.ENOTSUP)
+    async def _move(self, src: str, dst: str) -> None:
+        if await self._stat(src) is None:
+            raise StoreError(f"{self.path(src)}: no such node", errno.ENOENT)
+        if await self._stat(dst) is not None:
+            raise StoreError(f"cannot move {self.path(src)} to {dst}: something is stored there already", errno.EEXIST)
+        assert self._branch is not None and self._fork is not None  # move_node refuses a store without them
+        repository, branch = self._branch
+        if self._fork.has_uncommitted_changes:
+            await self._commit(f"zarrfs: the writes before moving /{src} to /{dst}")  # a conflict: EBUSY, kept
+        rearranging = await repository.rearrange_session_async(branch)
+        await rearranging.move_async(f"/{src}", f"/{dst}")
+        snapshot: str = await rearranging.commit_async(f"zarrfs: moved /{src} to /{dst}")
+        await self._next_session(repository, branch, snapshot)
 
     def _check(self, key: str) -> None:
         """The contract's key rule: absolute keys, '..' and empty parts are EINVAL."""
