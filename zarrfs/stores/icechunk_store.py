@@ -27,7 +27,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, TypeVar
 
 from zarrfs.byte_ranges import ByteRange, Range, Suffix
@@ -41,6 +41,7 @@ from zarrfs.stores.local import LocalStore
 
 if TYPE_CHECKING:  # icechunk (Python >= 3.12) is imported for a repository only
     from icechunk import ForkSession, Repository, Session
+    from zarr.abc.store import RangeByteRequest, SuffixByteRequest
     from zarr.core.buffer import Buffer
 
 log = logging.getLogger(__name__)
@@ -102,7 +103,6 @@ class IcechunkStore:
 
     async def _get(self, key: str, byte_range: ByteRange, limit: int | None) -> bytes | None:
         from zarr.abc.store import RangeByteRequest, SuffixByteRequest
-        from zarr.core.buffer import default_buffer_prototype
 
         self._check(key)
         request: RangeByteRequest | SuffixByteRequest | None = None
@@ -118,9 +118,9 @@ class IcechunkStore:
             if size is None:
                 return None
             if size > wanted:
-                raise StoreError(f"{self.path(key)}: {size} bytes stored, more than the {wanted} bytes expected",
-                                 errno.EIO)
-        value = await self._store.get(key, default_buffer_prototype(), request)
+                raise StoreError(f"cannot read {key!r} in {self.root}: it has {size} bytes, more than the {wanted} "
+                                 f"expected", errno.EIO)
+        value = await self._get_range(key, request)
         if value is None:
             return None
         data = bytes(value.to_bytes())
@@ -128,6 +128,25 @@ class IcechunkStore:
             raise StoreError(f"{self.path(key)}: answered {len(data)} bytes, more than the {wanted} bytes asked",
                              errno.EIO)
         return data
+
+    async def _get_range(self, key: str, request: "RangeByteRequest | SuffixByteRequest | None") -> "Buffer | None":
+        """icechunk's get; a range reaching past the value's end is cut there, as pread cuts it
+        (icechunk refuses it whole)."""
+        from icechunk import InvalidInputError
+        from zarr.abc.store import RangeByteRequest
+        from zarr.core.buffer import default_buffer_prototype
+
+        try:
+            return await self._store.get(key, default_buffer_prototype(), request)
+        except InvalidInputError:
+            if not isinstance(request, RangeByteRequest):
+                raise
+            size = await self._size(key)
+            if size is None or request.end <= size:
+                raise
+            if request.start >= size:
+                return default_buffer_prototype().buffer.from_bytes(b"")
+            return await self._store.get(key, default_buffer_prototype(), RangeByteRequest(request.start, size))
 
     def get_versioned(self, key: str, byte_range: ByteRange = None, expect: object = None,
                       limit: int | None = None) -> tuple[bytes | None, object]:
@@ -184,6 +203,7 @@ class IcechunkStore:
 
     def discard(self, staged: Sequence[Staged]) -> None:
         spilled = [value for value in staged if self._spilled(value.key)]
+        own_staged([value for value in staged if not self._spilled(value.key)], StagedValue, self.root)
         if spilled:
             self._spill_store().discard(spilled)  # the others were held in memory only
 
@@ -293,9 +313,27 @@ class IcechunkStore:
     async def _files(self, prefix: str) -> list[tuple[str, os.stat_result]]:
         below = f"{prefix.rstrip('/')}/" if prefix else ""
         found = []
-        async for key in self._store.list_prefix(below):
+        async for key in self._keys_below(below):
             found.append((key[len(below):], self._file_stat(await self._store.getsize(key))))
         return sorted(found)
+
+    async def _keys_below(self, below: str) -> AsyncIterator[str]:
+        """Every key starting with `below`. icechunk lists only a node's prefix: below an array's
+        (its chunks' directories, `a/c/0/`), the array's keys are listed and those below kept."""
+        from icechunk import InvalidInputError
+
+        listed = below
+        while True:
+            try:
+                keys = [key async for key in self._store.list_prefix(listed)]
+                break
+            except InvalidInputError:
+                if not listed:
+                    raise
+                listed = listed.rstrip("/").rpartition("/")[0] + "/" if "/" in listed.rstrip("/") else ""
+        for key in keys:
+            if key.startswith(below):
+                yield key
 
     def stat(self, key: str) -> os.stat_result | None:
         if self._spilled(key):
@@ -347,7 +385,12 @@ class IcechunkStore:
         return os.statvfs_result((4096, 4096, blocks, blocks, blocks, 1 << 32, 1 << 32, 1 << 32, 0, 1024))
 
     def remove_temporaries(self) -> int:
-        return 0  # icechunk stages nothing outside its session
+        """The nodes being made by this store (their chunks in `_spill_store`), given up: icechunk
+        stages nothing outside the session, and another mount's are its own (docs/icechunk.md)."""
+        staging = list(self._staging)
+        for name in staging:
+            self.abort_node(name)
+        return len(staging)
 
     # whole nodes: made and deleted in a branch's session; moved by a commit of their own
 
