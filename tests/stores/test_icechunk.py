@@ -436,6 +436,65 @@ def test_fsynced_writes_survive_a_crash_and_the_next_mount_commits_them(tmp_path
     assert not list((tmp_path / "mnt.recovery").glob("icechunk-*"))  # committed: nothing left to take back
 
 
+class InFlightSessionStore:
+    """icechunk's session store, each get held 20 ms (a round trip): how many were under way at once."""
+
+    def __init__(self, store):
+        self._store, self.now, self.most = store, 0, 0
+
+    async def get(self, key, prototype, byte_range=None):
+        import asyncio
+
+        self.now += 1
+        self.most = max(self.most, self.now)
+        try:
+            await asyncio.sleep(0.02)
+            return await self._store.get(key, prototype, byte_range)
+        finally:
+            self.now -= 1
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+
+def test_a_stream_from_a_remote_repository_fetches_ahead_with_few_requests_at_once(seaweed, tmp_path, monkeypatch):
+    """icechunk multiplexes its own requests: a stream is fetched ahead by STREAM_FETCHERS
+    threads, not by the file system's many for an object store (more streamed slower)."""
+    from servers.seaweed import BUCKET, USERS, unique_prefix
+    from zarrfs.edits.hierarchy_edits import HierarchyEdits
+    from zarrfs.fs.filesystem import Options
+    from zarrfs.fs.versions import mount_core
+    from zarrfs.stores.icechunk_repository import IcechunkChoice
+    from zarrfs.stores.icechunk_store import STREAM_FETCHERS
+    from zarrfs.stores.source_url import RemoteOptions
+
+    prefix = unique_prefix("icechunk-stream")
+    key, secret, _ = USERS["admin"]
+    repo = icechunk.Repository.create(icechunk.s3_storage(
+        bucket=BUCKET, prefix=prefix, endpoint_url=seaweed.endpoint, allow_http=True, force_path_style=True,
+        region="us-east-1", access_key_id=key, secret_access_key=secret))
+    session = repo.writable_session("main")
+    values = np.arange(48 * 65536, dtype="<f4")  # 48 chunks of 256 KiB
+    zarr.group(session.store).create_array("a", shape=values.shape, chunks=(65536,), dtype="<f4",
+                                           compressors=[zarr.codecs.ZstdCodec()])[...] = values
+    session.commit("a")
+    for name, value in seaweed.env().items():
+        if name.startswith("AWS_"):
+            monkeypatch.setenv(name, value)
+    options = Options(read_only=True, remote=RemoteOptions(endpoint=seaweed.endpoint),
+                      icechunk=IcechunkChoice(forced=True))
+    core = mount_core(seaweed.url(prefix), options, HierarchyEdits)
+    core.start()
+    try:
+        watched = core.main.store._store = InFlightSessionStore(core.main.store._store)
+        fh = core.open("/a.bin", os.O_RDONLY)
+        streamed = b"".join(core.read(fh, offset, 1 << 20) for offset in range(0, values.nbytes, 1 << 20))
+        assert streamed == values.tobytes()
+        assert 2 <= watched.most <= STREAM_FETCHERS + 1  # ahead of the stream a few at once, and the reader's own
+    finally:
+        core.stop()
+
+
 def test_a_repository_that_stops_answering_is_an_error_within_the_timeout(seaweed, tmp_path):
     """Every call into icechunk is waited for at most -o timeout: a hung server makes a lookup fail
     with one line, never a hung request (the daemon goes on serving when the server is back)."""

@@ -49,6 +49,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MAX_VALUE = 1 << 31  # a whole value's size without a caller's limit: what one read may take at most
+# Chunks fetched at once ahead of a stream from a remote repository: icechunk multiplexes its own
+# requests, and each more thread waiting on the loop costs the GIL (64 MiB on SeaweedFS at 5 ms
+# each way, in-process: 8 streamed 204-230 MB/s, 16 177-209, the file system's 64 158-176)
+STREAM_FETCHERS = 8
 
 
 class StagedValue(NamedTuple):
@@ -80,7 +84,8 @@ class IcechunkStore:
         self._spill_lock = threading.Lock()
         self._owner = (os.getuid(), os.getgid())
         self.capabilities = Capabilities(remote=remote, listing=True, metadata_ttl=None,
-                                         read_deadline=loop.timeout if remote else None)
+                                         read_deadline=loop.timeout if remote else None,
+                                         stream_fetchers=STREAM_FETCHERS if remote else None)
 
     def path(self, key: str) -> str:
         return f"{self.root}/{key}" if key else self.root
