@@ -73,15 +73,15 @@ class Operations(mfusepy.Operations):
             config.negative_timeout = 1.0
             config.hard_remove = 1  # unlink removes at once: never a rename to .fuse_hidden while open
             config.use_ino = 1  # inode numbers of ours (inode_number): readdir's '.' and '..' carry them too
-            capabilities = self.core.store.capabilities
-            if capabilities.remote:
+            ttl = self.core.store.capabilities.metadata_ttl
+            if self.core.store.capabilities.remote and ttl is not None:
                 # other machines write it: pages are kept across opens only while the file's
                 # mtime and size are unchanged, looked at again after metadata_ttl
-                ttl = capabilities.metadata_ttl
                 config.auto_cache, config.ac_attr_timeout_set, config.ac_attr_timeout = 1, 1, ttl
                 config.attr_timeout = config.entry_timeout = min(TIMEOUT, ttl)
-            else:
-                config.kernel_cache = 1  # only this daemon changes the data, and writes go through the cache
+            else:  # only this daemon changes the data (a remote store says so with no ttl: an
+                # Icechunk snapshot, a branch's own session), and writes go through the cache
+                config.kernel_cache = 1
         self.siblings.start()  # in libfuse's init: the only context that knows the struct fuse
         self.core.start()  # its watcher may drop the kernel's pages at once: Siblings is ready first
         if self.on_ready:
