@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/bench.py [--size-mib 512] [--runs 5] [--layouts uncompressed,zstd,sharded,blosc] [--json FILE]
     .venv/bin/python scripts/bench.py --groups imaging [--imaging-size 16384] [--runs 5]   (bench_imaging.py)
+    .venv/bin/python scripts/bench.py --layouts icechunk [--store s3]     # the Icechunk rows (Python >= 3.12)
 
 Builds float32 arrays (1 MiB uncompressed chunks, the bytes codec alone; 1 MiB zstd chunks; 64 MiB
 shards of 1 MiB zstd inner chunks; 1 MiB blosc-lz4 chunks) with zarr-python, then measures side by side: the page-cache read of the same
@@ -344,11 +345,33 @@ def report(runs: dict[str, list[dict]], memory: dict, listing, args) -> str:
     return "\n".join(lines)
 
 
+ICECHUNK = "icechunk"  # a --layouts name: the Icechunk rows (scripts/bench_icechunk.py), Python >= 3.12
+
+
+def bench_icechunk_rows(args) -> None:
+    """The Icechunk rows: a repository on the local disk, or (--store s3) on SeaweedFS through the proxy."""
+    import bench_icechunk
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="zarrfs-bench-icechunk-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        if args.store == "local":
+            print(bench_icechunk.run(bench_icechunk.LocalRepository(work), work, args))
+        elif args.store == "s3":
+            import bench_remote
+            print(bench_remote.run_icechunk(work, args))
+        else:
+            print("icechunk: no rows for --store http (zarrfs mounts Icechunk repositories on disks and S3)")
+    finally:
+        if not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mib", type=int, default=512)
     parser.add_argument("--runs", type=int, default=5, help="interleaved rounds (every layout in each)")
-    parser.add_argument("--layouts", default="uncompressed,zstd,sharded,blosc")
+    parser.add_argument("--layouts", default="uncompressed,zstd,sharded,blosc",
+                        help="also 'icechunk': the same zstd values in an Icechunk repository (bench_icechunk.py)")
     parser.add_argument("--samples", type=int, default=100, help="random 4 KiB reads per run")
     parser.add_argument("--listing", type=int, help="arrays in the listing hierarchy (0: no listing; default 10000, "
                         "1000 for --store s3/http)")
@@ -361,6 +384,12 @@ def main(argv=None):
                         help="core (the rows above), imaging (Bio-Formats and the pyramid: bench_imaging.py), or both")
     parser.add_argument("--imaging-size", type=int, default=16384, help="the imaging group's image edge")
     args = parser.parse_args(argv)
+    layouts = args.layouts.split(",")
+    if ICECHUNK in layouts:  # its own rows (bench_icechunk.py), then the other layouts as before
+        args.layouts = ",".join(layout for layout in layouts if layout != ICECHUNK)
+        bench_icechunk_rows(args)
+        if not args.layouts:
+            return None
     groups = set(args.groups.split(","))
     if "imaging" in groups:
         import bench_imaging

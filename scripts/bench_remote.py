@@ -282,3 +282,16 @@ def run(args) -> None:
         target.stop()
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def run_icechunk(work: Path, args) -> str:
+    """The Icechunk rows (bench_icechunk.py) for a repository on SeaweedFS, every reader through the proxy."""
+    import bench_icechunk
+    target = S3Target(work)
+    target.start()
+    try:
+        with DelayProxy(target.address, args.delay_ms / 1000) as proxy:
+            target.via(proxy)
+            return bench_icechunk.run(bench_icechunk.S3Repository(target, args.delay_ms), work, args)
+    finally:
+        target.stop()

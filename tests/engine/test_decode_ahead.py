@@ -270,3 +270,33 @@ def test_a_decode_ahead_that_cannot_start_a_thread_ends_at_once():
     taken = decoder.take("warm")
     free(taken[0])
     assert decoder.nbytes == 0
+
+
+class HeldStore(CountingStore):
+    """Its get of chunk c/3 waits until `release` is set: a reader's fetch under way."""
+
+    def __init__(self, root, read_only=False):
+        super().__init__(root, read_only)
+        self.release, self.held = threading.Event(), threading.Event()
+
+    def get_versioned(self, key, byte_range=None, expect=None, limit=None):
+        if key == "c/3":
+            self.held.set()
+            assert self.release.wait(30)
+        return super().get_versioned(key, byte_range, expect, limit)
+
+
+def test_a_chunk_a_reader_is_fetching_is_not_fetched_again_ahead(tmp_path):
+    """Two reads of a stream at once (the kernel's read-ahead sends two): a chunk the second is
+    fetching when the first walks ahead is left to it, not fetched a second time (each fetch
+    from an object store or an Icechunk repository is a request)."""
+    store, raw, values = make(tmp_path, HeldStore)
+    out = np.empty(CHUNK, "u1")
+    reader = Worker(lambda: raw.read_into(3 * CHUNK, out)).start()
+    wait_for(store.held.is_set, what="the reader's fetch of c/3")
+    raw.array.decode_ahead((slice(3 * CHUNK, 6 * CHUNK),))  # the other read's walk ahead of the stream
+    store.release.set()
+    reader.join()
+    raw.array.shared.cache.ahead.settle(10)
+    np.testing.assert_array_equal(out, values[3 * CHUNK:4 * CHUNK])
+    assert sorted(chunk_reads(store)) == ["c/3", "c/4", "c/5"]  # c/3 once: by its reader

@@ -21,3 +21,11 @@ def test_a_remote_store_rechecks_pages_and_names_after_its_metadata_ttl():
     assert quick.attr_timeout == quick.entry_timeout == 5.0  # what other machines write shows within the ttl
     slow = kernel_caching(Capabilities(remote=True, metadata_ttl=600.0))
     assert slow.recheck_pages_after == 600.0 and slow.attr_timeout == slow.entry_timeout == ENTRY_TIMEOUT
+
+
+def test_a_remote_store_with_no_other_writer_keeps_pages_as_a_local_one():
+    """metadata_ttl None says no other writer is expected (an Icechunk snapshot, a branch's own
+    session): nothing to look at again, so the pages stay, as on a local store."""
+    caching = kernel_caching(Capabilities(remote=True, metadata_ttl=None))
+    assert caching.keep_pages and caching.recheck_pages_after is None
+    assert caching.attr_timeout == caching.entry_timeout == ENTRY_TIMEOUT

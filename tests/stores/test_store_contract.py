@@ -1,11 +1,13 @@
 """The Store contract's suite (zarrfs.testing.store_contract) run on every store: a local
-directory, the in-memory store, SeaweedFS (S3), Azurite (Azure), fake-gcs-server (GCS: reads;
+directory, the in-memory store, an Icechunk branch's writable session (Zarr keys only), SeaweedFS (S3), Azurite (Azure), fake-gcs-server (GCS: reads;
 it takes no XML-API PUT, so the store is opened read-only and its writes are checked refused),
 nginx (HTTP: read-only, no listing). Each remote store is opened from its URL by
 stores.source_url.open_store, as a mount opens it; below, the URL forms and their round trips."""
 
+import asyncio
 import errno
 import os
+import sys
 import uuid
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from servers.seaweed import USERS, unique_prefix
 from zarrfs.errors import StoreError
 from zarrfs.stores.contract import Capabilities
 from zarrfs.stores.source_url import RemoteOptions, open_store, public_url
-from zarrfs.testing.store_contract import StoreContractTests, Subject
+from zarrfs.testing.store_contract import StoreContractTests, Subject, ZarrKeys
 
 CLOUD_VARIABLES = ("AWS_", "AZURE_", "GOOGLE_")
 
@@ -66,6 +68,53 @@ class TestMemoryStore(StoreContractTests):
     def make_store(self, tmp_path, request) -> Subject:
         store = MemoryStore(Capabilities(conditional_writes=True, batched_reads=True))
         return Subject(store, store.other_writer)
+
+
+def icechunk_writer(path: Path, keys: ZarrKeys):
+    """Another writer of an Icechunk repository's branch main: its own session, one commit a
+    value (with the document of the value's node where its session has none)."""
+    def write(key: str, data: bytes | None) -> None:
+        import icechunk
+        from zarr.core.buffer import default_buffer_prototype
+
+        session = icechunk.Repository.open(icechunk.local_filesystem_storage(str(path))).writable_session("main")
+        store, document = session.store, keys.node_document(key)
+
+        async def change() -> None:
+            if document is not None and not await store.exists(document[0]):
+                await store.set(document[0], default_buffer_prototype().buffer.from_bytes(document[1]))
+            if data is None:
+                await store.delete(key)
+            else:
+                await store.set(key, default_buffer_prototype().buffer.from_bytes(keys.value(key, data)))
+        asyncio.run(change())
+        session.commit(f"another writer: {key}")
+    return write
+
+
+@pytest.mark.needs_python312
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="needs Python >= 3.12 (icechunk 2)")
+class TestIcechunkSession(StoreContractTests):
+    """A branch's writable session (what a mount of a branch writes): it takes only a Zarr
+    hierarchy's keys, and is isolated from other writers' commits until it commits."""
+
+    keys = ZarrKeys()
+    sees_other_writers = False
+
+    def make_store(self, tmp_path, request) -> Subject:
+        import icechunk
+        import zarr
+
+        from zarrfs.stores.source_url import open_source
+
+        path = tmp_path / "repo"
+        repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(path)))
+        session = repo.writable_session("main")
+        zarr.group(session.store)  # a hierarchy has its root (ZarrKeys.root_documents)
+        session.commit("the root group")
+        store = open_source(str(path), False, RemoteOptions(), recovery_dir=str(tmp_path / "recovery")).store
+        request.addfinalizer(store.close)
+        return Subject(store, icechunk_writer(path, self.keys))
 
 
 class TestSeaweedS3(StoreContractTests):

@@ -349,7 +349,8 @@ class Array:
                     return False
                 continue
             key = self.cache_key + (part.coords,)
-            if key in ahead or key in cache or self._unflushed(part.coords) is not None:
+            # a chunk a reader is fetching now (the kernel's other request of the stream) is its
+            if key in ahead or key in cache or key in cache.decodes or self._unflushed(part.coords) is not None:
                 continue
             shape = self.spec_at(part.coords).shape
             if not ahead.submit(key, shape, self.dtype, lambda out, c=part.coords: self._decode_ahead(c, out)):

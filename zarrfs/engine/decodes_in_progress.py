@@ -81,6 +81,10 @@ class DecodesInProgress:
         finally:
             flight._end(result, error)  # whatever happens, no waiter waits past the decode
 
+    def __contains__(self, key: Hashable) -> bool:
+        """Whether a reader is fetching and decoding `key` now."""
+        return key in self._flights  # one dict lookup: a stale answer costs one fetch at most
+
     def waiting(self, key: Hashable) -> int:
         """Readers waiting for the decode of `key` now (0: none, or no decode under way)."""
         with self._lock:

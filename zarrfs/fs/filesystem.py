@@ -236,7 +236,7 @@ class FileSystem:
         """(budget, workers) for chunks decoded ahead of sequential readers. An object store
         answers after a round trip: there, many chunks are fetched at once, within prefetch_size."""
         if self.store.capabilities.remote:
-            return self.options.remote.prefetch_size, REMOTE_FETCHERS
+            return self.options.remote.prefetch_size, self.store.capabilities.stream_fetchers or REMOTE_FETCHERS
         return self.options.ahead_bytes, None
 
     # lifecycle

@@ -23,8 +23,9 @@ class KernelCaching:
 
 
 def kernel_caching(capabilities: Capabilities) -> KernelCaching:
-    if not capabilities.remote:
+    if not capabilities.remote or capabilities.metadata_ttl is None:
+        # a remote store with no ttl has no other writer (an Icechunk snapshot, a branch's own session)
         return KernelCaching(ENTRY_TIMEOUT, ENTRY_TIMEOUT, NEGATIVE_TIMEOUT, True, None)
-    ttl = ENTRY_TIMEOUT if capabilities.metadata_ttl is None else capabilities.metadata_ttl
+    ttl = capabilities.metadata_ttl
     timeout = min(ENTRY_TIMEOUT, ttl)
     return KernelCaching(timeout, timeout, NEGATIVE_TIMEOUT, False, ttl)

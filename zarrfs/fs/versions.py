@@ -88,7 +88,7 @@ class VersionedFileSystem:
                  commits: IcechunkStore | None = None):
         self.main, self.repository, self._edits, self.commits = main, repository, edits, commits
         self.options, self.store = main.options, main.store
-        self.own = repository.version(main.options.icechunk.name())  # the mount's own version, as mounted
+        self._own = repository.version(main.options.icechunk.name())  # the mount's own version, as mounted
         self._shown: OrderedDict[str, Shown] = OrderedDict()
         self._handles: dict[int, tuple[Shown | None, int]] = {}
         self._texts: dict[int, bytes] = {}  # handles of @versions: its bytes when opened
@@ -129,14 +129,17 @@ class VersionedFileSystem:
         if not message.strip():
             refuse(errno.EINVAL, f"{self.store.root}: a commit needs a message")
         self.main.arrays.flush_all()
-        try:
-            snapshot = self.commits.commit(message)
-        except ZarrfsError:  # the adapter logs the one line
-            self.own = self.repository.version(f"@{self.commits.snapshot}")  # a conflict's branch, if one was made
-            raise
+        snapshot = self.commits.commit(message)  # a conflict's error: the adapter logs the one line
         log.info("%s: committed %s (%s)", self.store.root, snapshot, message)
-        self.own = self.repository.version(f"@{snapshot}")
         return snapshot
+
+    @property
+    def own(self) -> Version | None:
+        """The mount's own version: as mounted, or the snapshot its branch's session stands on
+        now (after a commit, a move, or a conflict's new branch)."""
+        if self.commits is not None and (self._own is None or self._own.snapshot != self.commits.snapshot):
+            self._own = self.repository.version(f"@{self.commits.snapshot}")
+        return self._own
 
     # routing
 

@@ -49,6 +49,11 @@ class Capabilities:
     # Seconds one read of the mount may spend fetching its chunks (-o timeout): past it, the read
     # makes no further request (engine/read_budget.py). None: no deadline.
     read_deadline: float | None = None
+    # Chunks fetched at once ahead of a stream on a remote store (each by a thread of the file
+    # system, waiting on its request); None: the file system's own number (fs/filesystem.py), many,
+    # as an object store's GETs are each a round trip. A store whose library multiplexes its
+    # requests itself (icechunk's) streams faster with few such threads.
+    stream_fetchers: int | None = None
 
 
 class Staged(Protocol):
