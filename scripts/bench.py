@@ -26,9 +26,11 @@ import numpy as np
 
 from benchlib import (
     GB,
+    GIB,
     MIB,
     adjacent_pages,
     build,
+    costed,
     cpu_seconds,
     evict,
     layout_options,
@@ -67,16 +69,19 @@ def bench_layout(layout: str, path: Path, data: np.ndarray, raw: Path, image: Pa
     evict(raw)
     read_through(raw)  # the page cache is filled by a read, as a cold read through a mount fills it
     r["page cache read"] = nbytes / warm_read(raw)
-    r["zarr-python read"] = nbytes / timed(lambda: zarr.open_array(str(path))[...])
-    r["tensorstore read"] = nbytes / timed(lambda: open_tensorstore(path).read().result())
-    with mount_limit(raw) as (limit_path, _):
-        r["fuse limit cold read"] = nbytes / read_through(limit_path)
+    r["zarr-python read"], cpu = costed(lambda: zarr.open_array(str(path))[...], nbytes)
+    r["zarr-python cpu s per GiB"] = cpu["self"]
+    r["tensorstore read"], cpu = costed(lambda: open_tensorstore(path).read().result(), nbytes)
+    r["tensorstore cpu s per GiB"] = cpu["self"]
+    with mount_limit(raw) as (limit_path, limit):
+        r["fuse limit cold read"], cpu = costed(lambda: read_through(limit_path), nbytes, (limit.pid,))
+        r["fuse limit daemon cpu s per GiB"], r["fuse limit reader cpu s per GiB"] = cpu[str(limit.pid)], cpu["self"]
         r["fuse limit warm re-read"] = nbytes / warm_read(limit_path)
         r["fuse limit adjacent pages"] = adjacent_pages(limit_path)
     with mount(path) as (bin_path, process):
-        cpu = cpu_seconds(process.pid)
-        r["zarrfs cold read"] = nbytes / read_through(bin_path)
-        r["daemon cpu ms in cold read"] = (cpu_seconds(process.pid) - cpu) * 1000
+        r["zarrfs cold read"], cpu = costed(lambda: read_through(bin_path), nbytes, (process.pid,))
+        r["zarrfs daemon cpu s per GiB"], r["zarrfs reader cpu s per GiB"] = cpu[str(process.pid)], cpu["self"]
+        r["daemon cpu ms in cold read"] = cpu[str(process.pid)] * nbytes / GIB * 1000
         cpu = cpu_seconds(process.pid)
         r["zarrfs warm re-read"] = nbytes / warm_read(bin_path)
         r["daemon cpu ms in warm re-read"] = (cpu_seconds(process.pid) - cpu) * 1000
@@ -228,7 +233,7 @@ def bench_listing(path: Path) -> dict[str, tuple[float, float]]:
 
 
 def ratio(a: str, b: str):
-    return lambda r: r[a] / r[b] if a in r and b in r else float("nan")
+    return lambda r: r[a] / r[b] if a in r and b in r and r[b] else float("nan")  # 0: CPU below a clock tick
 
 
 def best_peer(r: dict) -> float:
@@ -259,6 +264,14 @@ ROWS = [
      "{:.2f}x"),
     ("  / zarr-python", ratio("zarrfs cold read", "zarr-python read"), "{:.2f}x"),
     ("  daemon CPU during the cold read, ms", lambda r: r["daemon cpu ms in cold read"], "{:.0f}"),
+    ("CPU s per GiB of the cold read: tensorstore (its process)", lambda r: r["tensorstore cpu s per GiB"], "{:.2f}"),
+    ("  zarr-python (its process)", lambda r: r["zarr-python cpu s per GiB"], "{:.2f}"),
+    ("  zarrfs's daemon", lambda r: r["zarrfs daemon cpu s per GiB"], "{:.2f}"),
+    ("  the reader of zarrfs's file (copies out of the kernel)", lambda r: r["zarrfs reader cpu s per GiB"],
+     "{:.2f}"),
+    ("  FUSE limit's daemon", lambda r: r["fuse limit daemon cpu s per GiB"], "{:.2f}"),
+    ("  the reader of the FUSE limit's file", lambda r: r["fuse limit reader cpu s per GiB"], "{:.2f}"),
+    ("  zarrfs's daemon / tensorstore", ratio("zarrfs daemon cpu s per GiB", "tensorstore cpu s per GiB"), "{:.2f}x"),
     ("zarrfs -o nozerocopy cold read GB/s (uncompressed only)", lambda r: r.get("zarrfs nozerocopy cold read", float("nan")) / GB,
      "{:.2f}"),
     ("  / FUSE limit cold", ratio("zarrfs nozerocopy cold read", "fuse limit cold read"), "{:.2f}x"),

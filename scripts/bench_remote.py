@@ -28,13 +28,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the test servers (tests/servers)
 
-from benchlib import GB, ZARRFS, _mounted, build, cpu_seconds, p50_ms, random_offsets, read_through, table, timed
+from benchlib import GB, GIB, ZARRFS, _mounted, build, costed, p50_ms, random_offsets, read_through, table, timed
 from servers.delay_proxy import DelayProxy
 from servers.nginx import Nginx
 from servers.seaweed import BUCKET, Seaweed
 from zarrfs.stores.source_url import RemoteOptions
 
-GIB = 1 << 30
 PINGS = 20  # small GETs timed for the round trip the report prints
 
 
@@ -159,18 +158,20 @@ def mount_remote(target, prefix: str, *options: str, log: Path | None = None):
 def bench_round(target, proxy: DelayProxy, prefix: str, data: np.ndarray, seed: int, samples: int) -> dict:
     nbytes, r = data.nbytes, {}
 
-    def streamed(name: str, read) -> None:
-        """`read` timed, and its requests through the proxy counted."""
+    def streamed(name: str, read, daemon: int | None = None) -> dict[str, float]:
+        """`read` timed, its requests through the proxy counted, and its CPU per GiB: this
+        process's but the proxy's thread, and the daemon's."""
         proxy.reset()
-        r[f"{name} read"] = nbytes / timed(read)
+        r[f"{name} read"], cpu = costed(read, nbytes, (daemon,) if daemon else (), but=proxy.thread_id)
         r[f"{name} requests per GiB"] = proxy.reset().requests * GIB / nbytes
+        return cpu
 
-    streamed("tensorstore", lambda: target.tensorstore(prefix).read().result())
-    streamed("zarr-python", lambda: target.zarr_python(prefix)[...])
+    r["tensorstore cpu s per GiB"] = streamed("tensorstore", lambda: target.tensorstore(prefix).read().result())["self"]
+    r["zarr-python cpu s per GiB"] = streamed("zarr-python", lambda: target.zarr_python(prefix)[...])["self"]
     with mount_remote(target, prefix) as (bin_path, process):
-        cpu = cpu_seconds(process.pid)
-        streamed("zarrfs cold", lambda: read_through(bin_path))
-        r["daemon cpu ms in cold read"] = (cpu_seconds(process.pid) - cpu) * 1000
+        cpu = streamed("zarrfs cold", lambda: read_through(bin_path), process.pid)
+        r["zarrfs daemon cpu s per GiB"], r["zarrfs reader cpu s per GiB"] = cpu[str(process.pid)], cpu["self"]
+        r["daemon cpu ms in cold read"] = cpu[str(process.pid)] * nbytes / GIB * 1000
     offsets = random_offsets(nbytes, samples, seed)
     with mount_remote(target, prefix) as (bin_path, _):
         fd = os.open(bin_path, os.O_RDONLY)
@@ -227,6 +228,13 @@ ROWS = [
     ("  / tensorstore (target >= 1.0)", lambda r: r["zarrfs cold read"] / r["tensorstore read"], "{:.2f}x"),
     ("  / zarr-python (target >= 1.5)", lambda r: r["zarrfs cold read"] / r["zarr-python read"], "{:.2f}x"),
     ("  daemon CPU during the cold read, ms", lambda r: r["daemon cpu ms in cold read"], "{:.0f}"),
+    ("CPU s per GiB streamed: tensorstore (its process, the proxy apart)", lambda r: r["tensorstore cpu s per GiB"],
+     "{:.2f}"),
+    ("  zarr-python (its process, the proxy apart)", lambda r: r["zarr-python cpu s per GiB"], "{:.2f}"),
+    ("  zarrfs's daemon", lambda r: r["zarrfs daemon cpu s per GiB"], "{:.2f}"),
+    ("  the reader of zarrfs's file (copies out of the kernel)", lambda r: r["zarrfs reader cpu s per GiB"], "{:.2f}"),
+    ("  zarrfs's daemon / tensorstore (target <= 1.0)",
+     lambda r: r["zarrfs daemon cpu s per GiB"] / (r["tensorstore cpu s per GiB"] or float("nan")), "{:.2f}x"),
     ("requests per GiB streamed: tensorstore", lambda r: r["tensorstore requests per GiB"], "{:.0f}"),
     ("  zarr-python", lambda r: r["zarr-python requests per GiB"], "{:.0f}"),
     ("  zarrfs", lambda r: r["zarrfs cold requests per GiB"], "{:.0f}"),
