@@ -150,6 +150,16 @@ def thread_cpu_seconds(tid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+@contextmanager
+def zarrs_pipeline():
+    """zarr-python with zarrs-python's codec pipeline (Rust) for the arrays opened and read within:
+    the peer "zarrs-python". Strict: an array or store it does not take raises
+    zarrs.pipeline.UnsupportedMetadataError instead of silently measuring zarr-python's own."""
+    import zarr
+    with zarr.config.set({"codec_pipeline.path": "zarrs.ZarrsCodecPipeline", "codec_pipeline.strict": True}):
+        yield
+
+
 def open_tensorstore(path: Path):
     import tensorstore as ts
     spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path)},

@@ -26,7 +26,9 @@ def test_bench_smoke_run(tmp_path):
                 "/ best peer", "-o nozerocopy cold read", "-o nozerocopy 4 KiB pread p50",
                 "pages physically next to their successor", "h5py read_direct", "NAME.bin in one read into the same memory",
                 "CPU s per GiB of the cold read: tensorstore", "zarr-python (its process)", "zarrfs's daemon",
-                "the reader of zarrfs's file", "FUSE limit's daemon", "zarrfs's daemon / tensorstore"]:
+                "the reader of zarrfs's file", "FUSE limit's daemon", "zarrfs's daemon / tensorstore",
+                "zarrs-python read GB/s", "zarrs-python (its process)", "zarrs-python 4 KiB window p50 ms",
+                "/ best peer (the fastest of tensorstore, zarr-python, zarrs-python)"]:
         assert row in result.stdout, row
     assert "2 interleaved rounds" in result.stdout
     ratio = next(line for line in result.stdout.splitlines() if "zarrfs / min(FUSE limit, best peer)" in line)
@@ -38,10 +40,11 @@ def test_bench_smoke_run(tmp_path):
     rounds = json.loads((tmp_path / "rounds.json").read_text())
     assert sorted(rounds) == sorted(LAYOUTS) and all(len(rs) == 2 for rs in rounds.values())
     for r in (r for rs in rounds.values() for r in rs):  # CPU per GiB for every reader of the round
-        for reader in ("tensorstore", "zarr-python", "zarrfs daemon", "zarrfs reader", "fuse limit daemon",
+        for reader in ("tensorstore", "zarr-python", "zarrs-python", "zarrfs daemon", "zarrfs reader", "fuse limit daemon",
                        "fuse limit reader"):
             assert r[f"{reader} cpu s per GiB"] >= 0, reader
         assert r["tensorstore cpu s per GiB"] > 0 and r["zarr-python cpu s per GiB"] > 0  # measured, not left at 0
+        assert r["zarrs-python read"] > 0 and r["zarrs-python 4k p50 ms"] > 0
     mounts = [line.split() for line in Path("/proc/mounts").read_text().splitlines()]
     # every mount of this run undone: its sources lie in the workdir (other runs on the machine may mount meanwhile)
     assert not [m for m in mounts if m[0].startswith(str(tmp_path)) and m[2].startswith("fuse")]
