@@ -6,18 +6,19 @@ price per request on the clouds); a stream through a shard of 1 MiB inner chunks
 GET per inner chunk. Instead, a decode ahead that finds its inner chunk in no span reads a span:
 the run of the shard its chunk belongs to, in one ranged GET. The shard's stored chunks are cut
 into runs once per index (chunk_sources.stored_runs): chunks stored one after the other, at most
-`span_bytes` from the run's first byte to its last and at most `span_chunks` of them. The decodes of the run's other chunks, on other
-threads, wait for that read instead of making their own. Runs are fixed by the index, not by the
-decode that comes first: decodes ahead start in any order, and the chunk after a run's first one
-planning first still reads the run whole, so a stream makes one GET per run whatever the order.
+`span_bytes` from the run's first byte to its last and at most `span_chunks` of them. The
+decodes of the run's other chunks, on other threads, wait for that read instead of making their
+own. Runs are fixed by the index, not by the decode that comes first: decodes ahead start in any
+order, and the chunk after a run's first one planning first still reads the run whole, so a
+stream makes one GET per run whatever the order. (A stream that starts inside a run reads the
+run from its start: at most half the budget it does not want, once.)
 
 Bounded: a shard holds at most `max_held` bytes of spans (the decode-ahead budget: what the
 stream's decodes hold anyway, read earlier), a span at most half of that, in stored bytes and in
 the bytes its chunks decode to (two in flight, so the stream does not wait at a run's end), and
-at most SPAN; a span is dropped once each of its chunks
-was taken or STALE seconds after its read ended, and the oldest go first when there is no room
-(a chunk then is read alone). The spans belong to one index: a shard whose index is read again
-forgets them.
+at most SPAN; a span is dropped once each of its chunks was taken or STALE seconds after its
+read ended, and the oldest go first when there is no room (a chunk then is read alone). The
+spans belong to one index: a shard whose index is read again forgets them.
 
 A request reads the chunks no decode ahead was started for. A span taken whole, and a chunk a
 request read, are remembered (their range, not their bytes) for STALE seconds, and a new span
