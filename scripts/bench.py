@@ -7,7 +7,8 @@
 Builds float32 arrays (1 MiB uncompressed chunks, the bytes codec alone; 1 MiB zstd chunks; 64 MiB
 shards of 1 MiB zstd inner chunks; 1 MiB blosc-lz4 chunks) with zarr-python, then measures side by side: the page-cache read of the same
 bytes (the limit), the same bytes served from memory by a trivial FUSE file system (the limit
-of any FUSE file: scripts/trivial_fuse.py), zarr-python and tensorstore in-process, and zarrfs
+of any FUSE file: scripts/trivial_fuse.py), zarr-python, zarrs-python (zarr-python with the zarrs
+codec pipeline) and tensorstore in-process, and zarrfs
 through a real mount. NAME.tif, which needs two dimensions, is read from a 2-D copy of the same
 values (1 MiB chunks of whole rows, so the same bytes in the same chunks) against that copy's NAME.bin.
 Every ratio is taken within a round (the machine's speed drifts between rounds); the report gives
@@ -28,9 +29,11 @@ import numpy as np
 
 from benchlib import (
     GB,
+    GIB,
     MIB,
     adjacent_pages,
     build,
+    costed,
     cpu_seconds,
     evict,
     layout_options,
@@ -43,6 +46,7 @@ from benchlib import (
     table,
     timed,
     warm_read,
+    zarrs_pipeline,
 )
 
 HDF5_ARRAYS = 1000  # arrays in the root zarr.h5 whose open is timed
@@ -69,16 +73,22 @@ def bench_layout(layout: str, path: Path, data: np.ndarray, raw: Path, image: Pa
     evict(raw)
     read_through(raw)  # the page cache is filled by a read, as a cold read through a mount fills it
     r["page cache read"] = nbytes / warm_read(raw)
-    r["zarr-python read"] = nbytes / timed(lambda: zarr.open_array(str(path))[...])
-    r["tensorstore read"] = nbytes / timed(lambda: open_tensorstore(path).read().result())
-    with mount_limit(raw) as (limit_path, _):
-        r["fuse limit cold read"] = nbytes / read_through(limit_path)
+    r["zarr-python read"], cpu = costed(lambda: zarr.open_array(str(path))[...], nbytes)
+    r["zarr-python cpu s per GiB"] = cpu["self"]
+    r["tensorstore read"], cpu = costed(lambda: open_tensorstore(path).read().result(), nbytes)
+    r["tensorstore cpu s per GiB"] = cpu["self"]
+    with zarrs_pipeline():
+        r["zarrs-python read"], cpu = costed(lambda: zarr.open_array(str(path))[...], nbytes)
+    r["zarrs-python cpu s per GiB"] = cpu["self"]
+    with mount_limit(raw) as (limit_path, limit):
+        r["fuse limit cold read"], cpu = costed(lambda: read_through(limit_path), nbytes, (limit.pid,))
+        r["fuse limit daemon cpu s per GiB"], r["fuse limit reader cpu s per GiB"] = cpu[str(limit.pid)], cpu["self"]
         r["fuse limit warm re-read"] = nbytes / warm_read(limit_path)
         r["fuse limit adjacent pages"] = adjacent_pages(limit_path)
     with mount(path) as (bin_path, process):
-        cpu = cpu_seconds(process.pid)
-        r["zarrfs cold read"] = nbytes / read_through(bin_path)
-        r["daemon cpu ms in cold read"] = (cpu_seconds(process.pid) - cpu) * 1000
+        r["zarrfs cold read"], cpu = costed(lambda: read_through(bin_path), nbytes, (process.pid,))
+        r["zarrfs daemon cpu s per GiB"], r["zarrfs reader cpu s per GiB"] = cpu[str(process.pid)], cpu["self"]
+        r["daemon cpu ms in cold read"] = cpu[str(process.pid)] * nbytes / GIB * 1000
         cpu = cpu_seconds(process.pid)
         r["zarrfs warm re-read"] = nbytes / warm_read(bin_path)
         r["daemon cpu ms in warm re-read"] = (cpu_seconds(process.pid) - cpu) * 1000
@@ -104,6 +114,9 @@ def bench_layout(layout: str, path: Path, data: np.ndarray, raw: Path, image: Pa
                                          for o in offsets])
     z = zarr.open_array(str(path))
     r["zarr-python 4k p50 ms"] = p50_ms([timed(lambda o=o: z[o // 4:o // 4 + 1024]) for o in offsets])
+    with zarrs_pipeline():
+        z = zarr.open_array(str(path))
+        r["zarrs-python 4k p50 ms"] = p50_ms([timed(lambda o=o: z[o // 4:o // 4 + 1024]) for o in offsets])
     with mount(path) as (bin_path, _):
         t = timed(lambda: subprocess.run(["dd", f"if={raw}", f"of={bin_path}", "bs=1M", "conv=notrunc,fsync",
                                           "status=none"], check=True))
@@ -259,16 +272,19 @@ def bench_listing(path: Path) -> dict[str, tuple[float, float]]:
 
 
 def ratio(a: str, b: str):
-    return lambda r: r[a] / r[b] if a in r and b in r else float("nan")
+    return lambda r: r[a] / r[b] if a in r and b in r and r[b] else float("nan")  # 0: CPU below a clock tick
+
+
+PEERS = ("tensorstore", "zarr-python", "zarrs-python")
 
 
 def best_peer(r: dict) -> float:
-    """The faster in-process reader of this round."""
-    return max(r["tensorstore read"], r["zarr-python read"])
+    """The fastest in-process reader of this round."""
+    return max(r[f"{peer} read"] for peer in PEERS)
 
 
 def best_peer_4k(r: dict) -> float:
-    return min(r["tensorstore 4k p50 ms"], r["zarr-python 4k p50 ms"])
+    return min(r[f"{peer} 4k p50 ms"] for peer in PEERS)
 
 
 # (label, value of one round, format): every ratio is taken within a round, then summarized
@@ -280,16 +296,27 @@ ROWS = [
      "{:.2f}"),
     ("tensorstore read GB/s", lambda r: r["tensorstore read"] / GB, "{:.2f}"),
     ("zarr-python read GB/s", lambda r: r["zarr-python read"] / GB, "{:.2f}"),
+    ("zarrs-python read GB/s (zarr-python, zarrs codec pipeline)", lambda r: r["zarrs-python read"] / GB, "{:.2f}"),
     ("zarrfs cold read GB/s", lambda r: r["zarrfs cold read"] / GB, "{:.2f}"),
     ("zarrfs / min(FUSE limit, best peer) (target >= 0.9)",
      lambda r: r["zarrfs cold read"] / min(r["fuse limit cold read"], best_peer(r)), "{:.2f}x"),
-    ("  / best peer (the faster of tensorstore and zarr-python)", lambda r: r["zarrfs cold read"] / best_peer(r),
+    ("  / best peer (the fastest of tensorstore, zarr-python, zarrs-python)", lambda r: r["zarrfs cold read"] / best_peer(r),
      "{:.2f}x"),
     ("  / tensorstore", ratio("zarrfs cold read", "tensorstore read"), "{:.2f}x"),
     ("  / FUSE limit cold (target >= 0.85 uncompressed)", ratio("zarrfs cold read", "fuse limit cold read"),
      "{:.2f}x"),
     ("  / zarr-python", ratio("zarrfs cold read", "zarr-python read"), "{:.2f}x"),
+    ("  / zarrs-python", ratio("zarrfs cold read", "zarrs-python read"), "{:.2f}x"),
     ("  daemon CPU during the cold read, ms", lambda r: r["daemon cpu ms in cold read"], "{:.0f}"),
+    ("CPU s per GiB of the cold read: tensorstore (its process)", lambda r: r["tensorstore cpu s per GiB"], "{:.2f}"),
+    ("  zarr-python (its process)", lambda r: r["zarr-python cpu s per GiB"], "{:.2f}"),
+    ("  zarrs-python (its process)", lambda r: r["zarrs-python cpu s per GiB"], "{:.2f}"),
+    ("  zarrfs's daemon", lambda r: r["zarrfs daemon cpu s per GiB"], "{:.2f}"),
+    ("  the reader of zarrfs's file (copies out of the kernel)", lambda r: r["zarrfs reader cpu s per GiB"],
+     "{:.2f}"),
+    ("  FUSE limit's daemon", lambda r: r["fuse limit daemon cpu s per GiB"], "{:.2f}"),
+    ("  the reader of the FUSE limit's file", lambda r: r["fuse limit reader cpu s per GiB"], "{:.2f}"),
+    ("  zarrfs's daemon / tensorstore", ratio("zarrfs daemon cpu s per GiB", "tensorstore cpu s per GiB"), "{:.2f}x"),
     ("zarrfs -o nozerocopy cold read GB/s (uncompressed only)", lambda r: r.get("zarrfs nozerocopy cold read", float("nan")) / GB,
      "{:.2f}"),
     ("  / FUSE limit cold", ratio("zarrfs nozerocopy cold read", "fuse limit cold read"), "{:.2f}x"),
@@ -309,6 +336,7 @@ ROWS = [
     ("zarrfs 4 KiB pread p50 ms", lambda r: r["zarrfs 4k p50 ms"], "{:.3f}"),
     ("tensorstore 4 KiB window p50 ms", lambda r: r["tensorstore 4k p50 ms"], "{:.3f}"),
     ("zarr-python 4 KiB window p50 ms", lambda r: r["zarr-python 4k p50 ms"], "{:.3f}"),
+    ("zarrs-python 4 KiB window p50 ms", lambda r: r["zarrs-python 4k p50 ms"], "{:.3f}"),
     ("  zarrfs / best peer (target <= 1.0)", lambda r: r["zarrfs 4k p50 ms"] / best_peer_4k(r), "{:.2f}x"),
     ("  zarrfs / tensorstore", ratio("zarrfs 4k p50 ms", "tensorstore 4k p50 ms"), "{:.2f}x"),
     ("zarrfs -o nozerocopy 4 KiB pread p50 ms", lambda r: r.get("zarrfs nozerocopy 4k p50 ms", float("nan")), "{:.3f}"),

@@ -5,7 +5,9 @@ on loopback. Every reader reaches the server through one delaying proxy
 (tests/servers/delay_proxy.py: `--delay-ms` each way, 5 by default, so a 10 ms round trip;
 this kernel has no netem), so all pay the same round trip; the report prints the measured round
 trip of a small GET. In each interleaved round, zarrfs through a real mount, tensorstore
-in-process (its s3 or http kvstore) and zarr-python in-process (obstore) read the same arrays;
+in-process (its s3 or http kvstore), zarr-python in-process (obstore) and zarrs-python (the
+same store, the zarrs codec pipeline) in a process of its own (it holds the GIL while it waits,
+which would stall this process's proxy) read the same arrays;
 every ratio is taken within a round, and the proxy counts each reader's requests. Also: the
 daemon's peak RSS, and a 1,000-array hierarchy with consolidated metadata (GETs to open it,
 first and second ls -lR).
@@ -28,14 +30,26 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the test servers (tests/servers)
 
-from benchlib import GB, ZARRFS, _mounted, build, cpu_seconds, p50_ms, random_offsets, read_through, table, timed
+from benchlib import (
+    GB,
+    GIB,
+    ZARRFS,
+    _mounted,
+    build,
+    costed,
+    p50_ms,
+    random_offsets,
+    read_through,
+    table,
+    timed,
+)
 from servers.delay_proxy import DelayProxy
 from servers.nginx import Nginx
 from servers.seaweed import BUCKET, Seaweed
 from zarrfs.stores.source_url import RemoteOptions
 
-GIB = 1 << 30
-PINGS = 20  # small GETs timed for the round trip the report prints
+PINGS = 20
+ZARRS_READER = Path(__file__).resolve().parent / "zarrs_reader.py"  # small GETs timed for the round trip the report prints
 
 
 class S3Target:
@@ -92,6 +106,10 @@ class S3Target:
         import zarr
         return zarr.open_array(self.server.zarr_store(prefix, endpoint=self.endpoint), mode="r")
 
+    def zarrs_spec(self, prefix: str) -> dict:
+        """zarrs_reader.py's store (its credentials: the AWS_ variables start() set)."""
+        return {"s3": {"bucket": BUCKET, "prefix": prefix, "endpoint": self.endpoint}}
+
 
 class HttpTarget:
     """The arrays' directory served by nginx, read through the proxy."""
@@ -141,6 +159,9 @@ class HttpTarget:
         return zarr.open_array(ObjectStore(HTTPStore.from_url(self.source(prefix), client_options={"allow_http": True}),
                                            read_only=True), mode="r")
 
+    def zarrs_spec(self, prefix: str) -> dict:
+        return {"http": {"url": self.source(prefix)}}
+
 
 def round_trip_ms(target) -> float:
     """The median time of a small GET through the proxy, after one that opens the connection."""
@@ -159,18 +180,29 @@ def mount_remote(target, prefix: str, *options: str, log: Path | None = None):
 def bench_round(target, proxy: DelayProxy, prefix: str, data: np.ndarray, seed: int, samples: int) -> dict:
     nbytes, r = data.nbytes, {}
 
-    def streamed(name: str, read) -> None:
-        """`read` timed, and its requests through the proxy counted."""
+    def streamed(name: str, read, daemon: int | None = None) -> dict[str, float]:
+        """`read` timed, its requests through the proxy counted, and its CPU per GiB: this
+        process's but the proxy's thread, and the daemon's."""
         proxy.reset()
-        r[f"{name} read"] = nbytes / timed(read)
+        r[f"{name} read"], cpu = costed(read, nbytes, (daemon,) if daemon else (), but=proxy.thread_id)
         r[f"{name} requests per GiB"] = proxy.reset().requests * GIB / nbytes
+        return cpu
 
-    streamed("tensorstore", lambda: target.tensorstore(prefix).read().result())
-    streamed("zarr-python", lambda: target.zarr_python(prefix)[...])
+    r["tensorstore cpu s per GiB"] = streamed("tensorstore", lambda: target.tensorstore(prefix).read().result())["self"]
+    r["zarr-python cpu s per GiB"] = streamed("zarr-python", lambda: target.zarr_python(prefix)[...])["self"]
+    # zarrs-python waits for the network holding the GIL (a Python thread made 1 tick of 50 ms in
+    # the 5 s its read waited): here it would stall the proxy, a thread of this process, until its
+    # GETs time out. It reads in a process of its own (zarrs_reader.py), which reports its CPU.
+    proxy.reset()
+    zarrs = json.loads(subprocess.run([sys.executable, str(ZARRS_READER), json.dumps(target.zarrs_spec(prefix))],
+                                      check=True, capture_output=True, text=True, timeout=600).stdout)
+    r["zarrs-python read"] = nbytes / zarrs["seconds"]
+    r["zarrs-python requests per GiB"] = proxy.reset().requests * GIB / nbytes
+    r["zarrs-python cpu s per GiB"] = zarrs["cpu"] * GIB / nbytes
     with mount_remote(target, prefix) as (bin_path, process):
-        cpu = cpu_seconds(process.pid)
-        streamed("zarrfs cold", lambda: read_through(bin_path))
-        r["daemon cpu ms in cold read"] = (cpu_seconds(process.pid) - cpu) * 1000
+        cpu = streamed("zarrfs cold", lambda: read_through(bin_path), process.pid)
+        r["zarrfs daemon cpu s per GiB"], r["zarrfs reader cpu s per GiB"] = cpu[str(process.pid)], cpu["self"]
+        r["daemon cpu ms in cold read"] = cpu[str(process.pid)] * nbytes / GIB * 1000
     offsets = random_offsets(nbytes, samples, seed)
     with mount_remote(target, prefix) as (bin_path, _):
         fd = os.open(bin_path, os.O_RDONLY)
@@ -220,15 +252,32 @@ def _requests(log: Path) -> dict:
     return {kind: found.count(kind) for kind in sorted(set(found))}
 
 
+def best_peer(r: dict) -> float:
+    """The fastest in-process reader of this round (zarrs-python where it took the store)."""
+    return max(r[f"{peer} read"] for peer in ("tensorstore", "zarr-python", "zarrs-python")
+               if r[f"{peer} read"] == r[f"{peer} read"])
+
+
 ROWS = [
     ("tensorstore read GB/s", lambda r: r["tensorstore read"] / GB, "{:.3f}"),
     ("zarr-python read GB/s", lambda r: r["zarr-python read"] / GB, "{:.3f}"),
+    ("zarrs-python read GB/s (a process of its own)", lambda r: r["zarrs-python read"] / GB, "{:.3f}"),
     ("zarrfs cold read GB/s", lambda r: r["zarrfs cold read"] / GB, "{:.3f}"),
+    ("  / best peer (the fastest of the three)", lambda r: r["zarrfs cold read"] / best_peer(r), "{:.2f}x"),
     ("  / tensorstore (target >= 1.0)", lambda r: r["zarrfs cold read"] / r["tensorstore read"], "{:.2f}x"),
     ("  / zarr-python (target >= 1.5)", lambda r: r["zarrfs cold read"] / r["zarr-python read"], "{:.2f}x"),
     ("  daemon CPU during the cold read, ms", lambda r: r["daemon cpu ms in cold read"], "{:.0f}"),
+    ("CPU s per GiB streamed: tensorstore (its process, the proxy apart)", lambda r: r["tensorstore cpu s per GiB"],
+     "{:.2f}"),
+    ("  zarr-python (its process, the proxy apart)", lambda r: r["zarr-python cpu s per GiB"], "{:.2f}"),
+    ("  zarrs-python (its own process)", lambda r: r["zarrs-python cpu s per GiB"], "{:.2f}"),
+    ("  zarrfs's daemon", lambda r: r["zarrfs daemon cpu s per GiB"], "{:.2f}"),
+    ("  the reader of zarrfs's file (copies out of the kernel)", lambda r: r["zarrfs reader cpu s per GiB"], "{:.2f}"),
+    ("  zarrfs's daemon / tensorstore (target <= 1.0)",
+     lambda r: r["zarrfs daemon cpu s per GiB"] / (r["tensorstore cpu s per GiB"] or float("nan")), "{:.2f}x"),
     ("requests per GiB streamed: tensorstore", lambda r: r["tensorstore requests per GiB"], "{:.0f}"),
     ("  zarr-python", lambda r: r["zarr-python requests per GiB"], "{:.0f}"),
+    ("  zarrs-python", lambda r: r["zarrs-python requests per GiB"], "{:.0f}"),
     ("  zarrfs", lambda r: r["zarrfs cold requests per GiB"], "{:.0f}"),
     ("zarrfs 4 KiB pread p50 ms", lambda r: r["zarrfs 4k p50 ms"], "{:.2f}"),
     ("tensorstore 4 KiB window p50 ms", lambda r: r["tensorstore 4k p50 ms"], "{:.2f}"),
@@ -245,7 +294,9 @@ def report(runs: dict, memory: dict, listing: dict, args, rtt_ms: float) -> str:
              f"rounds; every reader through a delaying proxy, {args.delay_ms:g} ms each way (a small GET's round "
              f"trip: {rtt_ms:.1f} ms p50); median (min-max) over the rounds; {os.cpu_count()} cores, load "
              f"{os.getloadavg()[0]:.2f}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", ""]
-    lines += table(runs, ROWS, memory, cache_mib + prefetch_mib + 150)
+    # the decodes ahead are in the cache; a shard's runs fetched ahead hold up to prefetch each,
+    # and a stream crossing into the next shard holds two shards' (shard_spans.py)
+    lines += table(runs, ROWS, memory, cache_mib + 2 * prefetch_mib + 150)
     if listing:
         lines += ["", f"{args.listing} arrays with consolidated metadata: requests to open {listing['requests to open']} "
                       f"(target: 1 GET), first ls -lR {listing['first ls -lR s']:.2f} s (target < 2), "

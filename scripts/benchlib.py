@@ -16,6 +16,7 @@ import numpy as np
 from zarrfs.cli.command import raise_read_ahead
 
 MIB = 1 << 20
+GIB = 1 << 30
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -126,6 +127,37 @@ def timed(fn) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
+
+
+def costed(fn, nbytes: int, pids: tuple[int, ...] = (), but: int | None = None) -> tuple[float, dict[str, float]]:
+    """(bytes per second, {whose: CPU seconds per GiB}) of `fn()` reading `nbytes`: "self" is this
+    process (every thread: an in-process reader's decodes, or a FUSE file's reader's copies out
+    of the kernel) but its thread `but` (the delaying proxy's), then each process of `pids` (a
+    mount's daemon) by its pid, from /proc/PID/stat before and after (clock ticks of 10 ms: a
+    read of less than a second rounds)."""
+    def now() -> dict[str, float]:
+        own = time.process_time() - (thread_cpu_seconds(but) if but else 0.0)
+        return {"self": own, **{str(pid): cpu_seconds(pid) for pid in pids}}
+    before = now()
+    seconds = timed(fn)
+    after = now()
+    return nbytes / seconds, {who: (after[who] - before[who]) * GIB / nbytes for who in before}
+
+
+def thread_cpu_seconds(tid: int) -> float:
+    """User + system CPU time of one thread of this process so far."""
+    fields = Path(f"/proc/self/task/{tid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextmanager
+def zarrs_pipeline():
+    """zarr-python with zarrs-python's codec pipeline (Rust) for the arrays opened and read within:
+    the peer "zarrs-python". Strict: an array or store it does not take raises
+    zarrs.pipeline.UnsupportedMetadataError instead of silently measuring zarr-python's own."""
+    import zarr
+    with zarr.config.set({"codec_pipeline.path": "zarrs.ZarrsCodecPipeline", "codec_pipeline.strict": True}):
+        yield
 
 
 def open_tensorstore(path: Path):

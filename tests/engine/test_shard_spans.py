@@ -9,9 +9,11 @@ import pytest
 from helpers import write_sharded
 from servers.memory_store import MemoryStore
 from zarrfs.byte_ranges import Range
+from zarrfs.codecs.shard_format import EMPTY
 from zarrfs.engine import shard_spans
 from zarrfs.engine.array import open_array
 from zarrfs.engine.chunk_cache import ChunkCache
+from zarrfs.engine.chunk_sources import stored_runs
 from zarrfs.engine.flat_file import RawFile
 from zarrfs.engine.shard_spans import Spans
 from zarrfs.format.v3 import parse_document
@@ -62,10 +64,10 @@ def test_the_waiting_decodes_share_one_read():
         return bytes(range(256)) * (r.length // 256)
 
     spans = Spans(1 << 20)
-    following = [(256 * i, 256) for i in range(1, 8)]
+    run = [(256 * i, 256) for i in range(8)]
     results = {}
     threads = [threading.Thread(target=lambda i=i: results.update(
-        {i: spans.read(256 * i, 256, lambda: following[i:], read_range)})) for i in range(8)]
+        {i: spans.read(256 * i, 256, lambda: run, read_range)})) for i in range(8)]
     threads[0].start()
     while not calls:
         threading.Event().wait(0.01)
@@ -90,7 +92,7 @@ def test_a_failed_read_reaches_every_waiter_and_the_next_read_tries_again():
 
     spans = Spans(1 << 20)
     with pytest.raises(OSError):
-        spans.read(0, 10, lambda: [(10, 10)], read_range)
+        spans.read(0, 10, lambda: [(0, 10), (10, 10)], read_range)
     assert spans.read(10, 10, lambda: [], read_range) == b"x" * 10
     assert attempts == [Range(0, 20), Range(10, 10)]
 
@@ -102,15 +104,15 @@ def test_spans_stop_at_a_gap_at_span_bytes_and_at_what_is_held():
         calls.append(r)
         return b"\0" * r.length
 
-    spans = Spans(max_held=1200)  # spans of 300 bytes at most
-    spans.read(0, 100, lambda: [(100, 100), (250, 100)], read)  # a gap after 200
-    spans.read(1000, 100, lambda: [(1100, 100), (1200, 100), (1300, 100)], read)
+    spans = Spans(max_held=600)  # spans of 300 bytes at most
+    spans.read(0, 100, lambda: [(0, 100), (100, 100), (250, 100)], read)  # a gap after 200
+    spans.read(1000, 100, lambda: [(1000, 100), (1100, 100), (1200, 100), (1300, 100)], read)
     assert calls == [Range(0, 200), Range(1000, 300)]
-    spans.read(2000, 800, lambda: [], read)  # 200 + 300 + 800 > 1200: the oldest span goes
+    spans.read(2000, 250, lambda: [], read)  # 200 + 300 + 250 > 600: the oldest span goes
     assert [(s.start, s.stop) for s in spans._spans] == [(1000, 1300)]  # the last one was taken whole
     spans.read(100, 100, lambda: [], read)  # its span went before it was taken: read alone
-    spans.read(5000, 1300, lambda: [], read)  # more than a shard may hold: read alone, held nowhere
-    assert calls[-3:] == [Range(2000, 800), Range(100, 100), Range(5000, 1300)]
+    spans.read(5000, 700, lambda: [], read)  # more than a shard may hold: read alone, held nowhere
+    assert calls[-3:] == [Range(2000, 250), Range(100, 100), Range(5000, 700)]
     assert [(s.start, s.stop) for s in spans._spans] == [(1000, 1300)]
     spans.forget()
     assert not spans._spans
@@ -120,7 +122,7 @@ def test_a_span_no_decode_came_back_to_goes_after_a_while(monkeypatch):
     monkeypatch.setattr(shard_spans, "STALE", 0.0)
     spans = Spans(max_held=1200)
     read = lambda r: b"\0" * r.length  # noqa: E731
-    spans.read(0, 100, lambda: [(100, 100)], read)  # its second chunk is never read
+    spans.read(0, 100, lambda: [(0, 100), (100, 100)], read)  # its second chunk is never read
     assert len(spans._spans) == 1
     spans.read(1000, 100, lambda: [], read)
     assert not spans._spans  # the first one was read long enough ago, the second taken whole
@@ -138,10 +140,11 @@ def test_a_span_stops_before_chunks_another_span_already_brought():
     spans = Spans(max_held=1 << 20)
     spans.read(300, 100, lambda: [], read)  # the last chunk, taken: its span is gone
     assert not spans._spans
-    spans.read(0, 100, lambda: [(100, 100), (200, 100), (300, 100)], read)
+    run = [(0, 100), (100, 100), (200, 100), (300, 100)]
+    spans.read(0, 100, lambda: run, read)
     assert calls == [Range(300, 100), Range(0, 300)]
     spans.forget()  # a new index: nothing is known to be brought any more
-    spans.read(0, 100, lambda: [(100, 100), (200, 100), (300, 100)], read)
+    spans.read(0, 100, lambda: run, read)
     assert calls[-1] == Range(0, 400)
 
 
@@ -156,8 +159,83 @@ def test_a_request_takes_a_chunk_a_span_holds_and_spans_stop_before_what_it_read
 
     spans = Spans(max_held=1 << 20)
     assert spans.covered(0, 10) is shard_spans.NOT_COVERED
-    spans.read(0, 10, lambda: [(10, 10), (20, 10)], read)  # a span of three chunks
+    spans.read(0, 10, lambda: [(0, 10), (10, 10), (20, 10)], read)  # a span of three chunks
     assert spans.covered(10, 10) == bytes(range(10, 20)) and calls == [Range(0, 30)]
     spans.brought([(40, 10)])  # a request read the chunk at 40 itself
-    spans.read(30, 10, lambda: [(40, 10), (50, 10)], read)
+    spans.read(30, 10, lambda: [(30, 10), (40, 10), (50, 10)], read)
     assert calls[-1] == Range(30, 10)
+
+
+def test_a_run_is_read_whole_whichever_of_its_chunks_plans_first():
+    """Decodes ahead start in any order: the second chunk's decode planning first reads the run
+    from its first chunk, and the first chunk's decode takes it from there (one GET, not two)."""
+    calls = []
+
+    def read(r: Range) -> bytes:
+        calls.append(r)
+        return bytes(range(r.start, r.start + r.length))
+
+    spans = Spans(max_held=1 << 20)
+    run = [(0, 10), (10, 10), (20, 10), (30, 10)]
+    assert spans.read(10, 10, lambda: run, read) == bytes(range(10, 20))
+    assert spans.read(0, 10, lambda: run, read) == bytes(range(10))
+    assert calls == [Range(0, 40)]
+
+
+def test_a_shards_chunks_are_cut_into_runs_by_the_index_alone():
+    """Runs stop at a gap, at span_bytes from their stretch's first byte, in stored order."""
+    index = np.array([[300, 100], [0, 100], [EMPTY, EMPTY], [100, 100], [600, 100], [400, 100]], dtype="u8")
+    starts, sizes, ids = stored_runs(index, 300)
+    assert starts.tolist() == [0, 100, 300, 400, 600] and sizes.tolist() == [100] * 5
+    assert ids == [0, 0, 1, 1, 2]  # [0, 200), a gap, [300, 500), a gap, [600, 700)
+    assert stored_runs(index, 150)[2] == [0, 1, 2, 3, 4]  # two chunks would be 200 bytes: one a run
+
+
+# The bench's proportions scaled down (issue #41 item 3): shards of 64 inner chunks, a read-ahead
+# budget of one shard (64 MiB shards of 1 MiB chunks and the default prefetch_size of 64 MiB).
+SCALED_INNER, SCALED_PER_SHARD, SCALED_SHARDS = 16 << 10, 64, 4
+
+
+def scaled_stream(store: MemoryStore, size: int, piece: int = 128 << 10) -> bytes:
+    meta = parse_document(store.get("zarr.json"), "zarr.json")
+    cache = ChunkCache(256 << 20, ahead_bytes=SCALED_INNER * SCALED_PER_SHARD, ahead_workers=32)
+    raw = RawFile(open_array(store, "", meta, cache))
+    out = b"".join(raw.read(offset, piece) for offset in range(0, size, piece))
+    cache.ahead.settle(10)
+    return out
+
+
+def test_a_stream_makes_at_most_twice_the_requests_of_a_shard_and_its_index_each():
+    """tensorstore reads a sharded stream as each shard's index and the shard: two requests a
+    shard. A stream through the mount may make at most twice that, however its decodes ahead
+    are scheduled (they start in any order: a span covers its whole run of the shard)."""
+    values = np.random.default_rng(2).integers(0, 255, SCALED_INNER * SCALED_PER_SHARD * SCALED_SHARDS, dtype="u1")
+    store = MemoryStore(REMOTE)
+    write_sharded(store, values, SCALED_INNER, SCALED_PER_SHARD)
+    store.reads.clear()
+    batched, get_ranges = [], store.get_ranges  # a request's own inner chunks: one call, a GET at least
+
+    def counted(key, ranges, expect=None):
+        batched.append(key)
+        return get_ranges(key, ranges, expect)
+    store.get_ranges = counted
+    assert scaled_stream(store, values.size) == values.tobytes()
+    shard_reads = [key for key, _ in store.reads if key.startswith("c/")] + batched
+    assert len(shard_reads) <= 2 * 2 * SCALED_SHARDS, (store.reads, batched)
+
+
+def test_a_small_read_of_a_remote_shard_fetches_its_index_and_one_inner_chunk():
+    values = np.random.default_rng(3).integers(0, 255, SCALED_INNER * SCALED_PER_SHARD * SCALED_SHARDS, dtype="u1")
+    store = MemoryStore(REMOTE)
+    write_sharded(store, values, SCALED_INNER, SCALED_PER_SHARD)
+    meta = parse_document(store.get("zarr.json"), "zarr.json")
+    cache = ChunkCache(256 << 20, ahead_bytes=SCALED_INNER * SCALED_PER_SHARD, ahead_workers=32)
+    raw = RawFile(open_array(store, "", meta, cache))
+    store.reads.clear()
+    offset = 5 * SCALED_INNER + 100
+    assert raw.read(offset, 4096) == values[offset:offset + 4096].tobytes()
+    offset = 9 * SCALED_INNER + 100
+    assert raw.read(offset, 4096) == values[offset:offset + 4096].tobytes()
+    index, first, second = store.reads
+    assert index[0] == first[0] == second[0] == "c/0" and index[1].length < SCALED_INNER
+    assert first[1] == Range(5 * SCALED_INNER, SCALED_INNER) and second[1] == Range(9 * SCALED_INNER, SCALED_INNER)

@@ -101,6 +101,11 @@ class DelayProxy:
     def endpoint(self) -> str:
         return f"http://{self.address[0]}:{self.address[1]}"
 
+    @property
+    def thread_id(self) -> int | None:
+        """Its thread's id in the kernel: the CPU it spends is in-process readers' process time."""
+        return self._server.native_id
+
     def reset(self) -> Counts:
         """The counts so far, starting again from zero."""
         counts, self.counts = self.counts, Counts()

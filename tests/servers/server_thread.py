@@ -32,6 +32,11 @@ class ServerThread:
         return self.address
 
     @property
+    def native_id(self) -> int | None:
+        """The thread's id in the kernel (/proc/self/task/ID): a benchmark leaves its CPU out."""
+        return None if self._thread is None else self._thread.native_id
+
+    @property
     def running(self) -> bool:
         """Whether its thread still runs (after stop(): never, unless it did not end in time)."""
         return self._thread is not None and self._thread.is_alive()

@@ -9,6 +9,7 @@ write-back, a component (array.write_back, writeback.py).
 import functools
 import itertools
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict
@@ -456,7 +457,8 @@ class Array:
         source = ShardChunks(lambda byte_range, expect=None: self.source.read_versioned(coords, byte_range, expect),
                              sharding, key,
                              read_ranges=lambda ranges, expect=None: self.source.read_ranges(coords, ranges, expect),
-                             capabilities=capabilities, span_bytes=self.shared.cache.ahead.max_bytes // 2)
+                             capabilities=capabilities, spans_held=self.shared.cache.ahead.max_bytes,
+                             chunk_nbytes=math.prod(sharding.inner_chunk_shape) * self.dtype.itemsize)
         return Array(shape, sharding.inner_chunk_shape, sharding.inner_chain, source,
                      self.shared, self.cache_key + (coords,))
 

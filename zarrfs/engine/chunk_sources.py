@@ -3,6 +3,7 @@ itself a source of inner chunks over a value of the source around it, so nested 
 no special code. Both carry the capabilities of the store beneath them (stores/contract.py).
 """
 
+import bisect
 import errno
 import json
 import logging
@@ -29,6 +30,7 @@ from zarrfs.stores.contract import Capabilities, Staged, Store
 log = logging.getLogger(__name__)
 MAX_DOCUMENT = 16 << 20  # bytes of an array's document read back to change its shape
 SPAN_CHUNKS = 1024  # inner chunks one span may cover: small chunks coalesce too, within bounded work
+Runs = tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]  # (index, starts, sizes, run ids) in stored order
 
 Encoded = bytes | memoryview  # a stored chunk's bytes: a view where they are part of a larger read (a span)
 Fetched = dict[tuple[int, ...], Encoded | None]  # read_many's: coords -> encoded bytes, None: not stored
@@ -172,7 +174,7 @@ class ShardChunks:
 
     def __init__(self, read_value: Callable[..., tuple[Encoded | None, object]], codec: ShardingCodec, key: str,
                  read_ranges: Callable[..., list[bytes] | None] | None = None,
-                 capabilities: Capabilities | None = None, span_bytes: int = 0):
+                 capabilities: Capabilities | None = None, spans_held: int = 0, chunk_nbytes: int = 1):
         self.read_value = read_value
         self.read_ranges = read_ranges  # several ranges of the shard in one call (batched_fetch.py)
         # remote: written by other machines too (its writers keep written masks); metadata_ttl:
@@ -183,8 +185,8 @@ class ShardChunks:
         self.shard_key = key
         self._index: np.ndarray | None = None
         self._version: object = None  # the shard's version the index was read from
-        self._by_offset: tuple | None = None  # (index, its stored entries' positions in offset order)
-        self.spans = Spans(span_bytes)  # runs of inner chunks read together ahead of a stream
+        self._runs: Runs | None = None  # the index's stored chunks cut into runs (_run_of)
+        self.spans = Spans(spans_held, chunk_nbytes)  # runs of inner chunks read together ahead of a stream
         self._loaded = False
         self._loaded_at = 0.0
         self._lock = threading.Lock()  # decode-ahead threads start on a shard's inner chunks together
@@ -296,7 +298,7 @@ class ShardChunks:
 
     def read_ahead(self, coords: tuple[int, ...]) -> Encoded | None:
         """The encoded inner chunk for a decode ahead of a stream. Where each request is a round
-        trip, it comes in one ranged read with the inner chunks stored after it (shard_spans.py),
+        trip, it comes in one ranged read with the other inner chunks of its run (shard_spans.py),
         which the decodes of those then take."""
         if not self._spanned():
             return self.read(coords)
@@ -304,19 +306,21 @@ class ShardChunks:
         if entry is None:
             return None
         index, version, offset, nbytes = entry
-        data = self.spans.read(offset, nbytes, lambda: self._stored_after(index, offset),
+        data = self.spans.read(offset, nbytes, lambda: self._run_of(index, offset),
                                lambda r: self.read_value(r, version)[0])
         return self._checked(data, nbytes, offset, nbytes)
 
-    def _stored_after(self, index: np.ndarray, offset: int) -> list[tuple[int, int]]:
-        """(offset, nbytes) of the stored inner chunks after `offset`, in the order they are stored
-        (at most SPAN_CHUNKS of them)."""
-        if self._by_offset is None or self._by_offset[0] is not index:
-            stored = np.flatnonzero(index[:, 0] != EMPTY)
-            self._by_offset = (index, stored[np.argsort(index[stored, 0], kind="stable")])
-        order = self._by_offset[1]
-        i = int(np.searchsorted(index[order, 0], offset, side="right"))
-        return [(int(a), int(b)) for a, b in index[order[i:i + SPAN_CHUNKS]]]
+    def _run_of(self, index: np.ndarray, offset: int) -> list[tuple[int, int]]:
+        """(offset, nbytes) of the stored inner chunks of the run the one at `offset` belongs to,
+        in the order they are stored (shard_spans.py); the runs are cut once per index."""
+        if self._runs is None or self._runs[0] is not index:
+            self._runs = (index, *stored_runs(index, self.spans.span_bytes, self.spans.span_chunks))
+        _, starts, sizes, ids = self._runs
+        i = int(np.searchsorted(starts, offset))
+        if i == len(starts) or int(starts[i]) != offset:
+            return []
+        lo, hi = bisect.bisect_left(ids, ids[i]), bisect.bisect_right(ids, ids[i])
+        return list(zip(starts[lo:hi].tolist(), sizes[lo:hi].tolist(), strict=True))
 
     def read_many(self, coords_list: list[tuple[int, ...]], max_bytes: int) -> Fetched:
         """{coords: encoded bytes, or None if empty} for inner chunks, up to max_bytes of them,
@@ -366,3 +370,22 @@ class ShardChunks:
             chunks[self.flat(coords)] = data
         live_flat = {self.flat(c) for c in live}
         return self.codec.assemble([c if i in live_flat else None for i, c in enumerate(chunks)])
+
+
+def stored_runs(index: np.ndarray, span_bytes: int, span_chunks: int = SPAN_CHUNKS) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """A shard's stored inner chunks in the order they are stored, cut into runs: (starts, sizes,
+    run id of each). A run is chunks stored one right after the other, at most span_bytes from
+    its first byte to its last (a longer chunk is a run alone) and at most span_chunks (and
+    SPAN_CHUNKS) of them.
+    Fixed by the index alone: every decode of a run plans the same span."""
+    stored = np.flatnonzero(index[:, 0] != EMPTY)
+    order = stored[np.argsort(index[stored, 0], kind="stable")]
+    starts, sizes = index[order, 0], index[order, 1]
+    ids: list[int] = []
+    run, first, end, count, most = -1, 0, None, 0, min(span_chunks, SPAN_CHUNKS)
+    for start, size in zip(starts.tolist(), sizes.tolist(), strict=True):  # once per index read
+        if start != end or start + size - first > span_bytes or count == most:
+            run, first, count = run + 1, start, 0
+        ids.append(run)
+        end, count = start + size, count + 1
+    return starts, sizes, ids

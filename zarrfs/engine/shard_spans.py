@@ -4,20 +4,26 @@ stream that want them.
 On an object store each GET is a round trip and a request's own cost (CPU on both sides, and a
 price per request on the clouds); a stream through a shard of 1 MiB inner chunks would make one
 GET per inner chunk. Instead, a decode ahead that finds its inner chunk in no span reads a span:
-its chunk and the chunks stored right after it in the shard, up to SPAN bytes, in one ranged GET.
-The decodes of those chunks, on other threads, wait for that read instead of making their own.
+the run of the shard its chunk belongs to, in one ranged GET. The shard's stored chunks are cut
+into runs once per index (chunk_sources.stored_runs): chunks stored one after the other, at most
+`span_bytes` from the run's first byte to its last and at most `span_chunks` of them. The
+decodes of the run's other chunks, on other threads, wait for that read instead of making their
+own. Runs are fixed by the index, not by the decode that comes first: decodes ahead start in any
+order, and the chunk after a run's first one planning first still reads the run whole, so a
+stream makes one GET per run whatever the order. (A stream that starts inside a run reads the
+run from its start: at most half the budget it does not want, once.)
 
-Bounded: a shard holds at most `max_held` bytes of spans (half the decode-ahead budget: what the
-stream's decodes would hold anyway, read a little earlier), a span at most a quarter of that; a
-span is dropped once each of its chunks was taken or STALE seconds after its read ended, and the
-oldest go first when there is no room (a chunk then is read alone). The spans belong to one
-index: a shard whose index is read again forgets them.
+Bounded: a shard holds at most `max_held` bytes of spans (the decode-ahead budget: what the
+stream's decodes hold anyway, read earlier), a span at most half of that, in stored bytes and in
+the bytes its chunks decode to (two in flight, so the stream does not wait at a run's end), and
+at most SPAN; a span is dropped once each of its chunks was taken or STALE seconds after its
+read ended, and the oldest go first when there is no room (a chunk then is read alone). The
+spans belong to one index: a shard whose index is read again forgets them.
 
-Decodes ahead start in any order, and a request reads the chunks no decode ahead was started
-for: the last chunk of a shard may be read, and taken, before the first one's decode plans its
-span. A span taken whole, and a chunk a request read, are remembered (their range, not their
-bytes) for STALE seconds, and a new span stops before them; a request's read of a chunk a span
-holds takes it from the span (covered). So no chunk is fetched twice.
+A request reads the chunks no decode ahead was started for. A span taken whole, and a chunk a
+request read, are remembered (their range, not their bytes) for STALE seconds, and a new span
+leaves them out (the part of the run on this chunk's side of them); a request's read of a chunk
+a span holds takes it from the span (covered). So no chunk is fetched twice.
 """
 
 import enum
@@ -28,9 +34,9 @@ from typing import Callable, Literal
 
 from zarrfs.byte_ranges import Range
 
-# Bytes one ranged read covers at most: 8 inner chunks of 1 MiB. Measured at 5 ms each way, spans of
-# 4, 8 and 16 MiB streamed alike; 8 made 24 GETs of 128 MiB where one per inner chunk made 131.
-SPAN = 8 << 20
+# Bytes one ranged read covers at most: a whole 64 MiB shard, where the read-ahead budget holds two
+# (issue #41: tensorstore reads a shard in one GET; spans of 8 MiB made 192 GETs a GiB).
+SPAN = 64 << 20
 STALE = 1.0  # seconds after its read a span no decode came back to is dropped (its stream went away)
 TAKEN = 256  # ranges taken or read otherwise that planning remembers, at most
 
@@ -57,24 +63,28 @@ class _Span:
 class Spans:
     """The spans of one shard."""
 
-    def __init__(self, max_held: int):
+    def __init__(self, max_held: int, chunk_nbytes: int = 1):
+        """`max_held`: the decode-ahead budget; `chunk_nbytes`: an inner chunk decoded. A span is
+        at most half the budget in stored bytes and in decoded ones: the decodes of two spans fit
+        in the budget, so the next span is in flight while the decodes of one take theirs."""
         self.max_held = max_held
-        self.span_bytes = min(SPAN, max_held // 4)
+        self.span_bytes = min(SPAN, max_held // 2)
+        self.span_chunks = max(1, max_held // 2 // max(1, chunk_nbytes))
         self._spans: list[_Span] = []  # oldest first
         self._taken: list[tuple[int, int, float]] = []  # (start, stop, when) of spans taken whole
         self._lock = threading.Lock()
 
-    def read(self, offset: int, nbytes: int, following: Callable[[], list[tuple[int, int]]],
+    def read(self, offset: int, nbytes: int, run: Callable[[], list[tuple[int, int]]],
              read_range: Callable[[Range], bytes | memoryview | None]) -> bytes | memoryview | None:
-        """The bytes [offset, offset + nbytes) of the shard, from a span. `following()` lists the
-        (offset, nbytes) of the chunks stored after this one, in order: a new span covers those
-        that follow without a gap, up to span_bytes; `read_range(Range)` reads the shard (the
-        version its index came from)."""
+        """The bytes [offset, offset + nbytes) of the shard, from a span. `run()` lists the
+        (offset, nbytes) of the chunks of this chunk's run, this one among them, in the order they
+        are stored one after the other: a new span covers the run but for chunks read otherwise;
+        `read_range(Range)` reads the shard (the version its index came from)."""
         with self._lock:
             span = self._covering(offset, nbytes)
             new = span is None
             if new:
-                span = self._plan(offset, nbytes, following())
+                span = self._plan(offset, nbytes, run())
         if span is None:  # no room: read alone
             return read_range(Range(offset, nbytes))
         if new:
@@ -120,25 +130,36 @@ class Spans:
                 return span
         return None
 
-    def _plan(self, offset: int, nbytes: int, following: list[tuple[int, int]]) -> _Span | None:
-        """A span from this chunk over those stored right after it that no span covers; None
-        when even this chunk does not fit in what a shard may hold."""
+    def _plan(self, offset: int, nbytes: int, run: list[tuple[int, int]]) -> _Span | None:
+        """A span over this chunk and the chunks of its run on either side of it that no span
+        covers and nothing brought; None when even this chunk does not fit in what a shard may hold."""
         now = time.monotonic()
         self._taken = [t for t in self._taken[-TAKEN:] if now - t[2] <= STALE]
-        stop, chunks = offset + nbytes, 1
-        for start, size in following:
-            if start != stop or stop + size - offset > self.span_bytes or self._covering(start, size) \
-                    or any(a <= start < b for a, b, _ in self._taken):
-                break
-            stop, chunks = stop + size, chunks + 1
-        if stop - offset > self.max_held:
+        here = next((i for i, (start, _) in enumerate(run) if start == offset), None)
+        start, stop, chunks = offset, offset + nbytes, 1
+        if here is not None:
+            for before, size in reversed(run[:here]):
+                if before + size != start or stop - before > self.span_bytes or chunks == self.span_chunks \
+                        or self._held(before, size):
+                    break
+                start, chunks = before, chunks + 1
+            for after, size in run[here + 1:]:
+                if after != stop or stop + size - start > self.span_bytes or chunks == self.span_chunks \
+                        or self._held(after, size):
+                    break
+                stop, chunks = stop + size, chunks + 1
+        if stop - start > self.max_held:
             return None
         self._spans = [s for s in self._spans if s.read_at is None or now - s.read_at <= STALE]
-        while self._spans and sum(s.stop - s.start for s in self._spans) + stop - offset > self.max_held:
+        while self._spans and sum(s.stop - s.start for s in self._spans) + stop - start > self.max_held:
             self._spans.pop(0)  # its waiters hold it still; later readers read alone
-        span = _Span(offset, stop, chunks)
+        span = _Span(start, stop, chunks)
         self._spans.append(span)
         return span
+
+    def _held(self, start: int, size: int) -> bool:
+        """Whether the chunk at `start` is in a span, or was brought lately (no second fetch)."""
+        return self._covering(start, size) is not None or any(a <= start < b for a, b, _ in self._taken)
 
     def _fill(self, span: _Span, read_range: Callable[[Range], bytes | memoryview | None]) -> None:
         try:
