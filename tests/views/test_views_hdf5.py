@@ -24,6 +24,7 @@ import zarr
 from core import core_of
 from mounting import mounted
 from zarr_layouts import NUMERIC, random_values
+from zarrfs.views import hdf5
 
 SHAPES = {2: (5, 7), 3: (3, 5, 7), 4: (2, 3, 5, 7), 5: (2, 2, 3, 5, 7)}
 DIMS = ("t", "c", "z", "y", "x")
@@ -349,6 +350,24 @@ def test_every_group_file_lists_the_size_it_reads_before_it_is_first_opened(stor
         with h5py.File(m / "zarr.h5", "r") as f:  # the zeros after HDF5's end are no concern of readers
             assert len(f) > 0
         assert "listed before it was made" not in m.settled_log()  # the bound held: no size moved
+
+
+def test_a_file_made_larger_than_its_bound_lists_the_size_it_reads(tmp_path, monkeypatch):
+    """Should h5py write more than size_bound allowed for, the file is shown whole: every stat
+    after the open says the size read, since a kernel reads no further than the size it holds."""
+    monkeypatch.setattr(hdf5, "BOUND_BASE", 0)  # a bound too small for any file
+    monkeypatch.setattr(hdf5, "BOUND_MEMBER", 0)
+    store = tmp_path / "s.zarr"
+    zarr.open_group(str(store), mode="w").create_array("x", shape=(3,), dtype="f8", attributes={"units": "K"})
+    with core_of(store, tmp_path, "ro") as c:
+        listed = c.stat("/zarr.h5")["st_size"]
+        data = c.read_bytes("/zarr.h5")
+        assert len(data) > listed and "listed before it was made" in c.log()
+        assert c.stat("/zarr.h5")["st_size"] == c.stat("/zarr.nc")["st_size"] == len(data)
+        assert [name for name in c.listdir("/") if name.startswith("zarr.")]  # a listing, as ls -l stats after it
+        assert c.stat("/zarr.h5")["st_size"] == len(data)
+        with h5py.File(io.BytesIO(data), "r") as f:
+            assert f["x"].attrs["units"] == b"K"
 
 
 def test_a_group_file_shows_the_size_of_its_nodes_after_an_array_below_is_deleted_made_or_moved(tmp_path):

@@ -122,6 +122,9 @@ class Hierarchy:
         self._directories: dict[str, Entry] = {}  # file-system path -> DIR entry, while listings hold
         self._group_versions: dict[object, tuple] = {}  # group path (or pyramid key) -> the nodes its view was made of
         self._subtrees: dict[str, Subtree] = {}  # group path -> what its HDF5 view's size and mtime depend on
+        # group path -> (size listed, size made) of an HDF5 view made larger than its bound: listings
+        # show the size made while the bound stays that one (a kernel reads no further than the size)
+        self._exceeded: dict[str, tuple[int, int]] = {}
         self._lock = threading.Lock()
         self.hidden = HiddenFiles()  # files deleted alone from nodes that stay: neither looked up nor listed
         root = self._check_root()
@@ -455,7 +458,8 @@ class Hierarchy:
             return (layout.size if layout is not None else 0), max(newest, newest_stored([n.path for n in levels]))
         subtree = self._subtree(group, newest_stored)
         size = hdf5.BOUND_BASE + subtree.cost if subtree.count <= hdf5.MAX_NODES else 0
-        return size, subtree.newest
+        listed, made = self._exceeded.get(group.path, (None, 0))
+        return (made if listed == size else size), subtree.newest
 
     def _subtree(self, group: Node, newest_stored) -> "Subtree":
         """The group's Subtree, each group below made once (post-order, no recursion: a store
@@ -589,8 +593,12 @@ class Hierarchy:
         members = hdf5.members_of(group, self._child_nodes)
         version = self._group_version(group.path, members)
         cap = self._headers.max_bytes
-        return self._headers.get(("hdf5", group.path), version,
-                                 lambda: {"hdf5": hdf5.build(members, lambda m: m.node.path, cap)})["hdf5"]
+        layout = self._headers.get(("hdf5", group.path), version,
+                                   lambda: {"hdf5": hdf5.build(members, lambda m: m.node.path, cap)})["hdf5"]
+        if layout.size > layout.listed:  # the bound did not hold: later stats show the file whole
+            with self._lock:
+                self._exceeded[group.path] = (layout.listed, layout.size)
+        return layout
 
     def _child_nodes(self, path: str) -> list[tuple[str, Node]]:
         """(name, node) of the groups and arrays in the group at `path`, in name order."""

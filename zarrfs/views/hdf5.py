@@ -97,6 +97,7 @@ class Layout:
     size: int
     metadata: list[tuple[int, bytes]] = field(default_factory=list)
     data: list["Extent | Tiles"] = field(default_factory=list)
+    listed: int = 0  # zarr.h5: the size listings showed before it was made (size_bound)
 
     def __sizeof__(self) -> int:
         """What the layout holds in memory, as the header cache (sys.getsizeof) counts it: its
@@ -138,6 +139,7 @@ def build(members: list[Member], store_path_of, max_bytes: int) -> Layout:
         log.warning("%s: its HDF5 view takes %d bytes, more than the %d listed before it was made (size_bound)",
                     members[0].node.path or "/", layout.size, bound)
     layout.size = max(layout.size, bound)  # zeros after the end HDF5 records: the size listed is the size read
+    layout.listed = bound
     return layout
 
 
