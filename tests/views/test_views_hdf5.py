@@ -22,6 +22,7 @@ import xarray as xr
 import zarr
 
 from core import core_of
+from helpers import delete_array
 from mounting import mounted
 from zarr_layouts import NUMERIC, random_values
 from zarrfs.views import hdf5
@@ -377,7 +378,7 @@ def test_a_group_file_shows_the_size_of_its_nodes_after_an_array_below_is_delete
         root.create_array(f"g/{name}", shape=(300,), chunks=(100,), dtype="f8")[...] = 1.0
     with mounted(store, tmp_path) as m:
         sizes = [(m / "zarr.h5").stat().st_size, (m / "g" / "zarr.h5").stat().st_size]  # into the kernel's cache
-        for change in (lambda: (m / "g" / "b.bin").unlink(),
+        for change in (lambda: delete_array(m / "g", "b"),  # as rm b.*: an array goes with its last file
                        lambda: (m / "g" / "c.npy").write_bytes(npy_bytes(np.zeros(5000))),
                        lambda: os.rename(m / "g" / "a.bin", m / "g" / "renamed_far_longer.bin")):
             change()
