@@ -371,6 +371,24 @@ def test_a_file_made_larger_than_its_bound_lists_the_size_it_reads(tmp_path, mon
             assert f["x"].attrs["units"] == b"K"
 
 
+def test_the_bound_holds_attributes_whose_hdf5_form_outgrows_their_json(tmp_path):
+    """A list of small numbers is 8 bytes an element in HDF5 ("0, " in JSON), a list of short
+    strings a reference and a heap object each: the size listed is still the size read."""
+    store = tmp_path / "s.zarr"
+    group = zarr.open_group(str(store), mode="w")
+    group.create_array("x", shape=(3,), dtype="f8", attributes={"counts": [0] * 10000, "labels": ["a"] * 2000})
+    group.create_group("g", attributes={"names": ["b"] * 3000})
+    with core_of(store, tmp_path, "ro") as c:
+        listed = {path: c.stat(path)["st_size"] for path in ("/zarr.h5", "/g/zarr.h5")}
+        for path, size in listed.items():
+            data = c.read_bytes(path)
+            assert len(data) == size == c.stat(path)["st_size"], path
+        with h5py.File(io.BytesIO(c.read_bytes("/zarr.h5")), "r") as f:
+            assert list(f["x"].attrs["counts"]) == [0] * 10000 and len(f["x"].attrs["labels"]) == 2000
+            assert len(f["g"].attrs["names"]) == 3000
+        assert "listed before it was made" not in c.log()
+
+
 def test_a_group_file_shows_the_size_of_its_nodes_after_an_array_below_is_deleted_made_or_moved(tmp_path):
     store = tmp_path / "g.zarr"
     root = zarr.open_group(str(store), mode="w")
