@@ -389,6 +389,20 @@ def test_the_bound_holds_attributes_whose_hdf5_form_outgrows_their_json(tmp_path
         assert "listed before it was made" not in c.log()
 
 
+def test_a_file_made_after_another_programs_change_lists_the_size_it_reads(tmp_path):
+    """A group's size is kept 30 s, but a file made from nodes another program changed meanwhile
+    is not the size kept: every stat after the open shows the size read (a kernel reads no further)."""
+    store = tmp_path / "s.zarr"
+    group = zarr.open_group(str(store), mode="w")
+    group.create_group("g").create_array("a", shape=(10,), dtype="f8")
+    with core_of(store, tmp_path, "ro") as c:
+        listed = [c.stat(path)["st_size"] for path in ("/zarr.h5", "/g/zarr.h5")]
+        group["g"].create_array("b", shape=(100_000,), dtype="f8")  # another program
+        for path, before in zip(("/g/zarr.h5", "/zarr.h5"), listed[::-1], strict=True):
+            data = c.read_bytes(path)
+            assert len(data) > before and c.stat(path)["st_size"] == len(data), path
+
+
 def test_a_group_file_shows_the_size_of_its_nodes_after_an_array_below_is_deleted_made_or_moved(tmp_path):
     store = tmp_path / "g.zarr"
     root = zarr.open_group(str(store), mode="w")

@@ -516,13 +516,19 @@ class Hierarchy:
 
     def _group_version(self, path: str, members: list) -> tuple:
         """The nodes the group's HDF5 view is made of: the tuple known before when they are the
-        same (the header cache compares versions by identity), else this one."""
+        same (the header cache compares versions by identity), else this one, and the size and
+        mtime kept for the groups it shows are made again at the next stat."""
         version = hdf5.version_of(members)
         with self._lock:
             known = self._group_versions.get(path)
             if known is not None and hdf5.same(known, version):
                 return known
             self._group_versions[path] = version
+            # made anew: the Subtrees of the group, below and above it may be of older nodes (another
+            # program's change, within SUBTREE_LIFETIME), and stats must show the size of the file made
+            for p in [p for p in self._subtrees if p == path or p.startswith(path + "/") or not path
+                      or path.startswith(p + "/") or not p]:
+                del self._subtrees[p]
             return version
 
     def group_file_layout(self, entry: Entry) -> "hdf5.Layout":
