@@ -403,6 +403,27 @@ def test_a_file_made_after_another_programs_change_lists_the_size_it_reads(tmp_p
             assert len(data) > before and c.stat(path)["st_size"] == len(data), path
 
 
+def test_a_group_files_mtime_moves_on_when_the_mount_moves_or_deletes_an_array_below(tmp_path):
+    """A node moved or deleted leaves no newer time in a store: the mount's own edit is the
+    change time. A rename to a name as long keeps the size, so a backup goes by the mtime; and
+    deleting the array with the newest data must not move the mtime back."""
+    store = tmp_path / "s.zarr"
+    group = zarr.open_group(str(store), mode="w")
+    for name in ("a", "b"):
+        group.create_array(f"g/{name}", shape=(10,), dtype="f8")[...] = 1.0
+    with core_of(store, tmp_path) as c:
+        def times():
+            return [c.stat(path)["st_mtime"] for path in ("/zarr.h5", "/g/zarr.h5")]
+
+        before, size = times(), c.stat("/g/zarr.h5")["st_size"]
+        c.rename("/g/a.bin", "/g/c.bin")
+        moved = times()
+        assert c.stat("/g/zarr.h5")["st_size"] == size and all(m > b for m, b in zip(moved, before, strict=True))
+        for name in [name for name in c.listdir("/g") if name.startswith("b.")]:
+            c.unlink(f"/g/{name}")
+        assert all(d > m for d, m in zip(times(), moved, strict=True))
+
+
 def test_a_group_file_shows_the_size_of_its_nodes_after_an_array_below_is_deleted_made_or_moved(tmp_path):
     store = tmp_path / "g.zarr"
     root = zarr.open_group(str(store), mode="w")

@@ -252,8 +252,7 @@ class Hierarchy:
                     del self._listings[p]
                 for key in [key for key in self._sidecars if below(key[0])]:
                     del self._sidecars[key]
-                for p in [p for p in self._subtrees if below(p) or path.startswith(p + "/") or not p]:
-                    del self._subtrees[p]  # the group files above the node show it too
+                self._expire_subtrees(path, gone=True)  # the group files above the node show it too
                 self._verified = {p for p in self._verified if not below(p)}
             self._directories.clear()
 
@@ -526,10 +525,20 @@ class Hierarchy:
             self._group_versions[path] = version
             # made anew: the Subtrees of the group, below and above it may be of older nodes (another
             # program's change, within SUBTREE_LIFETIME), and stats must show the size of the file made
-            for p in [p for p in self._subtrees if p == path or p.startswith(path + "/") or not path
-                      or path.startswith(p + "/") or not p]:
-                del self._subtrees[p]
+            self._expire_subtrees(path, gone=False)
             return version
+
+    def _expire_subtrees(self, path: str, gone: bool) -> None:
+        """The Subtrees that show the node at `path` are made again at the next stat. Each is
+        kept, expired, for its shape: a group whose children differ from it gets a new `changed`
+        time (a node moved or deleted leaves no newer time in a store). Those of the node and
+        below it go when the node may be `gone`. Called with the lock held."""
+        for p, memo in list(self._subtrees.items()):
+            inside = not path or p == path or p.startswith(path + "/")
+            if gone and inside and path:
+                del self._subtrees[p]
+            elif inside or not p or path.startswith(p + "/"):
+                self._subtrees[p] = memo._replace(expires=0.0)
 
     def group_file_layout(self, entry: Entry) -> "hdf5.Layout":
         """The layout of a group file: zarr.h5's, or an IMAGE.ome.tif's. Raises ViewError."""
