@@ -124,6 +124,36 @@ def test_a_text_file_of_any_size_lists_the_size_it_reads_before_it_is_opened(tmp
         assert b"\\xff\\xffx\n" in (m / "raw.txt").read_bytes()
 
 
+def test_a_stat_decodes_no_string_array_beyond_the_listing_bound(tmp_path, monkeypatch, caplog):
+    """readdir gives every entry's size, so `ls` of a folder of large string arrays would decode
+    each whole: beyond LISTED_ELEMENTS a stat reads no chunk (one that cannot be decoded is never
+    noticed) and shows 0 until the file is first opened; within it, the true size."""
+    from zarrfs.engine.chunk_cache import ChunkCache
+    from zarrfs.fs.hierarchy import Hierarchy
+    from zarrfs.stores.local import LocalStore
+    from zarrfs.views import text as textview
+
+    monkeypatch.setattr(textview, "SIZED_ELEMENTS", 4)
+    monkeypatch.setattr(textview, "LISTED_ELEMENTS", 8)
+    root = zarr.open_group(str(tmp_path / "t.zarr"), mode="w")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, n in (("small", 6), ("large", 20)):
+            root.create_array(name, shape=(n,), chunks=(4,), dtype=str)[...] = np.array(list("abcdefghijklmnopqrst"[:n]),
+                                                                                         dtype=object)
+    store, cache = LocalStore(str(tmp_path / "t.zarr")), ChunkCache(1 << 20)
+    hierarchy, texts = Hierarchy(store, ()), textview.Texts()
+    assert texts.size(store, hierarchy.lookup("/small.txt").node, cache) == 12  # a slab pass: 6 lines of 2 bytes
+    large = hierarchy.lookup("/large.txt").node
+    assert texts.text(store, large, cache) == "".join(f"{c}\n" for c in "abcdefghijklmnopqrst").encode()
+    assert texts.size(store, large, cache) == 40  # known once opened
+    for chunk in (tmp_path / "t.zarr" / "large" / "c").iterdir():
+        chunk.write_bytes(b"not a chunk")
+    large = Hierarchy(store, ()).lookup("/large.txt").node  # another mount's first stat
+    assert textview.Texts().size(store, large, ChunkCache(1 << 20)) == 0
+    assert "size is not known" not in caplog.text  # no chunk was read
+
+
 def labels(n, width, seed):
     """Labels as real tables hold them: `width` characters, some non-ASCII, all different."""
     rng = np.random.default_rng(seed)

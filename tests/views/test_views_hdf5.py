@@ -25,6 +25,7 @@ from core import core_of
 from helpers import delete_array
 from mounting import mounted
 from zarr_layouts import NUMERIC, random_values
+from zarrfs.views import hdf5
 
 SHAPES = {2: (5, 7), 3: (3, 5, 7), 4: (2, 3, 5, 7), 5: (2, 2, 3, 5, 7)}
 DIMS = ("t", "c", "z", "y", "x")
@@ -352,6 +353,77 @@ def test_every_group_file_lists_the_size_it_reads_before_it_is_first_opened(stor
         assert "listed before it was made" not in m.settled_log()  # the bound held: no size moved
 
 
+def test_a_file_made_larger_than_its_bound_lists_the_size_it_reads(tmp_path, monkeypatch):
+    """Should h5py write more than size_bound allowed for, the file is shown whole: every stat
+    after the open says the size read, since a kernel reads no further than the size it holds."""
+    monkeypatch.setattr(hdf5, "BOUND_BASE", 0)  # a bound too small for any file
+    monkeypatch.setattr(hdf5, "BOUND_MEMBER", 0)
+    store = tmp_path / "s.zarr"
+    zarr.open_group(str(store), mode="w").create_array("x", shape=(3,), dtype="f8", attributes={"units": "K"})
+    with core_of(store, tmp_path, "ro") as c:
+        listed = c.stat("/zarr.h5")["st_size"]
+        data = c.read_bytes("/zarr.h5")
+        assert len(data) > listed and "listed before it was made" in c.log()
+        assert c.stat("/zarr.h5")["st_size"] == c.stat("/zarr.nc")["st_size"] == len(data)
+        assert [name for name in c.listdir("/") if name.startswith("zarr.")]  # a listing, as ls -l stats after it
+        assert c.stat("/zarr.h5")["st_size"] == len(data)
+        with h5py.File(io.BytesIO(data), "r") as f:
+            assert f["x"].attrs["units"] == b"K"
+
+
+def test_the_bound_holds_attributes_whose_hdf5_form_outgrows_their_json(tmp_path):
+    """A list of small numbers is 8 bytes an element in HDF5 ("0, " in JSON), a list of short
+    strings a reference and a heap object each: the size listed is still the size read."""
+    store = tmp_path / "s.zarr"
+    group = zarr.open_group(str(store), mode="w")
+    group.create_array("x", shape=(3,), dtype="f8", attributes={"counts": [0] * 10000, "labels": ["a"] * 2000})
+    group.create_group("g", attributes={"names": ["b"] * 3000})
+    with core_of(store, tmp_path, "ro") as c:
+        listed = {path: c.stat(path)["st_size"] for path in ("/zarr.h5", "/g/zarr.h5")}
+        for path, size in listed.items():
+            data = c.read_bytes(path)
+            assert len(data) == size == c.stat(path)["st_size"], path
+        with h5py.File(io.BytesIO(c.read_bytes("/zarr.h5")), "r") as f:
+            assert list(f["x"].attrs["counts"]) == [0] * 10000 and len(f["x"].attrs["labels"]) == 2000
+            assert len(f["g"].attrs["names"]) == 3000
+        assert "listed before it was made" not in c.log()
+
+
+def test_a_file_made_after_another_programs_change_lists_the_size_it_reads(tmp_path):
+    """A group's size is kept 30 s, but a file made from nodes another program changed meanwhile
+    is not the size kept: every stat after the open shows the size read (a kernel reads no further)."""
+    store = tmp_path / "s.zarr"
+    group = zarr.open_group(str(store), mode="w")
+    group.create_group("g").create_array("a", shape=(10,), dtype="f8")
+    with core_of(store, tmp_path, "ro") as c:
+        listed = [c.stat(path)["st_size"] for path in ("/zarr.h5", "/g/zarr.h5")]
+        group["g"].create_array("b", shape=(100_000,), dtype="f8")  # another program
+        for path, before in zip(("/g/zarr.h5", "/zarr.h5"), listed[::-1], strict=True):
+            data = c.read_bytes(path)
+            assert len(data) > before and c.stat(path)["st_size"] == len(data), path
+
+
+def test_a_group_files_mtime_moves_on_when_the_mount_moves_or_deletes_an_array_below(tmp_path):
+    """A node moved or deleted leaves no newer time in a store: the mount's own edit is the
+    change time. A rename to a name as long keeps the size, so a backup goes by the mtime; and
+    deleting the array with the newest data must not move the mtime back."""
+    store = tmp_path / "s.zarr"
+    group = zarr.open_group(str(store), mode="w")
+    for name in ("a", "b"):
+        group.create_array(f"g/{name}", shape=(10,), dtype="f8")[...] = 1.0
+    with core_of(store, tmp_path) as c:
+        def times():
+            return [c.stat(path)["st_mtime"] for path in ("/zarr.h5", "/g/zarr.h5")]
+
+        before, size = times(), c.stat("/g/zarr.h5")["st_size"]
+        c.rename("/g/a.bin", "/g/c.bin")
+        moved = times()
+        assert c.stat("/g/zarr.h5")["st_size"] == size and all(m > b for m, b in zip(moved, before, strict=True))
+        for name in [name for name in c.listdir("/g") if name.startswith("b.")]:
+            c.unlink(f"/g/{name}")
+        assert all(d > m for d, m in zip(times(), moved, strict=True))
+
+
 def test_a_group_file_shows_the_size_of_its_nodes_after_an_array_below_is_deleted_made_or_moved(tmp_path):
     store = tmp_path / "g.zarr"
     root = zarr.open_group(str(store), mode="w")
@@ -359,7 +431,7 @@ def test_a_group_file_shows_the_size_of_its_nodes_after_an_array_below_is_delete
         root.create_array(f"g/{name}", shape=(300,), chunks=(100,), dtype="f8")[...] = 1.0
     with mounted(store, tmp_path) as m:
         sizes = [(m / "zarr.h5").stat().st_size, (m / "g" / "zarr.h5").stat().st_size]  # into the kernel's cache
-        for change in (lambda: delete_array(m / "g", "b"),
+        for change in (lambda: delete_array(m / "g", "b"),  # as rm b.*: an array goes with its last file
                        lambda: (m / "g" / "c.npy").write_bytes(npy_bytes(np.zeros(5000))),
                        lambda: os.rename(m / "g" / "a.bin", m / "g" / "renamed_far_longer.bin")):
             change()

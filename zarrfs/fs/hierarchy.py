@@ -122,6 +122,9 @@ class Hierarchy:
         self._directories: dict[str, Entry] = {}  # file-system path -> DIR entry, while listings hold
         self._group_versions: dict[object, tuple] = {}  # group path (or pyramid key) -> the nodes its view was made of
         self._subtrees: dict[str, Subtree] = {}  # group path -> what its HDF5 view's size and mtime depend on
+        # group path -> (size listed, size made) of an HDF5 view made larger than its bound: listings
+        # show the size made while the bound stays that one (a kernel reads no further than the size)
+        self._exceeded: dict[str, tuple[int, int]] = {}
         self._lock = threading.Lock()
         self.hidden = HiddenFiles()  # files deleted alone from nodes that stay: neither looked up nor listed
         root = self._check_root()
@@ -249,8 +252,7 @@ class Hierarchy:
                     del self._listings[p]
                 for key in [key for key in self._sidecars if below(key[0])]:
                     del self._sidecars[key]
-                for p in [p for p in self._subtrees if below(p) or path.startswith(p + "/") or not p]:
-                    del self._subtrees[p]  # the group files above the node show it too
+                self._expire_subtrees(path, gone=True)  # the group files above the node show it too
                 self._verified = {p for p in self._verified if not below(p)}
             self._directories.clear()
 
@@ -307,6 +309,7 @@ class Hierarchy:
                 log.warning("%s: array %r collides with another entry; shown as %s.bin, %s.json, ...",
                             dir_path or "/", child.name, stem, stem)
             entries.update(self._array_entries(child, stem))
+        self.hidden.keep_present(dir_path, {entry.node.path for entry in entries.values()})
         return entries
 
     def file_names(self, stem: str) -> list[str]:
@@ -455,7 +458,8 @@ class Hierarchy:
             return (layout.size if layout is not None else 0), max(newest, newest_stored([n.path for n in levels]))
         subtree = self._subtree(group, newest_stored)
         size = hdf5.BOUND_BASE + subtree.cost if subtree.count <= hdf5.MAX_NODES else 0
-        return size, subtree.newest
+        listed, made = self._exceeded.get(group.path, (None, 0))
+        return (made if listed == size else size), subtree.newest
 
     def _subtree(self, group: Node, newest_stored) -> "Subtree":
         """The group's Subtree, each group below made once (post-order, no recursion: a store
@@ -511,14 +515,30 @@ class Hierarchy:
 
     def _group_version(self, path: str, members: list) -> tuple:
         """The nodes the group's HDF5 view is made of: the tuple known before when they are the
-        same (the header cache compares versions by identity), else this one."""
+        same (the header cache compares versions by identity), else this one, and the size and
+        mtime kept for the groups it shows are made again at the next stat."""
         version = hdf5.version_of(members)
         with self._lock:
             known = self._group_versions.get(path)
             if known is not None and hdf5.same(known, version):
                 return known
             self._group_versions[path] = version
+            # made anew: the Subtrees of the group, below and above it may be of older nodes (another
+            # program's change, within SUBTREE_LIFETIME), and stats must show the size of the file made
+            self._expire_subtrees(path, gone=False)
             return version
+
+    def _expire_subtrees(self, path: str, gone: bool) -> None:
+        """The Subtrees that show the node at `path` are made again at the next stat. Each is
+        kept, expired, for its shape: a group whose children differ from it gets a new `changed`
+        time (a node moved or deleted leaves no newer time in a store). Those of the node and
+        below it go when the node may be `gone`. Called with the lock held."""
+        for p, memo in list(self._subtrees.items()):
+            inside = not path or p == path or p.startswith(path + "/")
+            if gone and inside and path:
+                del self._subtrees[p]
+            elif inside or not p or path.startswith(p + "/"):
+                self._subtrees[p] = memo._replace(expires=0.0)
 
     def group_file_layout(self, entry: Entry) -> "hdf5.Layout":
         """The layout of a group file: zarr.h5's, or an IMAGE.ome.tif's. Raises ViewError."""
@@ -589,8 +609,12 @@ class Hierarchy:
         members = hdf5.members_of(group, self._child_nodes)
         version = self._group_version(group.path, members)
         cap = self._headers.max_bytes
-        return self._headers.get(("hdf5", group.path), version,
-                                 lambda: {"hdf5": hdf5.build(members, lambda m: m.node.path, cap)})["hdf5"]
+        layout = self._headers.get(("hdf5", group.path), version,
+                                   lambda: {"hdf5": hdf5.build(members, lambda m: m.node.path, cap)})["hdf5"]
+        if layout.size > layout.listed:  # the bound did not hold: later stats show the file whole
+            with self._lock:
+                self._exceeded[group.path] = (layout.listed, layout.size)
+        return layout
 
     def _child_nodes(self, path: str) -> list[tuple[str, Node]]:
         """(name, node) of the groups and arrays in the group at `path`, in name order."""

@@ -97,6 +97,7 @@ class Layout:
     size: int
     metadata: list[tuple[int, bytes]] = field(default_factory=list)
     data: list["Extent | Tiles"] = field(default_factory=list)
+    listed: int = 0  # zarr.h5: the size listings showed before it was made (size_bound)
 
     def __sizeof__(self) -> int:
         """What the layout holds in memory, as the header cache (sys.getsizeof) counts it: its
@@ -138,6 +139,7 @@ def build(members: list[Member], store_path_of, max_bytes: int) -> Layout:
         log.warning("%s: its HDF5 view takes %d bytes, more than the %d listed before it was made (size_bound)",
                     members[0].node.path or "/", layout.size, bound)
     layout.size = max(layout.size, bound)  # zeros after the end HDF5 records: the size listed is the size read
+    layout.listed = bound
     return layout
 
 
@@ -150,6 +152,9 @@ BOUND_MEMBER = 1024  # a group's or an array's object header and its link in the
 BOUND_ATTRIBUTE = 256  # an attribute's message, besides its name and value
 BOUND_AXIS = 256  # DIMENSION_LIST's reference to the scale and the scale's REFERENCE_LIST entry
 BOUND_DIMENSION = 2048  # a dimension's scale (a dimension-only dataset, or a coordinate's attributes)
+BOUND_NUMBER = 8  # an attribute's number in HDF5 (int64, float64), whatever its JSON spelling ("0, " is 3)
+BOUND_STRING = 64  # a string of a list attribute besides its text: its reference and heap object
+BOUND_HEAP = 4096  # the global heap collection a list of strings opens (HDF5's smallest)
 
 
 def size_bound(members: list[Member]) -> int:
@@ -180,7 +185,7 @@ def node_bound(node) -> int:
     meta = node.meta
     if meta is None:
         return BOUND_MEMBER
-    size = BOUND_MEMBER + sum(BOUND_ATTRIBUTE + 2 * len(key.encode("utf-8", "surrogatepass")) + 2 * _json_size(value)
+    size = BOUND_MEMBER + sum(BOUND_ATTRIBUTE + 2 * len(key.encode("utf-8", "surrogatepass")) + _value_bound(value)
                               for key, value in meta.attributes.items())
     if node.kind != "array":
         return size
@@ -193,6 +198,18 @@ def dimension_keys(meta) -> set[tuple]:
     """(name or None, length) of each axis: a group's distinct ones each cost a scale."""
     dims = _dimension_names(meta) or (None,) * len(meta.shape)
     return set(zip(dims, meta.shape, strict=False))
+
+
+def _value_bound(value) -> int:
+    """What an attribute's value may take in the file, twice what was measured: as JSON text
+    (_attribute's fallback), or in HDF5's own form (_attribute), whichever is more. A list of
+    small numbers or of short strings takes more in HDF5 than its JSON spelling."""
+    items = value if isinstance(value, list) else [value]
+    native = 2 * BOUND_NUMBER * len(items)
+    if isinstance(value, list) and any(isinstance(v, str) for v in items):
+        native += BOUND_HEAP + sum(BOUND_STRING + 2 * len(v.encode("utf-8", "surrogatepass"))
+                                   for v in items if isinstance(v, str))
+    return max(2 * _json_size(value), native)
 
 
 def _json_size(value) -> int:

@@ -11,9 +11,10 @@ its true size is shown from the first stat: splice(2) (GIO's copy: Thunar, Nauti
 copy`) and tar read no further than the size, and a size that moved when opened made file
 managers type the file as empty and backups copy it again. A size depends on every element's
 text, so it is worked out once per version of the array and kept (Texts.size): an array of up
-to SIZED_ELEMENTS elements is rendered (and its text kept for the open); a larger one is read
-a slab of chunks at a time, each line's length added up and the text let go (text_size), so
-memory stays that of one slab. Reads are served with direct I/O, so a reader never sees pages
+to SIZED_ELEMENTS elements is rendered (and its text kept for the open); one of up to
+LISTED_ELEMENTS is read a slab of chunks at a time, each line's length added up and the text let
+go (text_size), so memory stays that of one slab; a larger one shows 0 until first opened (a
+listing decodes no more than that of any array: readdir gives every entry's size). Reads are served with direct I/O, so a reader never sees pages
 of an older rendering.
 This module is the seam for a view-file registry: `render(array)` is a pure function of the
 decoded elements.
@@ -37,6 +38,9 @@ log = logging.getLogger(__name__)
 TEXT_LIMIT = 1 << 30  # bytes of text made for one file: a larger array is refused, not rendered
 SIZED_ELEMENTS = 1 << 18  # arrays up to this many elements are rendered to tell their size (~0.1 s), kept
 SLAB_ELEMENTS = 1 << 18  # a larger array's size is added up this many elements (whole chunk rows) at a time
+# at most this many elements are decoded to tell a size at a stat (about 2 s on a loaded 2-core machine): readdir
+# gives every entry's attributes, so a folder of larger string arrays would be read whole by `ls`
+LISTED_ELEMENTS = 1 << 20
 FORMAT = ("UTF-8, one element per line in C order; escapes: \\\\ is a backslash, \\n a newline, "
           "\\xNN a byte that is not UTF-8")
 JSON_FORMAT = "UTF-8, one element per line in C order, each a JSON value"
@@ -131,11 +135,14 @@ class Texts:
 
     def size(self, store, node, cache) -> int:
         """The text's size in bytes: once per node (a changed array is a new node). Within
-        SIZED_ELEMENTS it is rendered for this; above, added up a slab at a time (text_size). A
-        text that cannot be made (too large, a corrupt chunk) shows 0: opening it reports the error."""
+        SIZED_ELEMENTS it is rendered for this; up to LISTED_ELEMENTS, added up a slab at a time
+        (text_size); above, 0 until it is first opened. A text that cannot be made (too large, a
+        corrupt chunk) shows 0: opening it reports the error."""
         known = self._sizes.get(node.path)
         if known is not None and known[0] is node:
             return known[1]
+        if math.prod(node.meta.shape) > LISTED_ELEMENTS:
+            return 0  # until it is opened (text() keeps its size), as /proc files
         try:
             if math.prod(node.meta.shape) <= SIZED_ELEMENTS:
                 return len(self.text(store, node, cache))
