@@ -12,12 +12,19 @@ import errno
 import io
 import logging
 import os
+import stat
 
 from mounting import private_places
 from zarrfs.cli.command import parse_options
 from zarrfs.edits.hierarchy_edits import HierarchyEdits
 from zarrfs.fs.errno_answers import errno_of
 from zarrfs.fs.filesystem import BLKSIZE, FileSystem
+
+RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
+
+
+def refused(code: int, path: str) -> OSError:
+    return OSError(code, os.strerror(code), path)
 
 
 class Core:
@@ -38,10 +45,25 @@ class Core:
             code = errno_of(e, request, subject)
             raise OSError(code, os.strerror(code), subject) from None
 
+    def _walk(self, path: str) -> None:
+        """The kernel's path walk: every directory above `path` is looked up first, so that a
+        name beneath a file is ENOTDIR (and beneath a missing name ENOENT) before any request
+        about `path` itself is sent."""
+        above = ""
+        for part in path.strip("/").split("/")[:-1]:
+            above += "/" + part
+            if not stat.S_ISDIR(self._ask("getattr", above, self.fs.getattr, above)["st_mode"]):
+                raise refused(errno.ENOTDIR, path)
+
+    def _at(self, request: str, path: str, method, *args):
+        """A request about `path`, after the walk to it."""
+        self._walk(path)
+        return self._ask(request, path, method, *args)
+
     # metadata
 
     def stat(self, path: str) -> dict:
-        return self._ask("getattr", path, self.fs.getattr, path)
+        return self._at("getattr", path, self.fs.getattr, path)
 
     def exists(self, path: str) -> bool:
         try:
@@ -53,13 +75,13 @@ class Core:
     def access(self, path: str, mode: int) -> bool:
         """os.access, as the file system answers it (the kernel asks it without default_permissions)."""
         try:
-            self._ask("access", path, self.fs.access, path, mode)
+            self._at("access", path, self.fs.access, path, mode)
         except OSError:
             return False
         return True
 
     def listdir(self, path: str = "/") -> list[str]:
-        return [name for name, _ in self._ask("readdir", path, self.fs.readdir, path)[2:]]
+        return [name for name, _ in self._at("readdir", path, self.fs.readdir, path)[2:]]
 
     # open files
 
@@ -69,7 +91,7 @@ class Core:
         if not self.exists(path):
             if not flags & os.O_CREAT:
                 raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
-            return self._ask("create", path, self.fs.create, path, flags)
+            return self._at("create", path, self.fs.create, path, flags)
         if flags & os.O_CREAT and flags & os.O_EXCL:
             raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), path)
         return self._ask("open", path, self.fs.open, path, flags & ~(os.O_CREAT | os.O_EXCL))
@@ -137,28 +159,28 @@ class Core:
     # hierarchy edits and extended attributes
 
     def mkdir(self, path: str) -> None:
-        self._ask("mkdir", path, self.fs.mkdir, path)
+        self._at("mkdir", path, self.fs.mkdir, path)
 
     def rmdir(self, path: str) -> None:
-        self._ask("rmdir", path, self.fs.rmdir, path)
+        self._at("rmdir", path, self.fs.rmdir, path)
 
     def unlink(self, path: str) -> None:
-        self._ask("unlink", path, self.fs.unlink, path)
+        self._at("unlink", path, self.fs.unlink, path)
 
     def rename(self, old: str, new: str, flags: int = 0) -> None:
         self._ask("rename", old, self.fs.rename, old, new, flags)
 
     def listxattr(self, path: str) -> list[str]:
-        return self._ask("listxattr", path, self.fs.listxattr, path)
+        return self._at("listxattr", path, self.fs.listxattr, path)
 
     def getxattr(self, path: str, name: str) -> bytes:
-        return self._ask("getxattr", path, self.fs.getxattr, path, name)
+        return self._at("getxattr", path, self.fs.getxattr, path, name)
 
     def setxattr(self, path: str, name: str, value: bytes, flags: int = 0) -> None:
-        self._ask("setxattr", path, self.fs.setxattr, path, name, value, flags)
+        self._at("setxattr", path, self.fs.setxattr, path, name, value, flags)
 
     def removexattr(self, path: str, name: str) -> None:
-        self._ask("removexattr", path, self.fs.removexattr, path, name)
+        self._at("removexattr", path, self.fs.removexattr, path, name)
 
 
 class _OpenFile(io.RawIOBase):

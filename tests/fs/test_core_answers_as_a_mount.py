@@ -1,0 +1,64 @@
+"""The core without a mount (tests/core.py) answers each call as a real mount does: the same
+calls on a mount and on the core, each over its own copy of one hierarchy, give the same result
+or the same errno. What the kernel decides before a request reaches the file system (the walk
+to a path, rename's checks, the bounds of extended attributes) the core's caller must decide
+too, or a test converted to the core passes where a program on a mount would fail."""
+
+import errno
+import os
+
+from core import core_of
+from helpers import make_store
+from mounting import mounted
+
+
+def answer(call) -> object:
+    try:
+        result = call()
+    except OSError as e:
+        return errno.errorcode.get(e.errno, e.errno)
+    return result if isinstance(result, (bool, int, type(None))) else "ok"
+
+
+def on_mount(m) -> dict:
+    at = lambda path: str(m) + path  # noqa: E731
+
+    def create(path):
+        os.close(os.open(at(path), os.O_WRONLY | os.O_CREAT, 0o644))
+
+    return {
+        "stat beneath a file": lambda: os.stat(at("/a.bin/x")),
+        "list beneath a file": lambda: os.listdir(at("/a.json/x")),
+        "mkdir beneath a file": lambda: os.mkdir(at("/a.bin/x")),
+        "create beneath a file": lambda: create("/a.bin/x.npy"),
+        "setxattr beneath a missing directory": lambda: os.setxattr(at("/none/a.bin"), "user.zarr.attr.k", b"1"),
+        "access beneath a file": lambda: os.access(at("/a.bin/x"), os.R_OK),
+    }
+
+
+def on_core(c) -> dict:
+    def create(path):
+        c.close(c.open(path, os.O_WRONLY | os.O_CREAT))
+
+    return {
+        "stat beneath a file": lambda: c.stat("/a.bin/x"),
+        "list beneath a file": lambda: c.listdir("/a.json/x"),
+        "mkdir beneath a file": lambda: c.mkdir("/a.bin/x"),
+        "create beneath a file": lambda: create("/a.bin/x.npy"),
+        "setxattr beneath a missing directory": lambda: c.setxattr("/none/a.bin", "user.zarr.attr.k", b"1"),
+        "access beneath a file": lambda: c.access("/a.bin/x", os.R_OK),
+    }
+
+
+def test_the_core_answers_every_call_as_a_mount_does(tmp_path):
+    with mounted(make_store(tmp_path / "mounted.zarr"), tmp_path) as m:
+        mount_answers = {name: answer(call) for name, call in on_mount(m.path).items()}
+    with core_of(make_store(tmp_path / "core.zarr"), tmp_path) as c:
+        core_answers = {name: answer(call) for name, call in on_core(c).items()}
+    assert core_answers == mount_answers
+    assert stored(tmp_path / "core.zarr") == stored(tmp_path / "mounted.zarr")
+
+
+def stored(root) -> list:
+    """Every stored file, by its path below `root`: the calls changed the store alike."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
