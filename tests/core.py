@@ -168,7 +168,33 @@ class Core:
         self._at("unlink", path, self.fs.unlink, path)
 
     def rename(self, old: str, new: str, flags: int = 0) -> None:
+        """rename(2) as renameat2 checks it before the file system is asked (fs/namei.c): the
+        old name must exist, RENAME_NOREPLACE finds none at the new one, RENAME_EXCHANGE one;
+        a directory does not move beneath itself; a name moved onto itself is left as it is;
+        a directory replaces only a directory, a file only a file."""
+        is_dir = stat.S_ISDIR(self.stat(old)["st_mode"])
+        self._walk(new)
+        there = self._lookup(new)
+        if flags & RENAME_NOREPLACE and there is not None:
+            raise refused(errno.EEXIST, new)
+        if flags & RENAME_EXCHANGE and there is None:
+            raise refused(errno.ENOENT, new)
+        if new.startswith(old.rstrip("/") + "/"):
+            raise refused(errno.EINVAL, new)
+        if old.startswith(new.rstrip("/") + "/"):
+            raise refused(errno.EINVAL if flags & RENAME_EXCHANGE else errno.ENOTEMPTY, old)
+        if old == new:
+            return
+        if there is not None and not flags & RENAME_EXCHANGE and stat.S_ISDIR(there["st_mode"]) != is_dir:
+            raise refused(errno.ENOTDIR if is_dir else errno.EISDIR, new)
         self._ask("rename", old, self.fs.rename, old, new, flags)
+
+    def _lookup(self, path: str) -> dict | None:
+        """The attributes of `path`, None where there is no such name."""
+        try:
+            return self._ask("getattr", path, self.fs.getattr, path)
+        except FileNotFoundError:
+            return None
 
     def listxattr(self, path: str) -> list[str]:
         return self._at("listxattr", path, self.fs.listxattr, path)

@@ -4,12 +4,21 @@ or the same errno. What the kernel decides before a request reaches the file sys
 to a path, rename's checks, the bounds of extended attributes) the core's caller must decide
 too, or a test converted to the core passes where a program on a mount would fail."""
 
+import ctypes
 import errno
 import os
 
-from core import core_of
+from core import RENAME_EXCHANGE, RENAME_NOREPLACE, core_of
 from helpers import make_store
 from mounting import mounted
+
+LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def rename2(old: str, new: str, flags: int) -> None:
+    """renameat2(2), which the os module lacks (mv -n sends RENAME_NOREPLACE)."""
+    if LIBC.renameat2(-100, os.fsencode(old), -100, os.fsencode(new), flags):  # -100: AT_FDCWD
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), old)
 
 
 def answer(call) -> object:
@@ -33,6 +42,14 @@ def on_mount(m) -> dict:
         "create beneath a file": lambda: create("/a.bin/x.npy"),
         "setxattr beneath a missing directory": lambda: os.setxattr(at("/none/a.bin"), "user.zarr.attr.k", b"1"),
         "access beneath a file": lambda: os.access(at("/a.bin/x"), os.R_OK),
+        "mkdir a group in a group": lambda: os.mkdir(at("/sub/inner")),
+        "rename onto itself": lambda: os.rename(at("/a.bin"), at("/a.bin")),
+        "rename a file onto a directory": lambda: os.rename(at("/a.bin"), at("/sub")),
+        "rename a directory onto a file": lambda: os.rename(at("/sub"), at("/a.json")),
+        "rename a directory beneath itself": lambda: os.rename(at("/sub"), at("/sub/inner")),
+        "rename a directory onto one above it": lambda: os.rename(at("/sub/inner"), at("/sub")),
+        "rename -n onto a name that is there": lambda: rename2(at("/a.bin"), at("/a.npy"), RENAME_NOREPLACE),
+        "exchange with a name not there": lambda: rename2(at("/a.bin"), at("/b.bin"), RENAME_EXCHANGE),
     }
 
 
@@ -47,6 +64,14 @@ def on_core(c) -> dict:
         "create beneath a file": lambda: create("/a.bin/x.npy"),
         "setxattr beneath a missing directory": lambda: c.setxattr("/none/a.bin", "user.zarr.attr.k", b"1"),
         "access beneath a file": lambda: c.access("/a.bin/x", os.R_OK),
+        "mkdir a group in a group": lambda: c.mkdir("/sub/inner"),
+        "rename onto itself": lambda: c.rename("/a.bin", "/a.bin"),
+        "rename a file onto a directory": lambda: c.rename("/a.bin", "/sub"),
+        "rename a directory onto a file": lambda: c.rename("/sub", "/a.json"),
+        "rename a directory beneath itself": lambda: c.rename("/sub", "/sub/inner"),
+        "rename a directory onto one above it": lambda: c.rename("/sub/inner", "/sub"),
+        "rename -n onto a name that is there": lambda: c.rename("/a.bin", "/a.npy", RENAME_NOREPLACE),
+        "exchange with a name not there": lambda: c.rename("/a.bin", "/b.bin", RENAME_EXCHANGE),
     }
 
 
