@@ -21,6 +21,7 @@ from zarrfs.fs.errno_answers import errno_of
 from zarrfs.fs.filesystem import BLKSIZE, FileSystem
 
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
+XATTR_NAME_MAX, XATTR_SIZE_MAX = 255, 65536  # the kernel's bounds of extended attributes (linux/limits.h)
 
 
 def refused(code: int, path: str) -> OSError:
@@ -197,16 +198,33 @@ class Core:
             return None
 
     def listxattr(self, path: str) -> list[str]:
-        return self._at("listxattr", path, self.fs.listxattr, path)
+        names = self._at("listxattr", path, self.fs.listxattr, path)
+        if sum(len(os.fsencode(name)) + 1 for name in names) > XATTR_SIZE_MAX:  # more than the kernel hands on
+            raise refused(errno.E2BIG, path)
+        return names
 
     def getxattr(self, path: str, name: str) -> bytes:
-        return self._at("getxattr", path, self.fs.getxattr, path, name)
+        _check_name(name, path)
+        value = self._at("getxattr", path, self.fs.getxattr, path, name)
+        if len(value) > XATTR_SIZE_MAX:  # the kernel takes at most this much of a value
+            raise refused(errno.E2BIG, path)
+        return value
 
     def setxattr(self, path: str, name: str, value: bytes, flags: int = 0) -> None:
+        _check_name(name, path)
+        if len(value) > XATTR_SIZE_MAX:  # refused by the kernel, never sent
+            raise refused(errno.E2BIG, path)
         self._at("setxattr", path, self.fs.setxattr, path, name, value, flags)
 
     def removexattr(self, path: str, name: str) -> None:
+        _check_name(name, path)
         self._at("removexattr", path, self.fs.removexattr, path, name)
+
+
+def _check_name(name: str, path: str) -> None:
+    """An attribute's name as the kernel takes it: 1 to XATTR_NAME_MAX bytes, else ERANGE."""
+    if not 0 < len(os.fsencode(name)) <= XATTR_NAME_MAX:
+        raise refused(errno.ERANGE, path)
 
 
 class _OpenFile(io.RawIOBase):

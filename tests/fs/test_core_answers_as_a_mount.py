@@ -8,6 +8,8 @@ import ctypes
 import errno
 import os
 
+import zarr
+
 from core import RENAME_EXCHANGE, RENAME_NOREPLACE, core_of
 from helpers import make_store
 from mounting import mounted
@@ -42,6 +44,9 @@ def on_mount(m) -> dict:
         "create beneath a file": lambda: create("/a.bin/x.npy"),
         "setxattr beneath a missing directory": lambda: os.setxattr(at("/none/a.bin"), "user.zarr.attr.k", b"1"),
         "access beneath a file": lambda: os.access(at("/a.bin/x"), os.R_OK),
+        "setxattr of a value too long": lambda: os.setxattr(at("/a.bin"), "user.zarr.attr.k", b"1" * 70_000),
+        "setxattr of a name too long": lambda: os.setxattr(at("/a.bin"), "user.zarr.attr." + "k" * 250, b"1"),
+        "getxattr of a value too long": lambda: os.getxattr(at("/wide"), "user.zarr.attributes"),
         "mkdir a group in a group": lambda: os.mkdir(at("/sub/inner")),
         "rename onto itself": lambda: os.rename(at("/a.bin"), at("/a.bin")),
         "rename a file onto a directory": lambda: os.rename(at("/a.bin"), at("/sub")),
@@ -64,6 +69,9 @@ def on_core(c) -> dict:
         "create beneath a file": lambda: create("/a.bin/x.npy"),
         "setxattr beneath a missing directory": lambda: c.setxattr("/none/a.bin", "user.zarr.attr.k", b"1"),
         "access beneath a file": lambda: c.access("/a.bin/x", os.R_OK),
+        "setxattr of a value too long": lambda: c.setxattr("/a.bin", "user.zarr.attr.k", b"1" * 70_000),
+        "setxattr of a name too long": lambda: c.setxattr("/a.bin", "user.zarr.attr." + "k" * 250, b"1"),
+        "getxattr of a value too long": lambda: c.getxattr("/wide", "user.zarr.attributes"),
         "mkdir a group in a group": lambda: c.mkdir("/sub/inner"),
         "rename onto itself": lambda: c.rename("/a.bin", "/a.bin"),
         "rename a file onto a directory": lambda: c.rename("/a.bin", "/sub"),
@@ -75,10 +83,17 @@ def on_core(c) -> dict:
     }
 
 
+def hierarchy(root):
+    """make_store's, and a group whose attributes are more than an extended attribute holds."""
+    make_store(root)
+    zarr.open_group(str(root / "wide"), mode="w").attrs["notes"] = "n" * 70_000
+    return root
+
+
 def test_the_core_answers_every_call_as_a_mount_does(tmp_path):
-    with mounted(make_store(tmp_path / "mounted.zarr"), tmp_path) as m:
+    with mounted(hierarchy(tmp_path / "mounted.zarr"), tmp_path) as m:
         mount_answers = {name: answer(call) for name, call in on_mount(m.path).items()}
-    with core_of(make_store(tmp_path / "core.zarr"), tmp_path) as c:
+    with core_of(hierarchy(tmp_path / "core.zarr"), tmp_path) as c:
         core_answers = {name: answer(call) for name, call in on_core(c).items()}
     assert core_answers == mount_answers
     assert stored(tmp_path / "core.zarr") == stored(tmp_path / "mounted.zarr")
