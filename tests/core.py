@@ -98,14 +98,37 @@ class Core:
         return self._ask("open", path, self.fs.open, path, flags & ~(os.O_CREAT | os.O_EXCL))
 
     def pread(self, fh: int, size: int, offset: int) -> bytes:
-        return self._ask("read", self.fs.node_of(fh), self.fs.read, fh, offset, size)
+        """As read(2) reaches the file system: requests of at most max_read bytes (the adapter's
+        BLKSIZE), each ending at a multiple of it; one that fails after bytes were read ends
+        the read short, with those bytes, as the kernel ends it (the request's error is logged)."""
+        parts: list[bytes] = []
+        done = 0
+        while done < size:
+            piece = min(size - done, BLKSIZE - (offset + done) % BLKSIZE)
+            try:
+                part = self._ask("read", self.fs.node_of(fh), self.fs.read, fh, offset + done, piece)
+            except OSError:
+                if not parts:
+                    raise
+                break
+            parts.append(part)
+            done += len(part)
+            if len(part) < piece:  # the end of the file
+                break
+        return b"".join(parts)
 
     def pwrite(self, fh: int, data: bytes, offset: int) -> int:
-        """In requests of at most max_write bytes (the adapter's BLKSIZE), as the kernel splits it."""
+        """In requests of at most max_write bytes (the adapter's BLKSIZE), as the kernel splits
+        it; one that fails after bytes were written ends the write short, with their count."""
         written = 0
         while written < len(data):
             piece = data[written:written + BLKSIZE]
-            done = self._ask("write", self.fs.node_of(fh), self.fs.write, fh, piece, offset + written)
+            try:
+                done = self._ask("write", self.fs.node_of(fh), self.fs.write, fh, piece, offset + written)
+            except OSError:
+                if not written:
+                    raise
+                break
             written += done
             if done < len(piece):
                 break

@@ -14,6 +14,7 @@ from core import RENAME_EXCHANGE, RENAME_NOREPLACE, core_of
 from helpers import make_store
 from mounting import mounted
 
+MiB = 1 << 20
 LIBC = ctypes.CDLL(None, use_errno=True)
 
 
@@ -21,6 +22,23 @@ def rename2(old: str, new: str, flags: int) -> None:
     """renameat2(2), which the os module lacks (mv -n sends RENAME_NOREPLACE)."""
     if LIBC.renameat2(-100, os.fsencode(old), -100, os.fsencode(new), flags):  # -100: AT_FDCWD
         raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()), old)
+
+
+def read_at(path: str, size: int, offset: int) -> int:
+    """How many bytes one pread of a mount's file gives."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return len(os.pread(fd, size, offset))
+    finally:
+        os.close(fd)
+
+
+def read_in(core, path: str, size: int, offset: int) -> int:
+    fh = core.open(path, os.O_RDONLY)
+    try:
+        return len(core.pread(fh, size, offset))
+    finally:
+        core.close(fh)
 
 
 def answer(call) -> object:
@@ -47,6 +65,9 @@ def on_mount(m) -> dict:
         "setxattr of a value too long": lambda: os.setxattr(at("/a.bin"), "user.zarr.attr.k", b"1" * 70_000),
         "setxattr of a name too long": lambda: os.setxattr(at("/a.bin"), "user.zarr.attr." + "k" * 250, b"1"),
         "getxattr of a value too long": lambda: os.getxattr(at("/wide"), "user.zarr.attributes"),
+        "a read across a corrupt chunk": lambda: read_at(at("/broken.bin"), 3 * MiB, 0),
+        "a read from half a chunk before it": lambda: read_at(at("/broken.bin"), 2 * MiB, MiB // 2),
+        "a read within it": lambda: read_at(at("/broken.bin"), MiB, MiB),
         "mkdir a group in a group": lambda: os.mkdir(at("/sub/inner")),
         "rename onto itself": lambda: os.rename(at("/a.bin"), at("/a.bin")),
         "rename a file onto a directory": lambda: os.rename(at("/a.bin"), at("/sub")),
@@ -72,6 +93,9 @@ def on_core(c) -> dict:
         "setxattr of a value too long": lambda: c.setxattr("/a.bin", "user.zarr.attr.k", b"1" * 70_000),
         "setxattr of a name too long": lambda: c.setxattr("/a.bin", "user.zarr.attr." + "k" * 250, b"1"),
         "getxattr of a value too long": lambda: c.getxattr("/wide", "user.zarr.attributes"),
+        "a read across a corrupt chunk": lambda: read_in(c, "/broken.bin", 3 * MiB, 0),
+        "a read from half a chunk before it": lambda: read_in(c, "/broken.bin", 2 * MiB, MiB // 2),
+        "a read within it": lambda: read_in(c, "/broken.bin", MiB, MiB),
         "mkdir a group in a group": lambda: c.mkdir("/sub/inner"),
         "rename onto itself": lambda: c.rename("/a.bin", "/a.bin"),
         "rename a file onto a directory": lambda: c.rename("/a.bin", "/sub"),
@@ -84,9 +108,14 @@ def on_core(c) -> dict:
 
 
 def hierarchy(root):
-    """make_store's, and a group whose attributes are more than an extended attribute holds."""
+    """make_store's, a group whose attributes are more than an extended attribute holds, and
+    an array of three 1 MiB chunks whose second is corrupt."""
     make_store(root)
     zarr.open_group(str(root / "wide"), mode="w").attrs["notes"] = "n" * 70_000
+    broken = zarr.create_array(str(root / "broken"), shape=(3 * MiB,), chunks=(MiB,), dtype="u1",
+                               compressors=zarr.codecs.GzipCodec())
+    broken[...] = 5
+    (root / "broken" / "c" / "1").write_bytes(b"not gzip" * 100)
     return root
 
 
