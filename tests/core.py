@@ -34,6 +34,7 @@ class Core:
 
     def __init__(self, fs: FileSystem, log: io.StringIO):
         self.fs, self._log = fs, log
+        self._directories: list[int] = []  # handles of directories opened (negative: never the core's)
 
     def log(self) -> str:
         """What the core logged so far, one line per record, as a daemon's log has it."""
@@ -88,19 +89,32 @@ class Core:
 
     def open(self, path: str, flags: int) -> int:
         """As open(2) reaches the file system: a lookup, then OPEN of a file that exists (O_CREAT
-        and O_EXCL are the kernel's; O_TRUNC goes with the open) or CREATE of one that does not."""
-        if not self.exists(path):
+        and O_EXCL are the kernel's; O_TRUNC goes with the open) or CREATE of one that does not.
+        A directory is the kernel's to refuse for writing (EISDIR) and to open for reading
+        (OPENDIR, which the adapter leaves to the binding: a handle that reads nothing)."""
+        self._walk(path)
+        attributes = self._lookup(path)
+        if attributes is None:
             if not flags & os.O_CREAT:
-                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
-            return self._at("create", path, self.fs.create, path, flags)
+                raise refused(errno.ENOENT, path)
+            return self._ask("create", path, self.fs.create, path, flags)
         if flags & os.O_CREAT and flags & os.O_EXCL:
-            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), path)
+            raise refused(errno.EEXIST, path)
+        if stat.S_ISDIR(attributes["st_mode"]):
+            if flags & os.O_CREAT or flags & os.O_ACCMODE != os.O_RDONLY:
+                raise refused(errno.EISDIR, path)
+            self._directories.append(-len(self._directories) - 1)
+            return self._directories[-1]
+        if flags & os.O_DIRECTORY:
+            raise refused(errno.ENOTDIR, path)
         return self._ask("open", path, self.fs.open, path, flags & ~(os.O_CREAT | os.O_EXCL))
 
     def pread(self, fh: int, size: int, offset: int) -> bytes:
         """As read(2) reaches the file system: requests of at most max_read bytes (the adapter's
         BLKSIZE), each ending at a multiple of it; one that fails after bytes were read ends
         the read short, with those bytes, as the kernel ends it (the request's error is logged)."""
+        if fh in self._directories:  # the kernel's answer to a read of a directory
+            raise refused(errno.EISDIR, f"directory handle {fh}")
         parts: list[bytes] = []
         done = 0
         while done < size:
@@ -120,6 +134,8 @@ class Core:
     def pwrite(self, fh: int, data: bytes, offset: int) -> int:
         """In requests of at most max_write bytes (the adapter's BLKSIZE), as the kernel splits
         it; one that fails after bytes were written ends the write short, with their count."""
+        if fh in self._directories:  # opened for reading only
+            raise refused(errno.EBADF, f"directory handle {fh}")
         written = 0
         while written < len(data):
             piece = data[written:written + BLKSIZE]
@@ -135,11 +151,15 @@ class Core:
         return written
 
     def fsync(self, fh: int) -> None:
+        if fh in self._directories:  # FSYNCDIR, which the binding answers
+            return
         self._ask("fsync", self.fs.node_of(fh), self.fs.fsync, fh)
 
     def close(self, fh: int) -> None:
         """FLUSH, whose error close(2) reports, then RELEASE, which the kernel sends whatever
         FLUSH answered and whose answer nobody sees."""
+        if fh in self._directories:  # RELEASEDIR, which the binding answers
+            return
         subject = self.fs.node_of(fh)
         try:
             self._ask("flush", subject, self.fs.flush, fh)
