@@ -35,6 +35,9 @@ class Core:
     def __init__(self, fs: FileSystem, log: io.StringIO):
         self.fs, self._log = fs, log
         self._directories: list[int] = []  # handles of directories opened (negative: never the core's)
+        # the path each file was opened by: what libfuse gives WRITE, FLUSH, FSYNC and RELEASE,
+        # and the adapter's boundary names in their log lines (a file being written has no node)
+        self._paths: dict[int, str] = {}
 
     def log(self) -> str:
         """What the core logged so far, one line per record, as a daemon's log has it."""
@@ -97,7 +100,7 @@ class Core:
         if attributes is None:
             if not flags & os.O_CREAT:
                 raise refused(errno.ENOENT, path)
-            return self._ask("create", path, self.fs.create, path, flags)
+            return self._opened(path, self._ask("create", path, self.fs.create, path, flags))
         if flags & os.O_CREAT and flags & os.O_EXCL:
             raise refused(errno.EEXIST, path)
         if stat.S_ISDIR(attributes["st_mode"]):
@@ -107,7 +110,14 @@ class Core:
             return self._directories[-1]
         if flags & os.O_DIRECTORY:
             raise refused(errno.ENOTDIR, path)
-        return self._ask("open", path, self.fs.open, path, flags & ~(os.O_CREAT | os.O_EXCL))
+        return self._opened(path, self._ask("open", path, self.fs.open, path, flags & ~(os.O_CREAT | os.O_EXCL)))
+
+    def _opened(self, path: str, fh: int) -> int:
+        self._paths[fh] = path
+        return fh
+
+    def _path_of(self, fh: int) -> str:
+        return self._paths.get(fh) or self.fs.node_of(fh)  # a handle not opened here: what the core knows
 
     def pread(self, fh: int, size: int, offset: int) -> bytes:
         """As read(2) reaches the file system: requests of at most max_read bytes (the adapter's
@@ -140,7 +150,7 @@ class Core:
         while written < len(data):
             piece = data[written:written + BLKSIZE]
             try:
-                done = self._ask("write", self.fs.node_of(fh), self.fs.write, fh, piece, offset + written)
+                done = self._ask("write", self._path_of(fh), self.fs.write, fh, piece, offset + written)
             except OSError:
                 if not written:
                     raise
@@ -153,14 +163,15 @@ class Core:
     def fsync(self, fh: int) -> None:
         if fh in self._directories:  # FSYNCDIR, which the binding answers
             return
-        self._ask("fsync", self.fs.node_of(fh), self.fs.fsync, fh)
+        self._ask("fsync", self._path_of(fh), self.fs.fsync, fh)
 
     def close(self, fh: int) -> None:
         """FLUSH, whose error close(2) reports, then RELEASE, which the kernel sends whatever
         FLUSH answered and whose answer nobody sees."""
         if fh in self._directories:  # RELEASEDIR, which the binding answers
             return
-        subject = self.fs.node_of(fh)
+        subject = self._path_of(fh)
+        self._paths.pop(fh, None)
         try:
             self._ask("flush", subject, self.fs.flush, fh)
         finally:

@@ -7,6 +7,7 @@ too, or a test converted to the core passes where a program on a mount would fai
 import ctypes
 import errno
 import os
+import re
 
 import zarr
 
@@ -31,6 +32,11 @@ def read_at(path: str, size: int, offset: int) -> int:
         return len(os.pread(fd, size, offset))
     finally:
         os.close(fd)
+
+
+def save(path: str, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
 
 
 def read_in(core, path: str, size: int, offset: int) -> int:
@@ -72,6 +78,7 @@ def on_mount(m) -> dict:
         "a read across a corrupt chunk": lambda: read_at(at("/broken.bin"), 3 * MiB, 0),
         "a read from half a chunk before it": lambda: read_at(at("/broken.bin"), 2 * MiB, MiB // 2),
         "a read within it": lambda: read_at(at("/broken.bin"), MiB, MiB),
+        "save a file that is no .npy": lambda: save(at("/text.npy"), b"not numpy at all"),
         "mkdir a group in a group": lambda: os.mkdir(at("/sub/inner")),
         "rename onto itself": lambda: os.rename(at("/a.bin"), at("/a.bin")),
         "rename a file onto a directory": lambda: os.rename(at("/a.bin"), at("/sub")),
@@ -104,6 +111,7 @@ def on_core(c) -> dict:
         "a read across a corrupt chunk": lambda: read_in(c, "/broken.bin", 3 * MiB, 0),
         "a read from half a chunk before it": lambda: read_in(c, "/broken.bin", 2 * MiB, MiB // 2),
         "a read within it": lambda: read_in(c, "/broken.bin", MiB, MiB),
+        "save a file that is no .npy": lambda: c.write("/text.npy", b"not numpy at all"),
         "mkdir a group in a group": lambda: c.mkdir("/sub/inner"),
         "rename onto itself": lambda: c.rename("/a.bin", "/a.bin"),
         "rename a file onto a directory": lambda: c.rename("/a.bin", "/sub"),
@@ -130,10 +138,18 @@ def hierarchy(root):
 def test_the_core_answers_every_call_as_a_mount_does(tmp_path):
     with mounted(hierarchy(tmp_path / "mounted.zarr"), tmp_path) as m:
         mount_answers = {name: answer(call) for name, call in on_mount(m.path).items()}
+        mount_lines = lines_naming("/text.npy", m.settled_log())
     with core_of(hierarchy(tmp_path / "core.zarr"), tmp_path) as c:
         core_answers = {name: answer(call) for name, call in on_core(c).items()}
+        core_lines = lines_naming("/text.npy", c.log())
     assert core_answers == mount_answers
+    assert core_lines == mount_lines and mount_lines  # the log lines of a refused file name it alike
     assert stored(tmp_path / "core.zarr") == stored(tmp_path / "mounted.zarr")
+
+
+def lines_naming(path: str, log: str) -> list[str]:
+    """The log's lines naming `path`, without the daemon's prefix (its name and process id)."""
+    return [re.sub(r"^zarrfs\[\d+\] ", "", line) for line in log.splitlines() if path in line]
 
 
 def stored(root) -> list:
