@@ -71,9 +71,12 @@ class Core:
         return self._at("getattr", path, self.fs.getattr, path)
 
     def exists(self, path: str) -> bool:
+        """As pathlib's exists: False for the errnos that say there is no such file, other errors raised."""
         try:
             self.stat(path)
-        except FileNotFoundError:
+        except OSError as e:
+            if e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):
+                raise
             return False
         return True
 

@@ -8,6 +8,7 @@ import ctypes
 import errno
 import os
 import re
+from pathlib import Path
 
 import zarr
 
@@ -68,6 +69,7 @@ def on_mount(m) -> dict:
         "create beneath a file": lambda: create("/a.bin/x.npy"),
         "setxattr beneath a missing directory": lambda: os.setxattr(at("/none/a.bin"), "user.zarr.attr.k", b"1"),
         "access beneath a file": lambda: os.access(at("/a.bin/x"), os.R_OK),
+        "exists beneath a file": lambda: Path(at("/a.bin/x")).exists(),
         "setxattr of a value too long": lambda: os.setxattr(at("/a.bin"), "user.zarr.attr.k", b"1" * 70_000),
         "setxattr of a name too long": lambda: os.setxattr(at("/a.bin"), "user.zarr.attr." + "k" * 250, b"1"),
         "getxattr of a value too long": lambda: os.getxattr(at("/wide"), "user.zarr.attributes"),
@@ -101,6 +103,7 @@ def on_core(c) -> dict:
         "create beneath a file": lambda: create("/a.bin/x.npy"),
         "setxattr beneath a missing directory": lambda: c.setxattr("/none/a.bin", "user.zarr.attr.k", b"1"),
         "access beneath a file": lambda: c.access("/a.bin/x", os.R_OK),
+        "exists beneath a file": lambda: c.exists("/a.bin/x"),
         "setxattr of a value too long": lambda: c.setxattr("/a.bin", "user.zarr.attr.k", b"1" * 70_000),
         "setxattr of a name too long": lambda: c.setxattr("/a.bin", "user.zarr.attr." + "k" * 250, b"1"),
         "getxattr of a value too long": lambda: c.getxattr("/wide", "user.zarr.attributes"),
