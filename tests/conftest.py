@@ -122,9 +122,35 @@ def _sources(item) -> list[str]:
 # What a test that needs icechunk 2 or zarr-python 3.2+ says on 3.11, where neither installs (the
 # test extra's markers in pyproject.toml); scripts/test's 3.11 pass deselects these tests.
 NEEDS_PYTHON312 = pytest.mark.skip(reason="needs Python >= 3.12 (icechunk 2, zarr-python 3.2+)")
+# Left out of scripts/test's 3.11 pass besides those, for CI's 25 minutes (two whole passes took
+# 22 + 18 minutes on a busy machine): the object stores' tests (`remote`, a fifth of a pass: the
+# servers and obstore's Rust client are the same on every Python) and the benchmarks' smoke runs
+# (another fifth: the benchmarks run on .venv). An option, not a -m expression, so that a -m
+# the caller gives (which replaces an earlier -m) narrows the pass instead of undoing this.
+OLDER_PYTHON_PASS = "--older-python-pass"
+BENCH_SMOKE = "tests/cli/test_bench_smoke.py"
+
+
+def pytest_addoption(parser):
+    parser.addoption(OLDER_PYTHON_PASS, action="store_true",
+                     help="leave out the tests scripts/test's pass on Python 3.11 leaves out (tests/conftest.py)")
+
+
+def left_out_on_older_python(item) -> bool:
+    return any(item.get_closest_marker(name) for name in ("needs_python312", "remote")) or \
+        item.nodeid.startswith(BENCH_SMOKE)
 
 
 def pytest_collection_modifyitems(config, items):
+    _mark(items)
+    if config.getoption(OLDER_PYTHON_PASS):
+        left_out = [item for item in items if left_out_on_older_python(item)]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [item for item in items if not left_out_on_older_python(item)]
+
+
+def _mark(items) -> None:
     helpers: dict = {}
     for item in items:
         if sys.version_info < (3, 12) and item.get_closest_marker("needs_python312"):

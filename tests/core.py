@@ -12,12 +12,20 @@ import errno
 import io
 import logging
 import os
+import stat
 
 from mounting import private_places
 from zarrfs.cli.command import parse_options
 from zarrfs.edits.hierarchy_edits import HierarchyEdits
 from zarrfs.fs.errno_answers import errno_of
 from zarrfs.fs.filesystem import BLKSIZE, FileSystem
+
+RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
+XATTR_NAME_MAX, XATTR_SIZE_MAX = 255, 65536  # the kernel's bounds of extended attributes (linux/limits.h)
+
+
+def refused(code: int, path: str) -> OSError:
+    return OSError(code, os.strerror(code), path)
 
 
 class Core:
@@ -26,6 +34,10 @@ class Core:
 
     def __init__(self, fs: FileSystem, log: io.StringIO):
         self.fs, self._log = fs, log
+        self._directories: list[int] = []  # handles of directories opened (negative: never the core's)
+        # the path each file was opened by: what libfuse gives WRITE, FLUSH, FSYNC and RELEASE,
+        # and the adapter's boundary names in their log lines (a file being written has no node)
+        self._paths: dict[int, str] = {}
 
     def log(self) -> str:
         """What the core logged so far, one line per record, as a daemon's log has it."""
@@ -38,63 +50,131 @@ class Core:
             code = errno_of(e, request, subject)
             raise OSError(code, os.strerror(code), subject) from None
 
+    def _walk(self, path: str) -> None:
+        """The kernel's path walk: every directory above `path` is looked up first, so that a
+        name beneath a file is ENOTDIR (and beneath a missing name ENOENT) before any request
+        about `path` itself is sent."""
+        above = ""
+        for part in path.strip("/").split("/")[:-1]:
+            above += "/" + part
+            if not stat.S_ISDIR(self._ask("getattr", above, self.fs.getattr, above)["st_mode"]):
+                raise refused(errno.ENOTDIR, path)
+
+    def _at(self, request: str, path: str, method, *args):
+        """A request about `path`, after the walk to it."""
+        self._walk(path)
+        return self._ask(request, path, method, *args)
+
     # metadata
 
     def stat(self, path: str) -> dict:
-        return self._ask("getattr", path, self.fs.getattr, path)
+        return self._at("getattr", path, self.fs.getattr, path)
 
     def exists(self, path: str) -> bool:
+        """As pathlib's exists: False for the errnos that say there is no such file, other errors raised."""
         try:
             self.stat(path)
-        except FileNotFoundError:
+        except OSError as e:
+            if e.errno not in (errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP):
+                raise
             return False
         return True
 
     def access(self, path: str, mode: int) -> bool:
         """os.access, as the file system answers it (the kernel asks it without default_permissions)."""
         try:
-            self._ask("access", path, self.fs.access, path, mode)
+            self._at("access", path, self.fs.access, path, mode)
         except OSError:
             return False
         return True
 
     def listdir(self, path: str = "/") -> list[str]:
-        return [name for name, _ in self._ask("readdir", path, self.fs.readdir, path)[2:]]
+        return [name for name, _ in self._at("readdir", path, self.fs.readdir, path)[2:]]
 
     # open files
 
     def open(self, path: str, flags: int) -> int:
         """As open(2) reaches the file system: a lookup, then OPEN of a file that exists (O_CREAT
-        and O_EXCL are the kernel's; O_TRUNC goes with the open) or CREATE of one that does not."""
-        if not self.exists(path):
+        and O_EXCL are the kernel's; O_TRUNC goes with the open) or CREATE of one that does not.
+        A directory is the kernel's to refuse for writing (EISDIR) and to open for reading
+        (OPENDIR, which the adapter leaves to the binding: a handle that reads nothing)."""
+        self._walk(path)
+        attributes = self._lookup(path)
+        if attributes is None:
             if not flags & os.O_CREAT:
-                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
-            return self._ask("create", path, self.fs.create, path, flags)
+                raise refused(errno.ENOENT, path)
+            return self._opened(path, self._ask("create", path, self.fs.create, path, flags))
         if flags & os.O_CREAT and flags & os.O_EXCL:
-            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), path)
-        return self._ask("open", path, self.fs.open, path, flags & ~(os.O_CREAT | os.O_EXCL))
+            raise refused(errno.EEXIST, path)
+        if stat.S_ISDIR(attributes["st_mode"]):
+            if flags & os.O_CREAT or flags & os.O_ACCMODE != os.O_RDONLY:
+                raise refused(errno.EISDIR, path)
+            self._directories.append(-len(self._directories) - 1)
+            return self._directories[-1]
+        if flags & os.O_DIRECTORY:
+            raise refused(errno.ENOTDIR, path)
+        return self._opened(path, self._ask("open", path, self.fs.open, path, flags & ~(os.O_CREAT | os.O_EXCL)))
+
+    def _opened(self, path: str, fh: int) -> int:
+        self._paths[fh] = path
+        return fh
+
+    def _path_of(self, fh: int) -> str:
+        return self._paths.get(fh) or self.fs.node_of(fh)  # a handle not opened here: what the core knows
 
     def pread(self, fh: int, size: int, offset: int) -> bytes:
-        return self._ask("read", self.fs.node_of(fh), self.fs.read, fh, offset, size)
+        """As read(2) reaches the file system: requests of at most max_read bytes (the adapter's
+        BLKSIZE), each ending at a multiple of it; one that fails after bytes were read ends
+        the read short, with those bytes, as the kernel ends it (the request's error is logged)."""
+        if fh in self._directories:  # the kernel's answer to a read of a directory
+            raise refused(errno.EISDIR, f"directory handle {fh}")
+        parts: list[bytes] = []
+        done = 0
+        while done < size:
+            piece = min(size - done, BLKSIZE - (offset + done) % BLKSIZE)
+            try:
+                part = self._ask("read", self.fs.node_of(fh), self.fs.read, fh, offset + done, piece)
+            except OSError:
+                if not parts:
+                    raise
+                break
+            parts.append(part)
+            done += len(part)
+            if len(part) < piece:  # the end of the file
+                break
+        return b"".join(parts)
 
     def pwrite(self, fh: int, data: bytes, offset: int) -> int:
-        """In requests of at most max_write bytes (the adapter's BLKSIZE), as the kernel splits it."""
+        """In requests of at most max_write bytes (the adapter's BLKSIZE), as the kernel splits
+        it; one that fails after bytes were written ends the write short, with their count."""
+        if fh in self._directories:  # opened for reading only
+            raise refused(errno.EBADF, f"directory handle {fh}")
         written = 0
         while written < len(data):
             piece = data[written:written + BLKSIZE]
-            done = self._ask("write", self.fs.node_of(fh), self.fs.write, fh, piece, offset + written)
+            try:
+                done = self._ask("write", self._path_of(fh), self.fs.write, fh, piece, offset + written)
+            except OSError:
+                if not written:
+                    raise
+                break
             written += done
             if done < len(piece):
                 break
         return written
 
     def fsync(self, fh: int) -> None:
-        self._ask("fsync", self.fs.node_of(fh), self.fs.fsync, fh)
+        if fh in self._directories:  # FSYNCDIR, which the binding answers
+            return
+        self._ask("fsync", self._path_of(fh), self.fs.fsync, fh)
 
     def close(self, fh: int) -> None:
         """FLUSH, whose error close(2) reports, then RELEASE, which the kernel sends whatever
         FLUSH answered and whose answer nobody sees."""
-        subject = self.fs.node_of(fh)
+        if fh in self._directories:  # RELEASEDIR, which the binding answers
+            return
+        subject = self._path_of(fh)
+        self._paths.pop(fh, None)
         try:
             self._ask("flush", subject, self.fs.flush, fh)
         finally:
@@ -137,28 +217,71 @@ class Core:
     # hierarchy edits and extended attributes
 
     def mkdir(self, path: str) -> None:
-        self._ask("mkdir", path, self.fs.mkdir, path)
+        self._at("mkdir", path, self.fs.mkdir, path)
 
     def rmdir(self, path: str) -> None:
-        self._ask("rmdir", path, self.fs.rmdir, path)
+        self._at("rmdir", path, self.fs.rmdir, path)
 
     def unlink(self, path: str) -> None:
-        self._ask("unlink", path, self.fs.unlink, path)
+        self._at("unlink", path, self.fs.unlink, path)
 
     def rename(self, old: str, new: str, flags: int = 0) -> None:
+        """rename(2) as renameat2 checks it before the file system is asked (fs/namei.c): the
+        old name must exist, RENAME_NOREPLACE finds none at the new one, RENAME_EXCHANGE one;
+        a directory does not move beneath itself; a name moved onto itself is left as it is;
+        a directory replaces only a directory, a file only a file."""
+        is_dir = stat.S_ISDIR(self.stat(old)["st_mode"])
+        self._walk(new)
+        there = self._lookup(new)
+        if flags & RENAME_NOREPLACE and there is not None:
+            raise refused(errno.EEXIST, new)
+        if flags & RENAME_EXCHANGE and there is None:
+            raise refused(errno.ENOENT, new)
+        if new.startswith(old.rstrip("/") + "/"):
+            raise refused(errno.EINVAL, new)
+        if old.startswith(new.rstrip("/") + "/"):
+            raise refused(errno.EINVAL if flags & RENAME_EXCHANGE else errno.ENOTEMPTY, old)
+        if old == new:
+            return
+        if there is not None and not flags & RENAME_EXCHANGE and stat.S_ISDIR(there["st_mode"]) != is_dir:
+            raise refused(errno.ENOTDIR if is_dir else errno.EISDIR, new)
         self._ask("rename", old, self.fs.rename, old, new, flags)
 
+    def _lookup(self, path: str) -> dict | None:
+        """The attributes of `path`, None where there is no such name."""
+        try:
+            return self._ask("getattr", path, self.fs.getattr, path)
+        except FileNotFoundError:
+            return None
+
     def listxattr(self, path: str) -> list[str]:
-        return self._ask("listxattr", path, self.fs.listxattr, path)
+        names = self._at("listxattr", path, self.fs.listxattr, path)
+        if sum(len(os.fsencode(name)) + 1 for name in names) > XATTR_SIZE_MAX:  # more than the kernel hands on
+            raise refused(errno.E2BIG, path)
+        return names
 
     def getxattr(self, path: str, name: str) -> bytes:
-        return self._ask("getxattr", path, self.fs.getxattr, path, name)
+        _check_name(name, path)
+        value = self._at("getxattr", path, self.fs.getxattr, path, name)
+        if len(value) > XATTR_SIZE_MAX:  # the kernel takes at most this much of a value
+            raise refused(errno.E2BIG, path)
+        return value
 
     def setxattr(self, path: str, name: str, value: bytes, flags: int = 0) -> None:
-        self._ask("setxattr", path, self.fs.setxattr, path, name, value, flags)
+        _check_name(name, path)
+        if len(value) > XATTR_SIZE_MAX:  # refused by the kernel, never sent
+            raise refused(errno.E2BIG, path)
+        self._at("setxattr", path, self.fs.setxattr, path, name, value, flags)
 
     def removexattr(self, path: str, name: str) -> None:
-        self._ask("removexattr", path, self.fs.removexattr, path, name)
+        _check_name(name, path)
+        self._at("removexattr", path, self.fs.removexattr, path, name)
+
+
+def _check_name(name: str, path: str) -> None:
+    """An attribute's name as the kernel takes it: 1 to XATTR_NAME_MAX bytes, else ERANGE."""
+    if not 0 < len(os.fsencode(name)) <= XATTR_NAME_MAX:
+        raise refused(errno.ERANGE, path)
 
 
 class _OpenFile(io.RawIOBase):

@@ -43,7 +43,9 @@ def in_pyenv(root: Path, directory: Path, name: str | None = None) -> Path:
 
 
 def pick(bin_dir, pyenv_root, *args, python=None) -> subprocess.CompletedProcess:
-    environment = {"PATH": str(bin_dir), "PYENV_ROOT": str(pyenv_root), "HOME": str(pyenv_root)}
+    environment = {"PATH": str(bin_dir)}
+    if pyenv_root is not None:
+        environment.update(PYENV_ROOT=str(pyenv_root), HOME=str(pyenv_root))
     if python:
         environment["PYTHON"] = str(python)
     return subprocess.run(["/bin/bash", str(SCRIPTS / "pick-python"), *args], env=environment,
@@ -62,6 +64,15 @@ def test_the_newest_found_on_path_or_in_pyenv_is_chosen(places):
     result = pick(bin_dir, root)
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout == f"{version(installed('3.13'))} {newest}\n"
+
+
+def test_without_home_or_pyenv_root_python3_on_path_is_found_and_nothing_said(places):
+    """As a systemd unit or `env -i` runs setup: no HOME, so no pyenv to look in."""
+    bin_dir, _ = places
+    python3 = on_path(bin_dir, "python3", installed("3.11") / "bin" / "python3")
+    result = pick(bin_dir, None)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == f"{version(installed('3.11'))} {python3}\n"
 
 
 def test_pyenv_versions_that_are_not_plain_releases_are_passed_over(places):
