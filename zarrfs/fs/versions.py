@@ -38,6 +38,7 @@ from zarrfs.fs.filesystem import (
 )
 from zarrfs.fs.hierarchy import Entry
 from zarrfs.fs.inodes import inode_number
+from zarrfs.fs.kernel_caching import KernelCaching
 from zarrfs.nodes.documents import ZARR_JSON
 from zarrfs.stores.icechunk_repository import IcechunkRepository, Version
 from zarrfs.stores.icechunk_store import IcechunkStore
@@ -240,6 +241,9 @@ class VersionedFileSystem:
     def statfs(self) -> FileSystemStats:
         return self.main.statfs()
 
+    def kernel_caching(self) -> KernelCaching:
+        return self.main.kernel_caching()  # every version is read-only: the mount's own choice holds
+
     def utimens(self, path: str) -> None:
         shown, inner = self._route(path)
         self._core(shown, inner).utimens(inner)
@@ -286,11 +290,11 @@ class VersionedFileSystem:
             refuse(errno.EBADF, f"file handle {fh}")
         return self._core(found[0]), found[1]
 
-    def is_text(self, fh: int) -> bool:
+    def uncached(self, fh: int) -> bool:
         if fh in self._texts:
             return True  # made when opened: never from the page cache
         found = self._handles.get(fh)
-        return found is not None and self._core(found[0]).is_text(found[1])
+        return found is not None and self._core(found[0]).uncached(found[1])
 
     def node_of(self, fh: int) -> str:
         if fh in self._texts:
