@@ -43,6 +43,7 @@ class Desktop:
     the machine's. `start(*command)` runs a program in a D-Bus session of its own."""
 
     def __init__(self, tmp_path):
+        self.tmp_path = tmp_path
         home = tmp_path / "home"
         runtime = tmp_path / "runtime"
         home.mkdir()
@@ -62,9 +63,18 @@ class Desktop:
                     "XDG_RUNTIME_DIR": str(runtime), "NO_AT_BRIDGE": "1", "LANG": "C.UTF-8"}
 
     def start(self, *command) -> None:
-        self.processes.append(subprocess.Popen(["dbus-run-session", "--", *command], env=self.env,
-                                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                               start_new_session=True))
+        """Its output, the bus's included, goes to NAME.log in the test's directory: a file
+        manager whose window never shows says why there (output())."""
+        with open(self.tmp_path / f"{command[0]}.log", "ab") as log:
+            self.processes.append(subprocess.Popen(["dbus-run-session", "--", *command], env=self.env,
+                                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+
+    def output(self) -> str:
+        """What the sessions started have written so far, and how each has ended if it has."""
+        ended = [f"{p.args[2]} exited with {p.returncode}" for p in self.processes if p.poll() is not None]
+        logs = [f"{log.name}:\n{log.read_text(errors='replace')}" for log in sorted(self.tmp_path.glob("*.log"))
+                if log.name != "mnt.log"]
+        return "\n".join([*ended, *logs])
 
     def close(self) -> None:
         """Each session started (the file manager, its bus and what the bus started: one process
@@ -137,7 +147,10 @@ def traced(m, operation: str, path: str) -> bool:
 
 
 def window_of(desktop, pattern: str) -> str:
-    wait_for(lambda: desktop.titled(pattern) is not None, DEADLINE, what=f"a window titled {pattern!r}")
+    try:
+        wait_for(lambda: desktop.titled(pattern) is not None, DEADLINE, what=f"a window titled {pattern!r}")
+    except TimeoutError as e:
+        raise TimeoutError(f"{e}; windows shown: {sorted(desktop.windows().values())}\n{desktop.output()}") from None
     return desktop.titled(pattern)
 
 
