@@ -182,6 +182,12 @@ def fsynced_writes_then_kill_9(m: Mount, name: str, model: bytearray, rng, ackno
         model[offset:offset + 64] = data
     for _ in range(unacknowledged):
         os.pwrite(fd, b"\xff" * 64, int(rng.integers(0, len(model) - 64)))
+    kill_9_with_open(m, fd)
+
+
+def kill_9_with_open(m: Mount, fd: int) -> None:
+    """kill -9 of the daemon while `fd` of its mount is open; the descriptor closed (its error is
+    the dead daemon's), the mount undone."""
     m.process.send_signal(signal.SIGKILL)
     reap(m.process)
     try:

@@ -6,7 +6,6 @@ reads what the mount stored."""
 import errno
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -20,7 +19,7 @@ import tensorstore
 import zarr
 from zarr.codecs import ZstdCodec
 
-from mounting import mounted, reap, unmount, wait_for
+from mounting import kill_9_with_open, mounted, wait_for
 
 RECORD = (3, 5)  # each record: a 3 x 5 plane of int32, 60 bytes
 RECORD_BYTES = 60
@@ -243,13 +242,7 @@ def test_kill_9_while_appending_leaves_the_old_or_the_new_array(tmp_path):
             os.write(fd, records(r, 1).tobytes())
             if r % 5 == 0:
                 os.fsync(fd)
-        m.process.send_signal(signal.SIGKILL)
-        reap(m.process)
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-        unmount(m.path)
+        kill_9_with_open(m, fd)
     after = stored(root)
     assert 36 <= after.shape[0] <= 40
     assert np.array_equal(after, records(0, after.shape[0]))
