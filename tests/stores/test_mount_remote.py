@@ -390,30 +390,6 @@ def test_a_stream_through_a_shard_reads_runs_of_inner_chunks_in_one_request(seaw
     assert 0 < requests <= 16  # 5-6 measured; 36 when decodes ahead made one GET per inner chunk
 
 
-def test_a_sharded_stream_makes_at_most_twice_the_requests_of_reading_each_shard_and_its_index(seaweed, tmp_path):
-    """Issue #41: tensorstore streams a sharded array as one GET per shard (and its index); the
-    mount, with a read-ahead budget of one shard (the default's proportion: 64 MiB shards,
-    prefetch_size=64M), makes at most twice that, counted by a proxy in between."""
-    from servers.delay_proxy import DelayProxy
-
-    prefix = unique_prefix("shards")
-    shards, per_shard, inner = 4, 64, 16 << 10  # 4 shards of 64 inner chunks of 64 KiB: 16 MiB
-    values = np.random.default_rng(5).normal(size=shards * per_shard * inner).astype("<f4")
-    array = zarr.create_array(seaweed.zarr_store(prefix), shape=values.shape, dtype="f4", chunks=(inner,),
-                              shards=(per_shard * inner,), compressors=[ZstdCodec(level=1)])
-    array[...] = values
-    host, port = seaweed.endpoint.removeprefix("http://").split(":")
-    with DelayProxy((host, int(port)), 0.002) as proxy:
-        with mounted(seaweed.url(prefix), tmp_path, "ro", f"endpoint={proxy.endpoint}",
-                     f"prefetch_size={per_shard * inner * 4}", env=seaweed.env()) as m:
-            proxy.reset()
-            assert (m / f"{prefix}.bin").read_bytes() == values.tobytes()
-            requests = proxy.reset().requests
-    # 13 measured (an index and two runs a shard; the first run cut by the first request's own
-    # read); 37 with spans of an eighth of the budget (512 KiB)
-    assert 0 < requests <= 2 * 2 * shards
-
-
 def test_a_shard_another_writer_replaced_is_never_read_through_its_old_index(seaweed, tmp_path):
     """A reader keeps a shard's index for metadata_ttl; another writer then replaces the shard
     with its inner chunks elsewhere. The reader's next read asks for the version its index came
