@@ -63,7 +63,8 @@ class Tree(Remounts, RuleBasedStateMachine):
         try:
             action(*args)
         except OSError as e:
-            assert e.errno in (code if isinstance(code, tuple) else (code,)), (e, code)
+            said = [line for line in self.mount.log().splitlines() if " holds " in line or "ERROR" in line][-5:]
+            assert e.errno in (code if isinstance(code, tuple) else (code,)), (e, code, said)
             return False
         assert code == 0, f"expected errno {code}"
         return True
