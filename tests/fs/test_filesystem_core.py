@@ -4,7 +4,6 @@ follows too."""
 
 import errno
 import os
-import shutil
 import stat
 
 import numpy as np
@@ -137,26 +136,6 @@ def test_a_file_deleted_alone_stays_hidden_until_its_node_moves(core):
     fs.unlink("/sub2/zarr.json")
     fs.rmdir("/sub2")  # its documents go with it
     assert not (root / "sub2").exists()
-
-
-def test_a_node_made_where_one_with_hidden_files_was_shows_every_file(core):
-    """A file hidden alone belongs to its node: an array another program deletes and makes
-    again, or the mount makes at that name, shows every one of its files."""
-    fs, root = core
-    names = files_of(fs, "/", "a")
-    fs.unlink("/a.json")
-    shutil.rmtree(root / "a")  # another program deletes a: the next listing has no a
-    assert files_of(fs, "/", "a") == []
-    zarr.open_group(str(root)).create_array("a", shape=(4,), chunks=(2,), dtype="<i4", fill_value=0)
-    assert files_of(fs, "/", "a") == names
-    fs.unlink("/a.json")
-    shutil.rmtree(root / "a")
-    np.save(root.parent / "a.npy", np.arange(4, dtype="<i4"))
-    fh = fs.create("/a.npy")  # the mount makes a at once, no listing between
-    fs.write(fh, (root.parent / "a.npy").read_bytes(), 0)
-    fs.flush(fh)
-    fs.release(fh)
-    assert files_of(fs, "/", "a") == names
 
 
 def test_a_read_only_file_system_refuses_writes(tmp_path):

@@ -69,7 +69,6 @@ class Editor:
                 raise
             self._reconsolidate(Edit(put={path: documents}))
             self.hierarchy.changed(path)
-            self.hierarchy.hidden.forget(path)  # files hidden of a node there before are not this one's
         log.info("created %s", path)
 
     def delete(self, path: str) -> None:
@@ -86,7 +85,6 @@ class Editor:
             self.store.move_node(src, dst)
             self._reconsolidate(Edit(put={dst + p[len(src):]: docs for p, docs in moved.items()}))
             self.hierarchy.changed(src, dst)
-            self.hierarchy.hidden.forget(dst)  # files hidden of a node there before are not this one's
         log.info("moved %s to %s", src, dst)
 
     def edit_attributes(self, path: str, change) -> None:

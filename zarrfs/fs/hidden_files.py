@@ -1,6 +1,5 @@
 """Files a person deleted from a node that stays: hidden from lookups and listings until the
-node goes (deleted, moved, by the mount or by another program), a node is made at its path,
-or the mount ends.
+node goes (deleted, moved) or the mount ends.
 
 An array is shown as several files made from one node (NAME.bin, NAME.json, header views), and
 a group's directory holds its documents and group files (zarr.json, zarr.h5). Deleting one of
@@ -37,18 +36,6 @@ class HiddenFiles:
         below = node_path + "/"
         with self._lock:
             gone = {key for key in self._hidden if key[0] == node_path or key[0].startswith(below)}
-            if gone:
-                self._hidden -= gone
-                self.version += 1
-
-    def keep_present(self, directory: str, present: set[str]) -> None:
-        """A listing of the group at store path `directory` found the nodes at `present`: the
-        files of a child node that is gone (another program deleted it) are forgotten, so that
-        a node made there later shows every file."""
-        prefix = directory + "/" if directory else ""
-        with self._lock:
-            gone = {key for key in self._hidden if key[0].startswith(prefix) and key[0] != directory
-                    and "/" not in key[0][len(prefix):] and key[0] not in present}
             if gone:
                 self._hidden -= gone
                 self.version += 1

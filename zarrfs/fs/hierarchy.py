@@ -309,7 +309,6 @@ class Hierarchy:
                 log.warning("%s: array %r collides with another entry; shown as %s.bin, %s.json, ...",
                             dir_path or "/", child.name, stem, stem)
             entries.update(self._array_entries(child, stem))
-        self.hidden.keep_present(dir_path, {entry.node.path for entry in entries.values()})
         return entries
 
     def file_names(self, stem: str) -> list[str]:
