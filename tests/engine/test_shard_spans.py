@@ -30,9 +30,10 @@ def sharded_store(values: np.ndarray, capabilities: Capabilities) -> MemoryStore
     return store
 
 
-def stream(store: MemoryStore, size: int, piece: int = 64 << 10) -> bytes:
+def stream(store: MemoryStore, size: int, piece: int = 64 << 10, cache: ChunkCache | None = None) -> bytes:
+    """The array's bytes read in `piece`s from the start, its decodes ahead let finish after each."""
     meta = parse_document(store.get("zarr.json"), "zarr.json")
-    cache = ChunkCache(64 << 20, ahead_bytes=16 << 20, ahead_workers=4)
+    cache = cache or ChunkCache(64 << 20, ahead_bytes=16 << 20, ahead_workers=4)
     raw = RawFile(open_array(store, "", meta, cache))
     pieces = []
     for offset in range(0, size, piece):
@@ -198,15 +199,9 @@ def test_a_shards_chunks_are_cut_into_runs_by_the_index_alone():
 SCALED_INNER, SCALED_PER_SHARD, SCALED_SHARDS = 16 << 10, 64, 4
 
 
-def scaled_stream(store: MemoryStore, size: int, piece: int = 128 << 10) -> bytes:
-    meta = parse_document(store.get("zarr.json"), "zarr.json")
-    cache = ChunkCache(256 << 20, ahead_bytes=SCALED_INNER * SCALED_PER_SHARD, ahead_workers=32)
-    raw = RawFile(open_array(store, "", meta, cache))
-    pieces = []
-    for offset in range(0, size, piece):
-        pieces.append(raw.read(offset, piece))
-        cache.ahead.settle(10)  # the decodes ahead keep up, as they do unless the machine is busy
-    return b"".join(pieces)
+def scaled_stream(store: MemoryStore, size: int) -> bytes:
+    ahead = SCALED_INNER * SCALED_PER_SHARD  # a read-ahead budget of one shard
+    return stream(store, size, 128 << 10, ChunkCache(256 << 20, ahead_bytes=ahead, ahead_workers=32))
 
 
 def test_a_stream_makes_at_most_twice_the_requests_of_a_shard_and_its_index_each():

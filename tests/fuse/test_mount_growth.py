@@ -148,6 +148,17 @@ def test_truncate_to_whole_records(tmp_path, kind):
                                                                                                     ".zattrs"})
 
 
+def appends_1000_records(root, tmp_path, compiler: str, source) -> None:
+    """`source` compiled with `compiler`, run on the mount's frames.bin (dimension 0 stored empty:
+    it grows by default): its 1000 records are the array's, in order."""
+    program = tmp_path / "append"
+    subprocess.run([compiler, "-O1", "-o", str(program), str(source)], check=True)
+    with mounted(root, tmp_path) as m:
+        subprocess.run([str(program), str(m / "frames.bin")], check=True)
+        assert os.stat(m / "frames.bin").st_size == 1000 * RECORD_BYTES
+    assert np.array_equal(stored(root), records(0, 1000))
+
+
 def test_a_c_program_fwriting_records(tmp_path):
     """A C program that fopen(..., "ab")s NAME.bin and fwrites one record at a time (stdio
     buffers them in 4 KiB writes, which split records): every record arrives, none torn."""
@@ -169,12 +180,7 @@ int main(int argc, char **argv) {
     return 0;
 }
 ''')
-    program = tmp_path / "append"
-    subprocess.run(["gcc", "-O1", "-o", str(program), str(source)], check=True)
-    with mounted(root, tmp_path) as m:  # dimension 0 stored empty: it grows by default
-        subprocess.run([str(program), str(m / "frames.bin")], check=True)
-        assert os.stat(m / "frames.bin").st_size == 1000 * RECORD_BYTES
-    assert np.array_equal(stored(root), records(0, 1000))
+    appends_1000_records(root, tmp_path, "gcc", source)
 
 
 def test_a_fortran_program_writing_records(tmp_path):
@@ -201,12 +207,7 @@ program append
   close(10)
 end program append
 """)
-    program = tmp_path / "append"
-    subprocess.run(["gfortran", "-O1", "-o", str(program), str(source)], check=True)
-    with mounted(root, tmp_path) as m:  # dimension 0 stored empty: it grows by default
-        subprocess.run([str(program), str(m / "frames.bin")], check=True)
-        assert os.stat(m / "frames.bin").st_size == 1000 * RECORD_BYTES
-    assert np.array_equal(stored(root), records(0, 1000))
+    appends_1000_records(root, tmp_path, "gfortran", source)
 
 
 def test_a_partial_record_at_close_is_saved_not_stored(tmp_path):

@@ -24,6 +24,18 @@ if sys.version_info >= (3, 12):
     import zarr
 
 
+def s3_repository(seaweed, name: str):
+    """A new repository on SeaweedFS under a prefix of its own: (prefix, repository)."""
+    from servers.seaweed import BUCKET, USERS, unique_prefix
+
+    prefix = unique_prefix(name)
+    key, secret, _ = USERS["admin"]
+    storage = icechunk.s3_storage(bucket=BUCKET, prefix=prefix, endpoint_url=seaweed.endpoint, allow_http=True,
+                                  force_path_style=True, region="us-east-1", access_key_id=key,
+                                  secret_access_key=secret)
+    return prefix, icechunk.Repository.create(storage)
+
+
 def commit(repo, branch: str, message: str, change) -> str:
     session = repo.writable_session(branch)
     change(zarr.open_group(session.store, mode="a"))
@@ -398,14 +410,8 @@ def history_id(repo, back: int) -> str:
 
 
 def test_a_repository_on_s3_mounts_with_its_versions_and_takes_commits(seaweed, tmp_path):
-    from servers.seaweed import BUCKET, USERS, unique_prefix
 
-    prefix = unique_prefix("icechunk")
-    key, secret, _ = USERS["admin"]
-    storage = icechunk.s3_storage(bucket=BUCKET, prefix=prefix, endpoint_url=seaweed.endpoint, allow_http=True,
-                                  force_path_style=True, region="us-east-1", access_key_id=key,
-                                  secret_access_key=secret)
-    repo = icechunk.Repository.create(storage)
+    prefix, repo = s3_repository(seaweed, "icechunk")
     session = repo.writable_session("main")
     zarr.group(session.store).create_array("a", shape=(20, 20), chunks=(10, 10), dtype="<i4", fill_value=0)[...] = 1
     first = session.commit("ones")
@@ -468,7 +474,6 @@ class InFlightSessionStore:
 def test_a_stream_from_a_remote_repository_fetches_ahead_with_few_requests_at_once(seaweed, tmp_path, monkeypatch):
     """icechunk multiplexes its own requests: a stream is fetched ahead by STREAM_FETCHERS
     threads, not by the file system's many for an object store (more streamed slower)."""
-    from servers.seaweed import BUCKET, USERS, unique_prefix
     from zarrfs.edits.hierarchy_edits import HierarchyEdits
     from zarrfs.fs.filesystem import Options
     from zarrfs.fs.versions import mount_core
@@ -476,11 +481,7 @@ def test_a_stream_from_a_remote_repository_fetches_ahead_with_few_requests_at_on
     from zarrfs.stores.icechunk_store import STREAM_FETCHERS
     from zarrfs.stores.source_url import RemoteOptions
 
-    prefix = unique_prefix("icechunk-stream")
-    key, secret, _ = USERS["admin"]
-    repo = icechunk.Repository.create(icechunk.s3_storage(
-        bucket=BUCKET, prefix=prefix, endpoint_url=seaweed.endpoint, allow_http=True, force_path_style=True,
-        region="us-east-1", access_key_id=key, secret_access_key=secret))
+    prefix, repo = s3_repository(seaweed, "icechunk-stream")
     session = repo.writable_session("main")
     values = np.arange(48 * 65536, dtype="<f4")  # 48 chunks of 256 KiB
     zarr.group(session.store).create_array("a", shape=values.shape, chunks=(65536,), dtype="<f4",
@@ -506,13 +507,8 @@ def test_a_stream_from_a_remote_repository_fetches_ahead_with_few_requests_at_on
 def test_a_repository_that_stops_answering_is_an_error_within_the_timeout(seaweed, tmp_path):
     """Every call into icechunk is waited for at most -o timeout: a hung server makes a lookup fail
     with one line, never a hung request (the daemon goes on serving when the server is back)."""
-    from servers.seaweed import BUCKET, USERS, unique_prefix
 
-    prefix = unique_prefix("icechunk-hung")
-    key, secret, _ = USERS["admin"]
-    repo = icechunk.Repository.create(icechunk.s3_storage(
-        bucket=BUCKET, prefix=prefix, endpoint_url=seaweed.endpoint, allow_http=True, force_path_style=True,
-        region="us-east-1", access_key_id=key, secret_access_key=secret))
+    prefix, repo = s3_repository(seaweed, "icechunk-hung")
     session = repo.writable_session("main")
     zarr.group(session.store).create_array("a", shape=(8,), dtype="<i4", fill_value=3)
     first = session.commit("a")
