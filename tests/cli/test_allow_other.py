@@ -62,17 +62,17 @@ def start_as(user, *options) -> list[str]:
 
 def system_python() -> str:
     return subprocess.run([SYSTEM_PYTHON, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                          capture_output=True, text=True).stdout.strip()
+                          capture_output=True, text=True, timeout=60).stdout.strip()
 
 
 # The packages this run has are built for its own Python, and the system's python3 loads them only
 # where it is that same version (Debian 12's is 3.11): the other user cannot run this run's own
 # interpreter (pyenv's live in /root). scripts/test's 3.11 pass runs these tests there.
-THIS_PYTHON = "%d.%d" % sys.version_info[:2]
+THIS_PYTHON, SYSTEMS = "%d.%d" % sys.version_info[:2], system_python()
 pytestmark = pytest.mark.skipif(
-    system_python() != THIS_PYTHON,
-    reason=f"runs zarrfs as another user through {SYSTEM_PYTHON} ({system_python()}), which cannot load this "
-           f"run's packages (Python {THIS_PYTHON}): the pass on Python {system_python()} runs it")
+    SYSTEMS != THIS_PYTHON,
+    reason=f"runs zarrfs as another user through {SYSTEM_PYTHON} ({SYSTEMS}), which cannot load this "
+           f"run's packages (Python {THIS_PYTHON}): the pass on Python {SYSTEMS} runs it")
 
 
 @pytest.mark.parametrize("option", ["allow_other", "allow_root"])

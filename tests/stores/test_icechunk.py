@@ -16,8 +16,7 @@ from helpers import delete_array
 from mounting import ZARRFS, failed_start, mounted, wait_for
 from zarrfs.cli.command import READ_AHEAD_KB
 
-pytestmark = [pytest.mark.needs_python312,
-              pytest.mark.skipif(sys.version_info < (3, 12), reason="needs Python >= 3.12 (icechunk 2)")]
+pytestmark = pytest.mark.needs_python312  # skipped on 3.11, saying so (tests/conftest.py)
 
 if sys.version_info >= (3, 12):
     import icechunk

@@ -7,7 +7,6 @@ stores.source_url.open_store, as a mount opens it; below, the URL forms and thei
 import asyncio
 import errno
 import os
-import sys
 import uuid
 from pathlib import Path
 
@@ -93,7 +92,6 @@ def icechunk_writer(path: Path, keys: ZarrKeys):
 
 
 @pytest.mark.needs_python312
-@pytest.mark.skipif(sys.version_info < (3, 12), reason="needs Python >= 3.12 (icechunk 2)")
 class TestIcechunkSession(StoreContractTests):
     """A branch's writable session (what a mount of a branch writes): it takes only a Zarr
     hierarchy's keys, and is isolated from other writers' commits until it commits."""
