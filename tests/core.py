@@ -185,9 +185,10 @@ class Core:
         """The whole file, read to its end in max_read pieces as cat reads it."""
         fh = self.open(path, os.O_RDONLY)
         try:
-            parts = []
-            while part := self.pread(fh, BLKSIZE, sum(map(len, parts))):
+            parts, offset = [], 0
+            while part := self.pread(fh, BLKSIZE, offset):
                 parts.append(part)
+                offset += len(part)
             return b"".join(parts)
         finally:
             self.close(fh)
