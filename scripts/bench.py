@@ -31,7 +31,9 @@ from benchlib import (
     GB,
     GIB,
     MIB,
+    PEERS,
     adjacent_pages,
+    best_peer,
     build,
     costed,
     cpu_seconds,
@@ -275,12 +277,6 @@ def ratio(a: str, b: str):
     return lambda r: r[a] / r[b] if a in r and b in r and r[b] else float("nan")  # 0: CPU below a clock tick
 
 
-PEERS = ("tensorstore", "zarr-python", "zarrs-python")
-
-
-def best_peer(r: dict) -> float:
-    """The fastest in-process reader of this round."""
-    return max(r[f"{peer} read"] for peer in PEERS)
 
 
 def best_peer_4k(r: dict) -> float:

@@ -35,6 +35,7 @@ from benchlib import (
     GIB,
     ZARRFS,
     _mounted,
+    best_peer,
     build,
     costed,
     p50_ms,
@@ -48,8 +49,8 @@ from servers.nginx import Nginx
 from servers.seaweed import BUCKET, Seaweed
 from zarrfs.stores.source_url import RemoteOptions
 
-PINGS = 20
-ZARRS_READER = Path(__file__).resolve().parent / "zarrs_reader.py"  # small GETs timed for the round trip the report prints
+PINGS = 20  # small GETs timed for the round trip the report prints
+ZARRS_READER = Path(__file__).resolve().parent / "zarrs_reader.py"  # zarrs-python reads in a process of its own
 
 
 class S3Target:
@@ -250,12 +251,6 @@ def _requests(log: Path) -> dict:
     text = log.read_text(errors="replace") if log.exists() else ""
     found = re.findall(r"zarrfs\.stores\.object_store: (GET|LIST|PUT|DELETE) ", text)
     return {kind: found.count(kind) for kind in sorted(set(found))}
-
-
-def best_peer(r: dict) -> float:
-    """The fastest in-process reader of this round (zarrs-python where it took the store)."""
-    return max(r[f"{peer} read"] for peer in ("tensorstore", "zarr-python", "zarrs-python")
-               if r[f"{peer} read"] == r[f"{peer} read"])
 
 
 ROWS = [
