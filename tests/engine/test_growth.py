@@ -7,12 +7,15 @@ import numpy as np
 import pytest
 import zarr
 
+from helpers import array_doc, open_raw_file
+from servers.memory_store import MemoryStore
 from zarrfs.engine import growth
 from zarrfs.engine.array import open_array
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.engine.flat_file import RawFile
 from zarrfs.errors import OutOfBoundsError
 from zarrfs.nodes.documents import read_metadata
+from zarrfs.stores.contract import Capabilities
 from zarrfs.stores.local import LocalStore
 
 ROW = 4  # int16 elements a record: 8 bytes
@@ -70,6 +73,54 @@ def test_truncate_shrinks_as_resize_and_grows_with_the_fill_value(tmp_path, opti
     grown = zarr.open_array(str(tmp_path / "s.zarr"))[...]
     assert np.array_equal(grown[:3], rows(0, 3)) and (grown[3:] == -1).all()
     assert raw.read(0, 1000) == grown.tobytes()
+
+
+REMOTE = Capabilities(remote=True, conditional_writes=True, listing=True)
+
+
+def memory_file(count: int, capabilities: Capabilities = REMOTE) -> tuple[MemoryStore, RawFile]:
+    """Records 0..count-1 of int16s in chunks of 2 records, on a store in memory."""
+    store = MemoryStore(capabilities)
+    store.set("zarr.json", json.dumps(array_doc([count, ROW], "int16", [2, ROW], fill_value=-1)).encode())
+    raw = open_raw_file(store)
+    raw.write(0, rows(0, count).tobytes())
+    raw.flush()
+    return store, raw
+
+
+@pytest.mark.parametrize("grow", [True, False], ids=["grow", "shrink"])
+def test_a_commit_that_changes_the_shape_reads_the_document_once(grow):
+    """The document read to check the stored shape is the one the new shape is written into:
+    one GET and one (conditional) PUT a commit, not a second GET."""
+    store, raw = memory_file(7)
+    store.reads.clear()
+    if grow:
+        raw.write(7 * ROW * 2, rows(7, 2).tobytes(), grow=True)
+        raw.flush()
+    else:
+        raw.truncate(3 * ROW * 2)
+    assert [key for key, _ in store.reads if key == "zarr.json"] == ["zarr.json"]
+    assert json.loads(store.get("zarr.json"))["shape"] == [9 if grow else 3, ROW]
+
+
+def test_a_document_another_writer_replaced_meanwhile_is_read_again_not_overwritten():
+    """The new shape's PUT is conditional on the version of the one read: another writer's
+    change between them (an attribute) is a conflict, and the flush done again keeps it."""
+    store, raw = memory_file(3)
+    publish = store.publish
+
+    def publish_then_another_writer(staged):
+        publish(staged)
+        if any(key.startswith("c/") for key, _ in staged) and "other" not in store.get("zarr.json").decode():
+            store.other_writer("zarr.json", json.dumps(array_doc([3, ROW], "int16", [2, ROW], fill_value=-1,
+                                                                 attributes={"other": 1})).encode())
+
+    store.publish = publish_then_another_writer
+    raw.write(3 * ROW * 2, rows(3, 2).tobytes(), grow=True)
+    raw.flush()
+    document = json.loads(store.get("zarr.json"))
+    assert (document["shape"], document["attributes"]) == ([5, ROW], {"other": 1})
+    assert np.frombuffer(open_raw_file(store, writable=False).read(0, 100), "<i2").tolist() == rows(0, 5).ravel().tolist()
 
 
 def test_what_cannot_grow(tmp_path):

@@ -135,14 +135,11 @@ class StoreChunks:
     def discard(self, staged: Sequence[Staged]) -> None:
         self.store.discard(staged)
 
-    def publish_shape(self, stored: tuple[int, ...], shape: tuple[int, ...]) -> None:
-        """Replace the array's document (zarr.json, .zarray) by one whose `shape` is `shape`, every
-        other member kept, as zarr-python's resize writes it; one atomic replacement, conditional on
-        an object store on the version read here. StoreError when the stored shape is no longer
-        `stored` (another writer resized the array): nothing is written then."""
-        document = self.document_of(stored)
-        document["shape"] = list(shape)
-        self.store.set(self.document_key, json.dumps(document, indent=2).encode())
+    def publish_shape(self, document: dict, shape: tuple[int, ...]) -> None:
+        """Replace the array's document (zarr.json, .zarray) by `document` (document_of's) with
+        `shape`, every other member kept, as zarr-python's resize writes it; one atomic
+        replacement, conditional on an object store on the version document_of read."""
+        self.store.set(self.document_key, json.dumps({**document, "shape": list(shape)}, indent=2).encode())
 
     def document_of(self, stored: tuple[int, ...]) -> dict:
         """The array's document as stored now, checked to hold shape `stored` (StoreError

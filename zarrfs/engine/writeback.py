@@ -307,20 +307,20 @@ class WriteBack:
             try:
                 # a reader of the store sees the old array or the new one: growing, the records
                 # are stored before the shape that shows them; shrinking, the shape that hides the
-                # chunks goes first (zarr-python's resize does the same)
-                if shape[:1] < self.stored_shape[:1]:
-                    self._publish_shape(source, shape)
-                elif shape != self.stored_shape:  # no record goes where another writer's are
-                    source.document_of(self.stored_shape)
+                # chunks goes first (zarr-python's resize does the same). The document is read
+                # once, before either: no record goes where another writer's are
+                document = source.document_of(self.stored_shape) if shape != self.stored_shape else None
+                if document is not None and shape[:1] < self.stored_shape[:1]:
+                    self._publish_shape(source, document, shape)
                 source.publish(staged)
-                if shape != self.stored_shape:
-                    self._publish_shape(source, shape)
+                if document is not None and shape != self.stored_shape:
+                    self._publish_shape(source, document, shape)
             finally:
                 self._forget_shard_indices()  # stored shards may have changed, even on failure
                 self.shared.version += 1
 
-    def _publish_shape(self, source: StoreChunks, shape: tuple[int, ...]) -> None:
-        source.publish_shape(self.stored_shape, shape)
+    def _publish_shape(self, source: StoreChunks, document: dict, shape: tuple[int, ...]) -> None:
+        source.publish_shape(document, shape)
         self.stored_shape = shape
 
     def take_batch(self, whole_only: bool = False) -> None:
