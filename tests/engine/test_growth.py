@@ -13,7 +13,7 @@ from zarrfs.engine import growth
 from zarrfs.engine.array import open_array
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.engine.flat_file import RawFile
-from zarrfs.errors import OutOfBoundsError
+from zarrfs.errors import MetadataError, OutOfBoundsError
 from zarrfs.nodes.documents import read_metadata
 from zarrfs.stores.contract import Capabilities
 from zarrfs.stores.local import LocalStore
@@ -121,6 +121,21 @@ def test_a_document_another_writer_replaced_meanwhile_is_read_again_not_overwrit
     document = json.loads(store.get("zarr.json"))
     assert (document["shape"], document["attributes"]) == ([5, ROW], {"other": 1})
     assert np.frombuffer(open_raw_file(store, writable=False).read(0, 100), "<i2").tolist() == rows(0, 5).ravel().tolist()
+
+
+@pytest.mark.parametrize("document", [b'{"shape": [3, ', b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"],
+                         ids=["not-json", "nested-too-deeply"])
+def test_a_document_that_is_no_json_object_stores_nothing_and_names_its_key(document):
+    """The growth's document read back as any document is (its depth guard): one error naming
+    the key, which the write-back logs in one line, and nothing of the batch stored."""
+    store, raw = memory_file(3)
+    store.other_writer("zarr.json", document)
+    before = {key: store.get(key) for key, _ in store.files("")}
+    raw.write(3 * ROW * 2, rows(3, 2).tobytes(), grow=True)
+    with pytest.raises(MetadataError, match=r"^zarr\.json: not valid JSON .*: the new shape is not stored$"):
+        raw.flush()
+    assert {key: store.get(key) for key, _ in store.files("")} == before
+    assert raw.array.dirty and raw.size == 5 * ROW * 2  # kept for the next flush
 
 
 def test_what_cannot_grow(tmp_path):

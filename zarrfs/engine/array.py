@@ -543,7 +543,7 @@ def open_array(store: Store, path: str, meta: ArrayMetadata, cache: ChunkCache) 
         chain.check_grid(meta.chunk_shape, where)
     shared = Shared(name=path or "/", cache=cache)
     cache_key = (next(_cache_namespaces),)  # never reused, unlike id(): no stale chunks of another array
-    return Array(meta.shape, meta.chunk_shape, chain, StoreChunks(store, path, meta, chain.stored_limit()), shared,
+    return Array(meta.shape, meta.chunk_shape, chain, StoreChunks(store, path, meta, where, chain.stored_limit()), shared,
                  cache_key)
 
 

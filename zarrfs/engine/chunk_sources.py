@@ -5,7 +5,6 @@ no special code. Both carry the capabilities of the store beneath them (stores/c
 
 import bisect
 import errno
-import json
 import logging
 import math
 import threading
@@ -23,12 +22,12 @@ from zarrfs.codecs.stored_bytes import BytesLike
 from zarrfs.engine import read_budget
 from zarrfs.engine.shard_spans import NOT_COVERED, Spans
 from zarrfs.errors import CorruptChunkError, MetadataError, StoreError, ValueChangedError
-from zarrfs.format.v3 import ArrayMetadata
+from zarrfs.format.v3 import ArrayMetadata, dump_document, load_document
 from zarrfs.geometry import flat_index
+from zarrfs.stores import bounded_get
 from zarrfs.stores.contract import Capabilities, Staged, Store
 
 log = logging.getLogger(__name__)
-MAX_DOCUMENT = 16 << 20  # bytes of an array's document read back to change its shape
 SPAN_CHUNKS = 1024  # inner chunks one span may cover: small chunks coalesce too, within bounded work
 Runs = tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]  # (index, starts, sizes, run ids) in stored order
 
@@ -68,11 +67,11 @@ class ChunkSource(Protocol):
 class StoreChunks:
     """The chunks of an array stored as values of a store, named by the chunk key encoding."""
 
-    def __init__(self, store: Store, path: str, meta: ArrayMetadata, limit: int | None = None):
+    def __init__(self, store: Store, path: str, meta: ArrayMetadata, document_key: str, limit: int | None = None):
         self.store = store
         self.prefix = f"{path}/" if path else ""
         self.encoding = meta.chunk_key_encoding
-        self.document_key = self.prefix + ("zarr.json" if meta.zarr_format == 3 else ".zarray")
+        self.document_key = document_key  # zarr.json or .zarray: its shape changes as the array grows
         # the most bytes a stored chunk can hold (CodecChain.stored_limit): a server that sends
         # more for one chunk is refused before its bytes are taken (Store contract)
         self.limit = limit
@@ -139,20 +138,20 @@ class StoreChunks:
         """Replace the array's document (zarr.json, .zarray) by `document` (document_of's) with
         `shape`, every other member kept, as zarr-python's resize writes it; one atomic
         replacement, conditional on an object store on the version document_of read."""
-        self.store.set(self.document_key, json.dumps({**document, "shape": list(shape)}, indent=2).encode())
+        self.store.set(self.document_key, dump_document({**document, "shape": list(shape)}))
 
     def document_of(self, stored: tuple[int, ...]) -> dict:
         """The array's document as stored now, checked to hold shape `stored` (StoreError
         otherwise: another writer resized the array, and rows written for the shape this
-        mount knows would land on its records)."""
-        raw = self.store.get_versioned(self.document_key, limit=MAX_DOCUMENT)[0]
+        mount knows would land on its records). A document that is no JSON object raises
+        MetadataError naming it; either way nothing of the batch is stored."""
+        raw = self.store.get_versioned(self.document_key, limit=bounded_get.DOCUMENT_LIMIT)[0]
         try:
-            document = json.loads(bytes(raw)) if raw is not None else None
-        except ValueError as e:
-            raise StoreError(f"{self.document_key}: not valid JSON ({e}): the new shape is not stored",
-                             errno.EIO) from None
-        if not isinstance(document, dict) or document.get("shape") != list(stored):
-            found = document.get("shape") if isinstance(document, dict) else None
+            document = None if raw is None else load_document(bytes(raw), self.document_key)
+        except MetadataError as e:
+            raise MetadataError(f"{e}: the new shape is not stored") from None
+        if document is None or document.get("shape") != list(stored):
+            found = None if document is None else document.get("shape")
             raise StoreError(f"{self.document_key}: shape {found} where this mount stored {list(stored)} (another "
                              f"writer changed the array): the records appended here are kept, not stored",
                              errno.EIO)
