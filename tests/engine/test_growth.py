@@ -2,6 +2,7 @@
 record held, truncate as zarr-python's resize, and the order in which a new shape is stored."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -136,6 +137,29 @@ def test_a_document_that_is_no_json_object_stores_nothing_and_names_its_key(docu
         raw.flush()
     assert {key: store.get(key) for key, _ in store.files("")} == before
     assert raw.array.dirty and raw.size == 5 * ROW * 2  # kept for the next flush
+
+
+@pytest.mark.parametrize("listing", [True, False], ids=["listed", "not-listed"])
+def test_a_shrink_deletes_the_chunks_stored_past_the_end_and_no_other(listing):
+    """A shrink of a large, mostly empty array takes the chunks past the end from a listing: one
+    DELETE each for those stored, none for the rest of the grid (every one where the store has
+    no listing); and chunks written there and not stored yet are dropped, never stored."""
+    store = MemoryStore(replace(REMOTE, listing=listing))
+    store.set("zarr.json", json.dumps(array_doc([1000, ROW], "int16", [2, ROW], fill_value=-1)).encode())
+    raw = open_raw_file(store)
+    for row in (0, 1, 2, 997):
+        raw.write(row * ROW * 2, rows(row, 1).tobytes())
+    raw.flush()
+    raw.write(600 * ROW * 2, rows(600, 1).tobytes())  # not stored yet
+    deleted = []
+    stage = store.stage
+    store.stage = lambda key, data: (deleted.append(key) if data is None else None, stage(key, data))[1]
+    raw.truncate(1 * ROW * 2)
+    assert sorted(deleted) == (["c/1/0", "c/498/0"] if listing else sorted(f"c/{i}/0" for i in range(1, 500)))
+    assert sorted(key for key, _ in store.files("")) == ["c/0/0", "zarr.json"]
+    assert json.loads(store.get("zarr.json"))["shape"] == [1, ROW]
+    raw.truncate(1000 * ROW * 2)  # nothing written comes back
+    assert np.frombuffer(raw.read(0, 1000 * ROW * 2), "<i2").tolist() == [0, 1, 2, 3] + [-1] * 999 * ROW
 
 
 def test_what_cannot_grow(tmp_path):

@@ -9,7 +9,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Callable, Protocol
 
@@ -127,6 +127,13 @@ class StoreChunks:
 
     def stage(self, coords: tuple[int, ...], data: BytesLike | None) -> Staged:
         return self.store.stage(self.key(coords), data)
+
+    def stored_keys(self) -> Iterator[str] | None:
+        """The keys, relative to the array, of every value stored under it (its chunks and
+        documents), from the store's listing; None where the store has none (HTTP)."""
+        if not self.store.capabilities.listing:
+            return None
+        return (relative for relative, _ in self.store.files(self.prefix.rstrip("/")))
 
     def publish(self, staged: Sequence[Staged]) -> None:
         self.store.publish(staged)

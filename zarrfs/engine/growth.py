@@ -13,7 +13,9 @@ import math
 
 import numpy as np
 
+from zarrfs.engine import holes
 from zarrfs.engine.array import Array
+from zarrfs.engine.chunk_sources import StoreChunks
 from zarrfs.geometry import grid_shape, regular
 
 MAX_RECORD = 64 << 20  # bytes of one record: a partial one is held in memory until completed
@@ -52,15 +54,15 @@ def truncate(array: Array, length: int) -> None:
     low, high = min(old, length), max(old, length)
     rows = array.chunk_shape[0]
     edge_end = min(high, -(-low // rows) * rows)  # the end of the chunk row holding the new or old end
+    first, stop = -(-low // rows), -(-high // rows)
+    past = _stored_in(array, high, first, stop, shrink=length < old)  # listed before anything changes
     if length > old:
         array.resize((length, *array.shape[1:]))
     if low < edge_end:
         _fill(array, low, edge_end if length > old else min(edge_end, old))
-    first, stop = -(-low // rows), -(-high // rows)
-    count = (stop - first) * math.prod(grid_shape(array.shape[1:], array.chunk_shape[1:]))
-    # a grown region that large is left as stored (only a crash leaves chunks there)
-    past = _chunks_in(array, first, stop) if length < old or count <= MAX_CLEARED else set()
     with array.shared.lock:
+        if length < old:  # written here and not stored: dropped (deleted too if a flush is storing it)
+            past |= array.write_back.drop_from(first)
         array.write_back.delete(past)
     if length < old:
         array.resize((length, *array.shape[1:]))
@@ -74,7 +76,18 @@ def _fill(array: Array, start: int, stop: int) -> None:
     array.write(box, np.full((stop - start, *array.shape[1:]), array.spec.fill_value, array.dtype))
 
 
-def _chunks_in(array: Array, first: int, stop: int) -> set[tuple[int, ...]]:
-    """Coordinates of every chunk (shard) whose index along dimension 0 is in [first, stop)."""
-    others = grid_shape(array.shape[1:], array.chunk_shape[1:])
-    return {(i, *rest) for i in range(first, stop) for rest in np.ndindex(*others)}
+def _stored_in(array: Array, high: int, first: int, stop: int, shrink: bool) -> set[tuple[int, ...]]:
+    """Coordinates of the chunks (shards) stored whose index along dimension 0 is in [first,
+    stop), of the grid `high` records long: from one listing of the array's values (a shrink of
+    a large sparse array deletes only what is there). Where the store has no listing, every
+    chunk of those rows; for a grown region, none past MAX_CLEARED of them (only a crash leaves
+    chunks there)."""
+    grid = grid_shape((high, *array.shape[1:]), array.chunk_shape)
+    source = array.source
+    keys = source.stored_keys() if isinstance(source, StoreChunks) else None
+    if keys is not None:
+        found = (holes.coords_of(key, source.encoding, grid) for key in keys)
+        return {c for c in found if c is not None and first <= c[0] < stop}
+    if not shrink and (stop - first) * math.prod(grid[1:]) > MAX_CLEARED:
+        return set()
+    return {(i, *rest) for i in range(first, stop) for rest in np.ndindex(*grid[1:])}

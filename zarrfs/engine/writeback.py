@@ -456,16 +456,25 @@ class WriteBack:
         """The array's shape is now `shape`: stored with the next flush."""
         self.shape = shape
 
+    def drop_from(self, first: int) -> set[tuple[int, ...]]:
+        """A shrink: what is written of chunks (shards) at index `first` or more along dimension
+        0 is dropped, never stored. Returns those a flush is storing now, to delete after it."""
+        self._drop({c for c in (*self._dirty, *self._dirty_shards) if c[0] >= first})
+        return {c for c in (*self._flushing, *self._flushing_shards) if c[0] >= first}
+
     def delete(self, coords: set[tuple[int, ...]]) -> None:
         """Chunks (shards) wholly past a changed end: what is written of them is dropped, and the
         next flush deletes them from the store."""
+        self._drop(coords)
+        self._deleted |= coords
+
+    def _drop(self, coords: set[tuple[int, ...]]) -> None:
         for c in coords:
             chunk = self._dirty.pop(c, None)
             if chunk is not None:
                 self.shared.dirty_nbytes -= chunk.nbytes
             self._dirty_shards.discard(c)
             self._written_whole.discard(c)
-        self._deleted |= coords
 
 
 _pool: ThreadPoolExecutor | None = None
