@@ -318,12 +318,7 @@ class ShardChunks:
         in the order they are stored (shard_spans.py); the runs are cut once per index."""
         if self._runs is None or self._runs[0] is not index:
             self._runs = (index, *stored_runs(index, self.spans.span_bytes, self.spans.span_chunks))
-        _, starts, sizes, ids = self._runs
-        i = int(np.searchsorted(starts, offset))
-        if i == len(starts) or int(starts[i]) != offset:
-            return []
-        lo, hi = bisect.bisect_left(ids, ids[i]), bisect.bisect_right(ids, ids[i])
-        return list(zip(starts[lo:hi].tolist(), sizes[lo:hi].tolist(), strict=True))
+        return run_at(*self._runs[1:], offset)
 
     def read_many(self, coords_list: list[tuple[int, ...]], max_bytes: int) -> Fetched:
         """{coords: encoded bytes, or None if empty} for inner chunks, up to max_bytes of them,
@@ -392,3 +387,13 @@ def stored_runs(index: np.ndarray, span_bytes: int, span_chunks: int = SPAN_CHUN
         ids.append(run)
         end, count = start + size, count + 1
     return starts, sizes, ids
+
+
+def run_at(starts: np.ndarray, sizes: np.ndarray, ids: list[int], offset: int) -> list[tuple[int, int]]:
+    """(offset, nbytes) of the chunks of the run (stored_runs') that the chunk stored at `offset`
+    belongs to, in stored order; [] when no chunk is stored there."""
+    i = int(np.searchsorted(starts, offset))
+    if i == len(starts) or int(starts[i]) != offset:
+        return []
+    lo, hi = bisect.bisect_left(ids, ids[i]), bisect.bisect_right(ids, ids[i])
+    return list(zip(starts[lo:hi].tolist(), sizes[lo:hi].tolist(), strict=True))
