@@ -19,6 +19,7 @@ import tensorstore
 import zarr
 from zarr.codecs import ZstdCodec
 
+from core import core_of
 from mounting import kill_9_with_open, mounted, wait_for
 
 RECORD = (3, 5)  # each record: a 3 x 5 plane of int32, 60 bytes
@@ -231,6 +232,27 @@ def test_a_partial_record_at_close_is_saved_not_stored(tmp_path):
     assert len(saved) == 1 and saved[0].read_bytes() == tail
     manifest = json.loads((saved[0].parent / "recovery.json").read_text())
     assert manifest["partial_record"]["offset"] == 3 * RECORD_BYTES
+
+
+def test_an_unmount_with_a_handle_open_and_a_partial_record_pending_saves_its_bytes(tmp_path):
+    """Unmounted while a descriptor still holds a partial record (no close came): the whole
+    records are stored, the partial one's bytes saved in the recovery directory with one log
+    line, and the array counted as not stored (the daemon exits non-zero)."""
+    root = tmp_path / "g.zarr"
+    make(root, "v3-zstd", count=2)
+    tail = records(3, 1).tobytes()[:17]
+    with core_of(root, tmp_path, "grow=all") as c:
+        fh = c.open("/frames.bin", os.O_WRONLY)
+        c.pwrite(fh, records(2, 1).tobytes() + tail, 2 * RECORD_BYTES)
+    lines = [line for line in c.log().splitlines() if "never completed" in line]
+    assert len(lines) == 1 and lines[0].startswith("ERROR") and "frames: 17 bytes of a record never completed " \
+        "(records are 60 bytes) were not stored; saved in " in lines[0]
+    assert c.fs.unstored == ["frames"]
+    assert np.array_equal(stored(root), records(0, 3))
+    saved = list((tmp_path / "core.recovery").glob("*/partial-record.bin"))
+    assert len(saved) == 1 and saved[0].read_bytes() == tail and str(saved[0].parent) in lines[0]
+    manifest = json.loads((saved[0].parent / "recovery.json").read_text())
+    assert (manifest["partial_record"]["offset"], manifest["pieces"]) == (3 * RECORD_BYTES, [])
 
 
 def test_kill_9_while_appending_leaves_the_old_or_the_new_array(tmp_path):
