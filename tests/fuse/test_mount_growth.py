@@ -125,6 +125,33 @@ def test_which_arrays_grow(tmp_path):
     assert zarr.open_array(str(root / "marked")).shape == (3, 3)
 
 
+def test_nczarr_before_4_9_marks_unlimited_dimensions_in_its_zgroup_and_zarray(tmp_path):
+    """NCZarr before 4.9 wrote `_nczarr_group` into .zgroup and `_nczarr_array` into .zarray,
+    not into the attributes: read from the documents as parsed, the marked array grows."""
+    root = tmp_path / "g.zarr"
+    group = zarr.open_group(str(root), mode="w", zarr_format=2)
+    for name in ("marked", "fixed"):
+        group.create_array(name, shape=(2, 3), chunks=(1, 3), dtype="<i2")[:] = 1
+    zgroup = json.loads((root / ".zgroup").read_text())
+    zgroup["_nczarr_group"] = {"dims": {"time": {"size": 2, "unlimited": 1}, "y": 3}}
+    (root / ".zgroup").write_text(json.dumps(zgroup))
+    for name, dims in (("marked", ["/time", "/y"]), ("fixed", ["/y", "/y"])):
+        zarray = json.loads((root / name / ".zarray").read_text())
+        zarray["_nczarr_array"] = {"dimrefs": dims}
+        (root / name / ".zarray").write_text(json.dumps(zarray))
+    row = np.array([5, 6, 7], "<i2").tobytes()
+    with core_of(root, tmp_path) as c:
+        fh = c.open("/marked.bin", os.O_WRONLY)
+        assert c.pwrite(fh, row, 12) == 6
+        c.close(fh)
+        fh = c.open("/fixed.bin", os.O_WRONLY)
+        with pytest.raises(OSError) as info:
+            c.pwrite(fh, row, 12)
+        assert info.value.errno == errno.EFBIG
+        c.close(fh)
+    assert zarr.open_array(str(root / "marked"))[:].tolist() == [[1, 1, 1], [1, 1, 1], [5, 6, 7]]
+
+
 @pytest.mark.parametrize("kind", ["v3-zstd", "v3-sharded", "v2-zstd"])
 def test_truncate_to_whole_records(tmp_path, kind):
     """truncate shrinks dimension 0 (chunks past the end deleted, the edge chunk's old values
