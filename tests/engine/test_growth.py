@@ -2,6 +2,7 @@
 record held, truncate as zarr-python's resize, and the order in which a new shape is stored."""
 
 import json
+import threading
 from dataclasses import replace
 
 import numpy as np
@@ -160,6 +161,37 @@ def test_a_shrink_deletes_the_chunks_stored_past_the_end_and_no_other(listing):
     assert json.loads(store.get("zarr.json"))["shape"] == [1, ROW]
     raw.truncate(1000 * ROW * 2)  # nothing written comes back
     assert np.frombuffer(raw.read(0, 1000 * ROW * 2), "<i2").tolist() == [0, 1, 2, 3] + [-1] * 999 * ROW
+
+
+def test_the_size_of_a_file_being_written_is_answered_while_a_write_waits_for_the_store():
+    """stat of an open NAME.bin (file_size) takes no lock: a write holds the array's lock while
+    it reads an edge chunk from the store, and a stat must not wait for that GET."""
+    store, raw = memory_file(3)
+    raw.write(3 * ROW * 2, rows(3, 1).tobytes()[:5], grow=True)  # a partial record pending
+    raw.array.forget_stored()  # the edge chunk is read from the store again
+    in_get, release = threading.Event(), threading.Event()
+    get_versioned = store.get_versioned
+
+    def slow_get(key, *args, **kwargs):
+        if key.startswith("c/"):
+            in_get.set()
+            assert release.wait(60)
+        return get_versioned(key, *args, **kwargs)
+
+    store.get_versioned = slow_get
+    writer = threading.Thread(target=raw.write, args=(0, np.array([9], "<i2").tobytes()))  # its chunk is read
+    writer.start()
+    try:
+        assert in_get.wait(60)
+        sizes = []
+        stat = threading.Thread(target=lambda: sizes.append(raw.file_size))
+        stat.start()
+        stat.join(60)  # bounded: with the lock taken, it would wait for the GET, released only below
+        assert sizes == [3 * ROW * 2 + 5]
+    finally:
+        release.set()
+        writer.join()
+    assert raw.read(0, 4) == np.array([9, 1], "<i2").tobytes()
 
 
 def test_what_cannot_grow(tmp_path):

@@ -197,8 +197,7 @@ class OpenArrays:
         one log line: its unstored chunks when `chunks`, and the bytes of a partial record
         pending, which the file drops (it shows whole records again)."""
         raw = opened.raw
-        with raw.array.shared.lock:
-            pending, raw.pending = raw.pending, b""
+        pending = raw.take_pending()
         if not (chunks or pending):
             return
         name = opened.node.path or "/"
