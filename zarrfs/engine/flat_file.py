@@ -272,8 +272,8 @@ class RawFile:
             raise
 
     def truncate(self, length: int) -> None:
-        """The file becomes `length` bytes, a whole number of records (growth.truncate): stored
-        at once. Pending bytes of a partial record are dropped."""
+        """The file becomes `length` bytes, a whole number of records (growth.truncate), stored
+        by the caller's next flush. Pending bytes of a partial record are dropped."""
         record = growth.record_nbytes(self.array)
         self.take_pending()
         growth.truncate(self.array, length // record)

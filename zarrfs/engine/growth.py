@@ -4,8 +4,8 @@ A record is one index of dimension 0: the product of the other dimensions times 
 A write past the end of the flat file appends the whole records it completes (RawFile.write with
 `grow`); the bytes of a record not yet complete wait in the file's `pending` bytes until a later
 write completes it, and are never stored. truncate() makes dimension 0 a given number of records,
-as zarr-python's resize does. Either way the new shape reaches the store with the chunks
-(writeback.py): growing, the records before the shape that shows them; shrinking, the shape
+as zarr-python's resize does; the mount stores it at once, by its own write-back of the array
+(OpenArrays.flush). Either way the new shape reaches the store with the chunks (writeback.py): growing, the records before the shape that shows them; shrinking, the shape
 first. So a reader of the store sees the old array or the new one.
 """
 
@@ -44,7 +44,8 @@ def why_fixed(array: Array) -> str | None:
 
 
 def truncate(array: Array, length: int) -> None:
-    """Dimension 0 becomes `length` and is stored at once, as zarr-python's resize does: chunks
+    """Dimension 0 becomes `length`, stored by the caller's flush (the mount's, at once), as
+    zarr-python's resize does: chunks
     (shards) wholly past a shrunk end are deleted and the edge chunk is re-encoded with the fill
     value past the end, so a later growth shows no old values; a grown region stores nothing, and
     chunks a crash left in it (records stored without the shape that shows them) are deleted."""
@@ -66,7 +67,6 @@ def truncate(array: Array, length: int) -> None:
         array.write_back.delete(past)
     if length < old:
         array.resize((length, *array.shape[1:]))
-    array.flush()
     array.forget_stored()  # chunks cached past the end are stale once it moves back
 
 

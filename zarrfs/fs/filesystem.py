@@ -606,7 +606,7 @@ class FileSystem:
         opened.raw.truncate(length)
         opened.mtime = time.time()
         self.writes += 1
-        self.arrays.flush(opened)  # a new shape is stored at once (and shown: _reshaped)
+        self.arrays.flush(opened)  # the only write-back of the new shape: stored at once (and shown: _reshaped)
 
     def _grows(self, handle: Handle) -> bool:
         """Writes through this handle may append records: NAME.bin of an array that grows."""
