@@ -452,9 +452,12 @@ class WriteBack:
 
     # a changed shape (growth.py), under shared.lock
 
-    def reshaped(self, shape: tuple[int, ...]) -> None:
-        """The array's shape is now `shape`: stored with the next flush."""
+    def reshaped(self, shape: tuple[int, ...], stored: bool = False) -> None:
+        """The array's shape is now `shape`: stored with the next flush; `stored`, a shard
+        view's, clipped anew at the array's edge, which no document of its own holds."""
         self.shape = shape
+        if stored:
+            self.stored_shape = shape
 
     def drop_from(self, first: int) -> set[tuple[int, ...]]:
         """A shrink: what is written of chunks (shards) at index `first` or more along dimension

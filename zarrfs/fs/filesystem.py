@@ -561,7 +561,7 @@ class FileSystem:
             refuse(errno.ESTALE, self.node_of(fh))
         file = handle.file
         if self._grows(handle):  # past the end: records appended (growth.py)
-            written = handle.array.raw.write(offset, data, grow=True)
+            written = file.write(offset, data, grow=True)
         else:
             if offset >= file.size:
                 refuse(errno.EFBIG, self.node_of(fh))  # the size never changes

@@ -38,7 +38,9 @@ class OpenArray:
     stored_version: int = 0  # on a remote store: its stored values' fingerprint when opened
     retired: bool = False  # the array was deleted or moved through the mount: its handles are stale
     paths: set = field(default_factory=set)  # the files showing it that were opened: their kernel caches
-    grows: bool | None = None  # False once a write past its end was refused (logged once)
+    # whether NAME.bin's writes and truncates change dimension 0: decided at the first of them
+    # (FileSystem._growing), None until then; a marked array that cannot grow is logged then, once
+    grows: bool | None = None
     shown_shape: tuple = ()  # the shape its node's metadata shows: a write-back that stores another tells
 
     def __post_init__(self):
