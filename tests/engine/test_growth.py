@@ -1,6 +1,7 @@
 """engine/growth.py and RawFile's appends, in process: records appended past the end, a partial
 record held, truncate as zarr-python's resize, and the order in which a new shape is stored."""
 
+import errno
 import json
 import threading
 from dataclasses import replace
@@ -15,7 +16,7 @@ from zarrfs.engine import growth
 from zarrfs.engine.array import open_array
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.engine.flat_file import RawFile
-from zarrfs.errors import MetadataError, OutOfBoundsError
+from zarrfs.errors import MetadataError, OutOfBoundsError, StoreError
 from zarrfs.nodes.documents import read_metadata
 from zarrfs.stores.contract import Capabilities
 from zarrfs.stores.local import LocalStore
@@ -197,6 +198,23 @@ def test_the_size_of_a_file_being_written_is_answered_while_a_write_waits_for_th
         release.set()
         writer.join()
     assert raw.read(0, 4) == np.array([9, 1], "<i2").tobytes()
+
+
+def test_an_append_whose_write_fails_leaves_the_shape_size_and_pending_bytes_as_they_were():
+    """The records an append completes are written after dimension 0 grows; when that write
+    fails (the edge chunk cannot be read), the shape goes back and the file is as before it."""
+    store, raw = memory_file(3)
+    raw.write(3 * ROW * 2, rows(3, 1).tobytes()[:5], grow=True)
+    raw.array.forget_stored()  # the edge chunk (rows 2-3) is read from the store again
+    store.fail("get", "c/1/0", error=StoreError("cannot read 'c/1/0': connection reset", errno.EIO))
+    with pytest.raises(StoreError, match="c/1/0"):
+        raw.write(3 * ROW * 2 + 5, rows(3, 2).tobytes()[5:], grow=True)
+    assert (raw.array.shape, raw.size, raw.pending) == ((3, ROW), 3 * ROW * 2, rows(3, 1).tobytes()[:5])
+    assert not raw.array.dirty and raw.array.write_back.shape == (3, ROW)
+    raw.write(3 * ROW * 2 + 5, rows(3, 2).tobytes()[5:], grow=True)  # the same append, again
+    raw.flush()
+    assert np.frombuffer(open_raw_file(store, writable=False).read(0, 100), "<i2").tolist() == \
+        rows(0, 5).ravel().tolist()
 
 
 def test_what_cannot_grow(tmp_path):
