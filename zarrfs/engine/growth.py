@@ -84,8 +84,7 @@ def _stored_in(array: Array, high: int, first: int, stop: int, shrink: bool) -> 
     chunks there)."""
     grid = grid_shape((high, *array.shape[1:]), array.chunk_shape)
     source = array.source
-    keys = source.stored_keys() if isinstance(source, StoreChunks) else None
-    if keys is not None:
+    if isinstance(source, StoreChunks) and (keys := source.stored_keys()) is not None:
         found = (holes.coords_of(key, source.encoding, grid) for key in keys)
         return {c for c in found if c is not None and first <= c[0] < stop}
     if not shrink and (stop - first) * math.prod(grid[1:]) > MAX_CLEARED:
