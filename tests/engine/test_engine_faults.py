@@ -159,6 +159,6 @@ def test_one_batch_of_whole_chunks_holds_at_most_its_bytes_at_the_most_each_chun
     meta = parse_object(array_doc([64], "uint8", [1]), "a")
     for i in range(64):
         store.set(f"a/c/{i}", b"x")
-    got = StoreChunks(store, "a", meta, limit=1000).read_many([(i,) for i in range(64)], 10_000)
+    got = StoreChunks(store, "a", meta, "a/zarr.json", limit=1000).read_many([(i,) for i in range(64)], 10_000)
     assert sorted(got) == [(i,) for i in range(10)]
-    assert len(StoreChunks(store, "a", meta).read_many([(i,) for i in range(64)], 10_000)) == 64
+    assert len(StoreChunks(store, "a", meta, "a/zarr.json").read_many([(i,) for i in range(64)], 10_000)) == 64

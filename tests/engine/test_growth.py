@@ -1,18 +1,24 @@
 """engine/growth.py and RawFile's appends, in process: records appended past the end, a partial
 record held, truncate as zarr-python's resize, and the order in which a new shape is stored."""
 
+import errno
 import json
+import threading
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import zarr
 
+from helpers import array_doc, open_raw_file
+from servers.memory_store import MemoryStore
 from zarrfs.engine import growth
 from zarrfs.engine.array import open_array
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.engine.flat_file import RawFile
-from zarrfs.errors import OutOfBoundsError
+from zarrfs.errors import MetadataError, OutOfBoundsError, StoreError
 from zarrfs.nodes.documents import read_metadata
+from zarrfs.stores.contract import Capabilities
 from zarrfs.stores.local import LocalStore
 
 ROW = 4  # int16 elements a record: 8 bytes
@@ -65,11 +71,150 @@ def test_a_growth_waits_for_the_shards_an_early_write_back_leaves_out(tmp_path):
 def test_truncate_shrinks_as_resize_and_grows_with_the_fill_value(tmp_path, options):
     raw = raw_file(tmp_path, count=7, **options)
     raw.truncate(3 * ROW * 2)
+    raw.flush()  # as the mount's truncate does
     assert stored_shape(tmp_path) == [3, ROW]
     raw.truncate(6 * ROW * 2)  # the old rows 3-5 must not come back
+    raw.flush()
     grown = zarr.open_array(str(tmp_path / "s.zarr"))[...]
     assert np.array_equal(grown[:3], rows(0, 3)) and (grown[3:] == -1).all()
     assert raw.read(0, 1000) == grown.tobytes()
+
+
+REMOTE = Capabilities(remote=True, conditional_writes=True, listing=True)
+
+
+def memory_file(count: int, capabilities: Capabilities = REMOTE) -> tuple[MemoryStore, RawFile]:
+    """Records 0..count-1 of int16s in chunks of 2 records, on a store in memory."""
+    store = MemoryStore(capabilities)
+    store.set("zarr.json", json.dumps(array_doc([count, ROW], "int16", [2, ROW], fill_value=-1)).encode())
+    raw = open_raw_file(store)
+    raw.write(0, rows(0, count).tobytes())
+    raw.flush()
+    return store, raw
+
+
+@pytest.mark.parametrize("grow", [True, False], ids=["grow", "shrink"])
+def test_a_commit_that_changes_the_shape_reads_the_document_once(grow):
+    """The document read to check the stored shape is the one the new shape is written into:
+    one GET and one (conditional) PUT a commit, not a second GET."""
+    store, raw = memory_file(7)
+    store.reads.clear()
+    if grow:
+        raw.write(7 * ROW * 2, rows(7, 2).tobytes(), grow=True)
+        raw.flush()
+    else:
+        raw.truncate(3 * ROW * 2)
+        raw.flush()
+    assert [key for key, _ in store.reads if key == "zarr.json"] == ["zarr.json"]
+    assert json.loads(store.get("zarr.json"))["shape"] == [9 if grow else 3, ROW]
+
+
+def test_a_document_another_writer_replaced_meanwhile_is_read_again_not_overwritten():
+    """The new shape's PUT is conditional on the version of the one read: another writer's
+    change between them (an attribute) is a conflict, and the flush done again keeps it."""
+    store, raw = memory_file(3)
+    publish = store.publish
+
+    def publish_then_another_writer(staged):
+        publish(staged)
+        if any(key.startswith("c/") for key, _ in staged) and "other" not in store.get("zarr.json").decode():
+            store.other_writer("zarr.json", json.dumps(array_doc([3, ROW], "int16", [2, ROW], fill_value=-1,
+                                                                 attributes={"other": 1})).encode())
+
+    store.publish = publish_then_another_writer
+    raw.write(3 * ROW * 2, rows(3, 2).tobytes(), grow=True)
+    raw.flush()
+    document = json.loads(store.get("zarr.json"))
+    assert (document["shape"], document["attributes"]) == ([5, ROW], {"other": 1})
+    assert np.frombuffer(open_raw_file(store, writable=False).read(0, 100), "<i2").tolist() == rows(0, 5).ravel().tolist()
+
+
+@pytest.mark.parametrize("document", [b'{"shape": [3, ', b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"],
+                         ids=["not-json", "nested-too-deeply"])
+def test_a_document_that_is_no_json_object_stores_nothing_and_names_its_key(document):
+    """The growth's document read back as any document is (its depth guard): one error naming
+    the key, which the write-back logs in one line, and nothing of the batch stored."""
+    store, raw = memory_file(3)
+    store.other_writer("zarr.json", document)
+    before = {key: store.get(key) for key, _ in store.files("")}
+    raw.write(3 * ROW * 2, rows(3, 2).tobytes(), grow=True)
+    with pytest.raises(MetadataError, match=r"^zarr\.json: not valid JSON .*: the new shape is not stored$"):
+        raw.flush()
+    assert {key: store.get(key) for key, _ in store.files("")} == before
+    assert raw.array.dirty and raw.size == 5 * ROW * 2  # kept for the next flush
+
+
+@pytest.mark.parametrize("listing", [True, False], ids=["listed", "not-listed"])
+def test_a_shrink_deletes_the_chunks_stored_past_the_end_and_no_other(listing):
+    """A shrink of a large, mostly empty array takes the chunks past the end from a listing: one
+    DELETE each for those stored, none for the rest of the grid (every one where the store has
+    no listing); and chunks written there and not stored yet are dropped, never stored."""
+    store = MemoryStore(replace(REMOTE, listing=listing))
+    store.set("zarr.json", json.dumps(array_doc([1000, ROW], "int16", [2, ROW], fill_value=-1)).encode())
+    raw = open_raw_file(store)
+    for row in (0, 1, 2, 997):
+        raw.write(row * ROW * 2, rows(row, 1).tobytes())
+    raw.flush()
+    raw.write(600 * ROW * 2, rows(600, 1).tobytes())  # not stored yet
+    deleted = []
+    stage = store.stage
+    store.stage = lambda key, data: (deleted.append(key) if data is None else None, stage(key, data))[1]
+    raw.truncate(1 * ROW * 2)
+    raw.flush()
+    assert sorted(deleted) == (["c/1/0", "c/498/0"] if listing else sorted(f"c/{i}/0" for i in range(1, 500)))
+    assert sorted(key for key, _ in store.files("")) == ["c/0/0", "zarr.json"]
+    assert json.loads(store.get("zarr.json"))["shape"] == [1, ROW]
+    raw.truncate(1000 * ROW * 2)  # nothing written comes back
+    raw.flush()
+    assert np.frombuffer(raw.read(0, 1000 * ROW * 2), "<i2").tolist() == [0, 1, 2, 3] + [-1] * 999 * ROW
+
+
+def test_the_size_of_a_file_being_written_is_answered_while_a_write_waits_for_the_store():
+    """stat of an open NAME.bin (file_size) takes no lock: a write holds the array's lock while
+    it reads an edge chunk from the store, and a stat must not wait for that GET."""
+    store, raw = memory_file(3)
+    raw.write(3 * ROW * 2, rows(3, 1).tobytes()[:5], grow=True)  # a partial record pending
+    raw.array.forget_stored()  # the edge chunk is read from the store again
+    in_get, release = threading.Event(), threading.Event()
+    get_versioned = store.get_versioned
+
+    def slow_get(key, *args, **kwargs):
+        if key.startswith("c/"):
+            in_get.set()
+            assert release.wait(60)
+        return get_versioned(key, *args, **kwargs)
+
+    store.get_versioned = slow_get
+    writer = threading.Thread(target=raw.write, args=(0, np.array([9], "<i2").tobytes()))  # its chunk is read
+    writer.start()
+    try:
+        assert in_get.wait(60)
+        sizes = []
+        stat = threading.Thread(target=lambda: sizes.append(raw.file_size))
+        stat.start()
+        stat.join(60)  # bounded: with the lock taken, it would wait for the GET, released only below
+        assert sizes == [3 * ROW * 2 + 5]
+    finally:
+        release.set()
+        writer.join()
+    assert raw.read(0, 4) == np.array([9, 1], "<i2").tobytes()
+
+
+def test_an_append_whose_write_fails_leaves_the_shape_size_and_pending_bytes_as_they_were():
+    """The records an append completes are written after dimension 0 grows; when that write
+    fails (the edge chunk cannot be read), the shape goes back and the file is as before it."""
+    store, raw = memory_file(3)
+    raw.write(3 * ROW * 2, rows(3, 1).tobytes()[:5], grow=True)
+    raw.array.forget_stored()  # the edge chunk (rows 2-3) is read from the store again
+    store.fail("get", "c/1/0", error=StoreError("cannot read 'c/1/0': connection reset", errno.EIO))
+    with pytest.raises(StoreError, match="c/1/0"):
+        raw.write(3 * ROW * 2 + 5, rows(3, 2).tobytes()[5:], grow=True)
+    assert (raw.array.shape, raw.size, raw.pending) == ((3, ROW), 3 * ROW * 2, rows(3, 1).tobytes()[:5])
+    assert not raw.array.dirty and raw.array.write_back.shape == (3, ROW)
+    raw.write(3 * ROW * 2 + 5, rows(3, 2).tobytes()[5:], grow=True)  # the same append, again
+    raw.flush()
+    assert np.frombuffer(open_raw_file(store, writable=False).read(0, 100), "<i2").tolist() == \
+        rows(0, 5).ravel().tolist()
 
 
 def test_what_cannot_grow(tmp_path):

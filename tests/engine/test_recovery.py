@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import zarr
 
-from zarrfs.engine import recovery
+from zarrfs.engine import growth, recovery
 from zarrfs.errors import ZarrfsError
 from zarrfs.stores.local import LocalStore
 
@@ -63,3 +63,28 @@ def test_a_partial_record_is_kept_for_a_person_not_replayed(tmp_path):
     with pytest.raises(ZarrfsError, match="partial-record.bin holds 2 bytes of a record never completed, from byte 16"):
         recovery.replay(saved, recovery.load(saved), LocalStore(str(root)))
     assert (tmp_path / "recovery").exists() and zarr.open_array(str(root / "a"), mode="r").shape == (4,)
+
+
+def test_a_piece_outside_the_array_is_refused_and_nothing_written(tmp_path):
+    root, _ = saved_piece(tmp_path)
+    document = json.loads((root / "a" / "zarr.json").read_text())
+    saved = recovery.save([str(tmp_path / "recovery")], str(root), "a", document,
+                          [((slice(0, 1), slice(0, 1)), np.ones((1, 1), "<i4"), None)])  # two dimensions, of one
+    with pytest.raises(ZarrfsError, match="^a: a saved piece lies outside the array$"):
+        recovery.replay(saved, recovery.load(saved), LocalStore(str(root)))
+    assert not list((root / "a").rglob("c/*"))
+
+
+def test_records_past_dimension_0_of_an_array_that_cannot_grow_are_refused(tmp_path):
+    """A piece past the stored end of an array whose records are too large to grow (as a mount
+    would have refused the append): the replay names why, and writes nothing."""
+    root = tmp_path / "data.zarr"
+    zarr.open_array(str(root / "a"), mode="w", shape=(1, growth.MAX_RECORD + 1), chunks=(1, 1 << 20), dtype="u1")
+    document = json.loads((root / "a" / "zarr.json").read_text())
+    saved = recovery.save([str(tmp_path / "recovery")], str(root), "a", document,
+                          [((slice(0, 2), slice(0, 1)), np.ones((2, 1), "u1"), None)])
+    with pytest.raises(ZarrfsError, match=r"^a: saved records lie past dimension 0 \(2 > 1\), and the array cannot "
+                                          r"grow: its records are 67108865 bytes, more than the 67108864"):
+        recovery.replay(saved, recovery.load(saved), LocalStore(str(root)))
+    assert zarr.open_array(str(root / "a"), mode="r").shape == (1, growth.MAX_RECORD + 1)
+    assert not list((root / "a").rglob("c/*"))

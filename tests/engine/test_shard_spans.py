@@ -2,6 +2,7 @@
 requests, the same bytes, one read shared by the decodes that wait for it, bounded memory."""
 
 import threading
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from zarrfs.codecs.shard_format import EMPTY
 from zarrfs.engine import shard_spans
 from zarrfs.engine.array import open_array
 from zarrfs.engine.chunk_cache import ChunkCache
-from zarrfs.engine.chunk_sources import stored_runs
+from zarrfs.engine.chunk_sources import run_at, stored_runs
 from zarrfs.engine.flat_file import RawFile
 from zarrfs.engine.shard_spans import Spans
 from zarrfs.format.v3 import parse_document
@@ -40,6 +41,13 @@ def stream(store: MemoryStore, size: int, piece: int = 64 << 10, cache: ChunkCac
         pieces.append(raw.read(offset, piece))
         cache.ahead.settle(10)  # the decodes ahead keep up, as they do unless the machine is busy
     return b"".join(pieces)
+
+
+def run(spans: Spans, stored: list[tuple[int, int]], offset: int) -> Callable[[], list[tuple[int, int]]]:
+    """run() for Spans.read: the run of the chunk at `offset` among a shard's stored (offset,
+    nbytes), cut as ShardChunks cuts a shard's index (stored_runs)."""
+    index = np.array(stored, dtype="u8").reshape(-1, 2)
+    return lambda: run_at(*stored_runs(index, spans.span_bytes, spans.span_chunks), offset)
 
 
 @pytest.mark.parametrize("capabilities", [REMOTE, Capabilities()], ids=["remote", "local"])
@@ -95,7 +103,7 @@ def test_a_failed_read_reaches_every_waiter_and_the_next_read_tries_again():
 
     spans = Spans(1 << 20)
     with pytest.raises(OSError):
-        spans.read(0, 10, lambda: [(0, 10), (10, 10)], read_range)
+        spans.read(0, 10, run(spans, [(0, 10), (10, 10)], 0), read_range)
     assert spans.read(10, 10, lambda: [], read_range) == b"x" * 10
     assert attempts == [Range(0, 20), Range(10, 10)]
 
@@ -108,8 +116,9 @@ def test_spans_stop_at_a_gap_at_span_bytes_and_at_what_is_held():
         return b"\0" * r.length
 
     spans = Spans(max_held=600)  # spans of 300 bytes at most
-    spans.read(0, 100, lambda: [(0, 100), (100, 100), (250, 100)], read)  # a gap after 200
-    spans.read(1000, 100, lambda: [(1000, 100), (1100, 100), (1200, 100), (1300, 100)], read)
+    shard = [(0, 100), (100, 100), (250, 100), (1000, 100), (1100, 100), (1200, 100), (1300, 100)]
+    spans.read(0, 100, run(spans, shard, 0), read)  # a gap after 200
+    spans.read(1000, 100, run(spans, shard, 1000), read)
     assert calls == [Range(0, 200), Range(1000, 300)]
     spans.read(2000, 250, lambda: [], read)  # 200 + 300 + 250 > 600: the oldest span goes
     assert [(s.start, s.stop) for s in spans._spans] == [(1000, 1300)]  # the last one was taken whole
@@ -125,7 +134,7 @@ def test_a_span_no_decode_came_back_to_goes_after_a_while(monkeypatch):
     monkeypatch.setattr(shard_spans, "STALE", 0.0)
     spans = Spans(max_held=1200)
     read = lambda r: b"\0" * r.length  # noqa: E731
-    spans.read(0, 100, lambda: [(0, 100), (100, 100)], read)  # its second chunk is never read
+    spans.read(0, 100, run(spans, [(0, 100), (100, 100)], 0), read)  # its second chunk is never read
     assert len(spans._spans) == 1
     spans.read(1000, 100, lambda: [], read)
     assert not spans._spans  # the first one was read long enough ago, the second taken whole
@@ -143,11 +152,11 @@ def test_a_span_stops_before_chunks_another_span_already_brought():
     spans = Spans(max_held=1 << 20)
     spans.read(300, 100, lambda: [], read)  # the last chunk, taken: its span is gone
     assert not spans._spans
-    run = [(0, 100), (100, 100), (200, 100), (300, 100)]
-    spans.read(0, 100, lambda: run, read)
+    shard = [(0, 100), (100, 100), (200, 100), (300, 100)]
+    spans.read(0, 100, run(spans, shard, 0), read)
     assert calls == [Range(300, 100), Range(0, 300)]
     spans.forget()  # a new index: nothing is known to be brought any more
-    spans.read(0, 100, lambda: run, read)
+    spans.read(0, 100, run(spans, shard, 0), read)
     assert calls[-1] == Range(0, 400)
 
 
@@ -162,10 +171,11 @@ def test_a_request_takes_a_chunk_a_span_holds_and_spans_stop_before_what_it_read
 
     spans = Spans(max_held=1 << 20)
     assert spans.covered(0, 10) is shard_spans.NOT_COVERED
-    spans.read(0, 10, lambda: [(0, 10), (10, 10), (20, 10)], read)  # a span of three chunks
+    shard = [(0, 10), (10, 10), (20, 10), (30, 10), (40, 10), (50, 10)]
+    spans.read(0, 10, run(spans, shard[:3], 0), read)  # a span of three chunks (a run: the index says so)
     assert spans.covered(10, 10) == bytes(range(10, 20)) and calls == [Range(0, 30)]
     spans.brought([(40, 10)])  # a request read the chunk at 40 itself
-    spans.read(30, 10, lambda: [(30, 10), (40, 10), (50, 10)], read)
+    spans.read(30, 10, run(spans, shard[3:], 30), read)
     assert calls[-1] == Range(30, 10)
 
 
@@ -179,9 +189,9 @@ def test_a_run_is_read_whole_whichever_of_its_chunks_plans_first():
         return bytes(range(r.start, r.start + r.length))
 
     spans = Spans(max_held=1 << 20)
-    run = [(0, 10), (10, 10), (20, 10), (30, 10)]
-    assert spans.read(10, 10, lambda: run, read) == bytes(range(10, 20))
-    assert spans.read(0, 10, lambda: run, read) == bytes(range(10))
+    shard = [(0, 10), (10, 10), (20, 10), (30, 10)]
+    assert spans.read(10, 10, run(spans, shard, 10), read) == bytes(range(10, 20))
+    assert spans.read(0, 10, run(spans, shard, 0), read) == bytes(range(10))
     assert calls == [Range(0, 40)]
 
 

@@ -2,17 +2,20 @@
 handles, retiring an array that is deleted or moved, and the write-back at unmount."""
 
 import errno
+import json
 
 import numpy as np
 import pytest
 import zarr
 
-from helpers import make_store
+from helpers import array_doc, group_doc, make_store
+from servers.memory_store import MemoryStore
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.errors import RefusedError
 from zarrfs.fs.hierarchy import Hierarchy
 from zarrfs.fs.open_arrays import OpenArrays
 from zarrfs.fs.stored_usage import Usage
+from zarrfs.stores.contract import Capabilities
 from zarrfs.stores.local import LocalStore
 
 
@@ -90,3 +93,22 @@ def test_stop_ends_the_flusher_and_stores_every_write(root, tmp_path):
     arrays.close(opened)
     arrays.stop()
     assert stored(root) == [0, 1, 5, 6] and arrays.unstored == []
+
+
+def test_a_truncate_is_stored_by_the_tables_write_back_and_known_as_this_mounts_own(tmp_path):
+    """A truncate is stored by the table's flush (the mount's truncate asks it), the only
+    write-back of it: on a store other machines write, that flush takes the new stored values
+    as this mount's own, so the next look sees no other writer's change to drop caches for."""
+    store = MemoryStore(Capabilities(remote=True, conditional_writes=True, listing=True))
+    store.set("zarr.json", json.dumps(group_doc()).encode())
+    store.set("a/zarr.json", json.dumps(array_doc([4, 2], "int32", [2, 2])).encode())
+    arrays = OpenArrays(store, ChunkCache(1 << 20), Usage(store, lifetime=0), read_only=False, flush_interval=600.0,
+                        recovery_dir=str(tmp_path / "recovery"))
+    opened = arrays.open(Hierarchy(store).node("a"))
+    opened.raw.write(0, np.arange(8, dtype="<i4").tobytes())
+    arrays.flush(opened)
+    opened.paths.add("/a.bin")
+    opened.raw.truncate(3 * 8)
+    arrays.flush(opened)
+    assert json.loads(store.get("a/zarr.json"))["shape"] == [3, 2]
+    assert arrays.stored_change("a") == []

@@ -19,6 +19,7 @@ import tensorstore
 import zarr
 from zarr.codecs import ZstdCodec
 
+from core import core_of
 from mounting import kill_9_with_open, mounted, wait_for
 
 RECORD = (3, 5)  # each record: a 3 x 5 plane of int32, 60 bytes
@@ -124,6 +125,33 @@ def test_which_arrays_grow(tmp_path):
     assert zarr.open_array(str(root / "marked")).shape == (3, 3)
 
 
+def test_nczarr_before_4_9_marks_unlimited_dimensions_in_its_zgroup_and_zarray(tmp_path):
+    """NCZarr before 4.9 wrote `_nczarr_group` into .zgroup and `_nczarr_array` into .zarray,
+    not into the attributes: read from the documents as parsed, the marked array grows."""
+    root = tmp_path / "g.zarr"
+    group = zarr.open_group(str(root), mode="w", zarr_format=2)
+    for name in ("marked", "fixed"):
+        group.create_array(name, shape=(2, 3), chunks=(1, 3), dtype="<i2")[:] = 1
+    zgroup = json.loads((root / ".zgroup").read_text())
+    zgroup["_nczarr_group"] = {"dims": {"time": {"size": 2, "unlimited": 1}, "y": 3}}
+    (root / ".zgroup").write_text(json.dumps(zgroup))
+    for name, dims in (("marked", ["/time", "/y"]), ("fixed", ["/y", "/y"])):
+        zarray = json.loads((root / name / ".zarray").read_text())
+        zarray["_nczarr_array"] = {"dimrefs": dims}
+        (root / name / ".zarray").write_text(json.dumps(zarray))
+    row = np.array([5, 6, 7], "<i2").tobytes()
+    with core_of(root, tmp_path) as c:
+        fh = c.open("/marked.bin", os.O_WRONLY)
+        assert c.pwrite(fh, row, 12) == 6
+        c.close(fh)
+        fh = c.open("/fixed.bin", os.O_WRONLY)
+        with pytest.raises(OSError) as info:
+            c.pwrite(fh, row, 12)
+        assert info.value.errno == errno.EFBIG
+        c.close(fh)
+    assert zarr.open_array(str(root / "marked"))[:].tolist() == [[1, 1, 1], [1, 1, 1], [5, 6, 7]]
+
+
 @pytest.mark.parametrize("kind", ["v3-zstd", "v3-sharded", "v2-zstd"])
 def test_truncate_to_whole_records(tmp_path, kind):
     """truncate shrinks dimension 0 (chunks past the end deleted, the edge chunk's old values
@@ -144,8 +172,9 @@ def test_truncate_to_whole_records(tmp_path, kind):
         assert "not a whole number of 60-byte records" in m.settled_log()
     chunk_dir = root / "frames" / ("c" if kind.startswith("v3") else "")
     names = {p.relative_to(chunk_dir).as_posix() for p in chunk_dir.rglob("*") if p.is_file()}
-    assert not any(n.split("/" if kind.startswith("v3") else ".")[0] in ("2", "3") for n in names - {".zarray",
-                                                                                                    ".zattrs"})
+    rows = 4 if kind == "v3-sharded" else 2  # records a chunk (shard) holds
+    first = {int(n.split("/" if kind.startswith("v3") else ".")[0]) for n in names - {".zarray", ".zattrs"}}
+    assert first == set(range(-(-3 // rows)))  # those past 3 records deleted, none stored for the grown ones
 
 
 def appends_1000_records(root, tmp_path, compiler: str, source) -> None:
@@ -230,6 +259,27 @@ def test_a_partial_record_at_close_is_saved_not_stored(tmp_path):
     assert len(saved) == 1 and saved[0].read_bytes() == tail
     manifest = json.loads((saved[0].parent / "recovery.json").read_text())
     assert manifest["partial_record"]["offset"] == 3 * RECORD_BYTES
+
+
+def test_an_unmount_with_a_handle_open_and_a_partial_record_pending_saves_its_bytes(tmp_path):
+    """Unmounted while a descriptor still holds a partial record (no close came): the whole
+    records are stored, the partial one's bytes saved in the recovery directory with one log
+    line, and the array counted as not stored (the daemon exits non-zero)."""
+    root = tmp_path / "g.zarr"
+    make(root, "v3-zstd", count=2)
+    tail = records(3, 1).tobytes()[:17]
+    with core_of(root, tmp_path, "grow=all") as c:
+        fh = c.open("/frames.bin", os.O_WRONLY)
+        c.pwrite(fh, records(2, 1).tobytes() + tail, 2 * RECORD_BYTES)
+    lines = [line for line in c.log().splitlines() if "never completed" in line]
+    assert len(lines) == 1 and lines[0].startswith("ERROR") and "frames: 17 bytes of a record never completed " \
+        "(records are 60 bytes) were not stored; saved in " in lines[0]
+    assert c.fs.unstored == ["frames"]
+    assert np.array_equal(stored(root), records(0, 3))
+    saved = list((tmp_path / "core.recovery").glob("*/partial-record.bin"))
+    assert len(saved) == 1 and saved[0].read_bytes() == tail and str(saved[0].parent) in lines[0]
+    manifest = json.loads((saved[0].parent / "recovery.json").read_text())
+    assert (manifest["partial_record"]["offset"], manifest["pieces"]) == (3 * RECORD_BYTES, [])
 
 
 def test_kill_9_while_appending_leaves_the_old_or_the_new_array(tmp_path):

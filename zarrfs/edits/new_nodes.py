@@ -18,7 +18,7 @@ import numpy as np
 
 from zarrfs.errors import InvalidValueError, ZarrfsError
 from zarrfs.format.data_types import _NUMERIC
-from zarrfs.format.v3 import ArrayMetadata, GroupMetadata, load_document
+from zarrfs.format.v3 import ArrayMetadata, GroupMetadata, dump_document, load_document
 from zarrfs.fs.hierarchy import check_codecs
 from zarrfs.nodes import documents as nodes
 
@@ -46,8 +46,8 @@ def check_name(name: str) -> None:
 
 def group_documents(zarr_format: int) -> dict[str, bytes]:
     if zarr_format == 2:
-        return {nodes.ZGROUP: _dump({"zarr_format": 2})}
-    return {nodes.ZARR_JSON: _dump({"zarr_format": 3, "node_type": "group", "attributes": {}})}
+        return {nodes.ZGROUP: dump_document({"zarr_format": 2})}
+    return {nodes.ZARR_JSON: dump_document({"zarr_format": 3, "node_type": "group", "attributes": {}})}
 
 
 def default_chunks(shape: tuple[int, ...], itemsize: int, target: int = CHUNK_BYTES) -> list[int]:
@@ -119,7 +119,7 @@ def _v3(spec, shape, name, chunks, attributes, where) -> dict[str, bytes]:
            "attributes": attributes}
     if spec.get("dimension_names") is not None:
         doc["dimension_names"] = spec["dimension_names"]
-    return {nodes.ZARR_JSON: _dump(doc)}
+    return {nodes.ZARR_JSON: dump_document(doc)}
 
 
 def _v2(spec, shape, dtype, chunks, attributes, where) -> dict[str, bytes]:
@@ -134,7 +134,7 @@ def _v2(spec, shape, dtype, chunks, attributes, where) -> dict[str, bytes]:
     doc = {"zarr_format": 2, "shape": list(shape), "chunks": list(chunks), "dtype": dtype.str,
            "compressor": ZSTD_V2, "fill_value": 0 if fill is None else fill, "order": "C", "filters": None,
            "dimension_separator": "."}
-    return {nodes.ZARRAY: _dump(doc), nodes.ZATTRS: _dump(attributes)}
+    return {nodes.ZARRAY: dump_document(doc), nodes.ZATTRS: dump_document(attributes)}
 
 
 def check(documents: dict[str, bytes], where: str) -> ArrayMetadata:
@@ -171,10 +171,10 @@ def with_attributes(documents: dict[str, bytes], zarr_format: int, attributes: d
     """The node's documents to store for new attributes: v3 rewrites zarr.json (every other
     member kept as stored), v2 replaces .zattrs."""
     if zarr_format == 2:
-        return {nodes.ZATTRS: _dump(attributes)}
+        return {nodes.ZATTRS: dump_document(attributes)}
     doc = json.loads(documents[nodes.ZARR_JSON])
     doc["attributes"] = attributes
-    return {nodes.ZARR_JSON: _dump(doc)}
+    return {nodes.ZARR_JSON: dump_document(doc)}
 
 
 def attributes_of(documents: dict[str, bytes], zarr_format: int) -> dict:
@@ -231,7 +231,3 @@ def _inner_of(codecs: list):
 
 def _default_fill(name: str):
     return False if name == "bool" else [0.0, 0.0] if name.startswith("complex") else 0
-
-
-def _dump(doc: dict) -> bytes:
-    return (json.dumps(doc, indent=2) + "\n").encode()

@@ -9,7 +9,6 @@ write-back, a component (array.write_back, writeback.py).
 import functools
 import itertools
 import logging
-import math
 import threading
 import time
 from collections import OrderedDict
@@ -446,7 +445,8 @@ class Array:
                     del self._shards[coords]
                     continue
                 view = self._shards[coords]
-                view.shape = view.write_back.shape = view.write_back.stored_shape = self._shard_shape(coords)
+                view.shape = self._shard_shape(coords)
+                view.write_back.reshaped(view.shape, stored=True)
 
     def _open_shard(self, coords) -> "Array":
         shape = self._shard_shape(coords)
@@ -460,7 +460,7 @@ class Array:
                              sharding, key,
                              read_ranges=lambda ranges, expect=None: self.source.read_ranges(coords, ranges, expect),
                              capabilities=capabilities, spans_held=self.shared.cache.ahead.max_bytes,
-                             chunk_nbytes=math.prod(sharding.inner_chunk_shape) * self.dtype.itemsize)
+                             chunk_nbytes=sharding.inner_chain.spec.nbytes)
         return Array(shape, sharding.inner_chunk_shape, sharding.inner_chain, source,
                      self.shared, self.cache_key + (coords,))
 
@@ -543,7 +543,7 @@ def open_array(store: Store, path: str, meta: ArrayMetadata, cache: ChunkCache) 
         chain.check_grid(meta.chunk_shape, where)
     shared = Shared(name=path or "/", cache=cache)
     cache_key = (next(_cache_namespaces),)  # never reused, unlike id(): no stale chunks of another array
-    return Array(meta.shape, meta.chunk_shape, chain, StoreChunks(store, path, meta, chain.stored_limit()), shared,
+    return Array(meta.shape, meta.chunk_shape, chain, StoreChunks(store, path, meta, where, chain.stored_limit()), shared,
                  cache_key)
 
 

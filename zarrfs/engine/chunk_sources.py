@@ -5,12 +5,11 @@ no special code. Both carry the capabilities of the store beneath them (stores/c
 
 import bisect
 import errno
-import json
 import logging
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Callable, Protocol
 
@@ -23,12 +22,12 @@ from zarrfs.codecs.stored_bytes import BytesLike
 from zarrfs.engine import read_budget
 from zarrfs.engine.shard_spans import NOT_COVERED, Spans
 from zarrfs.errors import CorruptChunkError, MetadataError, StoreError, ValueChangedError
-from zarrfs.format.v3 import ArrayMetadata
+from zarrfs.format.v3 import ArrayMetadata, dump_document, load_document
 from zarrfs.geometry import flat_index
+from zarrfs.stores import bounded_get
 from zarrfs.stores.contract import Capabilities, Staged, Store
 
 log = logging.getLogger(__name__)
-MAX_DOCUMENT = 16 << 20  # bytes of an array's document read back to change its shape
 SPAN_CHUNKS = 1024  # inner chunks one span may cover: small chunks coalesce too, within bounded work
 Runs = tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]  # (index, starts, sizes, run ids) in stored order
 
@@ -68,11 +67,11 @@ class ChunkSource(Protocol):
 class StoreChunks:
     """The chunks of an array stored as values of a store, named by the chunk key encoding."""
 
-    def __init__(self, store: Store, path: str, meta: ArrayMetadata, limit: int | None = None):
+    def __init__(self, store: Store, path: str, meta: ArrayMetadata, document_key: str, limit: int | None = None):
         self.store = store
         self.prefix = f"{path}/" if path else ""
         self.encoding = meta.chunk_key_encoding
-        self.document_key = self.prefix + ("zarr.json" if meta.zarr_format == 3 else ".zarray")
+        self.document_key = document_key  # zarr.json or .zarray: its shape changes as the array grows
         # the most bytes a stored chunk can hold (CodecChain.stored_limit): a server that sends
         # more for one chunk is refused before its bytes are taken (Store contract)
         self.limit = limit
@@ -129,33 +128,37 @@ class StoreChunks:
     def stage(self, coords: tuple[int, ...], data: BytesLike | None) -> Staged:
         return self.store.stage(self.key(coords), data)
 
+    def stored_keys(self) -> Iterator[str] | None:
+        """The keys, relative to the array, of every value stored under it (its chunks and
+        documents), from the store's listing; None where the store has none (HTTP)."""
+        if not self.store.capabilities.listing:
+            return None
+        return (relative for relative, _ in self.store.files(self.prefix.rstrip("/")))
+
     def publish(self, staged: Sequence[Staged]) -> None:
         self.store.publish(staged)
 
     def discard(self, staged: Sequence[Staged]) -> None:
         self.store.discard(staged)
 
-    def publish_shape(self, stored: tuple[int, ...], shape: tuple[int, ...]) -> None:
-        """Replace the array's document (zarr.json, .zarray) by one whose `shape` is `shape`, every
-        other member kept, as zarr-python's resize writes it; one atomic replacement, conditional on
-        an object store on the version read here. StoreError when the stored shape is no longer
-        `stored` (another writer resized the array): nothing is written then."""
-        document = self.document_of(stored)
-        document["shape"] = list(shape)
-        self.store.set(self.document_key, json.dumps(document, indent=2).encode())
+    def publish_shape(self, document: dict, shape: tuple[int, ...]) -> None:
+        """Replace the array's document (zarr.json, .zarray) by `document` (document_of's) with
+        `shape`, every other member kept, as zarr-python's resize writes it; one atomic
+        replacement, conditional on an object store on the version document_of read."""
+        self.store.set(self.document_key, dump_document({**document, "shape": list(shape)}))
 
     def document_of(self, stored: tuple[int, ...]) -> dict:
         """The array's document as stored now, checked to hold shape `stored` (StoreError
         otherwise: another writer resized the array, and rows written for the shape this
-        mount knows would land on its records)."""
-        raw = self.store.get_versioned(self.document_key, limit=MAX_DOCUMENT)[0]
+        mount knows would land on its records). A document that is no JSON object raises
+        MetadataError naming it; either way nothing of the batch is stored."""
+        raw = self.store.get_versioned(self.document_key, limit=bounded_get.DOCUMENT_LIMIT)[0]
         try:
-            document = json.loads(bytes(raw)) if raw is not None else None
-        except ValueError as e:
-            raise StoreError(f"{self.document_key}: not valid JSON ({e}): the new shape is not stored",
-                             errno.EIO) from None
-        if not isinstance(document, dict) or document.get("shape") != list(stored):
-            found = document.get("shape") if isinstance(document, dict) else None
+            document = None if raw is None else load_document(bytes(raw), self.document_key)
+        except MetadataError as e:
+            raise MetadataError(f"{e}: the new shape is not stored") from None
+        if document is None or document.get("shape") != list(stored):
+            found = None if document is None else document.get("shape")
             raise StoreError(f"{self.document_key}: shape {found} where this mount stored {list(stored)} (another "
                              f"writer changed the array): the records appended here are kept, not stored",
                              errno.EIO)
@@ -315,12 +318,7 @@ class ShardChunks:
         in the order they are stored (shard_spans.py); the runs are cut once per index."""
         if self._runs is None or self._runs[0] is not index:
             self._runs = (index, *stored_runs(index, self.spans.span_bytes, self.spans.span_chunks))
-        _, starts, sizes, ids = self._runs
-        i = int(np.searchsorted(starts, offset))
-        if i == len(starts) or int(starts[i]) != offset:
-            return []
-        lo, hi = bisect.bisect_left(ids, ids[i]), bisect.bisect_right(ids, ids[i])
-        return list(zip(starts[lo:hi].tolist(), sizes[lo:hi].tolist(), strict=True))
+        return run_at(*self._runs[1:], offset)
 
     def read_many(self, coords_list: list[tuple[int, ...]], max_bytes: int) -> Fetched:
         """{coords: encoded bytes, or None if empty} for inner chunks, up to max_bytes of them,
@@ -389,3 +387,13 @@ def stored_runs(index: np.ndarray, span_bytes: int, span_chunks: int = SPAN_CHUN
         ids.append(run)
         end, count = start + size, count + 1
     return starts, sizes, ids
+
+
+def run_at(starts: np.ndarray, sizes: np.ndarray, ids: list[int], offset: int) -> list[tuple[int, int]]:
+    """(offset, nbytes) of the chunks of the run (stored_runs') that the chunk stored at `offset`
+    belongs to, in stored order; [] when no chunk is stored there."""
+    i = int(np.searchsorted(starts, offset))
+    if i == len(starts) or int(starts[i]) != offset:
+        return []
+    lo, hi = bisect.bisect_left(ids, ids[i]), bisect.bisect_right(ids, ids[i])
+    return list(zip(starts[lo:hi].tolist(), sizes[lo:hi].tolist(), strict=True))

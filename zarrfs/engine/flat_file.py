@@ -30,17 +30,38 @@ class RawFile:
         self.array = array
         self.writable = writable
         self.itemsize = array.dtype.itemsize
-        self.size = math.prod(array.shape) * self.itemsize  # of the array's elements: whole records
-        self.pending = b""  # appended bytes of a record not yet complete (growth.py), after `size`
+        # (bytes of the array's elements: whole records; appended bytes of a record not yet
+        # complete, after them: growth.py). One tuple, replaced whole: an append that completes
+        # a record moves its bytes from one to the other, and a reader without the lock sees
+        # both as of one moment (a size read between would pass the end, and a reader's page
+        # past it be zero-filled)
+        self._ends: tuple[int, bytes] = (math.prod(array.shape) * self.itemsize, b"")
         self.streams = Streams()  # sequential readers, whose next chunks are decoded ahead
 
     @property
+    def size(self) -> int:
+        """Bytes of the array's elements: whole records."""
+        return self._ends[0]
+
+    @property
+    def pending(self) -> bytes:
+        """Appended bytes of a record not yet complete, after `size` (growth.py)."""
+        return self._ends[1]
+
+    @property
     def file_size(self) -> int:
-        """The file's size as a writer appending to it sees it: whole records and a partial one,
-        taken together (an append that completes a record moves its bytes from one to the other:
-        a size read between would pass the end, and a reader's page past it be zero-filled)."""
+        """The file's size as a writer appending to it sees it: whole records and a partial one.
+        Taken without the lock, which writes hold while they decode edge chunks (a stat of the
+        file would wait for the store)."""
+        size, pending = self._ends
+        return size + len(pending)
+
+    def take_pending(self) -> bytes:
+        """The bytes of a partial record, dropped from the file (saved for recovery instead)."""
         with self.array.shared.lock:
-            return int(self.size + len(self.pending))
+            size, pending = self._ends
+            self._ends = (size, b"")
+        return pending
 
     def read(self, offset: int, size: int) -> bytes:
         """Bytes [offset, offset+size), short at the end of the file, b'' past it."""
@@ -235,7 +256,9 @@ class RawFile:
             whole = len(tail) - len(tail) % record
             if whole:
                 self._grow(size, tail[:whole], whole // record)
-            self.pending = bytes(tail[whole:])
+                self.resized(bytes(tail[whole:]))
+            else:
+                self._ends = (size, bytes(tail))
         return len(data)
 
     def _grow(self, size: int, records: memoryview, count: int) -> None:
@@ -247,20 +270,19 @@ class RawFile:
         except BaseException:  # nothing was written (writes check everything first): the shape goes back
             self.array.resize(old)
             raise
-        self.resized()
 
     def truncate(self, length: int) -> None:
-        """The file becomes `length` bytes, a whole number of records (growth.truncate): stored
-        at once. Pending bytes of a partial record are dropped."""
+        """The file becomes `length` bytes, a whole number of records (growth.truncate), stored
+        by the caller's next flush. Pending bytes of a partial record are dropped."""
         record = growth.record_nbytes(self.array)
-        with self.array.shared.lock:
-            self.pending = b""
+        self.take_pending()
         growth.truncate(self.array, length // record)
         self.resized()
 
-    def resized(self) -> None:
-        """The array's shape changed: the file's size and stored layout follow."""
-        self.size = math.prod(self.array.shape) * self.itemsize
+    def resized(self, pending: bytes = b"") -> None:
+        """The array's shape may have changed: the file's size and stored layout follow, and
+        `pending` is the partial record after its whole ones (in the same assignment)."""
+        self._ends = (math.prod(self.array.shape) * self.itemsize, pending)
         self.__dict__.pop("_stored_layout", None)
 
     def _write_bytes(self, offset: int, data: memoryview) -> int:

@@ -4,8 +4,8 @@ A record is one index of dimension 0: the product of the other dimensions times 
 A write past the end of the flat file appends the whole records it completes (RawFile.write with
 `grow`); the bytes of a record not yet complete wait in the file's `pending` bytes until a later
 write completes it, and are never stored. truncate() makes dimension 0 a given number of records,
-as zarr-python's resize does. Either way the new shape reaches the store with the chunks
-(writeback.py): growing, the records before the shape that shows them; shrinking, the shape
+as zarr-python's resize does; the mount stores it at once, by its own write-back of the array
+(OpenArrays.flush). Either way the new shape reaches the store with the chunks (writeback.py): growing, the records before the shape that shows them; shrinking, the shape
 first. So a reader of the store sees the old array or the new one.
 """
 
@@ -13,7 +13,9 @@ import math
 
 import numpy as np
 
+from zarrfs.engine import holes
 from zarrfs.engine.array import Array
+from zarrfs.engine.chunk_sources import StoreChunks
 from zarrfs.geometry import grid_shape, regular
 
 MAX_RECORD = 64 << 20  # bytes of one record: a partial one is held in memory until completed
@@ -42,7 +44,8 @@ def why_fixed(array: Array) -> str | None:
 
 
 def truncate(array: Array, length: int) -> None:
-    """Dimension 0 becomes `length` and is stored at once, as zarr-python's resize does: chunks
+    """Dimension 0 becomes `length`, stored by the caller's flush (the mount's, at once), as
+    zarr-python's resize does: chunks
     (shards) wholly past a shrunk end are deleted and the edge chunk is re-encoded with the fill
     value past the end, so a later growth shows no old values; a grown region stores nothing, and
     chunks a crash left in it (records stored without the shape that shows them) are deleted."""
@@ -52,19 +55,18 @@ def truncate(array: Array, length: int) -> None:
     low, high = min(old, length), max(old, length)
     rows = array.chunk_shape[0]
     edge_end = min(high, -(-low // rows) * rows)  # the end of the chunk row holding the new or old end
+    first, stop = -(-low // rows), -(-high // rows)
+    past = _stored_in(array, high, first, stop, shrink=length < old)  # listed before anything changes
     if length > old:
         array.resize((length, *array.shape[1:]))
     if low < edge_end:
         _fill(array, low, edge_end if length > old else min(edge_end, old))
-    first, stop = -(-low // rows), -(-high // rows)
-    count = (stop - first) * math.prod(grid_shape(array.shape[1:], array.chunk_shape[1:]))
-    # a grown region that large is left as stored (only a crash leaves chunks there)
-    past = _chunks_in(array, first, stop) if length < old or count <= MAX_CLEARED else set()
     with array.shared.lock:
+        if length < old:  # written here and not stored: dropped (deleted too if a flush is storing it)
+            past |= array.write_back.drop_from(first)
         array.write_back.delete(past)
     if length < old:
         array.resize((length, *array.shape[1:]))
-    array.flush()
     array.forget_stored()  # chunks cached past the end are stale once it moves back
 
 
@@ -74,7 +76,17 @@ def _fill(array: Array, start: int, stop: int) -> None:
     array.write(box, np.full((stop - start, *array.shape[1:]), array.spec.fill_value, array.dtype))
 
 
-def _chunks_in(array: Array, first: int, stop: int) -> set[tuple[int, ...]]:
-    """Coordinates of every chunk (shard) whose index along dimension 0 is in [first, stop)."""
-    others = grid_shape(array.shape[1:], array.chunk_shape[1:])
-    return {(i, *rest) for i in range(first, stop) for rest in np.ndindex(*others)}
+def _stored_in(array: Array, high: int, first: int, stop: int, shrink: bool) -> set[tuple[int, ...]]:
+    """Coordinates of the chunks (shards) stored whose index along dimension 0 is in [first,
+    stop), of the grid `high` records long: from one listing of the array's values (a shrink of
+    a large sparse array deletes only what is there). Where the store has no listing, every
+    chunk of those rows; for a grown region, none past MAX_CLEARED of them (only a crash leaves
+    chunks there)."""
+    grid = grid_shape((high, *array.shape[1:]), array.chunk_shape)
+    source = array.source
+    if isinstance(source, StoreChunks) and (keys := source.stored_keys()) is not None:
+        found = (holes.coords_of(key, source.encoding, grid) for key in keys)
+        return {c for c in found if c is not None and first <= c[0] < stop}
+    if not shrink and (stop - first) * math.prod(grid[1:]) > MAX_CLEARED:
+        return set()
+    return {(i, *rest) for i in range(first, stop) for rest in np.ndindex(*grid[1:])}

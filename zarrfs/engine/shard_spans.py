@@ -132,20 +132,19 @@ class Spans:
 
     def _plan(self, offset: int, nbytes: int, run: list[tuple[int, int]]) -> _Span | None:
         """A span over this chunk and the chunks of its run on either side of it that no span
-        covers and nothing brought; None when even this chunk does not fit in what a shard may hold."""
+        covers and nothing brought; None when even this chunk does not fit in what a shard may hold.
+        The run is contiguous and within span_bytes and span_chunks already (stored_runs cut it)."""
         now = time.monotonic()
         self._taken = [t for t in self._taken[-TAKEN:] if now - t[2] <= STALE]
         here = next((i for i, (start, _) in enumerate(run) if start == offset), None)
         start, stop, chunks = offset, offset + nbytes, 1
         if here is not None:
             for before, size in reversed(run[:here]):
-                if before + size != start or stop - before > self.span_bytes or chunks == self.span_chunks \
-                        or self._held(before, size):
+                if self._held(before, size):
                     break
                 start, chunks = before, chunks + 1
             for after, size in run[here + 1:]:
-                if after != stop or stop + size - start > self.span_bytes or chunks == self.span_chunks \
-                        or self._held(after, size):
+                if self._held(after, size):
                     break
                 stop, chunks = stop + size, chunks + 1
         if stop - start > self.max_held:

@@ -307,20 +307,20 @@ class WriteBack:
             try:
                 # a reader of the store sees the old array or the new one: growing, the records
                 # are stored before the shape that shows them; shrinking, the shape that hides the
-                # chunks goes first (zarr-python's resize does the same)
-                if shape[:1] < self.stored_shape[:1]:
-                    self._publish_shape(source, shape)
-                elif shape != self.stored_shape:  # no record goes where another writer's are
-                    source.document_of(self.stored_shape)
+                # chunks goes first (zarr-python's resize does the same). The document is read
+                # once, before either: no record goes where another writer's are
+                document = source.document_of(self.stored_shape) if shape != self.stored_shape else None
+                if document is not None and shape[:1] < self.stored_shape[:1]:
+                    self._publish_shape(source, document, shape)
                 source.publish(staged)
-                if shape != self.stored_shape:
-                    self._publish_shape(source, shape)
+                if document is not None and shape != self.stored_shape:
+                    self._publish_shape(source, document, shape)
             finally:
                 self._forget_shard_indices()  # stored shards may have changed, even on failure
                 self.shared.version += 1
 
-    def _publish_shape(self, source: StoreChunks, shape: tuple[int, ...]) -> None:
-        source.publish_shape(self.stored_shape, shape)
+    def _publish_shape(self, source: StoreChunks, document: dict, shape: tuple[int, ...]) -> None:
+        source.publish_shape(document, shape)
         self.stored_shape = shape
 
     def take_batch(self, whole_only: bool = False) -> None:
@@ -452,20 +452,32 @@ class WriteBack:
 
     # a changed shape (growth.py), under shared.lock
 
-    def reshaped(self, shape: tuple[int, ...]) -> None:
-        """The array's shape is now `shape`: stored with the next flush."""
+    def reshaped(self, shape: tuple[int, ...], stored: bool = False) -> None:
+        """The array's shape is now `shape`: stored with the next flush; `stored`, a shard
+        view's, clipped anew at the array's edge, which no document of its own holds."""
         self.shape = shape
+        if stored:
+            self.stored_shape = shape
+
+    def drop_from(self, first: int) -> set[tuple[int, ...]]:
+        """A shrink: what is written of chunks (shards) at index `first` or more along dimension
+        0 is dropped, never stored. Returns those a flush is storing now, to delete after it."""
+        self._drop({c for c in (*self._dirty, *self._dirty_shards) if c[0] >= first})
+        return {c for c in (*self._flushing, *self._flushing_shards) if c[0] >= first}
 
     def delete(self, coords: set[tuple[int, ...]]) -> None:
         """Chunks (shards) wholly past a changed end: what is written of them is dropped, and the
         next flush deletes them from the store."""
+        self._drop(coords)
+        self._deleted |= coords
+
+    def _drop(self, coords: set[tuple[int, ...]]) -> None:
         for c in coords:
             chunk = self._dirty.pop(c, None)
             if chunk is not None:
                 self.shared.dirty_nbytes -= chunk.nbytes
             self._dirty_shards.discard(c)
             self._written_whole.discard(c)
-        self._deleted |= coords
 
 
 _pool: ThreadPoolExecutor | None = None

@@ -82,6 +82,11 @@ def load_document(raw: bytes, where: str) -> dict:
     return doc
 
 
+def dump_document(doc: dict) -> bytes:
+    """A metadata document's bytes as zarrfs writes every one (zarr-python's layout: indented)."""
+    return (json.dumps(doc, indent=2) + "\n").encode()
+
+
 def parse_document(raw: bytes, where: str) -> GroupMetadata | ArrayMetadata:
     """Parse one zarr.json; `where` names it in every error."""
     return parse_object(load_document(raw, where), where)

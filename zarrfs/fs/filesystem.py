@@ -561,7 +561,7 @@ class FileSystem:
             refuse(errno.ESTALE, self.node_of(fh))
         file = handle.file
         if self._grows(handle):  # past the end: records appended (growth.py)
-            written = handle.array.raw.write(offset, data, grow=True)
+            written = file.write(offset, data, grow=True)
         else:
             if offset >= file.size:
                 refuse(errno.EFBIG, self.node_of(fh))  # the size never changes
@@ -606,7 +606,7 @@ class FileSystem:
         opened.raw.truncate(length)
         opened.mtime = time.time()
         self.writes += 1
-        self.arrays.flush(opened)  # a new shape is stored at once (and shown: _reshaped)
+        self.arrays.flush(opened)  # the only write-back of the new shape: stored at once (and shown: _reshaped)
 
     def _grows(self, handle: Handle) -> bool:
         """Writes through this handle may append records: NAME.bin of an array that grows."""

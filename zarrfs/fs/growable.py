@@ -9,10 +9,7 @@ grows with `grow=all` only. An array whose dimension 0 is stored as 0 (made to b
 as from a sidecar with shape [0, ...]) grows too.
 """
 
-import json
-
 from zarrfs.format.v3 import ArrayMetadata
-from zarrfs.nodes import documents as nodes
 
 ALL, MARKED, NONE = "all", "marked", "none"
 CHOICES = (ALL, MARKED, NONE)
@@ -37,19 +34,16 @@ def _unlimited(node, hierarchy) -> bool:
     group = hierarchy.node(group_path)
     if group is None or group.meta is None:
         return False
-    dims = _nczarr_group(group).get("dims") or _nczarr_group(group).get("dimensions")
+    described = _nczarr_group(group)
+    dims = described.get("dims") or described.get("dimensions")
     found = dims.get(name) if isinstance(dims, dict) else None
     return isinstance(found, dict) and str(found.get("unlimited", 0)) == "1"
 
 
 def _nczarr_group(group) -> dict:
-    """The group's `_nczarr_group`: in its attributes, or (NCZarr before 4.9) in .zgroup."""
-    described = group.meta.attributes.get("_nczarr_group")
-    if isinstance(described, dict):
-        return described
-    try:
-        document = json.loads(group.documents.get(nodes.ZGROUP, b"{}"))
-    except ValueError:
-        return {}
-    described = document.get("_nczarr_group") if isinstance(document, dict) else None
-    return described if isinstance(described, dict) else {}
+    """The group's `_nczarr_group`: in its attributes, or (NCZarr before 4.9) in .zgroup, the
+    group's document as read."""
+    for described in (group.meta.attributes.get("_nczarr_group"), group.meta.document.get("_nczarr_group")):
+        if isinstance(described, dict):
+            return described
+    return {}

@@ -38,7 +38,9 @@ class OpenArray:
     stored_version: int = 0  # on a remote store: its stored values' fingerprint when opened
     retired: bool = False  # the array was deleted or moved through the mount: its handles are stale
     paths: set = field(default_factory=set)  # the files showing it that were opened: their kernel caches
-    grows: bool | None = None  # False once a write past its end was refused (logged once)
+    # whether NAME.bin's writes and truncates change dimension 0: decided at the first of them
+    # (FileSystem._growing), None until then; a marked array that cannot grow is logged then, once
+    grows: bool | None = None
     shown_shape: tuple = ()  # the shape its node's metadata shows: a write-back that stores another tells
 
     def __post_init__(self):
@@ -183,51 +185,39 @@ class OpenArrays:
             if not any(a.raw.array.dirty for a in failed):
                 break
         for opened in failed:
-            self._save_unstored(opened)
+            self._save(opened, chunks=opened.raw.array.dirty)
+            self.unstored.append(opened.node.path or "/")
 
-    def _save_unstored(self, opened: OpenArray) -> None:
+    def save_partial(self, opened: OpenArray) -> None:
+        """The last handle closed with a partial record pending: its bytes are saved for
+        recovery (and logged), the file shows whole records again. Its chunks stay with the
+        write-back, which goes on storing them."""
+        self._save(opened, chunks=False)
+
+    def _save(self, opened: OpenArray, chunks: bool) -> None:
+        """What of `opened` is written and cannot be stored, saved for recovery (recovery.py) in
+        one log line: its unstored chunks when `chunks`, and the bytes of a partial record
+        pending, which the file drops (it shows whole records again)."""
+        raw = opened.raw
+        pending = raw.take_pending()
+        if not (chunks or pending):
+            return
         name = opened.node.path or "/"
         places = [self.recovery_dir, os.path.join(tempfile.gettempdir(), "zarrfs-recovery")]
-        raw = opened.raw
-        partial = (raw.size, raw.pending) if raw.pending else None
         try:
             saved = recovery.save(places, self.store.root, opened.node.path, opened.node.meta.document,
-                                  raw.array.unstored() if raw.array.dirty else [], partial)
+                                  raw.array.unstored() if chunks else [], (raw.size, pending) if pending else None)
         except OSError as e:
             log.critical("written data of %s could not be stored, and is lost: %s", name, e)
-            self.unstored.append(name)
             return
-        if not raw.array.dirty:  # only a record never completed: nothing else is lost
+        if not chunks:  # only a record never completed: nothing else is lost
             log.error("%s: %d bytes of a record never completed (records are %d bytes) were not stored; saved in %s",
-                      name, len(raw.pending), growth.record_nbytes(raw.array), saved)
-            raw.pending = b""
-            self.unstored.append(name)
+                      name, len(pending), growth.record_nbytes(raw.array), saved)
             return
         # an object store is reached again with the mount's options and credentials, never saved
         options = " -o OPTIONS (this mount's, in its environment)" if self.store.capabilities.remote else ""
         log.error("written data of %s could not be stored (%s); saved in %s: replay it with "
                   "`zarrfs-recover %s%s`", name, opened.error, saved, saved, options)
-        self.unstored.append(name)
-
-    def save_partial(self, opened: OpenArray) -> None:
-        """The last handle closed with a partial record pending: its bytes are saved for
-        recovery (and logged), the file shows whole records again."""
-        with opened.raw.array.shared.lock:
-            pending, opened.raw.pending = opened.raw.pending, b""
-        if not pending:
-            return
-        name = opened.node.path or "/"
-        record = growth.record_nbytes(opened.raw.array)
-        places = [self.recovery_dir, os.path.join(tempfile.gettempdir(), "zarrfs-recovery")]
-        try:
-            saved = recovery.save(places, self.store.root, opened.node.path, opened.node.meta.document, [],
-                                  (opened.raw.size, pending))
-        except OSError as e:
-            log.error("%s: closed with %d bytes of a record never completed (records are %d bytes), which are lost: "
-                      "%s", name, len(pending), record, e)
-            return
-        log.error("%s: closed with %d bytes of a record never completed (records are %d bytes): not stored; saved "
-                  "in %s", name, len(pending), record, saved)
 
     def _flusher(self) -> None:
         """Write-back: dirty chunks reach the store within a few seconds, or as soon as

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Iterable
 
 from zarrfs import names
-from zarrfs.format.v3 import load_document
+from zarrfs.format.v3 import dump_document, load_document
 from zarrfs.nodes.documents import ZARR_JSON, ZMETADATA
 
 log = logging.getLogger(__name__)
@@ -76,17 +76,13 @@ def rewritten(zarr_format: int, root_documents: dict[str, bytes], edit: Edit) ->
     ordered = sorted(_apply(entries, edit).items())
     if zarr_format == 3:
         member["metadata"] = {p: d[ZARR_JSON] for p, d in ordered if p}
-        return ZARR_JSON, _dump(doc)
+        return ZARR_JSON, dump_document(doc)
     member["metadata"] = {(f"{p}/{n}" if p else n): v for p, docs in ordered for n, v in docs.items()}
-    return ZMETADATA, _dump(doc)
+    return ZMETADATA, dump_document(doc)
 
 
 def entries_below(zarr_format: int, root_documents: dict[str, bytes], prefix: str) -> dict[str, dict[str, bytes]]:
     """The consolidated copy's documents of the node at `prefix` and every node below it."""
     found = _consolidated(zarr_format, root_documents)
     entries = found[2] if found is not None else {}
-    return {p: {n: _dump(v) for n, v in d.items()} for p, d in entries.items() if _below(p, prefix)}
-
-
-def _dump(doc: dict) -> bytes:
-    return (json.dumps(doc, indent=2) + "\n").encode()
+    return {p: {n: dump_document(v) for n, v in d.items()} for p, d in entries.items() if _below(p, prefix)}
