@@ -450,7 +450,9 @@ class IcechunkStore:
         self.check_writable(path)
         if self.stat(path) is None:
             raise StoreError(f"{self.path(path)}: no such node", errno.ENOENT)
-        self._run(self._store.delete_dir(path), path)
+        with self._writing:  # as publish: a commit merges the delete whole or not at all, and a crash keeps it
+            self._run(self._store.delete_dir(path), path)
+            self._save()
 
     def move_node(self, src: str, dst: str) -> None:
         """icechunk moves a node only in a rearrange session, which holds moves alone and is
