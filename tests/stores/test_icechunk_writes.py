@@ -38,3 +38,42 @@ def test_a_deleted_node_is_saved_against_a_crash(tmp_path):
     assert store.stat("a") is None
     # a crash now: the next mount takes back the saved fork, the delete in it
     assert branch_store(tmp_path / "repo", tmp_path / "recovery").stat("a") is None
+
+
+class CountingSaves:
+    """A SavedSession that counts its saves."""
+
+    def __init__(self, saved):
+        self.saved, self.saves = saved, 0
+        self.path, self.directory = saved.path, saved.directory
+
+    def save(self, fork):
+        self.saves += 1
+        self.saved.save(fork)
+
+    def load(self):
+        return self.saved.load()
+
+    def remove(self):
+        self.saved.remove()
+
+
+def test_a_new_array_of_many_chunks_is_written_and_saved_once(tmp_path):
+    import json
+
+    small_repository(tmp_path / "repo")
+    store = branch_store(tmp_path / "repo", tmp_path / "recovery")
+    counting = store._saved = CountingSaves(store._saved)
+    values = np.arange(64, dtype="<u1")
+    staging = store.begin_node("n")
+    for chunk in range(16):
+        store.set(f"{staging}/c/{chunk}", values[chunk * 4:chunk * 4 + 4].tobytes())
+    document = {"zarr_format": 3, "node_type": "array", "shape": [64], "data_type": "uint8",
+                "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+                "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+                "codecs": [{"name": "bytes"}], "fill_value": 0, "attributes": {}}
+    store.commit_node(staging, "n", {"zarr.json": json.dumps(document).encode()})
+    assert counting.saves == 1  # not once per chunk: a node of N chunks pickled the fork N + 1 times
+    taken_back = branch_store(tmp_path / "repo", tmp_path / "recovery")  # a crash now loses none of it
+    assert [taken_back.get(f"n/c/{chunk}") for chunk in range(16)] == \
+        [values[chunk * 4:chunk * 4 + 4].tobytes() for chunk in range(16)]

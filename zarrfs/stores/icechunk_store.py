@@ -414,14 +414,26 @@ class IcechunkStore:
         try:
             if self.stat(path) is not None:
                 raise StoreError(f"cannot create {self.path(path)}: something is stored there already", errno.EEXIST)
-            self.publish([self.stage(f"{path}/{name}" if path else name, data) for name, data in documents.items()])
-            if self._spill is not None:
-                for key, _ in self._spill.files(staging):
-                    data = self._spill.get(f"{staging}/{key}", limit=MAX_VALUE)
-                    if data is not None:
-                        self.publish([self.stage(f"{path}/{key}", data)])
+            # one write of the whole node, saved once: a commit merges all of it or none, and the saved
+            # fork holds it whole or not at all (icechunk takes a chunk only below an array it has:
+            # the documents go first, within the same write)
+            documents_staged = [StagedValue(f"{path}/{name}" if path else name, data) for name, data in documents.items()]
+            with self._writing:
+                self._run(self._publish(documents_staged), path)
+                for key, data in self._spilled_values(staging):
+                    self._run(self._store.set(f"{path}/{key}", _buffer(data)), f"{path}/{key}")
+                self._save()
         finally:
             self.abort_node(staging)
+
+    def _spilled_values(self, staging: str) -> Iterator[tuple[str, bytes]]:
+        """(key below the node, value) of each chunk kept on this machine for the node being made."""
+        if self._spill is None:
+            return
+        for key, _ in self._spill.files(staging):
+            data = self._spill.get(f"{staging}/{key}", limit=MAX_VALUE)
+            if data is not None:
+                yield key, data
 
     def abort_node(self, staging: str) -> None:
         self._staging.discard(staging)
