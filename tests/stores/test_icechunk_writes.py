@@ -77,3 +77,57 @@ def test_a_new_array_of_many_chunks_is_written_and_saved_once(tmp_path):
     taken_back = branch_store(tmp_path / "repo", tmp_path / "recovery")  # a crash now loses none of it
     assert [taken_back.get(f"n/c/{chunk}") for chunk in range(16)] == \
         [values[chunk * 4:chunk * 4 + 4].tobytes() for chunk in range(16)]
+
+
+class SlowCommitSession:
+    """icechunk's session whose commit answers late: after committing (`landed`), or before (not)."""
+
+    def __init__(self, session, landed: bool):
+        self._session, self._landed = session, landed
+
+    async def commit_async(self, message, **options):
+        import asyncio
+
+        if self._landed:
+            snapshot = await self._session.commit_async(message, **options)
+            await asyncio.sleep(60)  # the answer lost: cancelled at the store's timeout
+            return snapshot
+        await asyncio.sleep(60)
+        return await self._session.commit_async(message, **options)
+
+    def __getattr__(self, name):
+        return getattr(self._session, name)
+
+
+def write(store, value: int) -> None:
+    """Chunk a/c/0/0 of `a` all `value`."""
+    store.set("a/c/0/0", np.full((10, 10), value, "<i4").tobytes())
+
+
+def test_a_commit_that_landed_after_the_timeout_is_taken_as_landed(tmp_path):
+    repo, first = small_repository(tmp_path / "repo")
+    store = branch_store(tmp_path / "repo", tmp_path / "recovery", timeout=5.0)
+    write(store, 7)
+    store._session = SlowCommitSession(store._session, landed=True)
+    snapshot = store.commit("late")
+    head = repo.lookup_snapshot(repo.lookup_branch("main"))
+    assert (snapshot, head.message, head.parent_id) == (head.id, "late", first)
+    assert store.snapshot == snapshot and not store.changed()
+    write(store, 8)  # the store goes on from the landed snapshot: no conflict with its own commit
+    again = store.commit("after")
+    assert repo.lookup_snapshot(again).parent_id == snapshot
+
+
+def test_a_commit_that_timed_out_unlanded_is_the_timeout(tmp_path):
+    import errno
+
+    from zarrfs.errors import StoreError
+
+    repo, first = small_repository(tmp_path / "repo")
+    store = branch_store(tmp_path / "repo", tmp_path / "recovery", timeout=5.0)
+    write(store, 7)
+    store._session = SlowCommitSession(store._session, landed=False)
+    with pytest.raises(StoreError) as timed_out:
+        store.commit("late")
+    assert timed_out.value.errno == errno.ETIMEDOUT
+    assert repo.lookup_branch("main") == first and store.changed()

@@ -256,7 +256,33 @@ class IcechunkStore:
         if self.read_only or self._branch is None:
             self._refuse("")
         with self._writing:
-            return self._run(self._commit(message), "")
+            parent = self.snapshot
+            try:
+                return self._run(self._commit(message), "")
+            except StoreError as e:
+                if e.errno != errno.ETIMEDOUT:
+                    raise
+                landed = self._run(self._landed(parent, message), "")
+                if landed is None:
+                    raise
+                log.warning("%s: the commit had no answer within the timeout, but it landed: snapshot %s "
+                            "(its parent %s and message are this mount's)", self.root, landed, parent)
+                return landed
+
+    async def _landed(self, parent: str, message: str) -> str | None:
+        """After a commit cancelled at the timeout (icechunk may have finished it unseen): the
+        branch's head, taken as this commit when its parent is ours and its message ours (as
+        resend.py recognises a PUT that landed), with a fresh session from it; else None."""
+        assert self._branch is not None  # commit() refuses a store without a branch
+        repository, branch = self._branch
+        head = await repository.lookup_branch_async(branch)
+        if head == parent:
+            return None
+        info = await repository.lookup_snapshot_async(head)
+        if info.parent_id != parent or info.message != message:
+            return None
+        await self._next_session(repository, branch, head)
+        return str(head)
 
     async def _commit(self, message: str) -> str:
         from icechunk import BasicConflictSolver, ConflictError, RebaseFailedError, VersionSelection
