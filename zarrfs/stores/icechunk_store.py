@@ -18,6 +18,7 @@ changes. Moving a node is a commit of its own (icechunk's rearrange session), af
 writes before it.
 """
 
+import asyncio
 import errno
 import logging
 import os
@@ -53,6 +54,7 @@ MAX_VALUE = 1 << 31  # a whole value's size without a caller's limit: what one r
 # requests, and each more thread waiting on the loop costs the GIL (64 MiB on SeaweedFS at 5 ms
 # each way, in-process: 8 streamed 204-230 MB/s, 16 177-209, the file system's 64 158-176)
 STREAM_FETCHERS = 8
+SIZES_AT_ONCE = 64  # values' sizes asked of icechunk at once in a listing (each may be a manifest's fetch)
 
 
 class StagedValue(NamedTuple):
@@ -343,10 +345,11 @@ class IcechunkStore:
 
     async def _files(self, prefix: str) -> list[tuple[str, os.stat_result]]:
         below = f"{prefix.rstrip('/')}/" if prefix else ""
-        found = []
-        async for key in self._keys_below(below):
-            found.append((key[len(below):], self._file_stat(await self._store.getsize(key))))
-        return sorted(found)
+        keys = [key async for key in self._keys_below(below)]
+        sizes: list[int] = []
+        for start in range(0, len(keys), SIZES_AT_ONCE):  # one after another took a round trip each
+            sizes += await asyncio.gather(*(self._store.getsize(key) for key in keys[start:start + SIZES_AT_ONCE]))
+        return sorted((key[len(below):], self._file_stat(size)) for key, size in zip(keys, sizes))
 
     async def _keys_below(self, below: str) -> AsyncIterator[str]:
         """Every key starting with `below`. icechunk lists only a node's prefix: below an array's
@@ -375,8 +378,9 @@ class IcechunkStore:
         if not key:
             return self._directory_stat()
         self._check(key)
-        if await self._is_value(key):
-            return self._file_stat(await self._store.getsize(key))
+        size = await self._size(key)
+        if size is not None:
+            return self._file_stat(size)
         async for _ in self._store.list_dir(key):
             return self._directory_stat()
         return None
