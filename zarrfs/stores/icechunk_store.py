@@ -349,7 +349,7 @@ class IcechunkStore:
         sizes: list[int] = []
         for start in range(0, len(keys), SIZES_AT_ONCE):  # one after another took a round trip each
             sizes += await asyncio.gather(*(self._store.getsize(key) for key in keys[start:start + SIZES_AT_ONCE]))
-        return sorted((key[len(below):], self._file_stat(size)) for key, size in zip(keys, sizes))
+        return sorted((key[len(below):], self._file_stat(size)) for key, size in zip(keys, sizes, strict=True))
 
     async def _keys_below(self, below: str) -> AsyncIterator[str]:
         """Every key starting with `below`. icechunk lists only a node's prefix: below an array's
