@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from zarrfs.errors import StoreError
-from zarrfs.stores.async_loop import Loop
+from zarrfs.stores.async_loop import Loop, first_line
 from zarrfs.stores.contained import NEVER_FOLLOWED_INTO
 from zarrfs.stores.icechunk_saved import SavedSession
 from zarrfs.stores.icechunk_store import IcechunkStore
@@ -124,12 +124,7 @@ class IcechunkRepository:
 
     def _call(self, coroutine: Coroutine[Any, Any, T], what: str) -> T:
         """A call into icechunk: its errors are one line naming the repository and what was asked."""
-        try:
-            return self.loop.run(coroutine, f"{self.root}: {what}")
-        except StoreError:
-            raise
-        except Exception as e:  # icechunk's errors are of its own types, with multi-line reports
-            raise StoreError(f"{self.root}: {what}: {_first_line(e)}", _errno_of(e)) from None
+        return self.loop.call(coroutine, f"{self.root}: {what}", _errno_of)
 
     async def _resolve(self, name: str) -> Version | None:
         repository = self._repository
@@ -167,11 +162,6 @@ def _version(name: str, info: "SnapshotInfo") -> Version:
     return Version(name, info.id, info.parent_id, info.message, int(info.written_at.timestamp() * 1e9))
 
 
-def _first_line(error: Exception) -> str:
-    text = str(error).strip().splitlines()
-    return (text[0] if text else type(error).__name__)[:300]
-
-
 def _errno_of(error: Exception) -> int:
     said = str(error).lower()
     if "not found" in said or "does not exist" in said or "doesn't exist" in said:
@@ -202,7 +192,7 @@ def open_repository(source: str, root: str, timeout: float, s3: Mapping[str, Any
     except StoreError:
         raise
     except Exception as e:
-        raise StoreError(f"{root}: not an Icechunk repository that can be opened: {_first_line(e)}",
+        raise StoreError(f"{root}: not an Icechunk repository that can be opened: {first_line(e)}",
                          _errno_of(e)) from None
     return IcechunkRepository(source, root, repository, loop, remote=urlsplit(source).scheme != "")
 

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, TypeVar
 
 from zarrfs.byte_ranges import ByteRange, Range, Suffix
 from zarrfs.codecs.stored_bytes import BytesLike
-from zarrfs.errors import StoreError, ValueChangedError, ZarrfsError
-from zarrfs.stores.async_loop import Loop
+from zarrfs.errors import StoreError, ValueChangedError
+from zarrfs.stores.async_loop import Loop, first_line
 from zarrfs.stores.contained import key_parts
 from zarrfs.stores.contract import Capabilities, Staged, own_staged
 from zarrfs.stores.icechunk_saved import SavedSession
@@ -93,13 +93,8 @@ class IcechunkStore:
         return f"{self.root}/{key}" if key else self.root
 
     def _run(self, coroutine: Coroutine[Any, Any, T], key: str) -> T:
-        """A call on the loop; icechunk's own errors (multi-line reports) are one line naming the key."""
-        try:
-            return self._loop.run(coroutine, self.path(key))
-        except ZarrfsError:
-            raise
-        except Exception as e:
-            raise StoreError(f"{self.path(key)}: {_first_line(e)}", errno.EIO) from None
+        """A call on the loop; icechunk's own errors are one line naming the key."""
+        return self._loop.call(coroutine, self.path(key))
 
     # values
 
@@ -302,7 +297,7 @@ class IcechunkStore:
         except (ConflictError, RebaseFailedError) as e:
             kept = await self._keep_on_new_branch(repository, branch, message)
             raise StoreError(f"{self.root}: commit refused: another writer's commit on {branch} conflicts with it "
-                             f"({_first_line(e)}); nothing is lost: the changes are branch {kept}, where this mount "
+                             f"({first_line(e)}); nothing is lost: the changes are branch {kept}, where this mount "
                              f"commits from now on", errno.EBUSY) from None
         await self._next_session(repository, branch, snapshot)
         return snapshot
@@ -530,7 +525,3 @@ def _buffer(data: bytes) -> "Buffer":
 
     return default_buffer_prototype().buffer.from_bytes(data)
 
-
-def _first_line(error: Exception) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0][:300] if lines else type(error).__name__
