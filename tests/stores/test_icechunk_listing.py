@@ -65,6 +65,7 @@ def test_a_stat_asks_icechunk_once(tmp_path):
     watched = store._store = WatchedSessionStore(store._store)
     assert store.stat("a/c/2").st_size == 1
     assert watched.calls == ["getsize"]  # its size is its existence: exists() and getsize() were two
+    assert store.stat("a/c/9") is None  # icechunk's size of a chunk not written is 0: not a value
 
 
 def test_a_listing_asks_the_sizes_at_once_in_bounded_batches(tmp_path):

@@ -374,7 +374,7 @@ class IcechunkStore:
             return self._directory_stat()
         self._check(key)
         size = await self._size(key)
-        if size is not None:
+        if size or size == 0 and await self._is_value(key):  # icechunk says 0 for a chunk not written, too
             return self._file_stat(size)
         async for _ in self._store.list_dir(key):
             return self._directory_stat()
@@ -382,7 +382,8 @@ class IcechunkStore:
 
     async def _size(self, key: str) -> int | None:
         """A value's size from icechunk's snapshot or manifest (no request for the value itself);
-        None for no such value. One call where exists() and getsize() were two: a stream's every chunk."""
+        None for no such value. One call where exists() and getsize() were two: a stream's every chunk.
+        icechunk answers 0 for a chunk not written (of an array it has): 0 may be no value."""
         from icechunk import InvalidInputError, NotFoundError
 
         try:
@@ -416,7 +417,11 @@ class IcechunkStore:
 
     def remove_temporaries(self) -> int:
         """The nodes being made by this store (their chunks in `_spill_store`), given up: icechunk
-        stages nothing outside the session, and another mount's are its own (docs/icechunk.md)."""
+        stages nothing outside the session, and another mount's are its own (docs/icechunk.md).
+        A remote repository's store leaves them, as the contract has every remote store leave a
+        fresh staged node (one may be mid-creation): 0."""
+        if self.capabilities.remote:
+            return 0
         staging = list(self._staging)
         for name in staging:
             self.abort_node(name)
