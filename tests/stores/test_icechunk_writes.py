@@ -131,3 +131,33 @@ def test_a_commit_that_timed_out_unlanded_is_the_timeout(tmp_path):
         store.commit("late")
     assert timed_out.value.errno == errno.ETIMEDOUT
     assert repo.lookup_branch("main") == first and store.changed()
+
+
+def test_a_remote_repository_leaves_a_fresh_staged_node_at_remove_temporaries(seaweed, tmp_path, monkeypatch):
+    """The contract's rule for a remote store (store_contract.py,
+    test_remove_temporaries_finishes_interrupted_nodes), on a repository on S3."""
+    from servers.seaweed import BUCKET, USERS, unique_prefix
+    from zarrfs.stores.icechunk_repository import IcechunkChoice
+    from zarrfs.stores.source_url import RemoteOptions, open_source
+
+    prefix = unique_prefix("icechunk-staged")
+    key, secret, _ = USERS["admin"]
+    storage = icechunk.s3_storage(bucket=BUCKET, prefix=prefix, endpoint_url=seaweed.endpoint, allow_http=True,
+                                  force_path_style=True, region="us-east-1", access_key_id=key,
+                                  secret_access_key=secret)
+    session = icechunk.Repository.create(storage).writable_session("main")
+    zarr.group(session.store).create_group("g")
+    session.commit("g")
+    for name, value in seaweed.env().items():
+        if name.startswith("AWS_"):
+            monkeypatch.setenv(name, value)
+    store = open_source(seaweed.url(prefix), False, RemoteOptions(endpoint=seaweed.endpoint),
+                        icechunk=IcechunkChoice(forced=True), recovery_dir=str(tmp_path / "recovery")).store
+    try:
+        assert store.capabilities.remote
+        staging = store.begin_node("g/n")
+        store.publish([store.stage(f"{staging}/c/0", b"chunk")])
+        assert store.remove_temporaries() == 0
+        assert store.get(f"{staging}/c/0") == b"chunk" and store.list_dir("g") == ["zarr.json"]
+    finally:
+        store.close()
