@@ -1,5 +1,6 @@
 """What an Icechunk store asks of icechunk to stat and list (stores/icechunk_store.py): a stat
-one call, a listing's sizes asked at once in bounded batches."""
+one call, a listing's sizes asked at once in bounded batches; and which of icechunk's errors are
+ENOENT (stores/icechunk_repository.py)."""
 
 import asyncio
 import sys
@@ -77,3 +78,34 @@ def test_a_listing_asks_the_sizes_at_once_in_bounded_batches(tmp_path):
     assert sorted(files) == sorted(["zarr.json"] + [f"c/{i}" for i in range(150)])
     assert all(files[f"c/{i}"].st_size == 1 for i in range(150))
     assert watched.most == SIZES_AT_ONCE  # not one at a time, and never more than a batch
+
+
+@pytest.mark.parametrize("error, expected", [
+    ("RefNotFoundError", "ENOENT"), ("SnapshotNotFoundError", "ENOENT"),
+    ("StorageError", "EIO"), ("NodeNotFoundError", "EIO"), ("RepositoryNotFoundError", "EIO")])
+def test_only_a_missing_branch_tag_or_snapshot_is_enoent(tmp_path, error, expected):
+    """The kernel may keep an ENOENT: an error of the storage whose message says "not found" or
+    "does not exist" is EIO, one line."""
+    import errno
+
+    from zarrfs.errors import StoreError
+    from zarrfs.stores.icechunk_repository import open_repository
+
+    icechunk.Repository.create(icechunk.local_filesystem_storage(str(tmp_path / "repo")))
+    repository = open_repository(str(tmp_path / "repo"), str(tmp_path / "repo"), 30.0)
+
+    async def failing():
+        raise getattr(icechunk, error)("object chunks/X not found: the file does not exist\n\ncontext: ...")
+    with pytest.raises(StoreError) as caught:
+        repository._call(failing(), "@branch.main")
+    assert caught.value.errno == getattr(errno, expected)
+    assert str(caught.value).endswith("@branch.main: object chunks/X not found: the file does not exist")
+
+
+def test_a_branch_tag_or_snapshot_not_there_is_no_version(tmp_path):
+    icechunk.Repository.create(icechunk.local_filesystem_storage(str(tmp_path / "repo")))
+    from zarrfs.stores.icechunk_repository import open_repository
+
+    repository = open_repository(str(tmp_path / "repo"), str(tmp_path / "repo"), 30.0)
+    assert repository.version("@branch.nosuch") is None and repository.version("@tag.nosuch") is None
+    assert repository.version("@" + "Z" * 20) is None

@@ -163,10 +163,12 @@ def _version(name: str, info: "SnapshotInfo") -> Version:
 
 
 def _errno_of(error: Exception) -> int:
-    said = str(error).lower()
-    if "not found" in said or "does not exist" in said or "doesn't exist" in said:
-        return errno.ENOENT
-    return errno.EIO
+    """ENOENT for icechunk's own word that a branch, tag or snapshot is not there (the kernel may
+    keep it: a version's directory is then missing a while); EIO for anything else, whatever its
+    message says (an object of the storage not found is a broken repository, not a missing name)."""
+    from icechunk import RefNotFoundError, SnapshotNotFoundError
+
+    return errno.ENOENT if isinstance(error, (RefNotFoundError, SnapshotNotFoundError)) else errno.EIO
 
 
 def open_repository(source: str, root: str, timeout: float, s3: Mapping[str, Any] | None = None,
