@@ -1,5 +1,5 @@
 """The version directories of an Icechunk mount without FUSE (fs/versions.py): what each version's
-file system holds, and what letting one go gives back."""
+file system holds, and what letting one go gives back; a commit's refusals."""
 
 import os
 import sys
@@ -49,3 +49,30 @@ def test_a_version_let_go_frees_its_chunks_decoded_ahead_and_their_threads(tmp_p
         core.getattr(f"/@{snapshot}/a.bin")
     assert f"@{ids[0]}" not in core._shown
     assert ahead.nbytes == 0 and ahead.closed
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_commit_needs_a_message_and_a_branch_mounted_writable(tmp_path, read_only):
+    import errno
+
+    from zarrfs.edits.hierarchy_edits import HierarchyEdits
+    from zarrfs.errors import ZarrfsError
+    from zarrfs.fs.filesystem import Options
+    from zarrfs.fs.versions import mount_core
+
+    ids = history(tmp_path / "repo", 1)
+    core = mount_core(str(tmp_path / "repo"), Options(read_only=read_only, recovery_dir=str(tmp_path / "recovery")),
+                      HierarchyEdits)
+    try:
+        for message in ("", "  \n"):
+            with pytest.raises(ZarrfsError) as refused:
+                core.commit(message)
+            assert refused.value.errno == (errno.EROFS if read_only else errno.EINVAL)
+        if read_only:
+            with pytest.raises(ZarrfsError) as refused:
+                core.setxattr("/", "user.icechunk.commit", b"a message", 0)  # setfattr on a read-only mount
+            assert refused.value.errno == errno.EROFS
+        repo = icechunk.Repository.open(icechunk.local_filesystem_storage(str(tmp_path / "repo")))
+        assert repo.lookup_branch("main") == ids[-1]  # nothing committed
+    finally:
+        core.stop()
