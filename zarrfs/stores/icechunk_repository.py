@@ -26,7 +26,8 @@ from urllib.parse import urlsplit
 
 from zarrfs.errors import StoreError
 from zarrfs.stores.async_loop import Loop, first_line
-from zarrfs.stores.contained import NEVER_FOLLOWED_INTO
+from zarrfs.stores.contained import never_followed_into
+from zarrfs.stores.icechunk_contained import check_objects
 from zarrfs.stores.icechunk_saved import SavedSession
 from zarrfs.stores.icechunk_store import IcechunkStore
 
@@ -183,6 +184,8 @@ def open_repository(source: str, root: str, timeout: float, s3: Mapping[str, Any
     if "ICECHUNK_LOG" not in os.environ:  # its warnings are written to stderr, past our log: errors only
         icechunk.set_logs_filter("error")
     loop = Loop(timeout)
+    if not urlsplit(source).scheme:  # icechunk's local storage follows symlinks among its objects
+        check_objects(source, root, follow_symlinks)
     storage = _storage(icechunk, source, root, s3 or {})
     try:
         repository = loop.run(icechunk.Repository.open_async(storage), f"{root}: open")
@@ -212,8 +215,7 @@ def virtual_containers(repository: "Repository", source: str, root: str, follow_
         where = os.path.realpath(parts.path) if parts.scheme == "file" else None
         if where is not None and within is not None and os.path.commonpath([where, within]) == within:
             allowed.append(prefix)
-        elif where is not None and follow_symlinks and not any(where == d or where.startswith(f"{d}/")
-                                                                for d in NEVER_FOLLOWED_INTO):
+        elif where is not None and follow_symlinks and never_followed_into(where) is None:
             allowed.append(prefix)
         elif where is not None:
             log.warning("%s: virtual chunks in %s are not read: the container is outside the repository "
