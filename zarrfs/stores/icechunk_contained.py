@@ -6,10 +6,16 @@ open, in one line naming it; with it, only a symlink leading under /proc, /sys o
 local store's symlinks, stores/contained.py). The objects are walked once, at open, with the
 names and types a directory's listing gives (no stat of each); at most MAX_OBJECTS of them: a
 repository of more is refused without -o symlinks=follow (its objects not all looked at).
+
+Virtual chunks are read from the file:// containers icechunk_repository.virtual_containers
+allows, by their locations' names: a location whose real path leaves its container (a symlink
+inside it) is found when a version's store is made, said in one line, and that version's
+virtual chunks are not read (icechunk says which chunk is virtual, not where it points).
 """
 
 import errno
 import os
+from urllib.parse import unquote, urlsplit
 
 from zarrfs.errors import StoreError
 from zarrfs.stores.contained import never_followed_into
@@ -56,3 +62,23 @@ def _refuse_symlink(path: str, root: str, follow_symlinks: bool) -> None:
     refused = never_followed_into(target)
     if refused:
         raise StoreError(f"{root}: {path} leads to {target}: nothing under {refused} is followed", errno.EACCES)
+
+
+def escaping_locations(locations: list[str], allowed: list[str], follow_symlinks: bool) -> list[str]:
+    """The virtual chunks' file:// locations, among `locations`, that lie in an allowed container
+    by name but not in fact: their real path (symlinks resolved) outside the container's, or
+    with -o symlinks=follow under /proc, /sys or /dev. icechunk opens a location as named."""
+    escaping = []
+    for location in locations:
+        prefix = next((p for p in allowed if location.startswith(p)), None)
+        if prefix is None:
+            continue  # in no container read: icechunk refuses it itself
+        real = os.path.realpath(unquote(urlsplit(location).path))
+        if follow_symlinks:
+            if never_followed_into(real) is not None:
+                escaping.append(location)
+            continue
+        within = os.path.realpath(urlsplit(prefix).path)
+        if os.path.commonpath([real, within]) != within:
+            escaping.append(location)
+    return escaping

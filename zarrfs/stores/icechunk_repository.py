@@ -27,12 +27,12 @@ from urllib.parse import urlsplit
 from zarrfs.errors import StoreError
 from zarrfs.stores.async_loop import Loop, first_line
 from zarrfs.stores.contained import never_followed_into
-from zarrfs.stores.icechunk_contained import check_objects
+from zarrfs.stores.icechunk_contained import check_objects, escaping_locations
 from zarrfs.stores.icechunk_saved import SavedSession
 from zarrfs.stores.icechunk_store import IcechunkStore
 
 if TYPE_CHECKING:  # icechunk (Python >= 3.12) is imported for a repository only
-    from icechunk import Repository, SnapshotInfo, Storage
+    from icechunk import Repository, Session, SnapshotInfo, Storage
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +87,10 @@ def is_repository(source: str) -> bool:
 class IcechunkRepository:
     """The versions of one repository, and a read-only store of each (IcechunkStore)."""
 
-    def __init__(self, source: str, root: str, repository: "Repository", loop: Loop, remote: bool):
+    def __init__(self, source: str, root: str, repository: "Repository", loop: Loop, remote: bool,
+                 allowed: tuple[str, ...] = (), follow_symlinks: bool = False):
         self.source, self.root, self._repository, self.loop, self.remote = source, root, repository, loop, remote
+        self._allowed, self._follow_symlinks = allowed, follow_symlinks  # virtual chunk containers read
         self._versions: tuple[float, dict[str, Version]] | None = None
         self._lock = threading.Lock()
 
@@ -112,7 +114,8 @@ class IcechunkRepository:
 
     def store(self, version: Version) -> IcechunkStore:
         session = self._call(self._repository.readonly_session_async(snapshot_id=version.snapshot), version.name)
-        return IcechunkStore(session, self.loop, f"{self.root}/{version.name}", version.written_ns, self.remote)
+        return IcechunkStore(session, self.loop, f"{self.root}/{version.name}", version.written_ns, self.remote,
+                             virtual_refused=self._escapes(session, version.name))
 
     def branch_store(self, version: Version, recovery_dir: str | None = None) -> IcechunkStore:
         """A writable session on the branch `version` is the head of: its writes become commits;
@@ -121,7 +124,19 @@ class IcechunkRepository:
         session = self._call(self._repository.writable_session_async(branch), version.name)
         saved = SavedSession(recovery_dir, self.root, branch) if recovery_dir else None
         return IcechunkStore(session, self.loop, f"{self.root}/{version.name}", version.written_ns, self.remote,
-                             (self._repository, branch), saved)
+                             (self._repository, branch), saved, self._escapes(session, version.name))
+
+    def _escapes(self, session: "Session", name: str) -> bool:
+        """Whether the version references a virtual chunk's file that leaves its container
+        (icechunk_contained.py): each such file said in one line."""
+        if not self._allowed:
+            return False
+        locations = self._call(session.all_virtual_chunk_locations_async(), name)
+        escaping = escaping_locations(sorted(locations), list(self._allowed), self._follow_symlinks)
+        for location in escaping:
+            log.warning("%s/%s: virtual chunks in %s are not read: the file lies outside its container (a symlink); "
+                        "none of this version's virtual chunks are read", self.root, name, location)
+        return bool(escaping)
 
     def _call(self, coroutine: Coroutine[Any, Any, T], what: str) -> T:
         """A call into icechunk: its errors are one line naming the repository and what was asked."""
@@ -199,7 +214,8 @@ def open_repository(source: str, root: str, timeout: float, s3: Mapping[str, Any
     except Exception as e:
         raise StoreError(f"{root}: not an Icechunk repository that can be opened: {first_line(e)}",
                          _errno_of(e)) from None
-    return IcechunkRepository(source, root, repository, loop, remote=urlsplit(source).scheme != "")
+    return IcechunkRepository(source, root, repository, loop, urlsplit(source).scheme != "", tuple(allowed),
+                              follow_symlinks)
 
 
 def virtual_containers(repository: "Repository", source: str, root: str, follow_symlinks: bool) -> list[str]:

@@ -71,8 +71,11 @@ class IcechunkStore:
     commits go on that branch; `saved`: where its writes not committed are kept (a crash loses none)."""
 
     def __init__(self, session: "Session", loop: Loop, root: str, written_ns: int, remote: bool,
-                 branch: "tuple[Repository, str] | None" = None, saved: SavedSession | None = None):
+                 branch: "tuple[Repository, str] | None" = None, saved: SavedSession | None = None,
+                 virtual_refused: bool = False):
         self._session, self._loop, self._saved = session, loop, saved
+        # the version references a virtual chunk's file outside its container: none is read
+        self._virtual_refused = virtual_refused
         self.root, self.read_only = root, session.read_only
         # a branch's writes go into a fork of its session, which pickles (icechunk_saved.py)
         self._fork = None if session.read_only else self._recovered() or session.fork()
@@ -107,6 +110,9 @@ class IcechunkStore:
         from zarr.abc.store import RangeByteRequest, SuffixByteRequest
 
         self._check(key)
+        if self._virtual_refused and await self._is_virtual(key):
+            raise StoreError(f"{self.path(key)}: a virtual chunk of a version that references a file outside its "
+                             f"container (the log names it): not read", errno.EIO)
         request: RangeByteRequest | SuffixByteRequest | None = None
         if isinstance(byte_range, Range):
             if byte_range.length <= 0:
@@ -390,6 +396,19 @@ class IcechunkStore:
             return int(await self._store.getsize(key))
         except (NotFoundError, InvalidInputError):  # no such node; a key that is no document or chunk
             return None
+
+    async def _is_virtual(self, key: str) -> bool:
+        """Whether `key` is a chunk icechunk keeps as a reference into another file."""
+        from icechunk import ChunkType
+
+        parts = key.split("/")
+        at = next((i for i in range(len(parts) - 2, -1, -1) if parts[i] == "c"
+                   and all(p.isdigit() for p in parts[i + 1:])), None)
+        if at is None:
+            return False  # a document
+        session = self._fork if self._fork is not None else self._session
+        kind = await session.chunk_type_async("/" + "/".join(parts[:at]), [int(p) for p in parts[at + 1:]])
+        return bool(kind == ChunkType.virtual)
 
     async def _is_value(self, key: str) -> bool:
         from icechunk import InvalidInputError
