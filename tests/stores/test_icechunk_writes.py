@@ -161,3 +161,31 @@ def test_a_remote_repository_leaves_a_fresh_staged_node_at_remove_temporaries(se
         assert store.get(f"{staging}/c/0") == b"chunk" and store.list_dir("g") == ["zarr.json"]
     finally:
         store.close()
+
+
+class SlowRearranging:
+    """icechunk's repository whose rearrange sessions answer their commit late, after it landed."""
+
+    def __init__(self, repository):
+        self._repository = repository
+
+    async def rearrange_session_async(self, branch):
+        return SlowCommitSession(await self._repository.rearrange_session_async(branch), landed=True)
+
+    def __getattr__(self, name):
+        return getattr(self._repository, name)
+
+
+def test_a_move_that_landed_after_the_timeout_is_taken_as_landed(tmp_path):
+    repo, first = small_repository(tmp_path / "repo")
+    store = branch_store(tmp_path / "repo", tmp_path / "recovery", timeout=5.0)
+    write(store, 7)  # committed first, by the move
+    repository, branch = store._branch
+    store._branch = (SlowRearranging(repository), branch)
+    store.move_node("a", "b")
+    history = list(repo.ancestry(branch="main"))
+    assert [info.message for info in history[:2]] == ["zarrfs: moved /a to /b", "zarrfs: the writes before moving /a to /b"]
+    assert store.snapshot == history[0].id and store.stat("a") is None and store.stat("b") is not None
+    store._branch = (repository, branch)
+    store.set("b/c/0/0", np.full((10, 10), 8, "<i4").tobytes())
+    assert repo.lookup_snapshot(store.commit("after")).parent_id == history[0].id

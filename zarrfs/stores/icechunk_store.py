@@ -259,18 +259,23 @@ class IcechunkStore:
         if self.read_only or self._branch is None:
             self._refuse("")
         with self._writing:
-            parent = self.snapshot
-            try:
-                return self._run(self._commit(message), "")
-            except StoreError as e:
-                if e.errno != errno.ETIMEDOUT:
-                    raise
-                landed = self._run(self._landed(parent, message), "")
-                if landed is None:
-                    raise
-                log.warning("%s: the commit had no answer within the timeout, but it landed: snapshot %s "
-                            "(its parent %s and message are this mount's)", self.root, landed, parent)
-                return landed
+            return self._committing(self._commit(message), message, "")
+
+    def _committing(self, coroutine: Coroutine[Any, Any, str], message: str, key: str) -> str:
+        """A commit (or a move's) on the loop, under _writing; one cancelled at the timeout that
+        landed all the same is taken as landed: its snapshot."""
+        try:
+            return self._run(coroutine, key)
+        except StoreError as e:
+            if e.errno != errno.ETIMEDOUT:
+                raise
+            parent = self.snapshot  # as the commit left it: a move's commit of the writes before it may have landed
+            landed = self._run(self._landed(parent, message), key)
+            if landed is None:
+                raise
+            log.warning("%s: the commit had no answer within the timeout, but it landed: snapshot %s (its parent %s "
+                        "and message are this mount's)", self.root, landed, parent)
+            return landed
 
     async def _landed(self, parent: str, message: str) -> str | None:
         """After a commit cancelled at the timeout (icechunk may have finished it unseen): the
@@ -523,9 +528,9 @@ class IcechunkStore:
         if self._branch is None:
             self._refuse(src)
         with self._writing:
-            self._run(self._move(src, dst), src)
+            self._committing(self._move(src, dst), _moved(src, dst), src)
 
-    async def _move(self, src: str, dst: str) -> None:
+    async def _move(self, src: str, dst: str) -> str:
         if await self._stat(src) is None:
             raise StoreError(f"{self.path(src)}: no such node", errno.ENOENT)
         if await self._stat(dst) is not None:
@@ -536,12 +541,18 @@ class IcechunkStore:
             await self._commit(f"zarrfs: the writes before moving /{src} to /{dst}")  # a conflict: EBUSY, kept
         rearranging = await repository.rearrange_session_async(branch)
         await rearranging.move_async(f"/{src}", f"/{dst}")
-        snapshot: str = await rearranging.commit_async(f"zarrfs: moved /{src} to /{dst}")
+        snapshot: str = await rearranging.commit_async(_moved(src, dst))
         await self._next_session(repository, branch, snapshot)
+        return snapshot
 
     def _check(self, key: str) -> None:
         """The contract's key rule: absolute keys, '..' and empty parts are EINVAL."""
         key_parts(key)
+
+
+def _moved(src: str, dst: str) -> str:
+    """A move's commit message."""
+    return f"zarrfs: moved /{src} to /{dst}"
 
 
 def _buffer(data: bytes) -> "Buffer":
