@@ -76,3 +76,13 @@ def test_no_dependency_warns(tmp_path):
     import importlib.metadata
     requirements = importlib.metadata.requires("zarrfs")
     assert not any(re.match(r"crc32c\b", r) for r in requirements)
+
+
+def test_zarrfs_commit_without_a_message_is_told_so_by_the_commit_parser(tmp_path):
+    """`zarrfs commit MOUNT` is the commit command whatever follows (the mount's parser said
+    'commit' is no Zarr hierarchy); a directory ./commit is a SOURCE to mount."""
+    said = subprocess.run([ZARRFS, "commit", str(tmp_path / "mnt")], capture_output=True, text=True, cwd=tmp_path)
+    assert said.returncode == 2 and "zarrfs commit" in said.stderr and "-m/--message" in said.stderr
+    (tmp_path / "commit").mkdir()
+    said = subprocess.run([ZARRFS, "commit", str(tmp_path / "mnt")], capture_output=True, text=True, cwd=tmp_path)
+    assert said.returncode != 0 and "-m/--message" not in said.stderr and "zarrfs commit" not in said.stderr

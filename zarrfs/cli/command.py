@@ -330,8 +330,8 @@ def notify(message: str) -> None:
 
 def main(argv=None) -> int:
     words = sys.argv[1:] if argv is None else argv
-    if words[:1] == ["commit"] and any(w in ("-m", "--message") or w.startswith("--message=") for w in words):
-        return commit.main(words[1:])  # zarrfs commit MOUNT -m MESSAGE (an Icechunk branch mounted)
+    if words[:1] == ["commit"] and not os.path.exists("commit"):  # ./commit is a SOURCE to mount
+        return commit.main(words[1:])  # zarrfs commit MOUNT -m MESSAGE (an Icechunk branch mounted): its parser says what is missing
     parser = argparse.ArgumentParser(prog="zarrfs", description="Mount a Zarr (v2 or v3) hierarchy as raw binary "
                                      "files: NAME.bin (little-endian, C order) and NAME.json for each array.",
                                      epilog=epilog(Options(), ALL_VIEWS), formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -58,6 +58,7 @@ class DecodeAhead:
         self._running = 0
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None  # made on first use: a daemon forks first
+        self._closed = False  # close(): nothing more is decoded ahead
 
     def room(self, nbytes: int) -> bool:
         """Whether a chunk of `nbytes` could be decoded ahead now (cheap: asked per request)."""
@@ -72,7 +73,7 @@ class DecodeAhead:
         version it is valid for, or None (nothing worth keeping). False when there is no room."""
         nbytes = math.prod(shape) * np.dtype(dtype).itemsize
         with self._lock:
-            if key in self._entries or self._running >= self.max_in_flight:
+            if self._closed or key in self._entries or self._running >= self.max_in_flight:
                 return False
             while self.nbytes + nbytes > self.max_bytes and self._drop_stale():
                 pass
@@ -123,7 +124,7 @@ class DecodeAhead:
         index, kept by whoever reads it) that a decode ahead would otherwise wait for. Not
         counted in the budget; at most max_in_flight of them at once, others are left out."""
         with self._lock:
-            if key in self._fetching or len(self._fetching) >= self.max_in_flight:
+            if self._closed or key in self._fetching or len(self._fetching) >= self.max_in_flight:
                 return
             self._fetching.add(key)
             if self._executor is None:
@@ -177,6 +178,22 @@ class DecodeAhead:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             if not entry.done.wait(left):
                 raise TimeoutError(f"decodes ahead still under way after {timeout} s")
+
+    def close(self) -> None:
+        """Nothing more is decoded ahead: every chunk decoded and not taken is freed (a decode
+        under way frees its own when it ends) and the pool's threads go. The memory is malloc'd
+        (buffers.malloc_array): it is freed here or never."""
+        with self._lock:
+            self._closed = True
+            while self._entries:
+                self._release(self._entries.popitem(last=False)[1])
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def _stale(self) -> bool:
         first = next(iter(self._entries.values()), None)

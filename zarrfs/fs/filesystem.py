@@ -248,8 +248,10 @@ class FileSystem:
             threading.Thread(target=self._watch_stored_changes, name="watcher", daemon=True).start()
 
     def stop(self) -> None:
-        """Serving ends: the flusher stops, then every write is stored (or saved for recovery)."""
+        """Serving ends: the flusher stops, then every write is stored (or saved for recovery);
+        the chunks decoded ahead are freed and their threads go."""
         self.arrays.stop()
+        self.cache.ahead.close()
 
     def kernel_caching(self) -> KernelCaching:
         """How long the kernel may keep attributes, names and pages of this store's files."""

@@ -169,7 +169,9 @@ class VersionedFileSystem:
         version = self.repository.version(name)
         if version is None:
             refuse(errno.ENOENT, path)
-        options = replace(self.options, read_only=True, cache_bytes=max(self.options.cache_bytes // KEPT, 1 << 20))
+        options = replace(self.options, read_only=True, cache_bytes=max(self.options.cache_bytes // KEPT, 1 << 20),
+                          ahead_bytes=self.options.ahead_bytes // KEPT,
+                          remote=replace(self.options.remote, prefetch_size=self.options.remote.prefetch_size // KEPT))
         store = self.repository.store(version)
         core = None if store.stat(ZARR_JSON) is None else FileSystem("", options, self._edits, NoKernel(), store=store)
         with self._lock:
@@ -178,9 +180,12 @@ class VersionedFileSystem:
         return shown
 
     def _forget_unused(self) -> None:
-        """Past KEPT versions, those least recently looked up with no open file are let go."""
+        """Past KEPT versions, those least recently looked up with no open file are let go, their
+        chunks decoded ahead freed and their threads gone (stopped: nothing frees them otherwise)."""
         for name in [n for n, s in self._shown.items() if s.handles == 0][:max(0, len(self._shown) - KEPT)]:
-            del self._shown[name]
+            core = self._shown.pop(name).core
+            if core is not None:
+                core.stop()
 
     def _core(self, shown: Shown | None, path: str = "") -> FileSystem:
         if shown is None:

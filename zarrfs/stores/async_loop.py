@@ -4,10 +4,10 @@ session store is zarr's async Store API): the file system's threads wait on it, 
 import asyncio
 import errno
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from zarrfs.errors import StoreError
+from zarrfs.errors import StoreError, ZarrfsError
 
 T = TypeVar("T")
 
@@ -28,3 +28,20 @@ class Loop:
         except TimeoutError:
             future.cancel()
             raise StoreError(f"{what}: no answer within {self.timeout:g} s (-o timeout)", errno.ETIMEDOUT) from None
+
+    def call(self, coroutine: Coroutine[Any, Any, T], what: str,
+             errno_of: Callable[[Exception], int] = lambda error: errno.EIO) -> T:
+        """run(), the library's own errors (multi-line reports of its own types) one line naming
+        `what`, with the errno `errno_of` gives them (EIO unless told)."""
+        try:
+            return self.run(coroutine, what)
+        except ZarrfsError:
+            raise
+        except Exception as e:
+            raise StoreError(f"{what}: {first_line(e)}", errno_of(e)) from None
+
+
+def first_line(error: Exception) -> str:
+    """An error's first line, at most 300 characters: its type's name when it says nothing."""
+    lines = str(error).strip().splitlines()
+    return lines[0][:300] if lines else type(error).__name__

@@ -29,6 +29,11 @@ NEVER_FOLLOWED_INTO = ("/proc", "/sys", "/dev")  # kernel interfaces and devices
 _WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
+def never_followed_into(path: str) -> str | None:
+    """The one of NEVER_FOLLOWED_INTO that real path `path` lies in, None for none."""
+    return next((top for top in NEVER_FOLLOWED_INTO if path == top or path.startswith(top + "/")), None)
+
+
 class _OpenHow(ctypes.Structure):
     _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
 
@@ -101,7 +106,7 @@ class Beneath:
         before it is opened (opening a FIFO blocks, opening a device can act on it), and the
         file opened must be the one looked at."""
         target = os.path.realpath(os.path.join(self.root, key), strict=True)  # ELOOP, FileNotFoundError as is
-        refused = next((top for top in NEVER_FOLLOWED_INTO if target == top or target.startswith(top + "/")), None)
+        refused = never_followed_into(target)
         if refused:
             raise OSError(errno.EACCES, f"{key!r} leads to {target}: nothing under {refused} is followed")
         looked = os.stat(target, follow_symlinks=False)

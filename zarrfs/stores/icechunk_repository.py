@@ -25,13 +25,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from zarrfs.errors import StoreError
-from zarrfs.stores.async_loop import Loop
-from zarrfs.stores.contained import NEVER_FOLLOWED_INTO
+from zarrfs.stores.async_loop import Loop, first_line
+from zarrfs.stores.contained import never_followed_into
+from zarrfs.stores.icechunk_contained import check_objects, escaping_locations
 from zarrfs.stores.icechunk_saved import SavedSession
 from zarrfs.stores.icechunk_store import IcechunkStore
 
 if TYPE_CHECKING:  # icechunk (Python >= 3.12) is imported for a repository only
-    from icechunk import Repository, SnapshotInfo, Storage
+    from icechunk import Repository, Session, SnapshotInfo, Storage
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +87,10 @@ def is_repository(source: str) -> bool:
 class IcechunkRepository:
     """The versions of one repository, and a read-only store of each (IcechunkStore)."""
 
-    def __init__(self, source: str, root: str, repository: "Repository", loop: Loop, remote: bool):
+    def __init__(self, source: str, root: str, repository: "Repository", loop: Loop, remote: bool,
+                 allowed: tuple[str, ...] = (), follow_symlinks: bool = False):
         self.source, self.root, self._repository, self.loop, self.remote = source, root, repository, loop, remote
+        self._allowed, self._follow_symlinks = allowed, follow_symlinks  # virtual chunk containers read
         self._versions: tuple[float, dict[str, Version]] | None = None
         self._lock = threading.Lock()
 
@@ -111,7 +114,8 @@ class IcechunkRepository:
 
     def store(self, version: Version) -> IcechunkStore:
         session = self._call(self._repository.readonly_session_async(snapshot_id=version.snapshot), version.name)
-        return IcechunkStore(session, self.loop, f"{self.root}/{version.name}", version.written_ns, self.remote)
+        return IcechunkStore(session, self.loop, f"{self.root}/{version.name}", version.written_ns, self.remote,
+                             virtual_refused=self._escapes(session, version.name))
 
     def branch_store(self, version: Version, recovery_dir: str | None = None) -> IcechunkStore:
         """A writable session on the branch `version` is the head of: its writes become commits;
@@ -120,16 +124,23 @@ class IcechunkRepository:
         session = self._call(self._repository.writable_session_async(branch), version.name)
         saved = SavedSession(recovery_dir, self.root, branch) if recovery_dir else None
         return IcechunkStore(session, self.loop, f"{self.root}/{version.name}", version.written_ns, self.remote,
-                             (self._repository, branch), saved)
+                             (self._repository, branch), saved, self._escapes(session, version.name))
+
+    def _escapes(self, session: "Session", name: str) -> bool:
+        """Whether the version references a virtual chunk's file that leaves its container
+        (icechunk_contained.py): each such file said in one line."""
+        if not self._allowed:
+            return False
+        locations = self._call(session.all_virtual_chunk_locations_async(), name)
+        escaping = escaping_locations(sorted(locations), list(self._allowed), self._follow_symlinks)
+        for location in escaping:
+            log.warning("%s/%s: virtual chunks in %s are not read: the file lies outside its container (a symlink); "
+                        "none of this version's virtual chunks are read", self.root, name, location)
+        return bool(escaping)
 
     def _call(self, coroutine: Coroutine[Any, Any, T], what: str) -> T:
         """A call into icechunk: its errors are one line naming the repository and what was asked."""
-        try:
-            return self.loop.run(coroutine, f"{self.root}: {what}")
-        except StoreError:
-            raise
-        except Exception as e:  # icechunk's errors are of its own types, with multi-line reports
-            raise StoreError(f"{self.root}: {what}: {_first_line(e)}", _errno_of(e)) from None
+        return self.loop.call(coroutine, f"{self.root}: {what}", _errno_of)
 
     async def _resolve(self, name: str) -> Version | None:
         repository = self._repository
@@ -167,16 +178,13 @@ def _version(name: str, info: "SnapshotInfo") -> Version:
     return Version(name, info.id, info.parent_id, info.message, int(info.written_at.timestamp() * 1e9))
 
 
-def _first_line(error: Exception) -> str:
-    text = str(error).strip().splitlines()
-    return (text[0] if text else type(error).__name__)[:300]
-
-
 def _errno_of(error: Exception) -> int:
-    said = str(error).lower()
-    if "not found" in said or "does not exist" in said or "doesn't exist" in said:
-        return errno.ENOENT
-    return errno.EIO
+    """ENOENT for icechunk's own word that a branch, tag or snapshot is not there (the kernel may
+    keep it: a version's directory is then missing a while); EIO for anything else, whatever its
+    message says (an object of the storage not found is a broken repository, not a missing name)."""
+    from icechunk import RefNotFoundError, SnapshotNotFoundError
+
+    return errno.ENOENT if isinstance(error, (RefNotFoundError, SnapshotNotFoundError)) else errno.EIO
 
 
 def open_repository(source: str, root: str, timeout: float, s3: Mapping[str, Any] | None = None,
@@ -191,6 +199,8 @@ def open_repository(source: str, root: str, timeout: float, s3: Mapping[str, Any
     if "ICECHUNK_LOG" not in os.environ:  # its warnings are written to stderr, past our log: errors only
         icechunk.set_logs_filter("error")
     loop = Loop(timeout)
+    if not urlsplit(source).scheme:  # icechunk's local storage follows symlinks among its objects
+        check_objects(source, root, follow_symlinks)
     storage = _storage(icechunk, source, root, s3 or {})
     try:
         repository = loop.run(icechunk.Repository.open_async(storage), f"{root}: open")
@@ -202,9 +212,10 @@ def open_repository(source: str, root: str, timeout: float, s3: Mapping[str, Any
     except StoreError:
         raise
     except Exception as e:
-        raise StoreError(f"{root}: not an Icechunk repository that can be opened: {_first_line(e)}",
+        raise StoreError(f"{root}: not an Icechunk repository that can be opened: {first_line(e)}",
                          _errno_of(e)) from None
-    return IcechunkRepository(source, root, repository, loop, remote=urlsplit(source).scheme != "")
+    return IcechunkRepository(source, root, repository, loop, urlsplit(source).scheme != "", tuple(allowed),
+                              follow_symlinks)
 
 
 def virtual_containers(repository: "Repository", source: str, root: str, follow_symlinks: bool) -> list[str]:
@@ -220,8 +231,7 @@ def virtual_containers(repository: "Repository", source: str, root: str, follow_
         where = os.path.realpath(parts.path) if parts.scheme == "file" else None
         if where is not None and within is not None and os.path.commonpath([where, within]) == within:
             allowed.append(prefix)
-        elif where is not None and follow_symlinks and not any(where == d or where.startswith(f"{d}/")
-                                                                for d in NEVER_FOLLOWED_INTO):
+        elif where is not None and follow_symlinks and never_followed_into(where) is None:
             allowed.append(prefix)
         elif where is not None:
             log.warning("%s: virtual chunks in %s are not read: the container is outside the repository "

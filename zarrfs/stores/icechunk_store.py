@@ -18,6 +18,7 @@ changes. Moving a node is a commit of its own (icechunk's rearrange session), af
 writes before it.
 """
 
+import asyncio
 import errno
 import logging
 import os
@@ -32,8 +33,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, TypeVar
 
 from zarrfs.byte_ranges import ByteRange, Range, Suffix
 from zarrfs.codecs.stored_bytes import BytesLike
-from zarrfs.errors import StoreError, ValueChangedError, ZarrfsError
-from zarrfs.stores.async_loop import Loop
+from zarrfs.errors import StoreError, ValueChangedError
+from zarrfs.stores.async_loop import Loop, first_line
 from zarrfs.stores.contained import key_parts
 from zarrfs.stores.contract import Capabilities, Staged, own_staged
 from zarrfs.stores.icechunk_saved import SavedSession
@@ -53,6 +54,7 @@ MAX_VALUE = 1 << 31  # a whole value's size without a caller's limit: what one r
 # requests, and each more thread waiting on the loop costs the GIL (64 MiB on SeaweedFS at 5 ms
 # each way, in-process: 8 streamed 204-230 MB/s, 16 177-209, the file system's 64 158-176)
 STREAM_FETCHERS = 8
+SIZES_AT_ONCE = 64  # values' sizes asked of icechunk at once in a listing (each may be a manifest's fetch)
 
 
 class StagedValue(NamedTuple):
@@ -69,8 +71,11 @@ class IcechunkStore:
     commits go on that branch; `saved`: where its writes not committed are kept (a crash loses none)."""
 
     def __init__(self, session: "Session", loop: Loop, root: str, written_ns: int, remote: bool,
-                 branch: "tuple[Repository, str] | None" = None, saved: SavedSession | None = None):
+                 branch: "tuple[Repository, str] | None" = None, saved: SavedSession | None = None,
+                 virtual_refused: bool = False):
         self._session, self._loop, self._saved = session, loop, saved
+        # the version references a virtual chunk's file outside its container: none is read
+        self._virtual_refused = virtual_refused
         self.root, self.read_only = root, session.read_only
         # a branch's writes go into a fork of its session, which pickles (icechunk_saved.py)
         self._fork = None if session.read_only else self._recovered() or session.fork()
@@ -91,13 +96,8 @@ class IcechunkStore:
         return f"{self.root}/{key}" if key else self.root
 
     def _run(self, coroutine: Coroutine[Any, Any, T], key: str) -> T:
-        """A call on the loop; icechunk's own errors (multi-line reports) are one line naming the key."""
-        try:
-            return self._loop.run(coroutine, self.path(key))
-        except ZarrfsError:
-            raise
-        except Exception as e:
-            raise StoreError(f"{self.path(key)}: {_first_line(e)}", errno.EIO) from None
+        """A call on the loop; icechunk's own errors are one line naming the key."""
+        return self._loop.call(coroutine, self.path(key))
 
     # values
 
@@ -110,6 +110,9 @@ class IcechunkStore:
         from zarr.abc.store import RangeByteRequest, SuffixByteRequest
 
         self._check(key)
+        if self._virtual_refused and await self._is_virtual(key):
+            raise StoreError(f"{self.path(key)}: a virtual chunk of a version that references a file outside its "
+                             f"container (the log names it): not read", errno.EIO)
         request: RangeByteRequest | SuffixByteRequest | None = None
         if isinstance(byte_range, Range):
             if byte_range.length <= 0:
@@ -256,7 +259,38 @@ class IcechunkStore:
         if self.read_only or self._branch is None:
             self._refuse("")
         with self._writing:
-            return self._run(self._commit(message), "")
+            return self._committing(self._commit(message), message, "")
+
+    def _committing(self, coroutine: Coroutine[Any, Any, str], message: str, key: str) -> str:
+        """A commit (or a move's) on the loop, under _writing; one cancelled at the timeout that
+        landed all the same is taken as landed: its snapshot."""
+        try:
+            return self._run(coroutine, key)
+        except StoreError as e:
+            if e.errno != errno.ETIMEDOUT:
+                raise
+            parent = self.snapshot  # as the commit left it: a move's commit of the writes before it may have landed
+            landed = self._run(self._landed(parent, message), key)
+            if landed is None:
+                raise
+            log.warning("%s: the commit had no answer within the timeout, but it landed: snapshot %s (its parent %s "
+                        "and message are this mount's)", self.root, landed, parent)
+            return landed
+
+    async def _landed(self, parent: str, message: str) -> str | None:
+        """After a commit cancelled at the timeout (icechunk may have finished it unseen): the
+        branch's head, taken as this commit when its parent is ours and its message ours (as
+        resend.py recognises a PUT that landed), with a fresh session from it; else None."""
+        assert self._branch is not None  # commit() refuses a store without a branch
+        repository, branch = self._branch
+        head = await repository.lookup_branch_async(branch)
+        if head == parent:
+            return None
+        info = await repository.lookup_snapshot_async(head)
+        if info.parent_id != parent or info.message != message:
+            return None
+        await self._next_session(repository, branch, head)
+        return str(head)
 
     async def _commit(self, message: str) -> str:
         from icechunk import BasicConflictSolver, ConflictError, RebaseFailedError, VersionSelection
@@ -274,7 +308,7 @@ class IcechunkStore:
         except (ConflictError, RebaseFailedError) as e:
             kept = await self._keep_on_new_branch(repository, branch, message)
             raise StoreError(f"{self.root}: commit refused: another writer's commit on {branch} conflicts with it "
-                             f"({_first_line(e)}); nothing is lost: the changes are branch {kept}, where this mount "
+                             f"({first_line(e)}); nothing is lost: the changes are branch {kept}, where this mount "
                              f"commits from now on", errno.EBUSY) from None
         await self._next_session(repository, branch, snapshot)
         return snapshot
@@ -317,10 +351,11 @@ class IcechunkStore:
 
     async def _files(self, prefix: str) -> list[tuple[str, os.stat_result]]:
         below = f"{prefix.rstrip('/')}/" if prefix else ""
-        found = []
-        async for key in self._keys_below(below):
-            found.append((key[len(below):], self._file_stat(await self._store.getsize(key))))
-        return sorted(found)
+        keys = [key async for key in self._keys_below(below)]
+        sizes: list[int] = []
+        for start in range(0, len(keys), SIZES_AT_ONCE):  # one after another took a round trip each
+            sizes += await asyncio.gather(*(self._store.getsize(key) for key in keys[start:start + SIZES_AT_ONCE]))
+        return sorted((key[len(below):], self._file_stat(size)) for key, size in zip(keys, sizes, strict=True))
 
     async def _keys_below(self, below: str) -> AsyncIterator[str]:
         """Every key starting with `below`. icechunk lists only a node's prefix: below an array's
@@ -349,21 +384,36 @@ class IcechunkStore:
         if not key:
             return self._directory_stat()
         self._check(key)
-        if await self._is_value(key):
-            return self._file_stat(await self._store.getsize(key))
+        size = await self._size(key)
+        if size or size == 0 and await self._is_value(key):  # icechunk says 0 for a chunk not written, too
+            return self._file_stat(size)
         async for _ in self._store.list_dir(key):
             return self._directory_stat()
         return None
 
     async def _size(self, key: str) -> int | None:
         """A value's size from icechunk's snapshot or manifest (no request for the value itself);
-        None for no such value. One call where exists() and getsize() were two: a stream's every chunk."""
+        None for no such value. One call where exists() and getsize() were two: a stream's every chunk.
+        icechunk answers 0 for a chunk not written (of an array it has): 0 may be no value."""
         from icechunk import InvalidInputError, NotFoundError
 
         try:
             return int(await self._store.getsize(key))
         except (NotFoundError, InvalidInputError):  # no such node; a key that is no document or chunk
             return None
+
+    async def _is_virtual(self, key: str) -> bool:
+        """Whether `key` is a chunk icechunk keeps as a reference into another file."""
+        from icechunk import ChunkType
+
+        parts = key.split("/")
+        at = next((i for i in range(len(parts) - 2, -1, -1) if parts[i] == "c"
+                   and all(p.isdigit() for p in parts[i + 1:])), None)
+        if at is None:
+            return False  # a document
+        session = self._fork if self._fork is not None else self._session
+        kind = await session.chunk_type_async("/" + "/".join(parts[:at]), [int(p) for p in parts[at + 1:]])
+        return bool(kind == ChunkType.virtual)
 
     async def _is_value(self, key: str) -> bool:
         from icechunk import InvalidInputError
@@ -391,7 +441,11 @@ class IcechunkStore:
 
     def remove_temporaries(self) -> int:
         """The nodes being made by this store (their chunks in `_spill_store`), given up: icechunk
-        stages nothing outside the session, and another mount's are its own (docs/icechunk.md)."""
+        stages nothing outside the session, and another mount's are its own (docs/icechunk.md).
+        A remote repository's store leaves them, as the contract has every remote store leave a
+        fresh staged node (one may be mid-creation): 0."""
+        if self.capabilities.remote:
+            return 0
         staging = list(self._staging)
         for name in staging:
             self.abort_node(name)
@@ -414,14 +468,26 @@ class IcechunkStore:
         try:
             if self.stat(path) is not None:
                 raise StoreError(f"cannot create {self.path(path)}: something is stored there already", errno.EEXIST)
-            self.publish([self.stage(f"{path}/{name}" if path else name, data) for name, data in documents.items()])
-            if self._spill is not None:
-                for key, _ in self._spill.files(staging):
-                    data = self._spill.get(f"{staging}/{key}", limit=MAX_VALUE)
-                    if data is not None:
-                        self.publish([self.stage(f"{path}/{key}", data)])
+            # one write of the whole node, saved once: a commit merges all of it or none, and the saved
+            # fork holds it whole or not at all (icechunk takes a chunk only below an array it has:
+            # the documents go first, within the same write)
+            documents_staged = [StagedValue(f"{path}/{name}" if path else name, data) for name, data in documents.items()]
+            with self._writing:
+                self._run(self._publish(documents_staged), path)
+                for key, data in self._spilled_values(staging):
+                    self._run(self._store.set(f"{path}/{key}", _buffer(data)), f"{path}/{key}")
+                self._save()
         finally:
             self.abort_node(staging)
+
+    def _spilled_values(self, staging: str) -> Iterator[tuple[str, bytes]]:
+        """(key below the node, value) of each chunk kept on this machine for the node being made."""
+        if self._spill is None:
+            return
+        for key, _ in self._spill.files(staging):
+            data = self._spill.get(f"{staging}/{key}", limit=MAX_VALUE)
+            if data is not None:
+                yield key, data
 
     def abort_node(self, staging: str) -> None:
         self._staging.discard(staging)
@@ -450,7 +516,9 @@ class IcechunkStore:
         self.check_writable(path)
         if self.stat(path) is None:
             raise StoreError(f"{self.path(path)}: no such node", errno.ENOENT)
-        self._run(self._store.delete_dir(path), path)
+        with self._writing:  # as publish: a commit merges the delete whole or not at all, and a crash keeps it
+            self._run(self._store.delete_dir(path), path)
+            self._save()
 
     def move_node(self, src: str, dst: str) -> None:
         """icechunk moves a node only in a rearrange session, which holds moves alone and is
@@ -460,9 +528,9 @@ class IcechunkStore:
         if self._branch is None:
             self._refuse(src)
         with self._writing:
-            self._run(self._move(src, dst), src)
+            self._committing(self._move(src, dst), _moved(src, dst), src)
 
-    async def _move(self, src: str, dst: str) -> None:
+    async def _move(self, src: str, dst: str) -> str:
         if await self._stat(src) is None:
             raise StoreError(f"{self.path(src)}: no such node", errno.ENOENT)
         if await self._stat(dst) is not None:
@@ -473,12 +541,18 @@ class IcechunkStore:
             await self._commit(f"zarrfs: the writes before moving /{src} to /{dst}")  # a conflict: EBUSY, kept
         rearranging = await repository.rearrange_session_async(branch)
         await rearranging.move_async(f"/{src}", f"/{dst}")
-        snapshot: str = await rearranging.commit_async(f"zarrfs: moved /{src} to /{dst}")
+        snapshot: str = await rearranging.commit_async(_moved(src, dst))
         await self._next_session(repository, branch, snapshot)
+        return snapshot
 
     def _check(self, key: str) -> None:
         """The contract's key rule: absolute keys, '..' and empty parts are EINVAL."""
         key_parts(key)
+
+
+def _moved(src: str, dst: str) -> str:
+    """A move's commit message."""
+    return f"zarrfs: moved /{src} to /{dst}"
 
 
 def _buffer(data: bytes) -> "Buffer":
@@ -486,7 +560,3 @@ def _buffer(data: bytes) -> "Buffer":
 
     return default_buffer_prototype().buffer.from_bytes(data)
 
-
-def _first_line(error: Exception) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0][:300] if lines else type(error).__name__

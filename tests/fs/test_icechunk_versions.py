@@ -1,0 +1,78 @@
+"""The version directories of an Icechunk mount without FUSE (fs/versions.py): what each version's
+file system holds, and what letting one go gives back; a commit's refusals."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.needs_python312,
+              pytest.mark.skipif(sys.version_info < (3, 12), reason="needs Python >= 3.12 (icechunk 2)")]
+
+if sys.version_info >= (3, 12):
+    import icechunk
+    import zarr
+
+
+def history(path, commits: int) -> list[str]:
+    """main: `commits` snapshots of a 1-D float32 array of 4 MiB in 64 KiB chunks; their ids, oldest first."""
+    repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(path)))
+    ids = []
+    for i in range(commits):
+        session = repo.writable_session("main")
+        group = zarr.group(session.store) if i == 0 else zarr.open_group(session.store, mode="a")
+        array = group.create_array("a", shape=(1 << 20,), chunks=(1 << 14,), dtype="<f4") if i == 0 else group["a"]
+        array[...] = np.arange(1 << 20, dtype="<f4") + i
+        ids.append(session.commit(str(i)))
+    return ids
+
+
+def test_a_version_let_go_frees_its_chunks_decoded_ahead_and_their_threads(tmp_path):
+    from zarrfs.edits.hierarchy_edits import HierarchyEdits
+    from zarrfs.fs.filesystem import Options
+    from zarrfs.fs.versions import KEPT, mount_core
+
+    ids = history(tmp_path / "repo", KEPT + 2)
+    core = mount_core(str(tmp_path / "repo"), Options(read_only=True), HierarchyEdits)
+    first = f"/@{ids[0]}/a.bin"
+    fh = core.open(first, os.O_RDONLY)
+    for offset in range(0, 4 << 16, 1 << 16):  # a stream's start: the chunks after it are decoded ahead
+        assert core.read(fh, offset, 1 << 16) == (np.arange(offset // 4, offset // 4 + (1 << 14), dtype="<f4")).tobytes()
+    core.release(fh)
+    shown = core._shown[f"@{ids[0]}"]
+    ahead = shown.core.cache.ahead
+    assert ahead.max_bytes <= Options().ahead_bytes // KEPT  # each version within its share, like the cache
+    ahead.settle(30)
+    assert ahead.nbytes > 0  # decoded, not taken
+    for snapshot in ids[1:]:  # KEPT more versions looked up: the first, least recent, is let go
+        core.getattr(f"/@{snapshot}/a.bin")
+    assert f"@{ids[0]}" not in core._shown
+    assert ahead.nbytes == 0 and ahead.closed
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_commit_needs_a_message_and_a_branch_mounted_writable(tmp_path, read_only):
+    import errno
+
+    from zarrfs.edits.hierarchy_edits import HierarchyEdits
+    from zarrfs.errors import ZarrfsError
+    from zarrfs.fs.filesystem import Options
+    from zarrfs.fs.versions import mount_core
+
+    ids = history(tmp_path / "repo", 1)
+    core = mount_core(str(tmp_path / "repo"), Options(read_only=read_only, recovery_dir=str(tmp_path / "recovery")),
+                      HierarchyEdits)
+    try:
+        for message in ("", "  \n"):
+            with pytest.raises(ZarrfsError) as refused:
+                core.commit(message)
+            assert refused.value.errno == (errno.EROFS if read_only else errno.EINVAL)
+        if read_only:
+            with pytest.raises(ZarrfsError) as refused:
+                core.setxattr("/", "user.icechunk.commit", b"a message", 0)  # setfattr on a read-only mount
+            assert refused.value.errno == errno.EROFS
+        repo = icechunk.Repository.open(icechunk.local_filesystem_storage(str(tmp_path / "repo")))
+        assert repo.lookup_branch("main") == ids[-1]  # nothing committed
+    finally:
+        core.stop()

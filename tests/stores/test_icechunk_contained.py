@@ -1,0 +1,105 @@
+"""A local Icechunk repository held to the containment of symlinks (stores/icechunk_contained.py,
+stores/icechunk_repository.py): icechunk's local storage opens whatever a symlink leads to."""
+
+import errno
+import os
+import shutil
+import sys
+
+import numpy as np
+import pytest
+
+from zarrfs.errors import StoreError
+
+pytestmark = [pytest.mark.needs_python312,
+              pytest.mark.skipif(sys.version_info < (3, 12), reason="needs Python >= 3.12 (icechunk 2)")]
+
+if sys.version_info >= (3, 12):
+    import icechunk
+    import zarr
+
+
+def repository_with_a_linked_chunk(tmp_path, target=None):
+    """A repository of `a` (4096 uint8, one chunk, uncompressed: smaller ones icechunk keeps in its manifest) whose chunk object is a symlink:
+    to its own bytes moved outside, or to `target`. Returns (path, the symlink)."""
+    path = tmp_path / "repo"
+    repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(path)))
+    session = repo.writable_session("main")
+    zarr.group(session.store).create_array("a", shape=(4096,), dtype="<u1", fill_value=0,
+                                           compressors=None)[...] = np.arange(4096, dtype="<u1")
+    session.commit("a")
+    [chunk] = list((path / "chunks").iterdir())
+    outside = tmp_path / "outside"
+    shutil.move(chunk, outside)
+    os.symlink(target or outside, chunk)
+    return path, chunk
+
+
+def test_a_symlink_among_the_objects_refuses_the_repository_unless_followed(tmp_path):
+    from zarrfs.stores.icechunk_repository import open_repository
+
+    path, link = repository_with_a_linked_chunk(tmp_path)
+    with pytest.raises(StoreError) as refused:
+        open_repository(str(path), str(path), 30.0)
+    assert refused.value.errno == errno.EACCES
+    assert str(link) in str(refused.value) and "symlinks=follow" in str(refused.value)
+    repository = open_repository(str(path), str(path), 30.0, follow_symlinks=True)  # a trusted repository
+    store = repository.store(repository.version("@branch.main"))
+    assert store.get("a/c/0") == np.arange(4096, dtype="<u1").tobytes()
+
+
+def test_a_symlink_into_dev_is_refused_even_followed(tmp_path):
+    from zarrfs.stores.icechunk_repository import open_repository
+
+    path, link = repository_with_a_linked_chunk(tmp_path, "/dev/zero")
+    with pytest.raises(StoreError) as refused:
+        open_repository(str(path), str(path), 30.0, follow_symlinks=True)
+    assert refused.value.errno == errno.EACCES and "/dev" in str(refused.value)
+
+
+def test_a_virtual_chunk_whose_file_leaves_its_container_is_not_read(tmp_path, caplog):
+    """A container inside the repository is read; a symlink in it to a file outside is found when
+    the version's store is made: one line names it, and that version's virtual chunks are refused."""
+    from icechunk.credentials import LocalFileSystemAccess
+
+    from zarrfs.stores.icechunk_repository import open_repository
+
+    path, raw, outside = tmp_path / "repo", tmp_path / "repo" / "raw", tmp_path / "outside"
+    container = f"file://{raw}/"
+    config = icechunk.RepositoryConfig.default()
+    config.set_virtual_chunk_container(icechunk.VirtualChunkContainer(container, icechunk.local_filesystem_store(
+        str(raw))))
+    repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(path)), config=config,
+                                      authorize_virtual_chunk_access={container: LocalFileSystemAccess})
+    raw.mkdir()
+    outside.mkdir()
+    values = np.arange(8, dtype="<i4")
+    values.tofile(raw / "in.bin")
+    (values + 100).tofile(outside / "secret.bin")
+    os.symlink(outside / "secret.bin", raw / "linked.bin")
+
+    def add(name: str, file: str) -> str:
+        session = repo.writable_session("main")
+        group = zarr.open_group(session.store, mode="a")
+        group.create_array(name, shape=(8,), chunks=(8,), dtype="<i4", fill_value=0, compressors=None)
+        session.store.set_virtual_ref(f"{name}/c/0", f"{container}{file}", offset=0, length=32)
+        return session.commit(name)
+
+    session = repo.writable_session("main")
+    zarr.group(session.store)
+    session.commit("root")
+    first, second = add("inside", "in.bin"), add("linked", "linked.bin")
+    repository = open_repository(str(path), str(path), 30.0)
+    version = repository.version(f"@{first}")
+    assert repository.store(version).get("inside/c/0") == values.tobytes()  # nothing outside: read
+    caplog.clear()
+    store = repository.store(repository.version(f"@{second}"))
+    said = [r.getMessage() for r in caplog.records if "outside its container" in r.getMessage()]
+    assert len(said) == 1 and f"{container}linked.bin" in said[0]
+    for key in ("linked/c/0", "inside/c/0"):
+        with pytest.raises(StoreError) as refused:
+            store.get(key)
+        assert refused.value.errno == errno.EIO and key in str(refused.value)
+    assert store.get("linked/zarr.json") is not None  # the documents are read
+    trusted = open_repository(str(path), str(path), 30.0, follow_symlinks=True)
+    assert trusted.store(trusted.version(f"@{second}")).get("linked/c/0") == (values + 100).tobytes()
