@@ -439,54 +439,75 @@ class Hierarchy:
             cached = self._sidecars[key] = (entry.node, sidecar(entry.node.meta, f"{entry.stem}.bin", views))
         return cached[1]
 
-    def group_file_facts(self, entry: Entry, newest_stored) -> tuple[int, int]:
+    def group_file_facts(self, entry: Entry, stored_times) -> tuple[int, int]:
         """(size, newest mtime in ns) of a group file, from metadata and listings alone.
         zarr.h5: its size bound (hdf5.size_bound: the file made when it is opened is padded to
         it; a listing never makes it) and the newest time of what it shows, added up a group at
         a time (Subtree); a group beyond the view's bounds shows size 0 (opening it says why).
         IMAGE.ome.tif: its size from its levels' metadata (the listing made its layout), and the
-        newest time of its group and levels. newest_stored(paths): the newest mtime of those
-        arrays' stored values."""
+        newest time of its group and levels. stored_times(paths): store path -> the newest mtime
+        of that array's stored values."""
         group = entry.node
         if entry.view == PYRAMID:
             layout = self._pyramid_or_none(group, entry.stem)
             levels = [self.node(f"{group.path}/{path}" if group.path else path)
                       for path in self.pyramids(group).get(entry.stem, [])]
             levels = [node for node in levels if node is not None]
-            newest = max([group.stat.st_mtime_ns, *(node.stat.st_mtime_ns for node in levels)])
-            return (layout.size if layout is not None else 0), max(newest, newest_stored([n.path for n in levels]))
-        subtree = self._subtree(group, newest_stored)
+            newest = max([group.stat.st_mtime_ns, *(node.stat.st_mtime_ns for node in levels),
+                          *stored_times([node.path for node in levels]).values()])
+            return (layout.size if layout is not None else 0), newest
+        subtree = self._subtree(group, stored_times)
         size = hdf5.BOUND_BASE + subtree.cost if subtree.count <= hdf5.MAX_NODES else 0
         listed, made = self._exceeded.get(group.path, (None, 0))
         return (made if listed == size else size), subtree.newest
 
-    def _subtree(self, group: Node, newest_stored) -> "Subtree":
+    def _subtree(self, group: Node, stored_times) -> "Subtree":
         """The group's Subtree, each group below made once (post-order, no recursion: a store
         may be thousands of groups deep) and kept for SUBTREE_LIFETIME, or until the mount
-        changes a node below it (changed)."""
+        changes a node below it (changed). The walk stops once it met more nodes than the view
+        describes; the stored times of every array below come from one call (one listing)."""
         now = time.monotonic()
         done: dict[str, Subtree] = {}
+        walk: list[tuple[Node, list, list, Subtree | None]] = []  # (group, children, groups walked, memo), post-order
         stack: list[tuple[Node, list | None]] = [(group, None)]  # (group, its children once they were looked at)
+        met = 1  # nodes met so far, as Subtree.count counts them
         while stack:
+            if met > hdf5.MAX_NODES:  # shown as size 0: what is below no longer matters
+                return self._beyond_bound(group, met, now)
             node, children = stack.pop()
             memo = self._subtrees.get(node.path)
             if children is None and memo is not None and memo.node is node and memo.expires > now:
                 done[node.path] = memo
+                met += memo.count - (node is not group)  # its group was met among its parent's children
                 continue
             first = children is None
             children = self._child_nodes(node.path) if first and node.meta is not None else children or []
             walked = [child for name, child in children if child.kind == "group" and child.meta is not None
                       and hdf5.linkable(name)]  # members_of's rule: an unlinkable group is left out whole
             if first:
+                met += len(children)
                 stack.append((node, children))
                 stack.extend((child, None) for child in walked if child.path not in done)
-                continue
-            done[node.path] = self._summed(node, children, [done[child.path] for child in walked], memo,
-                                           newest_stored)
+            else:
+                walk.append((node, children, walked, memo))
+        arrays = [child.path for _, children, _, _ in walk for _, child in children
+                  if child.kind == "array" and child.meta is not None]
+        times = stored_times(arrays) if arrays else {}
+        for node, children, walked, memo in walk:
+            done[node.path] = self._summed(node, children, [done[child.path] for child in walked], memo, times)
         return done[group.path]
 
-    def _summed(self, group: Node, children: list, below: list, memo, newest_stored) -> "Subtree":
-        """One group's Subtree, from its children and the Subtrees of the groups among them."""
+    def _beyond_bound(self, group: Node, met: int, now: float) -> "Subtree":
+        """The Subtree of a group with more than hdf5.MAX_NODES nodes below it: counted, not summed."""
+        memo = self._subtrees.get(group.path)
+        changed = memo.changed if memo is not None else 0
+        subtree = Subtree(group, (), 0, met, max(group.stat.st_mtime_ns, changed), changed, now + SUBTREE_LIFETIME)
+        self._subtrees[group.path] = subtree
+        return subtree
+
+    def _summed(self, group: Node, children: list, below: list, memo, times: dict) -> "Subtree":
+        """One group's Subtree, from its children and the Subtrees of the groups among them;
+        times: store path -> the newest mtime of an array's stored values."""
         cost, count, dimensions = hdf5.node_bound(group), 1, set()
         arrays = []
         for name, child in children:
@@ -506,7 +527,7 @@ class Hierarchy:
         changed = memo.changed if memo is not None else 0
         if memo is not None and not hdf5.same(memo.shape, shape):
             changed = time.time_ns()  # a deletion leaves no newer time in a store
-        newest = max([group.stat.st_mtime_ns, changed, newest_stored(arrays),
+        newest = max([group.stat.st_mtime_ns, changed, *(times.get(path, 0) for path in arrays),
                       *(child.stat.st_mtime_ns for _, child in children), *(sub.newest for sub in below)])
         subtree = Subtree(group, shape, cost, count, newest, changed, time.monotonic() + SUBTREE_LIFETIME)
         self._subtrees[group.path] = subtree
