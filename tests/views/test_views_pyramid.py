@@ -17,6 +17,7 @@ import tifffile
 import zarr
 
 from core import core_of
+from helpers import CountingStore
 from mounting import mounted
 from zarrfs.edits.hierarchy_edits import HierarchyEdits
 from zarrfs.fs.filesystem import FileSystem, Options
@@ -355,3 +356,15 @@ def test_a_layout_holds_one_entry_a_level_however_many_tiles():
     assert [tiles.tile for tiles in layout.data] == [(64, 64), (64, 64)]
     assert sys.getsizeof(layout) < len(layout.metadata[0][1]) + 1000
     assert layout.data[1].offsets(99)[-1] + 64 * 64 == layout.size
+
+
+def test_a_warm_stat_of_a_pyramid_reads_none_of_its_levels_again(stores, tmp_path):
+    """A stat of IMAGE.ome.tif after the first asks the store only whether its directory's
+    listing holds: its size and mtime come from the levels its layout was made of (each level
+    looked up again, three times over, cost 37 stats a stat)."""
+    store = CountingStore(str(stores[3][0]), read_only=True)
+    with core_of(stores[3][0], tmp_path, "ro", store=store) as c:
+        first = c.stat("/cells/cells.ome.tif")
+        store.reset()
+        assert c.fs.getattr("/cells/cells.ome.tif") == first  # as the kernel asks it: the walk to it is cached
+        assert store.stats == ["cells"] and store.gets == [] and store.listed == []

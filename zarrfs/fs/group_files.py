@@ -98,13 +98,13 @@ class GroupFiles:
                 directory = os.path.dirname(directory)
         return list(found)
 
-    def mtime(self, entry, last_writes, stored_times) -> int:
-        """The newest mtime of what the file shows: the documents of every node it describes,
-        the stored values of every array whose bytes it holds (stored_times(paths)), the time
-        this mount saw a node below appear or go (a deletion leaves no newer time in a store;
-        Hierarchy.group_file_facts), and the last write through the mount to an array below
-        (last_writes: store path -> time). So rsync copies g/zarr.h5 again exactly when
-        something below g changed."""
+    def mtime(self, entry, newest: int, last_writes) -> int:
+        """The newest mtime of what the file shows: `newest`, Hierarchy.group_file_facts' (the
+        documents of every node it describes, the stored values of every array whose bytes it
+        holds, the time this mount saw a node below appear or go: a deletion leaves no newer
+        time in a store), or the last write through the mount to an array below (last_writes:
+        store path -> time). So rsync copies g/zarr.h5 again exactly when something below g
+        changed."""
         below = entry.node.path + "/" if entry.node.path else ""
         written = max((t for path, t in last_writes if path.startswith(below)), default=0.0)
-        return max(self.hierarchy.group_file_facts(entry, stored_times)[1], int(written * 1e9))
+        return max(newest, int(written * 1e9))

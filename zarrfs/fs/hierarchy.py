@@ -449,10 +449,7 @@ class Hierarchy:
         of that array's stored values."""
         group = entry.node
         if entry.view == PYRAMID:
-            layout = self._pyramid_or_none(group, entry.stem)
-            levels = [self.node(f"{group.path}/{path}" if group.path else path)
-                      for path in self.pyramids(group).get(entry.stem, [])]
-            levels = [node for node in levels if node is not None]
+            layout, levels = self._pyramid_or_none(group, entry.stem), self._levels(group, entry.stem)
             newest = max([group.stat.st_mtime_ns, *(node.stat.st_mtime_ns for node in levels),
                           *stored_times([node.path for node in levels]).values()])
             return (layout.size if layout is not None else 0), newest
@@ -586,18 +583,25 @@ class Hierarchy:
     def pyramid_layout(self, group: Node, name: str) -> "hdf5.Layout | None":
         """IMAGE.ome.tif's layout, None where the image's first level cannot be an OME-TIFF;
         made once per version of the group and its levels while the header cache keeps it."""
-        paths = self.pyramids(group).get(name, [])
-        arrays = []
-        for path in paths:
-            node = self.node(f"{group.path}/{path}" if group.path else path)
-            if node is None or not isinstance(node.meta, ArrayMetadata) or is_text(node):
-                break
-            arrays.append(node)
+        arrays = self._levels(group, name)
         if not arrays:
             return None
+        paths = self.pyramids(group)[name]
         version = self._same_version(("pyramid", group.path, name), (group, *arrays))
         return self._headers.get(("pyramid", group.path, name), version,
                                  lambda: self._make_pyramid(group, paths[0], arrays))["pyramid"]
+
+    def _levels(self, group: Node, name: str) -> list[Node]:
+        """The arrays of IMAGE.ome.tif's levels, up to the first that is none, as last read (a
+        listing of the group read them): an array's own files show it as their listing read
+        it too, and reading each again cost a stat each, three times a stat of the file."""
+        arrays = []
+        for path in self.pyramids(group).get(name, []):
+            node = self.known_node(f"{group.path}/{path}" if group.path else path)
+            if node is None or not isinstance(node.meta, ArrayMetadata) or is_text(node):
+                break
+            arrays.append(node)
+        return arrays
 
     def _make_pyramid(self, group: Node, first_path: str, arrays: list[Node]) -> dict:
         """The layout of the image of `group` whose first dataset is `first_path`: described by
