@@ -20,7 +20,7 @@ from core import core_of
 from helpers import CountingStore
 from mounting import mounted
 from zarrfs.edits.hierarchy_edits import HierarchyEdits
-from zarrfs.fs.filesystem import FileSystem, Options
+from zarrfs.fs.filesystem import FileSystem, NoKernel, Options
 from zarrfs.views import ome_pyramid
 from zarrfs.views.ome_pyramid import Level
 
@@ -368,3 +368,31 @@ def test_a_warm_stat_of_a_pyramid_reads_none_of_its_levels_again(stores, tmp_pat
         store.reset()
         assert c.fs.getattr("/cells/cells.ome.tif") == first  # as the kernel asks it: the walk to it is cached
         assert store.stats == ["cells"] and store.gets == [] and store.listed == []
+
+
+class Dropped(NoKernel):
+    """The kernel's caches, as a mount's core drops them: the paths dropped, in turn."""
+
+    def __init__(self):
+        self.paths: list[str] = []
+
+    def drop(self, paths):
+        self.paths += paths
+
+
+@pytest.mark.parametrize("nest", ["", "s"])
+def test_a_level_moved_drops_the_kernels_copy_of_its_pyramid(tmp_path, nest):
+    """A level renamed ends the pyramid there, so IMAGE.ome.tif's size changes: the kernel's
+    size of it is dropped with those of zarr.h5 above (it kept the size of three levels)."""
+    root = tmp_path / "s.zarr"
+    image(zarr.open_group(str(root), mode="w", zarr_format=3), "cells", "0.5", 3, np.random.default_rng(2), nest)
+    kernel = Dropped()
+    fs = FileSystem(str(root), Options(recovery_dir=str(tmp_path / "recovery")), HierarchyEdits, kernel)
+    try:
+        directory = f"/cells/{nest}" if nest else "/cells"
+        before = fs.getattr("/cells/cells.ome.tif")["st_size"]
+        fs.edits.rename(f"{directory}/1.bin", f"{directory}/moved.bin", 0)
+        assert "/cells/cells.ome.tif" in kernel.paths and "/zarr.h5" in kernel.paths
+        assert fs.getattr("/cells/cells.ome.tif")["st_size"] < before
+    finally:
+        fs.stop()

@@ -5,9 +5,10 @@ what the kernel holds of it (size, pages) in step with the hierarchy below its g
 import errno
 import logging
 import os
+from collections.abc import Iterator
 
 from zarrfs.errors import AlreadyLoggedError, RoutineError, ViewError
-from zarrfs.fs.hierarchy import PYRAMID
+from zarrfs.fs.hierarchy import DIR, PYRAMID
 from zarrfs.views import hdf5, ome
 
 log = logging.getLogger(__name__)
@@ -59,15 +60,7 @@ class GroupFiles:
         and the IMAGE.ome.tif files of every image it is a level of: a write to the array changes
         their bytes too."""
         names = self._images_of(os.path.dirname(path), node.path)
-        views = self.hierarchy.group_views
-        if not views:
-            return names
-        directory = os.path.dirname(path)
-        while True:
-            names += [os.path.join(directory, name) for view in views for name in view.files]
-            if directory == "/":
-                return names
-            directory = os.path.dirname(directory)
+        return names + [name for directory in _directories_above(path) for name in self._views_in(directory)]
 
     def _images_of(self, directory: str, store_path: str) -> list[str]:
         """The IMAGE.ome.tif files whose levels include the array at `store_path`, whose data file
@@ -85,18 +78,27 @@ class GroupFiles:
         return names
 
     def of_directories_above(self, paths: list[str]) -> list[str]:
-        """The group files (zarr.h5, zarr.nc) of every directory above each of `paths`: a node
-        made, deleted or moved there changes their size and bytes."""
+        """The group files (zarr.h5, zarr.nc) of every directory above each of `paths`, and the
+        IMAGE.ome.tif files of the groups as far up as a level's image may be (ome.MAX_NESTING):
+        a node made, deleted or moved there changes their size and bytes (a level moved or
+        deleted ends its pyramid there)."""
         found: dict[str, None] = {}
         for path in paths:
-            directory = os.path.dirname(path.rstrip("/")) or "/"
-            while True:
-                found.update((os.path.join(directory, name), None) for view in self.hierarchy.group_views
-                             for name in view.files)
-                if directory == "/":
-                    break
-                directory = os.path.dirname(directory)
+            for depth, directory in enumerate(_directories_above(path)):
+                found.update(dict.fromkeys(self._views_in(directory)))
+                if depth < ome.MAX_NESTING:
+                    found.update(dict.fromkeys(self._images_in(directory)))
         return list(found)
+
+    def _views_in(self, directory: str) -> list[str]:
+        return [os.path.join(directory, name) for view in self.hierarchy.group_views for name in view.files]
+
+    def _images_in(self, directory: str) -> list[str]:
+        """The IMAGE.ome.tif files of the images in the multiscales of the group at `directory`."""
+        entry = self.hierarchy.lookup(directory)
+        if entry is None or entry.kind != DIR:
+            return []
+        return [os.path.join(directory, name) for name in self.hierarchy.pyramids(entry.node)]
 
     def mtime(self, entry, newest: int, last_writes) -> int:
         """The newest mtime of what the file shows: `newest`, Hierarchy.group_file_facts' (the
@@ -108,3 +110,13 @@ class GroupFiles:
         below = entry.node.path + "/" if entry.node.path else ""
         written = max((t for path, t in last_writes if path.startswith(below)), default=0.0)
         return max(newest, int(written * 1e9))
+
+
+def _directories_above(path: str) -> Iterator[str]:
+    """The directory of the file-system path `path`, then each one above it up to the root."""
+    directory = os.path.dirname(path.rstrip("/")) or "/"
+    while True:
+        yield directory
+        if directory == "/":
+            return
+        directory = os.path.dirname(directory)
