@@ -68,10 +68,9 @@ class GroupFiles:
         list its path below them (its name, or a nested path like s/0). The groups as last read
         (the lookup of `directory` read them): each open of a level asks again, and reading
         every group above anew cost each open up to four requests a group."""
-        parts, names = store_path.split("/") if store_path else [], []
-        for depth in range(1, min(len(parts), ome.MAX_NESTING) + 1):
-            group = self.hierarchy.known_node("/".join(parts[:-depth]))
-            relative = "/".join(parts[-depth:])
+        names = []
+        for group_path, relative in ome.groups_above(store_path):
+            group = self.hierarchy.known_node(group_path)
             images = self.hierarchy.pyramids(group) if group is not None else {}
             names += [os.path.join(directory, name) for name, paths in images.items() if relative in paths]
             directory = os.path.dirname(directory)
