@@ -98,7 +98,7 @@ class Subtree(NamedTuple):
 
     node: Node  # the group's node it was made from
     shape: tuple  # the group's node and its children's: when it differs, something was made, deleted or moved
-    cost: int  # hdf5.size_bound's share of the group and everything below, BOUND_BASE left out
+    cost: int  # hdf5.size_bound's share of the group and everything below (hdf5.group_bound added up)
     count: int  # nodes: beyond hdf5.MAX_NODES the view is refused
     newest: int  # ns: the newest mtime of the documents and stored values below, or of a change seen
     changed: int  # ns: when this mount last saw the group's children change, 0 if never
@@ -479,8 +479,7 @@ class Hierarchy:
                 continue
             first = children is None
             children = self._child_nodes(node.path) if first and node.meta is not None else children or []
-            walked = [child for name, child in children if child.kind == "group" and child.meta is not None
-                      and hdf5.linkable(name)]  # members_of's rule: an unlinkable group is left out whole
+            walked = [child for name, child in children if hdf5.walked(name, child)]
             if first:
                 met += len(children)
                 stack.append((node, children))
@@ -505,21 +504,9 @@ class Hierarchy:
     def _summed(self, group: Node, children: list, below: list, memo, times: dict) -> "Subtree":
         """One group's Subtree, from its children and the Subtrees of the groups among them;
         times: store path -> the newest mtime of an array's stored values."""
-        cost, count, dimensions = hdf5.node_bound(group), 1, set()
-        arrays = []
-        for name, child in children:
-            cost += hdf5.name_bound(name)
-            if child.kind == "array":
-                cost += hdf5.node_bound(child)
-                count += 1
-                if child.meta is not None:
-                    dimensions |= hdf5.dimension_keys(child.meta)
-                    arrays.append(child.path)
-            elif child.meta is None or not hdf5.linkable(name):
-                cost += hdf5.node_bound(child)
-                count += 1
-        cost += hdf5.BOUND_DIMENSION * len(dimensions) + sum(sub.cost for sub in below)
-        count += sum(sub.count for sub in below)
+        cost = hdf5.group_bound(group, children) + sum(sub.cost for sub in below)
+        count = 1 + sum(not hdf5.walked(name, child) for name, child in children) + sum(sub.count for sub in below)
+        arrays = [child.path for _, child in children if child.kind == "array" and child.meta is not None]
         shape = (group, *(child for _, child in children))  # a node made, deleted or moved here changes it
         changed = memo.changed if memo is not None else 0
         if memo is not None and not hdf5.same(memo.shape, shape):
