@@ -26,6 +26,8 @@ from core import core_of
 from helpers import CountingStore, delete_array
 from mounting import mounted
 from zarr_layouts import NUMERIC, random_values
+from zarrfs.fs.hierarchy import Hierarchy
+from zarrfs.stores.local import LocalStore
 from zarrfs.views import hdf5
 
 SHAPES = {2: (5, 7), 3: (3, 5, 7), 4: (2, 3, 5, 7), 5: (2, 2, 3, 5, 7)}
@@ -588,3 +590,22 @@ def test_a_group_beyond_the_bound_is_walked_no_further_than_the_bound(tmp_path, 
         assert c.stat("/zarr.h5")["st_size"] == 0
         assert store.dirs_listed == [] and store.listed == []
         assert c.stat("/g0/zarr.h5")["st_size"] > 0
+
+
+def test_a_group_size_walked_before_an_edit_is_not_kept_after_it(tmp_path):
+    """A stat that listed the group before an edit landed, and summed it after, stored what it
+    summed with a fresh lifetime: the edit's expiry was undone, and stats showed the size before
+    the edit for 30 s. What a walk made is kept only when no edit came while it walked."""
+    store = tmp_path / "s.zarr"
+    zarr.open_group(str(store), mode="w").create_array("a", shape=(10,), dtype="f8")
+    hierarchy = Hierarchy(LocalStore(str(store)))
+    entry = hierarchy.lookup("/zarr.h5")
+
+    def edited_meanwhile(paths):  # the edit lands while the stat walks: after its listing, before its sum
+        zarr.open_group(str(store), mode="r+").create_array("b", shape=(100_000,), dtype="f8")
+        hierarchy.changed("b")
+        return dict.fromkeys(paths, 0)
+
+    before = hierarchy.group_file_facts(entry, edited_meanwhile)[0]
+    after = hierarchy.group_file_facts(entry, lambda paths: dict.fromkeys(paths, 0))[0]
+    assert after >= before + 800_000

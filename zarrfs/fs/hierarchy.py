@@ -122,6 +122,7 @@ class Hierarchy:
         self._directories: dict[str, Entry] = {}  # file-system path -> DIR entry, while listings hold
         self._group_versions: dict[object, tuple] = {}  # group path (or pyramid key) -> the nodes its view was made of
         self._subtrees: dict[str, Subtree] = {}  # group path -> what its HDF5 view's size and mtime depend on
+        self._expiries = 0  # how often Subtrees were expired: a walk keeps what it made only if none came meanwhile
         # group path -> (size listed, size made) of an HDF5 view made larger than its bound: listings
         # show the size made while the bound stays that one (a kernel reads no further than the size)
         self._exceeded: dict[str, tuple[int, int]] = {}
@@ -463,14 +464,14 @@ class Hierarchy:
         may be thousands of groups deep) and kept for SUBTREE_LIFETIME, or until the mount
         changes a node below it (changed). The walk stops once it met more nodes than the view
         describes; the stored times of every array below come from one call (one listing)."""
-        now = time.monotonic()
+        now, expiries = time.monotonic(), self._expiries
         done: dict[str, Subtree] = {}
         walk: list[tuple[Node, list, list, Subtree | None]] = []  # (group, children, groups walked, memo), post-order
         stack: list[tuple[Node, list | None]] = [(group, None)]  # (group, its children once they were looked at)
         met = 1  # nodes met so far, as Subtree.count counts them
         while stack:
             if met > hdf5.MAX_NODES:  # shown as size 0: what is below no longer matters
-                return self._beyond_bound(group, met, now)
+                return self._kept({group.path: self._beyond_bound(group, met, now)}, expiries)[group.path]
             node, children = stack.pop()
             memo = self._subtrees.get(node.path)
             if children is None and memo is not None and memo.node is node and memo.expires > now:
@@ -489,17 +490,27 @@ class Hierarchy:
         arrays = [child.path for _, children, _, _ in walk for _, child in children
                   if child.kind == "array" and child.meta is not None]
         times = stored_times(arrays) if arrays else {}
+        made = {}
         for node, children, walked, memo in walk:
-            done[node.path] = self._summed(node, children, [done[child.path] for child in walked], memo, times)
+            done[node.path] = made[node.path] = self._summed(node, children, [done[child.path] for child in walked],
+                                                            memo, times)
+        self._kept(made, expiries)
         return done[group.path]
+
+    def _kept(self, made: dict[str, "Subtree"], expiries: int) -> dict[str, "Subtree"]:
+        """`made`, kept unless Subtrees were expired since the walk that made them began: it may
+        have listed a group before an edit, and kept with a fresh lifetime, what it made would
+        undo the edit's expiry for SUBTREE_LIFETIME."""
+        with self._lock:
+            if self._expiries == expiries:
+                self._subtrees.update(made)
+        return made
 
     def _beyond_bound(self, group: Node, met: int, now: float) -> "Subtree":
         """The Subtree of a group with more than hdf5.MAX_NODES nodes below it: counted, not summed."""
         memo = self._subtrees.get(group.path)
         changed = memo.changed if memo is not None else 0
-        subtree = Subtree(group, (), 0, met, max(group.stat.st_mtime_ns, changed), changed, now + SUBTREE_LIFETIME)
-        self._subtrees[group.path] = subtree
-        return subtree
+        return Subtree(group, (), 0, met, max(group.stat.st_mtime_ns, changed), changed, now + SUBTREE_LIFETIME)
 
     def _summed(self, group: Node, children: list, below: list, memo, times: dict) -> "Subtree":
         """One group's Subtree, from its children and the Subtrees of the groups among them;
@@ -513,9 +524,7 @@ class Hierarchy:
             changed = time.time_ns()  # a deletion leaves no newer time in a store
         newest = max([group.stat.st_mtime_ns, changed, *(times.get(path, 0) for path in arrays),
                       *(child.stat.st_mtime_ns for _, child in children), *(sub.newest for sub in below)])
-        subtree = Subtree(group, shape, cost, count, newest, changed, time.monotonic() + SUBTREE_LIFETIME)
-        self._subtrees[group.path] = subtree
-        return subtree
+        return Subtree(group, shape, cost, count, newest, changed, time.monotonic() + SUBTREE_LIFETIME)
 
     def _group_version(self, path: str, members: list) -> tuple:
         """The nodes the group's HDF5 view is made of: the tuple known before when they are the
@@ -537,6 +546,7 @@ class Hierarchy:
         kept, expired, for its shape: a group whose children differ from it gets a new `changed`
         time (a node moved or deleted leaves no newer time in a store). Those of the node and
         below it go when the node may be `gone`. Called with the lock held."""
+        self._expiries += 1
         for p, memo in list(self._subtrees.items()):
             inside = not path or p == path or p.startswith(path + "/")
             if gone and inside and path:
