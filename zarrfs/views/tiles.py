@@ -29,7 +29,7 @@ def edge(chunk: int, size: int) -> int:
     return max(MULTIPLE, chosen - chosen % MULTIPLE)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Tiles:
     """The tiles of the array at store path `path`, from `offset` of the file on: the tile grid
     is worked out here alone (ome_pyramid.Level makes a level's Tiles; the header asks them)."""
