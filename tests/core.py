@@ -319,10 +319,11 @@ class _OpenFile(io.RawIOBase):
 
 
 @contextlib.contextmanager
-def core_of(source, tmp_path, *options, name="core"):
+def core_of(source, tmp_path, *options, name="core", store=None):
     """The core serving `source` with the -o words `options` (parsed as the command parses
-    them; its recovery data in tmp_path), started as a mount starts it; yields a Core. Always
-    stopped, which stores every write, as an unmount does."""
+    them; its recovery data in tmp_path; `store`: the store it serves, else opened from
+    `source`), started as a mount starts it; yields a Core. Always stopped, which stores every
+    write, as an unmount does."""
     parsed, _, debug = parse_options(private_places(tmp_path, name, options))
     log = io.StringIO()
     handler = logging.StreamHandler(log)
@@ -332,7 +333,7 @@ def core_of(source, tmp_path, *options, name="core"):
     logger.setLevel(logging.DEBUG if debug else logging.INFO)  # -o debug, as the command sets it
     logger.addHandler(handler)
     try:
-        fs = FileSystem(str(source), parsed, HierarchyEdits)
+        fs = FileSystem(str(source), parsed, HierarchyEdits, store=store)
         fs.start()
         try:
             yield Core(fs, log)

@@ -89,6 +89,8 @@ class CountingStore(LocalStore):
         self.sets = []
         self.stats = []
         self.opened = []
+        self.listed = []  # prefixes of files(): each a listing of everything below it
+        self.dirs_listed = []  # prefixes of list_dir()
 
     def get_versioned(self, key, byte_range=None, expect=None, limit=None):
         """Every read comes here (get too): recorded once."""
@@ -106,6 +108,14 @@ class CountingStore(LocalStore):
         self.stats.append(key)
         return super().stat(key)
 
+    def files(self, prefix, directories=False):
+        self.listed.append(prefix)
+        return super().files(prefix, directories)
+
+    def list_dir(self, prefix):
+        self.dirs_listed.append(prefix)
+        return super().list_dir(prefix)
+
     def stage(self, key, data):
         if data is not None:
             self.sets.append((key, len(data)))
@@ -116,6 +126,8 @@ class CountingStore(LocalStore):
         self.sets.clear()
         self.stats.clear()
         self.opened.clear()
+        self.listed.clear()
+        self.dirs_listed.clear()
 
     @property
     def bytes_read(self):

@@ -255,6 +255,25 @@ def test_mv_renames_and_moves_arrays_and_groups(tmp_path, zarr_format, consolida
         assert np.array_equal(group["other/moved/c"][...], np.arange(4))
 
 
+def test_the_no_trash_marker_is_no_node_to_edit(tmp_path):
+    """.Trash-UID is looked up with the root's node, which must stay out of its reach: setting
+    an attribute on it wrote into the root's zarr.json, and listxattr showed the root's."""
+    store = make_store(tmp_path / "s.zarr")
+    zarr.open_group(str(store), mode="r+").attrs["title"] = "root"
+    before = (store / "zarr.json").read_bytes()
+    with core_of(store, tmp_path) as c:
+        marker = f"/.Trash-{os.getuid()}"
+        assert c.exists(marker) and c.getxattr("/", "user.zarr.attributes")
+        raises(errno.EPERM, c.setxattr, marker, "user.zarr.attr.x", b"1")
+        raises(errno.EPERM, c.removexattr, marker, "user.zarr.attr.title")
+        assert c.listxattr(marker) == []
+        raises(errno.ENODATA, c.getxattr, marker, "user.zarr.attributes")
+        raises(errno.EPERM, c.unlink, marker)
+        raises(errno.EPERM, c.rename, marker, "/elsewhere")
+        assert c.exists(marker) and not c.exists("/elsewhere")
+    assert (store / "zarr.json").read_bytes() == before and open_group(store).attrs["title"] == "root"
+
+
 def test_a_read_only_mount_refuses_every_change(tmp_path):
     root = make_store(tmp_path / "s.zarr")
     before = sorted(str(p.relative_to(root)) for p in root.rglob("*"))

@@ -154,6 +154,35 @@ def test_a_stat_decodes_no_string_array_beyond_the_listing_bound(tmp_path, monke
     assert "size is not known" not in caplog.text  # no chunk was read
 
 
+def test_the_text_limit_is_of_bytes_at_a_stat_and_at_an_open(tmp_path, monkeypatch):
+    """The limit counted characters when rendering and bytes when adding a size up at a stat, so
+    a text of more bytes than the limit in fewer characters (non-ASCII) listed 0 and opened
+    whole. Both count bytes: within it, the size listed is the bytes read; past it, both refuse."""
+    from zarrfs.engine.chunk_cache import ChunkCache
+    from zarrfs.errors import UnsupportedError
+    from zarrfs.fs.hierarchy import Hierarchy
+    from zarrfs.stores.local import LocalStore
+    from zarrfs.views import text as textview
+
+    monkeypatch.setattr(textview, "SIZED_ELEMENTS", 4)  # a stat adds up the size a slab at a time
+    monkeypatch.setattr(textview, "TEXT_LIMIT", 100)
+    root = zarr.open_group(str(tmp_path / "t.zarr"), mode="w")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, width in (("within", 4), ("beyond", 5)):  # 10 lines of 9 bytes; of 11 bytes, 6 characters
+            root.create_array(name, shape=(10,), chunks=(4,), dtype=str)[...] = np.array(["é" * width] * 10, dtype=object)
+    store = LocalStore(str(tmp_path / "t.zarr"))
+    hierarchy = Hierarchy(store, ())
+    within, beyond = hierarchy.lookup("/within.txt").node, hierarchy.lookup("/beyond.txt").node
+    assert textview.Texts().size(store, within, ChunkCache(1 << 20)) == 90
+    assert len(textview.Texts().text(store, within, ChunkCache(1 << 20))) == 90
+    assert textview.Texts().size(store, beyond, ChunkCache(1 << 20)) == 0
+    with pytest.raises(UnsupportedError, match="limit of 100 bytes"):
+        textview.Texts().text(store, beyond, ChunkCache(1 << 20))
+    with pytest.raises(UnsupportedError, match="limit of 100 bytes"):
+        render(np.array(["é" * 5] * 10, dtype=object), "beyond")
+
+
 def labels(n, width, seed):
     """Labels as real tables hold them: `width` characters, some non-ASCII, all different."""
     rng = np.random.default_rng(seed)

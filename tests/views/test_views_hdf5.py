@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 import warnings
 
 import h5netcdf
@@ -22,9 +23,11 @@ import xarray as xr
 import zarr
 
 from core import core_of
-from helpers import delete_array
+from helpers import CountingStore, delete_array
 from mounting import mounted
 from zarr_layouts import NUMERIC, random_values
+from zarrfs.fs.hierarchy import Hierarchy
+from zarrfs.stores.local import LocalStore
 from zarrfs.views import hdf5
 
 SHAPES = {2: (5, 7), 3: (3, 5, 7), 4: (2, 3, 5, 7), 5: (2, 2, 3, 5, 7)}
@@ -544,3 +547,65 @@ def test_the_size_listed_holds_every_varied_hierarchy(tmp_path, seed):
                 f.visit(lambda name: None)
             assert len(path.read_bytes()) == os.stat(path).st_size == size, path  # the size listed is the size read
         assert "listed before it was made" not in m.settled_log()
+
+
+def five_groups(root) -> None:
+    """Four arrays at the root and four groups of four arrays each: twenty arrays, each stored,
+    everything stored a day old."""
+    group = zarr.open_group(str(root), mode="w", zarr_format=3)
+    for path in [f"a{i}" for i in range(4)] + [f"g{g}/a{i}" for g in range(4) for i in range(4)]:
+        group.create_array(path, shape=(8,), chunks=(4,), dtype="i2")[...] = 1
+    for directory, _, files in os.walk(root):
+        for name in [*files, "."]:
+            os.utime(os.path.join(directory, name), ns=(DAY_AGO, DAY_AGO))
+
+
+DAY_AGO = time.time_ns() - 86_400 * 10**9
+
+
+def test_a_group_files_stat_lists_the_stored_values_below_it_once(tmp_path):
+    """Its mtime is the newest of the stored values of every array below: one listing of the
+    group finds them all (an array's own listing each cost twenty LISTs of a store of twenty)."""
+    five_groups(tmp_path / "s.zarr")
+    os.utime(tmp_path / "s.zarr" / "g3" / "a3" / "c" / "1", ns=(DAY_AGO + 10**9, DAY_AGO + 10**9))
+    store = CountingStore(str(tmp_path / "s.zarr"), read_only=True)
+    with core_of(tmp_path / "s.zarr", tmp_path, "ro", store=store) as c:
+        store.reset()
+        assert c.stat("/zarr.h5")["st_mtime"] == DAY_AGO + 10**9
+        assert store.listed == [""]
+        assert c.stat("/g3/zarr.h5")["st_mtime"] == c.stat("/g3/a3.bin")["st_mtime"] == DAY_AGO + 10**9
+        assert c.stat("/g2/zarr.h5")["st_mtime"] == DAY_AGO
+        assert store.listed == [""]  # what the first listing found serves the groups below and their arrays
+
+
+def test_a_group_beyond_the_bound_is_walked_no_further_than_the_bound(tmp_path, monkeypatch):
+    """A hierarchy of more nodes than one HDF5 view describes shows size 0: counting them stops
+    at the bound, without listing the groups below or any stored value."""
+    monkeypatch.setattr(hdf5, "MAX_NODES", 5)
+    five_groups(tmp_path / "s.zarr")
+    store = CountingStore(str(tmp_path / "s.zarr"), read_only=True)
+    with core_of(tmp_path / "s.zarr", tmp_path, "ro", store=store) as c:
+        c.listdir("/")
+        store.reset()
+        assert c.stat("/zarr.h5")["st_size"] == 0
+        assert store.dirs_listed == [] and store.listed == []
+        assert c.stat("/g0/zarr.h5")["st_size"] > 0
+
+
+def test_a_group_size_walked_before_an_edit_is_not_kept_after_it(tmp_path):
+    """A stat that listed the group before an edit landed, and summed it after, stored what it
+    summed with a fresh lifetime: the edit's expiry was undone, and stats showed the size before
+    the edit for 30 s. What a walk made is kept only when no edit came while it walked."""
+    store = tmp_path / "s.zarr"
+    zarr.open_group(str(store), mode="w").create_array("a", shape=(10,), dtype="f8")
+    hierarchy = Hierarchy(LocalStore(str(store)))
+    entry = hierarchy.lookup("/zarr.h5")
+
+    def edited_meanwhile(paths):  # the edit lands while the stat walks: after its listing, before its sum
+        zarr.open_group(str(store), mode="r+").create_array("b", shape=(100_000,), dtype="f8")
+        hierarchy.changed("b")
+        return dict.fromkeys(paths, 0)
+
+    before = hierarchy.group_file_facts(entry, edited_meanwhile)[0]
+    after = hierarchy.group_file_facts(entry, lambda paths: dict.fromkeys(paths, 0))[0]
+    assert after >= before + 800_000

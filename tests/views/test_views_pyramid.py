@@ -2,6 +2,7 @@
 OME-TIFF in its group, read through a real mount by tifffile (every level equal to zarr-python's)
 and by Bio-Formats (one image, one resolution per level; the lowest level's pixels)."""
 
+import gc
 import io
 import json
 import logging
@@ -9,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +19,12 @@ import tifffile
 import zarr
 
 from core import core_of
+from helpers import CountingStore
 from mounting import mounted
 from zarrfs.edits.hierarchy_edits import HierarchyEdits
-from zarrfs.fs.filesystem import FileSystem, Options
+from zarrfs.fs.filesystem import FileSystem, NoKernel, Options
 from zarrfs.views import ome_pyramid
+from zarrfs.views.hdf5 import Extent, Layout
 from zarrfs.views.ome_pyramid import Level
 
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -350,8 +354,71 @@ def test_a_layout_holds_one_entry_a_level_however_many_tiles():
     """Tiles lie at a fixed stride, so the layout (which the header cache counts) holds one Tiles
     per level, not an extent per tile: 100 planes of 64 x 64 tiles of a 4096 x 4096 level."""
     levels = [Level("0", (100, 4096, 4096), "uint8", 1, (16, 16)), Level("1", (100, 2048, 2048), "uint8", 1, (16, 16))]
-    layout = ome_pyramid.build(levels, b"<OME/>", 1 << 30)
+    held, layout = traced(lambda: ome_pyramid.build(levels, b"<OME/>", 1 << 30))
     assert [tiles.path for tiles in layout.data] == ["0", "1"]
     assert [tiles.tile for tiles in layout.data] == [(64, 64), (64, 64)]
-    assert sys.getsizeof(layout) < len(layout.metadata[0][1]) + 1000
+    assert held < len(layout.metadata[0][1]) + 2000  # the header's bytes, and little else
+    assert held <= sys.getsizeof(layout)  # what the header cache counts
     assert layout.data[1].offsets(99)[-1] + 64 * 64 == layout.size
+
+
+def test_the_header_cache_counts_at_least_what_a_layout_of_many_pieces_holds():
+    """zarr.h5's layout holds many metadata pieces and an Extent per dataset, each path its own."""
+    held, layout = traced(lambda: Layout(1 << 30, [(4096 * i, bytes(100)) for i in range(2000)],
+                                         [Extent((1 << 20) + 4096 * i, 4096 + i, f"group/array_{i:06d}") for i in range(2000)]))
+    assert held <= sys.getsizeof(layout) < 2 * held
+
+
+def traced(make):
+    """(bytes still allocated after make() returned, what it made), measured with tracemalloc;
+    made once before, so that what a first call leaves (struct's formats) is not counted."""
+    make()
+    tracemalloc.start()
+    try:
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        made = make()
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0] - before, made
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_warm_stat_of_a_pyramid_reads_none_of_its_levels_again(stores, tmp_path):
+    """A stat of IMAGE.ome.tif after the first asks the store only whether its directory's
+    listing holds: its size and mtime come from the levels its layout was made of (each level
+    looked up again, three times over, cost 37 stats a stat)."""
+    store = CountingStore(str(stores[3][0]), read_only=True)
+    with core_of(stores[3][0], tmp_path, "ro", store=store) as c:
+        first = c.stat("/cells/cells.ome.tif")
+        store.reset()
+        assert c.fs.getattr("/cells/cells.ome.tif") == first  # as the kernel asks it: the walk to it is cached
+        assert store.stats == ["cells"] and store.gets == [] and store.listed == []
+
+
+class Dropped(NoKernel):
+    """The kernel's caches, as a mount's core drops them: the paths dropped, in turn."""
+
+    def __init__(self):
+        self.paths: list[str] = []
+
+    def drop(self, paths):
+        self.paths += paths
+
+
+@pytest.mark.parametrize("nest", ["", "s"])
+def test_a_level_moved_drops_the_kernels_copy_of_its_pyramid(tmp_path, nest):
+    """A level renamed ends the pyramid there, so IMAGE.ome.tif's size changes: the kernel's
+    size of it is dropped with those of zarr.h5 above (it kept the size of three levels)."""
+    root = tmp_path / "s.zarr"
+    image(zarr.open_group(str(root), mode="w", zarr_format=3), "cells", "0.5", 3, np.random.default_rng(2), nest)
+    kernel = Dropped()
+    fs = FileSystem(str(root), Options(recovery_dir=str(tmp_path / "recovery")), HierarchyEdits, kernel)
+    try:
+        directory = f"/cells/{nest}" if nest else "/cells"
+        before = fs.getattr("/cells/cells.ome.tif")["st_size"]
+        fs.edits.rename(f"{directory}/1.bin", f"{directory}/moved.bin", 0)
+        assert "/cells/cells.ome.tif" in kernel.paths and "/zarr.h5" in kernel.paths
+        assert fs.getattr("/cells/cells.ome.tif")["st_size"] < before
+    finally:
+        fs.stop()

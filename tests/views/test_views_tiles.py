@@ -40,7 +40,7 @@ def test_a_read_of_several_tiles_meeting_too_many_chunks_is_refused_before_any_r
     monkeypatch.setattr(read_budget, "MAX_READ_CHUNKS", 100)
     store, values = level((8, 8), Capabilities(remote=True))
     raw = open_raw_file(store, writable=False)
-    tiles = Tiles.placed(0, "", SHAPE, TILE, 1)
+    tiles = Tiles(0, "", SHAPE, TILE, 1)
     one = np.empty(tiles.tile_bytes, "u1")
     tiles.read_into(raw, 0, one)  # one tile: within the budget
     assert np.array_equal(one.reshape(TILE), values[:, :64])
@@ -76,7 +76,7 @@ def test_a_read_of_several_tiles_has_one_deadline(monkeypatch):
     monkeypatch.setattr(store, "get_versioned", slow_get)
     raw = open_raw_file(store, writable=False)
     store.reads.clear()
-    tiles = Tiles.placed(0, "", SHAPE, TILE, 1)
+    tiles = Tiles(0, "", SHAPE, TILE, 1)
     with pytest.raises(ReadBudgetError, match="did not finish within 30 s"):
         tiles.read_into(raw, 0, np.empty(tiles.nbytes, "u1"))
     assert [key for key, _ in store.reads] == ["c/0/0", "c/0/1"]

@@ -341,7 +341,8 @@ class HierarchyEdits:
         self._edit(path, change)
 
     def _attribute(self, path: str, name: str) -> str:
-        self._existing(path)
+        if self._existing(path).kind == NO_TRASH:  # it carries the root's node, whose attributes are not its own
+            raise RefusedError(f"{path}: says that there is no trash here, and has no attributes", errno.EPERM)
         if self.read_only:
             raise ReadOnlyError(f"{path}: the mount is read-only")
         if not name.startswith(ATTRIBUTE) or len(name) == len(ATTRIBUTE):

@@ -271,6 +271,7 @@ class FileSystem:
 
     def attributes(self, entry: Entry) -> Attributes:
         st, owns, writable = entry.node.stat, self.options.ownership, not self.options.read_only
+        newest = 0  # a group file's: the newest time of what it shows, found with its size (once a stat)
         if entry.kind == DIR:
             mode, size = owns.directory(writable), 0
         elif entry.kind == SIDECAR or entry.kind == DOCUMENT and entry.node.kind == "group":
@@ -284,22 +285,23 @@ class FileSystem:
         elif entry.kind == TEXT:  # the true size, worked out once (textview.Texts.size): splice copies no further
             mode, size = owns.file(False), self.texts.size(self.store, entry.node, self.cache)
         elif entry.kind == GROUPFILE:  # from metadata alone: a listing never makes the file
-            mode, size = owns.file(False), self.hierarchy.group_file_facts(entry, self._newest_stored)[0]
+            mode, (size, newest) = owns.file(False), self.hierarchy.group_file_facts(entry, self._stored_times)
         else:
             mode, size = owns.file(False), len(self.hierarchy.content(entry))
-        mtime, blocks = self._stored(entry, size)
+        mtime, blocks = self._stored(entry, size, newest)
         uid, gid = owns.owner(st)
         return {"st_ino": inode_number(entry_key(entry)), "st_mode": mode, "st_nlink": 2 if entry.kind == DIR else 1,
                 "st_size": size, "st_uid": uid, "st_gid": gid, "st_blksize": BLKSIZE, "st_blocks": blocks,
                 "st_mtime": mtime, "st_ctime": mtime, "st_atime": mtime}
 
-    def _stored(self, entry: Entry, size: int) -> tuple[int, int]:
+    def _stored(self, entry: Entry, size: int, newest: int) -> tuple[int, int]:
         """(mtime in ns, st_blocks). An array's files change when any of its stored values does,
         and cost what its chunks take encoded (see stored_usage.py); a fill value that is not zero
-        bytes, or data not yet stored, counts in full, so that no tool takes it for a hole."""
+        bytes, or data not yet stored, counts in full, so that no tool takes it for a hole. A
+        group file's changes with `newest` (Hierarchy.group_file_facts) or a write below it."""
         node = entry.node
         if entry.kind == GROUPFILE:
-            return self.group_files.mtime(entry, self.arrays.last_writes(), self._newest_stored), -(-size // 512)
+            return self.group_files.mtime(entry, newest, self.arrays.last_writes()), -(-size // 512)
         if entry.kind not in (DATA, TEXT, PREVIEW) or node.meta is None:  # made from the documents
             return node.stat.st_mtime_ns, -(-size // 512)
         stored = self.usage.of(node.path)
@@ -308,21 +310,19 @@ class FileSystem:
             return mtime, -(-size // 512)
         return mtime, -(-(stored.nbytes + len(self.hierarchy.prefix(entry))) // 512)
 
-    def _newest_stored(self, paths: list[str]) -> int:
-        """The newest mtime (ns) of the stored values of the arrays at `paths` (found a group at a time where each costs a round trip: one LIST per group, as a listing
-        of it does); an array that cannot be listed counts 0, its own files report the error."""
-        groups: dict[str, list[str]] = {}
-        for path in paths:
-            groups.setdefault(path.rpartition("/")[0], []).append(path)
-        for group, arrays in groups.items():
-            self.usage.warm(group, arrays)
-        newest = 0
+    def _stored_times(self, paths: list[str]) -> dict[str, int]:
+        """Store path -> the newest mtime (ns) of the stored values of each array at `paths`, found
+        by one listing of the group holding them all (usage.warm_below), not one per array; an
+        array that cannot be listed counts 0, its own files report the error."""
+        self.usage.warm_below(paths)
+        times = {}
         for path in paths:
             try:
-                newest = max(newest, self.usage.of(path).mtime_ns)
+                times[path] = self.usage.of(path).mtime_ns
             except ZarrfsError as e:
                 log.debug("%s: its stored values' times are not known: %s", path or "/", e)
-        return newest
+                times[path] = 0
+        return times
 
     def _unstored(self, node: Node) -> bool:
         opened = self.arrays.get(node.path)

@@ -5,9 +5,10 @@ what the kernel holds of it (size, pages) in step with the hierarchy below its g
 import errno
 import logging
 import os
+from collections.abc import Iterator
 
 from zarrfs.errors import AlreadyLoggedError, RoutineError, ViewError
-from zarrfs.fs.hierarchy import PYRAMID
+from zarrfs.fs.hierarchy import DIR, PYRAMID
 from zarrfs.views import hdf5, ome
 
 log = logging.getLogger(__name__)
@@ -59,15 +60,7 @@ class GroupFiles:
         and the IMAGE.ome.tif files of every image it is a level of: a write to the array changes
         their bytes too."""
         names = self._images_of(os.path.dirname(path), node.path)
-        views = self.hierarchy.group_views
-        if not views:
-            return names
-        directory = os.path.dirname(path)
-        while True:
-            names += [os.path.join(directory, name) for view in views for name in view.files]
-            if directory == "/":
-                return names
-            directory = os.path.dirname(directory)
+        return names + [name for directory in _directories_above(path) for name in self._views_in(directory)]
 
     def _images_of(self, directory: str, store_path: str) -> list[str]:
         """The IMAGE.ome.tif files whose levels include the array at `store_path`, whose data file
@@ -75,36 +68,54 @@ class GroupFiles:
         list its path below them (its name, or a nested path like s/0). The groups as last read
         (the lookup of `directory` read them): each open of a level asks again, and reading
         every group above anew cost each open up to four requests a group."""
-        parts, names = store_path.split("/") if store_path else [], []
-        for depth in range(1, min(len(parts), ome.MAX_NESTING) + 1):
-            group = self.hierarchy.known_node("/".join(parts[:-depth]))
-            relative = "/".join(parts[-depth:])
+        names = []
+        for group_path, relative in ome.groups_above(store_path):
+            group = self.hierarchy.known_node(group_path)
             images = self.hierarchy.pyramids(group) if group is not None else {}
             names += [os.path.join(directory, name) for name, paths in images.items() if relative in paths]
             directory = os.path.dirname(directory)
         return names
 
     def of_directories_above(self, paths: list[str]) -> list[str]:
-        """The group files (zarr.h5, zarr.nc) of every directory above each of `paths`: a node
-        made, deleted or moved there changes their size and bytes."""
+        """The group files (zarr.h5, zarr.nc) of every directory above each of `paths`, and the
+        IMAGE.ome.tif files of the groups as far up as a level's image may be (ome.MAX_NESTING):
+        a node made, deleted or moved there changes their size and bytes (a level moved or
+        deleted ends its pyramid there)."""
         found: dict[str, None] = {}
         for path in paths:
-            directory = os.path.dirname(path.rstrip("/")) or "/"
-            while True:
-                found.update((os.path.join(directory, name), None) for view in self.hierarchy.group_views
-                             for name in view.files)
-                if directory == "/":
-                    break
-                directory = os.path.dirname(directory)
+            for depth, directory in enumerate(_directories_above(path)):
+                found.update(dict.fromkeys(self._views_in(directory)))
+                if depth < ome.MAX_NESTING:
+                    found.update(dict.fromkeys(self._images_in(directory)))
         return list(found)
 
-    def mtime(self, entry, last_writes, newest_stored) -> int:
-        """The newest mtime of what the file shows: the documents of every node it describes,
-        the stored values of every array whose bytes it holds (newest_stored(paths)), the time
-        this mount saw a node below appear or go (a deletion leaves no newer time in a store;
-        Hierarchy.group_file_facts), and the last write through the mount to an array below
-        (last_writes: store path -> time). So rsync copies g/zarr.h5 again exactly when
-        something below g changed."""
+    def _views_in(self, directory: str) -> list[str]:
+        return [os.path.join(directory, name) for view in self.hierarchy.group_views for name in view.files]
+
+    def _images_in(self, directory: str) -> list[str]:
+        """The IMAGE.ome.tif files of the images in the multiscales of the group at `directory`."""
+        entry = self.hierarchy.lookup(directory)
+        if entry is None or entry.kind != DIR:
+            return []
+        return [os.path.join(directory, name) for name in self.hierarchy.pyramids(entry.node)]
+
+    def mtime(self, entry, newest: int, last_writes) -> int:
+        """The newest mtime of what the file shows: `newest`, Hierarchy.group_file_facts' (the
+        documents of every node it describes, the stored values of every array whose bytes it
+        holds, the time this mount saw a node below appear or go: a deletion leaves no newer
+        time in a store), or the last write through the mount to an array below (last_writes:
+        store path -> time). So rsync copies g/zarr.h5 again exactly when something below g
+        changed."""
         below = entry.node.path + "/" if entry.node.path else ""
         written = max((t for path, t in last_writes if path.startswith(below)), default=0.0)
-        return max(self.hierarchy.group_file_facts(entry, newest_stored)[1], int(written * 1e9))
+        return max(newest, int(written * 1e9))
+
+
+def _directories_above(path: str) -> Iterator[str]:
+    """The directory of the file-system path `path`, then each one above it up to the root."""
+    directory = os.path.dirname(path.rstrip("/")) or "/"
+    while True:
+        yield directory
+        if directory == "/":
+            return
+        directory = os.path.dirname(directory)

@@ -98,7 +98,7 @@ class Subtree(NamedTuple):
 
     node: Node  # the group's node it was made from
     shape: tuple  # the group's node and its children's: when it differs, something was made, deleted or moved
-    cost: int  # hdf5.size_bound's share of the group and everything below, BOUND_BASE left out
+    cost: int  # hdf5.size_bound's share of the group and everything below (hdf5.group_bound added up)
     count: int  # nodes: beyond hdf5.MAX_NODES the view is refused
     newest: int  # ns: the newest mtime of the documents and stored values below, or of a change seen
     changed: int  # ns: when this mount last saw the group's children change, 0 if never
@@ -122,6 +122,7 @@ class Hierarchy:
         self._directories: dict[str, Entry] = {}  # file-system path -> DIR entry, while listings hold
         self._group_versions: dict[object, tuple] = {}  # group path (or pyramid key) -> the nodes its view was made of
         self._subtrees: dict[str, Subtree] = {}  # group path -> what its HDF5 view's size and mtime depend on
+        self._expiries = 0  # how often Subtrees were expired: a walk keeps what it made only if none came meanwhile
         # group path -> (size listed, size made) of an HDF5 view made larger than its bound: listings
         # show the size made while the bound stays that one (a kernel reads no further than the size)
         self._exceeded: dict[str, tuple[int, int]] = {}
@@ -439,78 +440,91 @@ class Hierarchy:
             cached = self._sidecars[key] = (entry.node, sidecar(entry.node.meta, f"{entry.stem}.bin", views))
         return cached[1]
 
-    def group_file_facts(self, entry: Entry, newest_stored) -> tuple[int, int]:
+    def group_file_facts(self, entry: Entry, stored_times) -> tuple[int, int]:
         """(size, newest mtime in ns) of a group file, from metadata and listings alone.
         zarr.h5: its size bound (hdf5.size_bound: the file made when it is opened is padded to
         it; a listing never makes it) and the newest time of what it shows, added up a group at
         a time (Subtree); a group beyond the view's bounds shows size 0 (opening it says why).
         IMAGE.ome.tif: its size from its levels' metadata (the listing made its layout), and the
-        newest time of its group and levels. newest_stored(paths): the newest mtime of those
-        arrays' stored values."""
+        newest time of its group and levels. stored_times(paths): store path -> the newest mtime
+        of that array's stored values."""
         group = entry.node
         if entry.view == PYRAMID:
-            layout = self._pyramid_or_none(group, entry.stem)
-            levels = [self.node(f"{group.path}/{path}" if group.path else path)
-                      for path in self.pyramids(group).get(entry.stem, [])]
-            levels = [node for node in levels if node is not None]
-            newest = max([group.stat.st_mtime_ns, *(node.stat.st_mtime_ns for node in levels)])
-            return (layout.size if layout is not None else 0), max(newest, newest_stored([n.path for n in levels]))
-        subtree = self._subtree(group, newest_stored)
+            layout, levels = self._pyramid_or_none(group, entry.stem), self._levels(group, entry.stem)
+            newest = max([group.stat.st_mtime_ns, *(node.stat.st_mtime_ns for node in levels),
+                          *stored_times([node.path for node in levels]).values()])
+            return (layout.size if layout is not None else 0), newest
+        subtree = self._subtree(group, stored_times)
         size = hdf5.BOUND_BASE + subtree.cost if subtree.count <= hdf5.MAX_NODES else 0
         listed, made = self._exceeded.get(group.path, (None, 0))
         return (made if listed == size else size), subtree.newest
 
-    def _subtree(self, group: Node, newest_stored) -> "Subtree":
+    def _subtree(self, group: Node, stored_times) -> "Subtree":
         """The group's Subtree, each group below made once (post-order, no recursion: a store
         may be thousands of groups deep) and kept for SUBTREE_LIFETIME, or until the mount
-        changes a node below it (changed)."""
-        now = time.monotonic()
+        changes a node below it (changed). The walk stops once it met more nodes than the view
+        describes; the stored times of every array below come from one call (one listing)."""
+        now, expiries = time.monotonic(), self._expiries
         done: dict[str, Subtree] = {}
+        walk: list[tuple[Node, list, list, Subtree | None]] = []  # (group, children, groups walked, memo), post-order
         stack: list[tuple[Node, list | None]] = [(group, None)]  # (group, its children once they were looked at)
+        met = 1  # nodes met so far, as Subtree.count counts them
         while stack:
+            if met > hdf5.MAX_NODES:  # shown as size 0: what is below no longer matters
+                return self._kept({group.path: self._beyond_bound(group, met, now)}, expiries)[group.path]
             node, children = stack.pop()
             memo = self._subtrees.get(node.path)
             if children is None and memo is not None and memo.node is node and memo.expires > now:
                 done[node.path] = memo
+                met += memo.count - (node is not group)  # its group was met among its parent's children
                 continue
             first = children is None
             children = self._child_nodes(node.path) if first and node.meta is not None else children or []
-            walked = [child for name, child in children if child.kind == "group" and child.meta is not None
-                      and hdf5.linkable(name)]  # members_of's rule: an unlinkable group is left out whole
+            walked = [child for name, child in children if hdf5.walked(name, child)]
             if first:
+                met += len(children)
                 stack.append((node, children))
                 stack.extend((child, None) for child in walked if child.path not in done)
-                continue
-            done[node.path] = self._summed(node, children, [done[child.path] for child in walked], memo,
-                                           newest_stored)
+            else:
+                walk.append((node, children, walked, memo))
+        arrays = [child.path for _, children, _, _ in walk for _, child in children
+                  if child.kind == "array" and child.meta is not None]
+        times = stored_times(arrays) if arrays else {}
+        made = {}
+        for node, children, walked, memo in walk:
+            done[node.path] = made[node.path] = self._summed(node, children, [done[child.path] for child in walked],
+                                                            memo, times)
+        self._kept(made, expiries)
         return done[group.path]
 
-    def _summed(self, group: Node, children: list, below: list, memo, newest_stored) -> "Subtree":
-        """One group's Subtree, from its children and the Subtrees of the groups among them."""
-        cost, count, dimensions = hdf5.node_bound(group), 1, set()
-        arrays = []
-        for name, child in children:
-            cost += hdf5.name_bound(name)
-            if child.kind == "array":
-                cost += hdf5.node_bound(child)
-                count += 1
-                if child.meta is not None:
-                    dimensions |= hdf5.dimension_keys(child.meta)
-                    arrays.append(child.path)
-            elif child.meta is None or not hdf5.linkable(name):
-                cost += hdf5.node_bound(child)
-                count += 1
-        cost += hdf5.BOUND_DIMENSION * len(dimensions) + sum(sub.cost for sub in below)
-        count += sum(sub.count for sub in below)
+    def _kept(self, made: dict[str, "Subtree"], expiries: int) -> dict[str, "Subtree"]:
+        """`made`, kept unless Subtrees were expired since the walk that made them began: it may
+        have listed a group before an edit, and kept with a fresh lifetime, what it made would
+        undo the edit's expiry for SUBTREE_LIFETIME."""
+        with self._lock:
+            if self._expiries == expiries:
+                self._subtrees.update(made)
+        return made
+
+    def _beyond_bound(self, group: Node, met: int, now: float) -> "Subtree":
+        """The Subtree of a group with more than hdf5.MAX_NODES nodes below it: counted, not summed."""
+        memo = self._subtrees.get(group.path)
+        changed = memo.changed if memo is not None else 0
+        return Subtree(group, (), 0, met, max(group.stat.st_mtime_ns, changed), changed, now + SUBTREE_LIFETIME)
+
+    def _summed(self, group: Node, children: list, below: list, memo, times: dict) -> "Subtree":
+        """One group's Subtree, from its children and the Subtrees of the groups among them;
+        times: store path -> the newest mtime of an array's stored values."""
+        cost = hdf5.group_bound(group, children) + sum(sub.cost for sub in below)
+        count = 1 + sum(not hdf5.walked(name, child) for name, child in children) + sum(sub.count for sub in below)
+        arrays = [child.path for _, child in children if child.kind == "array" and child.meta is not None]
         shape = (group, *(child for _, child in children))  # a node made, deleted or moved here changes it
         changed = memo.changed if memo is not None else 0
         if memo is not None and not hdf5.same(memo.shape, shape):
             changed = time.time_ns()  # a deletion leaves no newer time in a store
-        newest = max([group.stat.st_mtime_ns, changed, newest_stored(arrays),
+        newest = max([group.stat.st_mtime_ns, changed, *(times.get(path, 0) for path in arrays),
                       *(child.stat.st_mtime_ns for _, child in children), *(sub.newest for sub in below)])
-        subtree = Subtree(group, shape, cost, count, newest, changed, time.monotonic() + SUBTREE_LIFETIME)
-        self._subtrees[group.path] = subtree
-        return subtree
+        return Subtree(group, shape, cost, count, newest, changed, time.monotonic() + SUBTREE_LIFETIME)
 
     def _group_version(self, path: str, members: list) -> tuple:
         """The nodes the group's HDF5 view is made of: the tuple known before when they are the
@@ -532,6 +546,7 @@ class Hierarchy:
         kept, expired, for its shape: a group whose children differ from it gets a new `changed`
         time (a node moved or deleted leaves no newer time in a store). Those of the node and
         below it go when the node may be `gone`. Called with the lock held."""
+        self._expiries += 1
         for p, memo in list(self._subtrees.items()):
             inside = not path or p == path or p.startswith(path + "/")
             if gone and inside and path:
@@ -565,18 +580,25 @@ class Hierarchy:
     def pyramid_layout(self, group: Node, name: str) -> "hdf5.Layout | None":
         """IMAGE.ome.tif's layout, None where the image's first level cannot be an OME-TIFF;
         made once per version of the group and its levels while the header cache keeps it."""
-        paths = self.pyramids(group).get(name, [])
-        arrays = []
-        for path in paths:
-            node = self.node(f"{group.path}/{path}" if group.path else path)
-            if node is None or not isinstance(node.meta, ArrayMetadata) or is_text(node):
-                break
-            arrays.append(node)
+        arrays = self._levels(group, name)
         if not arrays:
             return None
+        paths = self.pyramids(group)[name]
         version = self._same_version(("pyramid", group.path, name), (group, *arrays))
         return self._headers.get(("pyramid", group.path, name), version,
                                  lambda: self._make_pyramid(group, paths[0], arrays))["pyramid"]
+
+    def _levels(self, group: Node, name: str) -> list[Node]:
+        """The arrays of IMAGE.ome.tif's levels, up to the first that is none, as last read (a
+        listing of the group read them): an array's own files show it as their listing read
+        it too, and reading each again cost a stat each, three times a stat of the file."""
+        arrays = []
+        for path in self.pyramids(group).get(name, []):
+            node = self.known_node(f"{group.path}/{path}" if group.path else path)
+            if node is None or not isinstance(node.meta, ArrayMetadata) or is_text(node):
+                break
+            arrays.append(node)
+        return arrays
 
     def _make_pyramid(self, group: Node, first_path: str, arrays: list[Node]) -> dict:
         """The layout of the image of `group` whose first dataset is `first_path`: described by

@@ -123,27 +123,38 @@ class Usage:
         group they are in serves them all when it ends within WARM_KEYS keys (a group of small
         arrays); else each array's is sent, concurrently. A local store lists in microseconds:
         nothing to gain there."""
-        if not self.store.capabilities.remote:
-            return
-        below = f"{directory}/" if directory else ""
+        if self.store.capabilities.remote:
+            self._warm(directory, paths)
+
+    def warm_below(self, paths: list[str]) -> None:
+        """As warm, on any store, for arrays anywhere below one group (a group file's stat wants
+        every array below its group): one listing of the nearest group holding them all, not
+        one per array."""
         cold = [p for p in paths if self._stored.get(p) is None]
-        children = [p for p in cold if p.startswith(below) and "/" not in p[len(below):]]
-        if len(children) > 1 and self._from_one_listing(directory, children):
-            cold = [p for p in cold if p not in set(children)]
         if len(cold) > 1:
+            self._warm(_common_group(cold), cold)
+
+    def _warm(self, directory: str, paths: list[str]) -> None:
+        cold = [p for p in paths if self._stored.get(p) is None]
+        if len(cold) > 1 and self._from_one_listing(directory, cold):
+            return
+        if len(cold) > 1 and self.store.capabilities.remote:
             with ThreadPoolExecutor(min(WARMERS, len(cold)), thread_name_prefix="usage") as pool:
                 list(pool.map(self._try, cold))
 
     def _from_one_listing(self, directory: str, paths: list[str]) -> bool:
+        """The figures of the arrays at `paths`, all below `directory`, from one listing of it:
+        each key counts for the array it lies in, as that array's own listing has it (keys
+        relative to the array, its directories too, the array's own as "/")."""
         below = f"{directory}/" if directory else ""
-        found = {path[len(below):]: Tally() for path in paths}  # array name -> its figures
+        found = {path[len(below):]: Tally() for path in paths}  # array path relative to directory -> figures
         try:
-            for count, (relative, st) in enumerate(self.store.files(directory)):
+            for count, (relative, st) in enumerate(self.store.files(directory, directories=True)):
                 if count == WARM_KEYS:
                     return False
-                name, _, key = relative.partition("/")
-                if name in found:
-                    found[name].add(key, st)
+                owner = _owner(relative, found)
+                if owner is not None:
+                    found[owner].add(relative[len(owner) + 1:] or "/", st)
         except Exception:
             return False  # each array's own listing reports the error for its entry
         for name, tally in found.items():
@@ -171,3 +182,24 @@ class Usage:
         """The mount changed the array's stored values: look again next time."""
         self._stored.pop(path)
         self.presences.pop(path)
+
+
+def _owner(relative: str, arrays: dict) -> str | None:
+    """The array among `arrays` (paths relative to a listing) that the listed key lies in."""
+    parts = relative.rstrip("/").split("/")
+    for depth in range(1, len(parts) + 1):
+        prefix = "/".join(parts[:depth])
+        if prefix in arrays:
+            return prefix
+    return None
+
+
+def _common_group(paths: list[str]) -> str:
+    """The nearest group holding every array at `paths`."""
+    parents = [p.split("/")[:-1] for p in paths]
+    common = []
+    for parts in zip(*parents, strict=False):
+        if any(part != parts[0] for part in parts):
+            break
+        common.append(parts[0])
+    return "/".join(common)

@@ -27,6 +27,7 @@ from zarrfs.fs.hierarchy import (
     DOCUMENT,
     GROUPFILE,
     HEADER,
+    NO_TRASH,
     PREVIEW,
     SIDECAR,
     TEXT,
@@ -70,6 +71,8 @@ ARRAY_NAMES = tuple(f"user.zarr.{field}" for field in DESCRIBED)
 
 def names(entry: Entry) -> list[str]:
     """The entry's attribute names, without making their values (listxattr)."""
+    if entry.kind == NO_TRASH:  # a note, not a node's file: it carries the root's node only to be looked up
+        return []
     meta = entry.node.meta
     found = list(ARRAY_NAMES) if _describes_array(entry) else ["user.zarr.attributes"] if meta is not None else []
     return found + ["user.mime_type"] if mime_type(entry) is not None else found
@@ -81,6 +84,8 @@ def _describes_array(entry: Entry) -> bool:
 
 def extended_attributes(entry: Entry) -> dict[str, bytes]:
     """Name -> value of every attribute of the entry."""
+    if entry.kind == NO_TRASH:
+        return {}
     found = {}
     meta = entry.node.meta
     if _describes_array(entry):  # the sidecar's own values (hierarchy.described)

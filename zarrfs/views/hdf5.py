@@ -76,7 +76,10 @@ class Member:
     children: tuple = ()  # of a group: its members' names, in name order
 
 
-EXTENT_BYTES = 152  # an Extent and its list slot, measured with tracemalloc (CPython 3.11)
+# what a Layout holds besides its metadata's bytes, measured with tracemalloc (CPython 3.11,
+# tests/views/test_views_pyramid.py): an Extent or a level's Tiles with its list slot and what it
+# alone holds (path, shape, tile); a metadata piece's tuple, offset and bytes header; the Layout
+EXTENT_BYTES, METADATA_BYTES, LAYOUT_BYTES = 360, 130, 460
 
 
 class Extent(NamedTuple):
@@ -101,8 +104,8 @@ class Layout:
 
     def __sizeof__(self) -> int:
         """What the layout holds in memory, as the header cache (sys.getsizeof) counts it: its
-        metadata bytes, and about 150 bytes per extent."""
-        return sum(len(b) for _, b in self.metadata) + EXTENT_BYTES * len(self.data) + 200
+        metadata bytes, and the objects around them and its extents (EXTENT_BYTES...)."""
+        return sum(len(b) + METADATA_BYTES for _, b in self.metadata) + EXTENT_BYTES * len(self.data) + LAYOUT_BYTES
 
     def extents(self) -> list[tuple[int, int, object]]:
         """(offset, length, bytes, Extent or Tiles), by offset."""
@@ -164,13 +167,32 @@ def size_bound(members: list[Member]) -> int:
     with zeros to this size (HDF5 reads only up to the end its superblock records), so that
     listing a group never makes its file; build() says when a file exceeds it. A sum over the
     members of name_bound and node_bound, and of the dimensions of each group's arrays: a
-    listing adds it up a group at a time (fs/hierarchy.py), with these same parts."""
-    size, dimensions = BOUND_BASE, set()
+    listing adds it up a group at a time (fs/hierarchy.py), with group_bound too."""
+    found = {member.path: member.node for member in members}
+    size = BOUND_BASE
     for member in members:
-        parent, _, name = member.path.rpartition("/")
-        size += name_bound(name) + node_bound(member.node)
-        if member.node.kind == "array" and member.node.meta is not None:
-            dimensions.update((parent, *key) for key in dimension_keys(member.node.meta))
+        if member.path and not walked(member.path.rpartition("/")[2], member.node):
+            continue  # its parent's group_bound counts it whole
+        children = [(name, found[f"{member.path}/{name}" if member.path else name]) for name in member.children]
+        size += group_bound(member.node, children)
+    return size
+
+
+def walked(name: str, node) -> bool:
+    """Whether the child `name` is a group whose members the file holds too (members_of's rule:
+    an unlinkable group, or one that cannot be read, is one member alone)."""
+    return node.kind == "group" and node.meta is not None and linkable(name)
+
+
+def group_bound(group, children: list) -> int:
+    """size_bound's share of a group and its children [(name, node)], BOUND_BASE left out: its
+    node, their names, the children that are not walked (each walked group adds its own), and
+    a scale for each distinct dimension of its arrays."""
+    size, dimensions = node_bound(group), set()
+    for name, child in children:
+        size += name_bound(name) + (0 if walked(name, child) else node_bound(child))
+        if child.kind == "array" and child.meta is not None:
+            dimensions |= dimension_keys(child.meta)
     return size + BOUND_DIMENSION * len(dimensions)
 
 

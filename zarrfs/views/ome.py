@@ -37,12 +37,19 @@ def image_of(path: str, node_of) -> Image | None:
     """The OME-Zarr image whose level is the array at store path `path`, None if it is none: the
     nearest group above it (at most MAX_NESTING up) whose multiscales list the array's path
     relative to it as a dataset. node_of(path) gives a node (with .meta.attributes) or None."""
-    parts = path.split("/") if path else []  # none: the mounted array itself, no group around it
-    for depth in range(1, min(len(parts), MAX_NESTING) + 1):
-        found = image_in(node_of("/".join(parts[:-depth])), "/".join(parts[-depth:]))
+    for group, relative in groups_above(path):
+        found = image_in(node_of(group), relative)
         if found is not None:
             return found
     return None
+
+
+def groups_above(path: str) -> list[tuple[str, str]]:
+    """(a group's store path, the node's path relative to it) of each group above the node at
+    store path `path` whose image it may be a level of: nearest first, at most MAX_NESTING up;
+    none for the root (the mounted array itself has no group around it)."""
+    parts = path.split("/") if path else []
+    return [("/".join(parts[:-depth]), "/".join(parts[-depth:])) for depth in range(1, min(len(parts), MAX_NESTING) + 1)]
 
 
 def image_in(group, name: str) -> Image | None:

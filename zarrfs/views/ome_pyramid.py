@@ -48,9 +48,9 @@ class Level:
         """(TileLength, TileWidth): following the chunks (tiles.edge)."""
         return tiles.edge(self.chunk[0], self.shape[-2]), tiles.edge(self.chunk[1], self.shape[-1])
 
-    @property
-    def tiles_per_plane(self) -> int:
-        return -(-self.shape[-2] // self.tile[0]) * -(-self.shape[-1] // self.tile[1])
+    def tiles(self, offset: int = 0) -> Tiles:
+        """The level's tiles, placed from `offset` of the file on."""
+        return Tiles(offset, self.path, self.shape, self.tile, self.itemsize)
 
 
 MAX_IMAGES = 64  # images one group's multiscales may list: a document is untrusted, and each costs a header
@@ -140,7 +140,7 @@ class _Writer:
         """Where everything goes: (the first IFD's offset, each level's IFD size, the first IFD's
         extra size, each level's Tiles). Raises ViewTooLargeError past max_bytes of header."""
         # bound the header before making any of it: the shapes come from metadata a server sent
-        estimate = self.planes * sum(2 * self.word * level.tiles_per_plane + 400 for level in self.levels)
+        estimate = self.planes * sum(2 * self.word * level.tiles().per_plane + 400 for level in self.levels)
         if estimate > max_bytes:
             raise ViewTooLargeError(f"{self.planes} planes of {len(self.levels)} levels: a TIFF header of about "
                                     f"{estimate} bytes, more than header_cache_size ({max_bytes} bytes)")
@@ -152,11 +152,10 @@ class _Writer:
         if header_end > max_bytes:
             raise ViewTooLargeError(f"{self.planes} planes of {len(self.levels)} levels: a TIFF header of "
                                     f"{header_end} bytes, more than header_cache_size ({max_bytes} bytes)")
-        data_bytes = sum(level.tiles_per_plane * level.tile[0] * level.tile[1] * level.itemsize
-                         for level in self.levels) * self.planes
+        data_bytes = sum(grid.count * grid.tile_bytes for grid in (level.tiles() for level in self.levels))
         placed, at = [], tiff._data_start(header_end, data_bytes)
         for level in self.levels:
-            placed.append(Tiles.placed(at, level.path, level.shape, level.tile, level.itemsize))
+            placed.append(level.tiles(at))
             at = tiff._rounded(at + placed[-1].nbytes, tiles.PAGE)
         return ifds_at, sizes, first, placed
 
@@ -204,7 +203,7 @@ class _Writer:
              subifds=()) -> bytes:
         """The IFD of level i's plane whose tiles are at `offsets` (None: any, for its size), itself at `at`."""
         if offsets is None:
-            offsets = [0] * self.levels[i].tiles_per_plane
+            offsets = [0] * self.levels[i].tiles().per_plane
         entries = self._entries(i, offsets, described, list(subifds))
         count_format, entry_size = ("<Q", 20) if self.big else ("<H", 12)
         fixed = struct.calcsize(count_format) + entry_size * len(entries) + self.word

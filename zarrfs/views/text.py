@@ -75,12 +75,10 @@ def render(elements: np.ndarray, name: str, line_of=escape) -> bytes:
     """The text of an object array's elements, in C order."""
     lines, size = [], 0
     for element in elements.reshape(-1):
-        line = line_of(element)
-        size += len(line) + 1
-        if size > TEXT_LIMIT:
-            raise UnsupportedError(f"{name}: its text is more than zarrfs's limit of {TEXT_LIMIT} bytes")
+        line = _line(element, line_of)
+        size = _added(size, line, name)
         lines.append(line)
-    return ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass") if lines else b""
+    return b"\n".join(lines) + b"\n" if lines else b""
 
 
 def text_size(array, shape: tuple, rows: int, name: str, line_of=escape) -> int:
@@ -92,9 +90,21 @@ def text_size(array, shape: tuple, rows: int, name: str, line_of=escape) -> int:
     for start in range(0, shape[0], max(rows, 1)):
         box = (slice(start, min(start + rows, shape[0])), *(slice(0, n) for n in shape[1:]))
         for element in array.read(box).reshape(-1):
-            size += len(line_of(element).encode("utf-8", "surrogatepass")) + 1
-        if size > TEXT_LIMIT:
-            raise UnsupportedError(f"{name}: its text is more than zarrfs's limit of {TEXT_LIMIT} bytes")
+            size = _added(size, _line(element, line_of), name)
+    return size
+
+
+def _line(element, line_of) -> bytes:
+    """An element's line as the file holds it, without its newline."""
+    return line_of(element).encode("utf-8", "surrogatepass")
+
+
+def _added(size: int, line: bytes, name: str) -> int:
+    """The text's size in bytes with `line` and its newline: past TEXT_LIMIT, refused (render and
+    text_size count alike, so a size listed is never of a text that is refused when opened)."""
+    size += len(line) + 1
+    if size > TEXT_LIMIT:
+        raise UnsupportedError(f"{name}: its text is more than zarrfs's limit of {TEXT_LIMIT} bytes")
     return size
 
 

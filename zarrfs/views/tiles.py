@@ -29,23 +29,16 @@ def edge(chunk: int, size: int) -> int:
     return max(MULTIPLE, chosen - chosen % MULTIPLE)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Tiles:
-    """nbytes of the file at offset are the tiles of the array at store path `path`."""
+    """The tiles of the array at store path `path`, from `offset` of the file on: the tile grid
+    is worked out here alone (ome_pyramid.Level makes a level's Tiles; the header asks them)."""
 
     offset: int
-    nbytes: int
     path: str
     shape: tuple[int, ...]  # the array's
     tile: tuple[int, int]  # (TileLength, TileWidth)
     itemsize: int
-
-    @staticmethod
-    def placed(offset: int, path: str, shape: tuple[int, ...], tile: tuple[int, int], itemsize: int) -> "Tiles":
-        """The level's tiles from `offset` on: its nbytes reach the last tile's end."""
-        stride = _rounded(tile[0] * tile[1] * itemsize, PAGE)
-        count = math.prod(shape[:-2]) * -(-shape[-2] // tile[0]) * -(-shape[-1] // tile[1])
-        return Tiles(offset, (count - 1) * stride + tile[0] * tile[1] * itemsize, path, tuple(shape), tile, itemsize)
 
     @property
     def tile_bytes(self) -> int:
@@ -62,6 +55,16 @@ class Tiles:
     @property
     def per_plane(self) -> int:
         return -(-self.shape[-2] // self.tile[0]) * self.across
+
+    @property
+    def count(self) -> int:
+        """Tiles of every plane."""
+        return math.prod(self.shape[:-2]) * self.per_plane
+
+    @property
+    def nbytes(self) -> int:
+        """From the first tile's start to the last one's end."""
+        return (self.count - 1) * self.stride + self.tile_bytes
 
     def offsets(self, plane: int) -> list[int]:
         """Where each tile of the plane lies in the file, in TIFF's order."""
