@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from helpers import delete_array
+from helpers import delete_array, small_icechunk_repository
 from mounting import ZARRFS, failed_start, mounted, wait_for
 from zarrfs.cli.command import READ_AHEAD_KB
 
@@ -247,15 +247,6 @@ def test_the_versions_of_a_long_history_are_every_snapshot(long_history, tmp_pat
 # writes on a branch, and commits
 
 
-def small_repository(path):
-    """main: one commit of `a` (40 x 30 int32 in 10 x 10 chunks). Returns (repo, its head)."""
-    repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(path)))
-    session = repo.writable_session("main")
-    array = zarr.group(session.store).create_array("a", shape=(40, 30), chunks=(10, 10), dtype="<i4", fill_value=0)
-    array[...] = np.arange(1200, dtype="<i4").reshape(40, 30)
-    return repo, session.commit("a")
-
-
 def write_elements(path, model: np.ndarray, at: list[tuple[int, int]], value: int) -> None:
     """Write `value` at the elements `at` of the array file `path` and into `model`, then fsync."""
     fd = os.open(path, os.O_RDWR)
@@ -278,7 +269,7 @@ def read_a(repo, branch="main") -> np.ndarray:
 
 @pytest.mark.parametrize("how", ["setfattr", "zarrfs commit"])
 def test_a_commit_through_the_mount_is_one_snapshot_with_its_parent_and_message(tmp_path, how):
-    repo, first = small_repository(tmp_path / "repo")
+    repo, first = small_icechunk_repository(tmp_path / "repo")
     model = read_a(repo)
     rng = np.random.default_rng(38)
     with mounted(tmp_path / "repo", tmp_path) as m:
@@ -299,7 +290,7 @@ def test_a_commit_through_the_mount_is_one_snapshot_with_its_parent_and_message(
 
 
 def test_writes_are_committed_at_unmount_only_when_asked(tmp_path):
-    repo, first = small_repository(tmp_path / "repo")
+    repo, first = small_icechunk_repository(tmp_path / "repo")
     model = read_a(repo)
     with mounted(tmp_path / "repo", tmp_path, name="plain") as m:
         write_elements(m.path / "a.bin", model.copy(), [(0, 0), (39, 29)], -5)
@@ -311,7 +302,7 @@ def test_writes_are_committed_at_unmount_only_when_asked(tmp_path):
 
 
 def test_two_mounts_of_one_branch_commit_what_does_not_conflict_and_lose_nothing_that_does(tmp_path):
-    repo, first = small_repository(tmp_path / "repo")
+    repo, first = small_icechunk_repository(tmp_path / "repo")
     base = read_a(repo)
     with mounted(tmp_path / "repo", tmp_path, name="one") as one, mounted(tmp_path / "repo", tmp_path, name="two") as two:
         ours, theirs = base.copy(), base.copy()
@@ -353,7 +344,7 @@ def test_a_tag_mounted_writable_is_one_line(repository, tmp_path):
 def test_new_groups_and_arrays_deletes_and_attribute_edits_are_committed(tmp_path):
     import io
 
-    repo, first = small_repository(tmp_path / "repo")
+    repo, first = small_icechunk_repository(tmp_path / "repo")
     session = repo.writable_session("main")
     zarr.open_group(session.store, mode="a").create_array("b", shape=(4,), dtype="<i2", fill_value=3)
     session.commit("b")
@@ -379,7 +370,7 @@ def test_new_groups_and_arrays_deletes_and_attribute_edits_are_committed(tmp_pat
 def test_a_move_commits_the_writes_before_it_then_itself(tmp_path):
     """icechunk moves nodes only in a rearrange session committed alone: `mv` of an array or a
     group is a snapshot of its own, after one of the writes not committed before it."""
-    repo, first = small_repository(tmp_path / "repo")
+    repo, first = small_icechunk_repository(tmp_path / "repo")
     session = repo.writable_session("main")
     group = zarr.open_group(session.store, mode="a").create_group("g")
     group.create_array("inner", shape=(3,), dtype="<u1", fill_value=0)[...] = [7, 8, 9]
@@ -433,7 +424,7 @@ def test_a_repository_on_s3_mounts_with_its_versions_and_takes_commits(seaweed, 
 
 
 def test_fsynced_writes_survive_a_crash_and_the_next_mount_commits_them(tmp_path):
-    repo, first = small_repository(tmp_path / "repo")
+    repo, first = small_icechunk_repository(tmp_path / "repo")
     model = read_a(repo)
     with mounted(tmp_path / "repo", tmp_path) as m:
         write_elements(m.path / "a.bin", model, [(1, 2), (22, 13)], 31)  # fsynced: in the session, saved

@@ -6,21 +6,13 @@ import sys
 import numpy as np
 import pytest
 
-pytestmark = [pytest.mark.needs_python312,
-              pytest.mark.skipif(sys.version_info < (3, 12), reason="needs Python >= 3.12 (icechunk 2)")]
+from helpers import small_icechunk_repository
+
+pytestmark = pytest.mark.needs_python312  # skipped on 3.11, saying so (tests/conftest.py)
 
 if sys.version_info >= (3, 12):
     import icechunk
     import zarr
-
-
-def small_repository(path):
-    """main: one commit of `a` (40 x 30 int32 in 10 x 10 chunks). Returns (repo, its head)."""
-    repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(path)))
-    session = repo.writable_session("main")
-    array = zarr.group(session.store).create_array("a", shape=(40, 30), chunks=(10, 10), dtype="<i4", fill_value=0)
-    array[...] = np.arange(1200, dtype="<i4").reshape(40, 30)
-    return repo, session.commit("a")
 
 
 def branch_store(path, recovery, timeout=30.0):
@@ -32,7 +24,7 @@ def branch_store(path, recovery, timeout=30.0):
 
 
 def test_a_deleted_node_is_saved_against_a_crash(tmp_path):
-    small_repository(tmp_path / "repo")
+    small_icechunk_repository(tmp_path / "repo")
     store = branch_store(tmp_path / "repo", tmp_path / "recovery")
     store.delete_node("a")
     assert store.stat("a") is None
@@ -61,7 +53,7 @@ class CountingSaves:
 def test_a_new_array_of_many_chunks_is_written_and_saved_once(tmp_path):
     import json
 
-    small_repository(tmp_path / "repo")
+    small_icechunk_repository(tmp_path / "repo")
     store = branch_store(tmp_path / "repo", tmp_path / "recovery")
     counting = store._saved = CountingSaves(store._saved)
     values = np.arange(64, dtype="<u1")
@@ -105,7 +97,7 @@ def write(store, value: int) -> None:
 
 
 def test_a_commit_that_landed_after_the_timeout_is_taken_as_landed(tmp_path):
-    repo, first = small_repository(tmp_path / "repo")
+    repo, first = small_icechunk_repository(tmp_path / "repo")
     store = branch_store(tmp_path / "repo", tmp_path / "recovery", timeout=5.0)
     write(store, 7)
     store._session = SlowCommitSession(store._session, landed=True)
@@ -123,7 +115,7 @@ def test_a_commit_that_timed_out_unlanded_is_the_timeout(tmp_path):
 
     from zarrfs.errors import StoreError
 
-    repo, first = small_repository(tmp_path / "repo")
+    repo, first = small_icechunk_repository(tmp_path / "repo")
     store = branch_store(tmp_path / "repo", tmp_path / "recovery", timeout=5.0)
     write(store, 7)
     store._session = SlowCommitSession(store._session, landed=False)
@@ -177,7 +169,7 @@ class SlowRearranging:
 
 
 def test_a_move_that_landed_after_the_timeout_is_taken_as_landed(tmp_path):
-    repo, first = small_repository(tmp_path / "repo")
+    repo, first = small_icechunk_repository(tmp_path / "repo")
     store = branch_store(tmp_path / "repo", tmp_path / "recovery", timeout=5.0)
     write(store, 7)  # committed first, by the move
     repository, branch = store._branch
