@@ -237,7 +237,7 @@ class FileSystem:
         answers after a round trip: there, many chunks are fetched at once, within prefetch_size."""
         if self.store.capabilities.remote:
             return self.options.remote.prefetch_size, self.store.capabilities.stream_fetchers or REMOTE_FETCHERS
-        return self.options.ahead_bytes, None
+        return self.options.ahead_bytes, self.store.capabilities.stream_fetchers
 
     # lifecycle
 

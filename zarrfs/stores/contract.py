@@ -49,10 +49,11 @@ class Capabilities:
     # Seconds one read of the mount may spend fetching its chunks (-o timeout): past it, the read
     # makes no further request (engine/read_budget.py). None: no deadline.
     read_deadline: float | None = None
-    # Chunks fetched at once ahead of a stream on a remote store (each by a thread of the file
-    # system, waiting on its request); None: the file system's own number (fs/filesystem.py), many,
-    # as an object store's GETs are each a round trip. A store whose library multiplexes its
-    # requests itself (icechunk's) streams faster with few such threads.
+    # Chunks fetched at once ahead of a stream (each by a thread of the file system, waiting on its
+    # request); None: the file system's own number (fs/filesystem.py): many on a remote store, as
+    # an object store's GETs are each a round trip, one a core on a local one. A store whose
+    # library multiplexes its requests itself (icechunk's) streams faster with a few such threads,
+    # on a local disk too (each get waits on its runtime).
     stream_fetchers: int | None = None
 
 

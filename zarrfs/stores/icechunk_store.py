@@ -90,7 +90,7 @@ class IcechunkStore:
         self._owner = (os.getuid(), os.getgid())
         self.capabilities = Capabilities(remote=remote, listing=True, metadata_ttl=None,
                                          read_deadline=loop.timeout if remote else None,
-                                         stream_fetchers=STREAM_FETCHERS if remote else None)
+                                         stream_fetchers=STREAM_FETCHERS)
 
     def path(self, key: str) -> str:
         return f"{self.root}/{key}" if key else self.root
