@@ -1,0 +1,130 @@
+"""The daemon's CPU seconds per GiB of a cold stream through NAME.bin, for one or more zarrfs
+trees, interleaved: a lever is judged by what the daemon spends, which load changes far less
+than the wall time it took.
+
+    .venv/bin/python scripts/daemon_cpu.py --layout zstd --runs 5 --tree /tmp/before --tree .
+
+Builds a float32 array as scripts/bench.py does (1 MiB chunks; benchlib.build), then per run and
+per tree: a fresh mount of `zarrfs` with PYTHONPATH=TREE, --passes reads of NAME.bin in 1 MiB
+blocks (the kernel's pages of it dropped between them: each is cold),
+the daemon's user + system time and minor page faults from /proc/PID/stat before and after. The
+stored chunk files stay in the page cache (read once before the runs), as in bench.py, where the
+in-process peers read them first: the daemon's figure is its CPU, not the disk's latency. Prints
+each run and the median per tree. Never run it beside scripts/bench.py.
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import GIB, ZARRFS, build, read_through  # noqa: E402
+
+
+def stat_fields(pid: int) -> list[str]:
+    """/proc/PID/stat from field 3 (state) on: field N is at index N - 3."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+
+
+def usage(pid: int) -> tuple[float, int]:
+    """(user + system CPU seconds, minor page faults) of a process so far."""
+    fields = stat_fields(pid)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), int(fields[7])
+
+
+@contextmanager
+def mounted(source: Path, tree: str, options: list[str]):
+    """zarrfs on `source` with `tree`'s zarrfs first on the path; yields (NAME.bin, pid)."""
+    mnt = Path(tempfile.mkdtemp(prefix="zarrfs-cpu-"))
+    args = [ZARRFS, str(source), str(mnt), "-f"] + (["-o", ",".join(options)] if options else [])
+    env = {**os.environ, "PYTHONPATH": tree}
+    process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not os.path.ismount(mnt):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{' '.join(args)} did not mount")
+            time.sleep(0.01)
+        yield mnt / f"{source.name}.bin", process.pid
+    finally:
+        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        os.rmdir(mnt)
+
+
+def warm_store(path: Path) -> None:
+    """Every stored file read once: in the page cache, as bench.py's peers leave them."""
+    for name in path.rglob("*"):
+        if name.is_file():
+            name.read_bytes()
+
+
+def drop_pages(path: Path) -> None:
+    """The kernel's cached pages of a file in the mount dropped: the next read reaches the daemon."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def one_run(source: Path, tree: str, options: list[str], nbytes: int, passes: int) -> dict:
+    """`passes` cold reads through one fresh mount, the file's pages dropped before each but the
+    first: the daemon's CPU over all of them (a 10 ms clock tick is 0.04 s/GiB of one 256 MiB read)."""
+    with mounted(source, tree, options) as (bin_path, pid):
+        cpu, faults = usage(pid)
+        reader = time.process_time()
+        started = time.perf_counter()
+        for n in range(passes):
+            if n:
+                drop_pages(bin_path)
+            read_through(bin_path)
+        seconds = time.perf_counter() - started
+        reader = time.process_time() - reader
+        cpu_after, faults_after = usage(pid)
+    nbytes *= passes
+    scale = GIB / nbytes
+    return {"daemon s/GiB": (cpu_after - cpu) * scale, "reader s/GiB": reader * scale,
+            "faults/MiB": (faults_after - faults) * (1 << 20) / nbytes, "GB/s": nbytes / seconds / 1e9}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--layout", default="zstd", choices=("uncompressed", "zstd", "sharded", "blosc"))
+    parser.add_argument("--size-mib", type=int, default=256)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--passes", type=int, default=1, help="cold reads per mount (the pages dropped between)")
+    parser.add_argument("--tree", action="append", help="a zarrfs checkout (PYTHONPATH of the daemon); repeat to compare")
+    parser.add_argument("-o", dest="options", action="append", default=[], help="a mount option, e.g. -o ahead_size=32M")
+    parser.add_argument("--root", help="build the array here and keep it (default: a temporary directory)")
+    args = parser.parse_args(argv)
+    trees = [str(Path(t).resolve()) for t in args.tree or ["."]]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(args.root or tmp)
+        source = root / f"{args.layout}.zarr"
+        if not source.exists():
+            build(root, args.layout, args.size_mib)
+        nbytes = args.size_mib << 20
+        warm_store(source)
+        results: dict[str, list[dict]] = {tree: [] for tree in trees}
+        for run in range(args.runs):
+            for tree in trees:
+                r = one_run(source, tree, args.options, nbytes, args.passes)
+                results[tree].append(r)
+                print(f"run {run + 1} {tree}: " + ", ".join(f"{k} {v:.3f}" for k, v in r.items()), flush=True)
+        for tree, rs in results.items():
+            print(f"median {tree}: " + ", ".join(f"{k} {statistics.median(r[k] for r in rs):.3f}" for k in rs[0]))
+
+
+if __name__ == "__main__":
+    main()
