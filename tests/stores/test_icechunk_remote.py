@@ -1,7 +1,9 @@
 """Icechunk repositories on the object stores zarrfs mounts besides S3 (test_icechunk.py): gs://,
 az:// and http(s)://, named with -o icechunk and reached with the options and credentials
-zarrfs's own stores take for those URLs (stores/icechunk_storage.py)."""
+zarrfs's own stores take for those URLs (stores/icechunk_storage.py); and virtual chunks in an
+s3:// container, read with the mount's own S3 credentials on the mount's endpoint only."""
 
+import errno
 import os
 import subprocess
 import sys
@@ -125,3 +127,73 @@ def test_a_library_error_quoted_in_a_line_leaves_out_the_urls_queries():
                                    "- Server returned 403\nmore"))
     assert "SECRET" not in said and "sig=" not in said
     assert said.startswith("Error performing GET http://127.0.0.1:1/acct/c/key?") and said.endswith("403")
+
+
+def upload(seaweed, prefix: str, name: str, data: bytes) -> None:
+    import obstore
+
+    obstore.put(seaweed.store(prefix), name, data)
+
+
+@needs_python312
+def test_virtual_chunks_in_an_s3_container_are_read_as_netcdf4_reads_them_and_no_others(seaweed, tmp_path):
+    """A container on the mount's own endpoint is read with the mount's S3 credentials (the
+    repository's writer had its own); one whose endpoint the repository names otherwise is not
+    (the mount's keys go nowhere the repository chooses), nor a chunk in no container at all:
+    EIO, and one line naming the chunk."""
+    import h5py
+    import netCDF4
+
+    from servers.seaweed import BUCKET, USERS, unique_prefix
+
+    prefix = unique_prefix("icechunk-virtual")
+    key, secret, _ = USERS["admin"]
+    ours, elsewhere = f"s3://{BUCKET}/{prefix}/netcdf/", f"s3://{BUCKET}/{prefix}/elsewhere/"
+    stray = f"s3://{BUCKET}/{prefix}/stray/"
+    config = icechunk.RepositoryConfig.default()
+    for container, endpoint in ((ours, seaweed.endpoint), (elsewhere, seaweed.endpoint.replace("127.0.0.1",
+                                                                                                "localhost"))):
+        config.set_virtual_chunk_container(icechunk.VirtualChunkContainer(container, icechunk.s3_store(
+            region="us-east-1", endpoint_url=endpoint, allow_http=True, s3_compatible=True, force_path_style=True)))
+    storage = icechunk.s3_storage(bucket=BUCKET, prefix=f"{prefix}/repo", endpoint_url=seaweed.endpoint,
+                                  allow_http=True, force_path_style=True, region="us-east-1", access_key_id=key,
+                                  secret_access_key=secret)
+    writers = icechunk.s3_credentials(access_key_id=key, secret_access_key=secret)
+    repo = icechunk.Repository.create(storage, config=config,
+                                      authorize_virtual_chunk_access=icechunk.containers_credentials(
+                                          {ours: writers, elsewhere: writers}))
+    values = np.random.default_rng(7).normal(280, 10, (12, 20)).astype("<f4")
+    with netCDF4.Dataset(tmp_path / "day1.nc", "w", format="NETCDF4") as nc:
+        nc.createDimension("y", 12)
+        nc.createDimension("x", 20)
+        nc.createVariable("temperature", "<f4", ("y", "x"), contiguous=True)[:] = values
+    with h5py.File(tmp_path / "day1.nc", "r") as h5:
+        start = h5["temperature"].id.get_offset()
+    for where in ("netcdf", "elsewhere", "stray"):  # the same file in each: only the containment differs
+        upload(seaweed, prefix, f"{where}/day1.nc", (tmp_path / "day1.nc").read_bytes())
+    session = repo.writable_session("main")
+    root = zarr.group(session.store)
+    rows = 4  # a chunk of 4 whole rows is one contiguous byte range of the variable
+    for name, container in (("temperature", ours), ("elsewhere", elsewhere), ("stray", stray)):
+        root.create_array(name, shape=(12, 20), chunks=(rows, 20), dtype="<f4", fill_value=0, compressors=None)
+        for chunk in range(3):
+            session.store.set_virtual_ref(f"{name}/c/{chunk}/0", f"{container}day1.nc",
+                                          offset=start + chunk * rows * 20 * 4, length=rows * 20 * 4,
+                                          validate_container=container != stray)
+    session.commit("netCDF on S3, virtual")
+    with mounted(seaweed.url(f"{prefix}/repo"), tmp_path, *seaweed.mount_options("icechunk", "ro"),
+                 env=seaweed.env()) as m:
+        with netCDF4.Dataset(tmp_path / "day1.nc") as nc:
+            expected = np.ascontiguousarray(nc["temperature"][:].filled(), dtype="<f4")
+        assert (m.path / "temperature.bin").read_bytes() == expected.tobytes()
+        for name in ("elsewhere", "stray"):
+            with pytest.raises(OSError) as refused:
+                (m.path / f"{name}.bin").read_bytes()
+            assert refused.value.errno == errno.EIO
+        log = m.settled_log()
+        said = [line for line in log.splitlines() if elsewhere in line and "are not read" in line]
+        assert len(said) == 1 and "is not the mount's" in said[0], log
+        for name in ("elsewhere", "stray"):
+            refusals = [line for line in log.splitlines() if f"read_buf /{name}.bin" in line]
+            assert refusals and all(f"{name}/c/0" in line for line in refusals), log  # the kernel may ask twice
+        assert secret not in log

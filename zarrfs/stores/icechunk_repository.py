@@ -29,7 +29,7 @@ from zarrfs.stores.async_loop import Loop, first_line
 from zarrfs.stores.contained import never_followed_into
 from zarrfs.stores.icechunk_contained import check_objects, escaping_locations
 from zarrfs.stores.icechunk_saved import SavedSession
-from zarrfs.stores.icechunk_storage import AccessOf, ObjectStoreAccess, repository_storage
+from zarrfs.stores.icechunk_storage import AccessOf, ObjectStoreAccess, repository_storage, s3_container_credentials
 from zarrfs.stores.icechunk_store import IcechunkStore
 
 if TYPE_CHECKING:  # icechunk (Python >= 3.12) is imported for a repository only
@@ -226,7 +226,8 @@ def virtual_containers(icechunk: ModuleType, repository: "Repository", source: s
     """The virtual chunk containers (icechunk's references into other files) whose chunks are
     read, each with the credentials icechunk reads it with. As for symlinks (stores/contained.py),
     a file:// container within a local repository's directory, any file:// container but those
-    under /proc, /sys and /dev with -o symlinks=follow (a trusted repository). Each other
+    under /proc, /sys and /dev with -o symlinks=follow (a trusted repository); an s3:// container
+    on the mount's own endpoint, with the mount's S3 credentials (icechunk_storage.py). Each other
     container is said once, in one line; a read of its chunks is refused by icechunk (EIO, one
     line naming the chunk)."""
     allowed: dict[str, Any] = {}
@@ -242,7 +243,13 @@ def virtual_containers(icechunk: ModuleType, repository: "Repository", source: s
         elif where is not None:
             log.warning("%s: virtual chunks in %s are not read: the container is outside the repository "
                         "(-o symlinks=follow trusts it)", root, prefix)
+        elif parts.scheme == "s3":
+            credentials, why_not = s3_container_credentials(icechunk, containers[prefix], access)
+            if credentials is not None:
+                allowed[prefix] = credentials
+            else:
+                log.warning("%s: virtual chunks in %s are not read: %s", root, prefix, why_not)
         else:
-            log.warning("%s: virtual chunks in %s are not read: zarrfs reads file:// containers only, for now",
-                        root, prefix)
+            log.warning("%s: virtual chunks in %s are not read: zarrfs reads file:// and s3:// containers only, "
+                        "for now", root, prefix)
     return allowed

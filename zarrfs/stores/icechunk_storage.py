@@ -2,7 +2,12 @@
 what credentials, as icechunk-python's Storage and credentials, made from the configuration
 zarrfs's own object stores take for the same URL (source_url.py: the endpoint, -o anon, a
 credentials file, the environment). A repository on s3://, gs:// and az:// is read and written;
-one on http(s):// read (icechunk's HTTP storage is read-only). No secret is put in a message; icechunk's own errors are one line with the URLs' queries left out (async_loop.py).
+one on http(s):// read (icechunk's HTTP storage is read-only).
+
+A virtual chunk container on S3 is read with the mount's own S3 credentials, and only when its
+endpoint is the mount's: the repository names the container's endpoint, and the mount's
+credentials never go to a server the repository chose (docs/icechunk.md). No secret is put in a
+message; icechunk's own errors are one line with the URLs' queries left out (async_loop.py).
 """
 
 import errno
@@ -118,3 +123,26 @@ def _prefix(source: str) -> str | None:
 
 STORAGES: dict[str, Callable[[ModuleType, str, str, ObjectStoreAccess], "Storage"]] = {
     "s3": _s3, "gs": _gcs, "az": _azure, "http": _http, "https": _http}
+
+
+def s3_container_credentials(icechunk: ModuleType, container: Any, access: AccessOf) -> tuple[Any, str]:
+    """(the credentials icechunk reads an s3:// virtual chunk container with, None for none; why
+    not, for the log). The mount's own S3 credentials, for a container whose endpoint is the
+    mount's: the repository chose the container's endpoint, and the mount's keys are not sent
+    where a repository says."""
+    store = container.store
+    if not isinstance(store, (icechunk.ObjectStoreConfig.S3, icechunk.ObjectStoreConfig.S3Compatible)):
+        return None, "its store is not an S3 store"
+    try:
+        mine = access("s3")
+    except StoreError as e:  # the mount's S3 configuration cannot be made (a credentials file without [default])
+        return None, f"the mount's S3 credentials: {e}"
+    theirs, ours = _endpoint(store[0].endpoint_url), _endpoint(mine.config.get("endpoint"))
+    if theirs != ours:
+        return None, (f"its endpoint {theirs or '(AWS)'} is not the mount's {ours or '(AWS)'}: the mount's "
+                      f"credentials go to the mount's endpoint only")
+    return icechunk.s3_credentials(**_s3_credentials(mine.config)), ""
+
+
+def _endpoint(url: object) -> str:
+    return str(url or "").rstrip("/").lower()
