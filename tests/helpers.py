@@ -265,13 +265,14 @@ def reachable_directory(prefix: str):
         shutil.rmtree(path, ignore_errors=True)
 
 
-def small_icechunk_repository(path):
-    """An Icechunk repository at `path` whose main has one commit of `a` (40 x 30 int32 in 10 x 10
-    chunks). Returns (repo, its head). Python >= 3.12 (icechunk 2)."""
+def small_icechunk_repository(path, storage=None):
+    """An Icechunk repository at `path` (or in icechunk's `storage`, on an object store) whose main
+    has one commit of `a` (40 x 30 int32 in 10 x 10 chunks). Returns (repo, its head). Python >=
+    3.12 (icechunk 2)."""
     import icechunk
     import zarr
 
-    repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(path)))
+    repo = icechunk.Repository.create(storage or icechunk.local_filesystem_storage(str(path)))
     session = repo.writable_session("main")
     array = zarr.group(session.store).create_array("a", shape=(40, 30), chunks=(10, 10), dtype="<i4", fill_value=0)
     array[...] = np.arange(1200, dtype="<i4").reshape(40, 30)

@@ -335,6 +335,29 @@ def test_two_mounts_of_one_branch_commit_what_does_not_conflict_and_lose_nothing
         assert head(repo).message == "one again"
 
 
+def test_a_branchs_directory_follows_the_branch_within_metadata_ttl(tmp_path):
+    """A branch's directory shows a newer head once metadata_ttl has passed (its files' pages
+    of the old head are not shown); a file opened in the old head still reads (the kernel's
+    pages of that path are one cache: of either head)."""
+    repo, first = small_icechunk_repository(tmp_path / "repo")
+    repo.create_branch("dev", first)
+    with mounted(tmp_path / "repo", tmp_path, "ro", "metadata_ttl=1") as m:
+        before = (m.path / "@branch.dev" / "a.bin").read_bytes()
+        assert before == read_a(repo, "dev").tobytes()
+        fd = os.open(m.path / "@branch.dev" / "a.bin", os.O_RDONLY)
+        try:
+            later = commit(repo, "dev", "dev moves on", write_a(np.full((40, 30), 5, "<i4")))
+            wait_for(lambda: os.getxattr(m.path / "@branch.dev", "user.icechunk.snapshot").decode() == later,
+                     what="the branch's new head")
+            after = np.full((40, 30), 5, "<i4").tobytes()
+            assert (m.path / "@branch.dev" / "a.bin").read_bytes() == after
+            assert os.getxattr(m.path / "@branch.dev", "user.icechunk.message") == b"dev moves on"
+            assert os.pread(fd, len(before), 0) in (before, after)
+        finally:
+            os.close(fd)
+        assert (m.path / f"@{first}" / "a.bin").read_bytes() == before
+
+
 def test_a_tag_mounted_writable_is_one_line(repository, tmp_path):
     path, _, _ = repository
     said = failed_start(path, ["tag=v1"], None, tmp_path)

@@ -61,9 +61,10 @@ def option_lines(defaults, views, generic: bool = False) -> list[tuple[str, str,
          "at most a quarter); 0: off"),
         ("timeout=SECONDS", f"{defaults.remote.timeout:g}", "object stores: the longest a request may take, retries included"),
         ("metadata_ttl=SECONDS", f"{defaults.remote.metadata_ttl:g}",
-         "object stores: how long listings and metadata documents are trusted before they are asked for again"),
-        ("icechunk", "by the repository's layout", "the SOURCE is an Icechunk repository (needed for s3://; "
-         "Python >= 3.12): docs/icechunk.md"),
+         "object stores: how long listings and metadata documents are trusted before they are asked for again; "
+         "Icechunk: how long a branch's directory shows the head it last looked up"),
+        ("icechunk", "by the repository's layout", "the SOURCE is an Icechunk repository (needed for s3://, gs://, "
+         "az://, http(s)://; Python >= 3.12): docs/icechunk.md"),
         ("branch=NAME, tag=NAME, snapshot=ID", "branch=main", "Icechunk: the version the mount shows; every "
          "version is also a directory @branch.NAME, @tag.NAME, @SNAPSHOTID"),
         ("commit_on_unmount=MESSAGE", "off", "Icechunk, a branch mounted writable: what was written and not "

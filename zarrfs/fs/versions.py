@@ -7,13 +7,16 @@ and nothing is ever hidden) goes to that version's own FileSystem, made when fir
 the repository's read-only store of it (stores/icechunk_repository.py), with the rest of the path;
 everything else goes to the mount's FileSystem. The version directories are not in the root's
 listing (a `find`, `du` or `rsync` of the mount would walk every version), but are found by name;
-the file `@versions` of the root, as hidden, lists them (`cat MOUNT/@versions`). Each version
-shows what it showed when first
-looked up in this mount (a branch's head then): the kernel keeps what it read of a file.
+the file `@versions` of the root, as hidden, lists them (`cat MOUNT/@versions`). A tag's or a
+snapshot's directory never changes; a branch's shows the head it had when looked up, and a lookup
+more than `metadata_ttl` seconds after the branch was last looked at asks for its head again: a
+new head is a new file system of that snapshot (files open in the old one go on reading from it,
+but the kernel keeps one cache of pages per path: of either head).
 
-Each file of a version has its own inode number (the version's name is in it): `diff` and `cp -a`
-take equal numbers on one device for one file. A version's root has its commit's message, parent
-and snapshot as extended attributes.
+Each file of a version has its own inode number (the version's name and snapshot are in it): `diff`
+and `cp -a` take equal numbers on one device for one file, and the kernel keeps no page of a
+branch's old head for its new one. A version's root has its commit's message, parent and snapshot
+as extended attributes.
 """
 
 import errno
@@ -21,6 +24,7 @@ import logging
 import os
 import stat
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
@@ -40,7 +44,7 @@ from zarrfs.fs.hierarchy import Entry
 from zarrfs.fs.inodes import inode_number
 from zarrfs.fs.kernel_caching import KernelCaching
 from zarrfs.nodes.documents import ZARR_JSON
-from zarrfs.stores.icechunk_repository import IcechunkRepository, Version
+from zarrfs.stores.icechunk_repository import BRANCH, IcechunkRepository, Version
 from zarrfs.stores.icechunk_store import IcechunkStore
 from zarrfs.stores.source_url import open_source
 
@@ -80,6 +84,8 @@ class Shown:
     core: FileSystem | None  # None: a snapshot with no Zarr node at its root (a repository's first)
     handles: int = 0
     listed: dict[str, tuple[list, list]] = field(default_factory=dict)  # path -> (its listing, routed)
+    checked: float = field(default_factory=time.monotonic)  # when its head was last looked up (a branch's)
+    replaced: bool = False  # a branch's older head: its file system stops when its last file closes
 
 
 class VersionedFileSystem:
@@ -165,27 +171,63 @@ class VersionedFileSystem:
             shown = self._shown.get(name)
             if shown is not None:
                 self._shown.move_to_end(name)
-                return shown
-        version = self.repository.version(name)
+                if not self._may_have_moved(name, shown):
+                    return shown
+        try:
+            version = self.repository.version(name)
+        except ZarrfsError as e:
+            if shown is None:
+                raise
+            log.warning("%s: shown as it was (%s): its head could not be looked up again: %s", name,
+                        shown.version.snapshot, e)
+            shown.checked = time.monotonic()  # asked again after metadata_ttl, not at every lookup
+            return shown
         if version is None:
             refuse(errno.ENOENT, path)
+        if shown is not None and version.snapshot == shown.version.snapshot:
+            shown.checked = time.monotonic()
+            return shown
+        fresh = Shown(version, self._version_core(version))
+        with self._lock:
+            current = self._shown.get(name)
+            if current is not shown and current is not None and current.version.snapshot == version.snapshot:
+                self._stop(fresh)  # another lookup made it first
+                return current
+            self._shown[name] = fresh
+            self._shown.move_to_end(name)
+            if current is not None:
+                self._retire(current)
+            self._forget_unused()
+        return fresh
+
+    def _may_have_moved(self, name: str, shown: Shown) -> bool:
+        """Whether a branch's head is looked up again: its directory follows the branch within
+        metadata_ttl, as other remote metadata does."""
+        return name.startswith(BRANCH) and time.monotonic() - shown.checked >= self.options.remote.metadata_ttl
+
+    def _version_core(self, version: Version) -> FileSystem | None:
         options = replace(self.options, read_only=True, cache_bytes=max(self.options.cache_bytes // KEPT, 1 << 20),
                           ahead_bytes=self.options.ahead_bytes // KEPT,
                           remote=replace(self.options.remote, prefetch_size=self.options.remote.prefetch_size // KEPT))
         store = self.repository.store(version)
-        core = None if store.stat(ZARR_JSON) is None else FileSystem("", options, self._edits, NoKernel(), store=store)
-        with self._lock:
-            shown = self._shown.setdefault(name, Shown(version, core))
-            self._forget_unused()
-        return shown
+        return None if store.stat(ZARR_JSON) is None else FileSystem("", options, self._edits, NoKernel(), store=store)
+
+    def _retire(self, shown: Shown) -> None:
+        """A branch's older head, replaced: stopped now, or when its last open file is closed."""
+        shown.replaced = True
+        if shown.handles == 0:
+            self._stop(shown)
+
+    @staticmethod
+    def _stop(shown: Shown) -> None:
+        if shown.core is not None:
+            shown.core.stop()
 
     def _forget_unused(self) -> None:
         """Past KEPT versions, those least recently looked up with no open file are let go, their
         chunks decoded ahead freed and their threads gone (stopped: nothing frees them otherwise)."""
         for name in [n for n, s in self._shown.items() if s.handles == 0][:max(0, len(self._shown) - KEPT)]:
-            core = self._shown.pop(name).core
-            if core is not None:
-                core.stop()
+            self._stop(self._shown.pop(name))
 
     def _core(self, shown: Shown | None, path: str = "") -> FileSystem:
         if shown is None:
@@ -195,8 +237,10 @@ class VersionedFileSystem:
         return shown.core
 
     def _own_inode(self, shown: Shown | None, attributes: Attributes) -> Attributes:
-        if shown is not None:  # one file in two versions is two files
-            attributes = {**attributes, "st_ino": inode_number(f"{shown.version.name}\0{attributes['st_ino']}")}
+        if shown is not None:  # one file in two versions (or two heads of a branch) is two files
+            version = shown.version
+            attributes = {**attributes, "st_ino": inode_number(f"{version.name}\0{version.snapshot}\0"
+                                                               f"{attributes['st_ino']}")}
         return attributes
 
     # metadata
@@ -247,7 +291,15 @@ class VersionedFileSystem:
         return self.main.statfs()
 
     def kernel_caching(self) -> KernelCaching:
-        return self.main.kernel_caching()  # every version is read-only: the mount's own choice holds
+        """The mount's own choice (every version is read-only), its names and attributes kept no
+        longer than metadata_ttl, and its pages only while a file's mtime and size stay the same:
+        a branch's directory is looked up again after metadata_ttl, and its newer head's files have
+        that commit's time (libfuse keeps a path's node, so new inode numbers alone would not
+        drop the old head's pages)."""
+        own = self.main.kernel_caching()
+        ttl = self.options.remote.metadata_ttl
+        return replace(own, attr_timeout=min(own.attr_timeout, ttl), entry_timeout=min(own.entry_timeout, ttl),
+                       keep_pages=False, recheck_pages_after=min(own.recheck_pages_after or ttl, ttl))
 
     def utimens(self, path: str) -> None:
         shown, inner = self._route(path)
@@ -367,10 +419,14 @@ class VersionedFileSystem:
                 self._handles.pop(fh, None)
                 return
             found = self._handles.pop(fh, None)
+            last = False  # the last open file of a branch's older head
             if found is not None and found[0] is not None:
                 found[0].handles -= 1
+                last = found[0].replaced and found[0].handles == 0
         if found is not None:
             self._core(found[0]).release(found[1])
+            if last:
+                self._stop(found[0])
 
     # hierarchy edits: a version is read-only, its own FileSystem refuses them
 

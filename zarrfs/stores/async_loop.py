@@ -3,6 +3,7 @@ session store is zarr's async Store API): the file system's threads wait on it, 
 
 import asyncio
 import errno
+import re
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -42,6 +43,10 @@ class Loop:
 
 
 def first_line(error: Exception) -> str:
-    """An error's first line, at most 300 characters: its type's name when it says nothing."""
+    """An error's first line, at most 300 characters: its type's name when it says nothing. The
+    queries of the URLs it quotes are left out: a SAS token or a signature travels in one."""
     lines = str(error).strip().splitlines()
-    return lines[0][:300] if lines else type(error).__name__
+    return URL_QUERY.sub(r"\1?(query not shown)", lines[0])[:300] if lines else type(error).__name__
+
+
+URL_QUERY = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s?#]*)\?[^\s]*", re.IGNORECASE)

@@ -18,7 +18,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -29,10 +29,11 @@ from zarrfs.stores.async_loop import Loop, first_line
 from zarrfs.stores.contained import never_followed_into
 from zarrfs.stores.icechunk_contained import check_objects, escaping_locations
 from zarrfs.stores.icechunk_saved import SavedSession
+from zarrfs.stores.icechunk_storage import AccessOf, ObjectStoreAccess, repository_storage, s3_container_credentials
 from zarrfs.stores.icechunk_store import IcechunkStore
 
 if TYPE_CHECKING:  # icechunk (Python >= 3.12) is imported for a repository only
-    from icechunk import Repository, Session, SnapshotInfo, Storage
+    from icechunk import Repository, Session, SnapshotInfo
 
 log = logging.getLogger(__name__)
 
@@ -187,76 +188,68 @@ def _errno_of(error: Exception) -> int:
     return errno.ENOENT if isinstance(error, (RefNotFoundError, SnapshotNotFoundError)) else errno.EIO
 
 
-def open_repository(source: str, root: str, timeout: float, s3: Mapping[str, Any] | None = None,
+def open_repository(source: str, root: str, timeout: float, access: AccessOf | None = None,
                     follow_symlinks: bool = False) -> IcechunkRepository:
-    """The repository at `source`: a directory, or s3:// with obstore's S3 configuration of the
-    mount (`s3`: endpoint, region, keys, unsigned), which source_url.py made from its options.
-    Its virtual chunks are read from the containers `virtual_containers` allows."""
+    """The repository at `source`: a directory, or an object store's URL reached as zarrfs's own
+    store of it would be (`access`: the mount's obstore configuration of a scheme, which
+    source_url.py makes from its options; icechunk_storage.py). Its virtual chunks are read from
+    the containers `virtual_containers` allows."""
     try:
         import icechunk
     except ImportError:
         raise StoreError(NEEDS, errno.EOPNOTSUPP) from None
     if "ICECHUNK_LOG" not in os.environ:  # its warnings are written to stderr, past our log: errors only
         icechunk.set_logs_filter("error")
+    access = access or (lambda scheme: ObjectStoreAccess())
     loop = Loop(timeout)
     if not urlsplit(source).scheme:  # icechunk's local storage follows symlinks among its objects
         check_objects(source, root, follow_symlinks)
-    storage = _storage(icechunk, source, root, s3 or {})
+    storage = repository_storage(icechunk, source, root, access)
     try:
         repository = loop.run(icechunk.Repository.open_async(storage), f"{root}: open")
-        allowed = virtual_containers(repository, source, root, follow_symlinks)
-        if allowed:  # opened again, with icechunk told which containers it may read
-            access: dict[str, Any] = {prefix: icechunk.credentials.LocalFileSystemAccess for prefix in allowed}
-            repository = loop.run(icechunk.Repository.open_async(storage, authorize_virtual_chunk_access=access),
+        allowed = virtual_containers(icechunk, repository, source, root, follow_symlinks, access)
+        if allowed:  # opened again, with icechunk told which containers it may read, and how
+            credentials = icechunk.containers_credentials(allowed)  # each in icechunk's Credentials wrapper
+            repository = loop.run(icechunk.Repository.open_async(storage, authorize_virtual_chunk_access=credentials),
                                   f"{root}: open")
     except StoreError:
         raise
     except Exception as e:
         raise StoreError(f"{root}: not an Icechunk repository that can be opened: {first_line(e)}",
                          _errno_of(e)) from None
-    return IcechunkRepository(source, root, repository, loop, urlsplit(source).scheme != "", tuple(allowed),
-                              follow_symlinks)
+    local = tuple(prefix for prefix in allowed if urlsplit(prefix).scheme == "file")
+    return IcechunkRepository(source, root, repository, loop, urlsplit(source).scheme != "", local, follow_symlinks)
 
 
-def virtual_containers(repository: "Repository", source: str, root: str, follow_symlinks: bool) -> list[str]:
-    """The virtual chunk containers (icechunk's references into other files) whose chunks are read:
-    as for symlinks (stores/contained.py), a file:// container within a local repository's
-    directory, any file:// container but those under /proc, /sys and /dev with -o symlinks=follow
-    (a trusted repository). Each other container is said once, in one line; a read of its chunks
-    is refused by icechunk (EIO, one line naming the chunk)."""
-    allowed = []
+def virtual_containers(icechunk: ModuleType, repository: "Repository", source: str, root: str,
+                       follow_symlinks: bool, access: AccessOf) -> dict[str, Any]:
+    """The virtual chunk containers (icechunk's references into other files) whose chunks are
+    read, each with the credentials icechunk reads it with. As for symlinks (stores/contained.py),
+    a file:// container within a local repository's directory, any file:// container but those
+    under /proc, /sys and /dev with -o symlinks=follow (a trusted repository); an s3:// container
+    on the mount's own endpoint, with the mount's S3 credentials (icechunk_storage.py). Each other
+    container is said once, in one line; a read of its chunks is refused by icechunk (EIO, one
+    line naming the chunk)."""
+    allowed: dict[str, Any] = {}
     within = os.path.realpath(source) if not urlsplit(source).scheme else None
-    for prefix in sorted(repository.config.virtual_chunk_containers or {}):
+    containers = repository.config.virtual_chunk_containers or {}
+    for prefix in sorted(containers):
         parts = urlsplit(prefix)
         where = os.path.realpath(parts.path) if parts.scheme == "file" else None
         if where is not None and within is not None and os.path.commonpath([where, within]) == within:
-            allowed.append(prefix)
+            allowed[prefix] = icechunk.credentials.LocalFileSystemAccess
         elif where is not None and follow_symlinks and never_followed_into(where) is None:
-            allowed.append(prefix)
+            allowed[prefix] = icechunk.credentials.LocalFileSystemAccess
         elif where is not None:
             log.warning("%s: virtual chunks in %s are not read: the container is outside the repository "
                         "(-o symlinks=follow trusts it)", root, prefix)
+        elif parts.scheme == "s3":
+            credentials, why_not = s3_container_credentials(icechunk, containers[prefix], access)
+            if credentials is not None:
+                allowed[prefix] = credentials
+            else:
+                log.warning("%s: virtual chunks in %s are not read: %s", root, prefix, why_not)
         else:
-            log.warning("%s: virtual chunks in %s are not read: zarrfs reads file:// containers only, for now",
-                        root, prefix)
+            log.warning("%s: virtual chunks in %s are not read: zarrfs reads file:// and s3:// containers only, "
+                        "for now", root, prefix)
     return allowed
-
-
-
-def _storage(icechunk: ModuleType, source: str, root: str, s3: Mapping[str, Any]) -> "Storage":
-    scheme = urlsplit(source).scheme
-    storage: Storage
-    if not scheme:
-        storage = icechunk.local_filesystem_storage(os.path.abspath(source))
-        return storage
-    if scheme != "s3":
-        raise StoreError(f"{root}: Icechunk repositories are mounted from a directory or s3:// for now", errno.ENOTSUP)
-    parts = urlsplit(source)
-    endpoint = s3.get("endpoint")
-    keys = {name: s3[name] for name in ("access_key_id", "secret_access_key", "session_token") if name in s3}
-    unsigned = bool(s3.get("skip_signature"))
-    storage = icechunk.s3_storage(bucket=parts.netloc, prefix=parts.path.strip("/") or None, endpoint_url=endpoint,
-                                  region=s3.get("region"), allow_http=bool(endpoint and endpoint.startswith("http://")),
-                                  force_path_style=bool(endpoint), anonymous=unsigned or None,
-                                  from_env=not keys and not unsigned or None, **keys)
-    return storage

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 from zarrfs.errors import StoreError
 from zarrfs.stores.contract import Store
 from zarrfs.stores.icechunk_repository import IcechunkChoice, IcechunkRepository, is_repository, open_repository
+from zarrfs.stores.icechunk_storage import ObjectStoreAccess
 from zarrfs.stores.icechunk_store import IcechunkStore
 from zarrfs.stores.local import LocalStore
 
@@ -79,8 +80,13 @@ def open_source(source: str, read_only: bool, remote: RemoteOptions, follow_syml
     if not read_only and (icechunk.tag or icechunk.snapshot):
         raise StoreError(f"{root}: {icechunk.name()} is read-only (a tag or a snapshot): add -o ro, or mount a branch "
                          f"to write", errno.EROFS)
-    s3 = _config("s3", remote)[0] if urlsplit(source).scheme == "s3" else None
-    repository = open_repository(source, root, remote.timeout, s3, follow_symlinks)
+    if is_remote(source):
+        _check_remote(source, read_only, remote)
+    if urlsplit(source).scheme == "gs" and remote.anon and not read_only:
+        raise StoreError(f"{root}: icechunk's GCS client asks the cloud's metadata server for a token before it "
+                         f"writes, even with -o anon: add -o ro", errno.EROFS)
+    repository = open_repository(source, root, remote.timeout, lambda scheme: _access(scheme, remote),
+                                 follow_symlinks)
     version = repository.version(icechunk.name())
     if version is None:
         raise StoreError(f"{root}: no version {icechunk.name()} in this Icechunk repository", errno.ENOENT)
@@ -97,14 +103,7 @@ def open_store(source: str, read_only: bool, remote: RemoteOptions,
     from zarrfs.stores.object_store import ObjectStore  # obstore is needed only for remote sources
 
     scheme = urlsplit(source).scheme
-    if urlsplit(source).password or urlsplit(source).username:
-        raise StoreError(f"{public_url(source)}: credentials in the URL are refused (they would show in the process "
-                         f"list): use the environment or -o credentials_file", errno.EINVAL)
-    if scheme in ("http", "https") and not read_only:
-        raise StoreError(f"{public_url(source)}: http(s) sources are read-only: add -o ro", errno.EROFS)
-    if remote.anon and remote.credentials_file:
-        raise StoreError("-o anon (unsigned requests) and -o credentials_file contradict each other: choose one",
-                         errno.EINVAL)
+    _check_remote(source, read_only, remote)
     config, credentials = _config(scheme, remote)
     store = _obstore(source, remote, config, credentials)
     object_store = ObjectStore(store, public_url(source), read_only=read_only, metadata_ttl=remote.metadata_ttl,
@@ -118,6 +117,25 @@ def open_store(source: str, read_only: bool, remote: RemoteOptions,
             said = f"{object_store.root}: {_add_the_account(remote, config, str(e))}"
         raise StoreError(said, e.errno) from None
     return object_store
+
+
+def _check_remote(source: str, read_only: bool, remote: RemoteOptions) -> None:
+    """What every remote source is held to, a Zarr hierarchy's or an Icechunk repository's."""
+    if urlsplit(source).password or urlsplit(source).username:
+        raise StoreError(f"{public_url(source)}: credentials in the URL are refused (they would show in the process "
+                         f"list): use the environment or -o credentials_file", errno.EINVAL)
+    if urlsplit(source).scheme in ("http", "https") and not read_only:
+        raise StoreError(f"{public_url(source)}: http(s) sources are read-only: add -o ro", errno.EROFS)
+    if remote.anon and remote.credentials_file:
+        raise StoreError("-o anon (unsigned requests) and -o credentials_file contradict each other: choose one",
+                         errno.EINVAL)
+
+
+def _access(scheme: str, remote: RemoteOptions) -> ObjectStoreAccess:
+    """How an Icechunk repository (or its virtual chunks' container) on `scheme` is reached: as
+    zarrfs's own store of such a URL would be (icechunk_storage.py)."""
+    config = _config(scheme, remote)[0] or {}
+    return ObjectStoreAccess(config, plain_http_chosen(scheme, config))
 
 
 def _names_no_account(endpoint: str | None) -> bool:
