@@ -45,10 +45,10 @@ SIZED_ELEMENTS = 1 << 18  # arrays up to this many elements are rendered to tell
 SLAB_ELEMENTS = 1 << 18  # a larger array's size is counted this many elements (whole chunk rows) at a time
 # The bound of what a stat decodes to tell a text's size: readdir gives every entry's attributes, so
 # `ls` of a folder of string arrays decodes each once per version. Measured (scripts/bench_text_size.py,
-# 2-core machine): about COST_NS ns an element of vlen-utf8 strings, decode included; so an array of
-# LISTED_ELEMENTS costs about 0.5 s at its first stat. Above either bound, 0 until opened (docs/views.md).
-COST_NS = 0
-LISTED_ELEMENTS = 1 << 22
+# a 2-core machine shared with other work): about 190 ns of CPU an element of vlen-utf8 strings, v2 or
+# v3, decode included (numcodecs' decode into str objects is most of it), 320 ns of JSON values; so an
+# array of LISTED_ELEMENTS costs about 0.4 s at its first stat. Above it, 0 until opened (docs/views.md).
+LISTED_ELEMENTS = 1 << 21
 LISTED_CHUNKS = read_budget.MAX_READ_CHUNKS  # each chunk a request (remote) and a decode call
 SIZES_KEPT = 1 << 16  # sizes kept, of arrays not changed since (path, key, int: about 200 bytes each)
 PIECE_ELEMENTS = 1 << 16  # elements whose lines are made at once when rendering
