@@ -2,8 +2,10 @@
 counted a chunk at a time (views/text_lines.py), and kept for one version of the stored values."""
 
 import dataclasses
+import errno
 import warnings
 
+import numcodecs
 import numpy as np
 import pytest
 import zarr
@@ -80,6 +82,25 @@ def test_a_text_lists_the_size_it_reads_below_and_far_above_the_old_bound(tmp_pa
         assert sizes["/raw.txt"] == len(text) and text.count(b"\n") == len(raw)
         assert text.startswith(b"\n\\xff\\xfecaf\xc3\xa9\\\\\n")  # element 0 is empty (the 13th), then element 1
         assert "WARNING" not in c.log() and "ERROR" not in c.log()
+
+
+def test_strings_counted_from_their_bytes_are_utf8_in_shards_too(tmp_path):
+    """A stat counts a string array from the bytes its chunks hold (no str made, see
+    views/text_as_bytes.py): a sharded array's inner chunks are read so too, and a chunk whose
+    bytes are not UTF-8 gives no size, one log line, as opening the file is refused."""
+    group = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
+    sharded = written(group, "sharded", varied(300_000, 6), (10_000,), 290_000, dtype=str, shards=(50_000,),
+                      fill_value="ü")
+    written(group, "bad", varied(300_000, 7), (150_000,), 300_000, dtype=str, compressors=None)
+    (tmp_path / "s.zarr" / "bad" / "c" / "1").write_bytes(bytes(numcodecs.VLenBytes().encode(
+        np.array([b"caf\xe9"] * 150_000, dtype=object))))  # Latin-1, not UTF-8
+    with core_of(tmp_path / "s.zarr", tmp_path, "ro") as c:
+        assert c.stat("/sharded.txt")["st_size"] == len(oracle(sharded)) == len(c.read_bytes("/sharded.txt"))
+        assert c.stat("/bad.txt")["st_size"] == 0
+        assert [line for line in c.log().splitlines() if "bad" in line and "not UTF-8" in line]
+        with pytest.raises(OSError) as refused:
+            c.read_bytes("/bad.txt")
+        assert refused.value.errno == errno.EIO
 
 
 def another_writers_store(root) -> LocalStore:

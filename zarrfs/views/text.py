@@ -36,7 +36,7 @@ from zarrfs.engine import read_budget
 from zarrfs.engine.array import open_array
 from zarrfs.errors import UnsupportedError, ZarrfsError
 from zarrfs.geometry import chunks_spanned, largest_chunk
-from zarrfs.views import text_lines
+from zarrfs.views import text_as_bytes, text_lines
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +45,9 @@ SIZED_ELEMENTS = 1 << 18  # arrays up to this many elements are rendered to tell
 SLAB_ELEMENTS = 1 << 18  # a larger array's size is counted this many elements (whole chunk rows) at a time
 # The bound of what a stat decodes to tell a text's size: readdir gives every entry's attributes, so
 # `ls` of a folder of string arrays decodes each once per version. Measured (scripts/bench_text_size.py,
-# a 2-core machine shared with other work): about 190 ns of CPU an element of vlen-utf8 strings, v2 or
-# v3, decode included (numcodecs' decode into str objects is most of it), 320 ns of JSON values; so an
-# array of LISTED_ELEMENTS costs about 0.4 s at its first stat. Above it, 0 until opened (docs/views.md).
+# a 2-core machine shared with other work): about 150 ns of CPU an element of vlen-utf8 strings, v2 or
+# v3, read as bytes (text_as_bytes.py), decode and join most of it; 320 ns of JSON values; so an array
+# of LISTED_ELEMENTS costs about 0.3 s at its first stat. Above it, 0 until opened (docs/views.md).
 LISTED_ELEMENTS = 1 << 21
 LISTED_CHUNKS = read_budget.MAX_READ_CHUNKS  # each chunk a request (remote) and a decode call
 SIZES_KEPT = 1 << 16  # sizes kept, of arrays not changed since (path, key, int: about 200 bytes each)
@@ -93,17 +93,18 @@ def render(elements: np.ndarray, name: str, line_of=escape) -> bytes:
     return b"".join(pieces)
 
 
-def text_size(array, shape: tuple, rows: int, name: str, line_of=escape) -> int:
+def text_size(array, shape: tuple, rows: int, name: str, line_of=escape, size_of=None) -> int:
     """len(render(elements)) of the array's elements, read `rows` of the first axis at a time
     (array.read(box)), so that only one slab's elements and no text are held; each slab's lines
-    counted at once (text_lines.py)."""
+    counted at once (text_lines.py), by size_of(elements) if given."""
+    def counted(elements: list) -> int:
+        return _lines_size(elements, line_of) if size_of is None else size_of(elements)
     if not shape:
-        return _checked(_lines_size(array.read(()).reshape(-1).tolist(), line_of), name)
+        return _checked(counted(array.read(()).reshape(-1).tolist()), name)
     size = 0
     for start in range(0, shape[0], max(rows, 1)):
         box = (slice(start, min(start + rows, shape[0])), *(slice(0, n) for n in shape[1:]))
-        elements = array.read(box).reshape(-1).tolist()
-        size = _checked(size + _lines_size(elements, line_of), name)
+        size = _checked(size + counted(array.read(box).reshape(-1).tolist()), name)
     return size
 
 
@@ -191,13 +192,14 @@ class Texts:
         try:
             if math.prod(node.meta.shape) <= SIZED_ELEMENTS:
                 return len(self.text(store, node, cache, version))
-            array = open_array(store, node.path, node.meta, cache)
+            as_bytes = text_as_bytes.bytes_view(node.meta)  # strings counted from their bytes: no str made
+            array = open_array(store, node.path, as_bytes or node.meta, cache)
             shape = tuple(node.meta.shape)
             if chunks_spanned([tuple(slice(0, n) for n in shape)], array.leaf_grid) > LISTED_CHUNKS:
                 return 0  # as an array of more elements: each chunk is a request and a decode
             with read_budget.reading(name, 0, 0, array.source.capabilities.read_deadline, "its text's size"):
                 size = text_size(array, shape, slab_rows(shape, node.meta.chunk_shape), name,
-                                 lines_of(node.meta.data_type.name)[0])
+                                 lines_of(node.meta.data_type.name)[0], as_bytes and text_lines.utf8_size)
         except ZarrfsError as e:
             log.warning("%s: its text's size is not known (%s): shown as 0", name, e)
             size = 0
