@@ -10,6 +10,8 @@ error."""
 import os
 import re
 import signal
+import socket
+import struct
 import subprocess
 import warnings
 
@@ -49,14 +51,7 @@ class Desktop:
         home.mkdir()
         runtime.mkdir(mode=0o700)
         self.processes: list[subprocess.Popen] = []
-        read, write = os.pipe()
-        self.server = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-screen", "0", "1280x800x24",
-                                        "-nolisten", "tcp"], pass_fds=[write], stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL, start_new_session=True)
-        os.close(write)
-        with os.fdopen(read) as displayfd:
-            display = displayfd.readline().strip()  # written once the server takes connections
-        assert display, "Xvfb did not start"
+        self.server, display = answering_server()
         self.env = {"PATH": os.environ["PATH"], "HOME": str(home), "DISPLAY": f":{display}",
                     "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local/share"),
                     "XDG_CACHE_HOME": str(home / ".cache"), "XDG_STATE_HOME": str(home / ".local/state"),
@@ -78,18 +73,9 @@ class Desktop:
 
     def close(self) -> None:
         """Each session started (the file manager, its bus and what the bus started: one process
-        group each, made here), then the server: terminated, and killed if they linger."""
+        group each, made here), then the server."""
         for process in [*self.processes, self.server]:
-            for sig in (signal.SIGTERM, signal.SIGKILL):
-                try:
-                    os.killpg(process.pid, sig)
-                except ProcessLookupError:
-                    break
-                try:
-                    process.wait(10)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+            stop(process)
 
     def xdotool(self, *args) -> str:
         return subprocess.run(["xdotool", *args], env=self.env, capture_output=True, text=True, timeout=30).stdout
@@ -128,6 +114,84 @@ class Desktop:
         wait_for(answered, DEADLINE, what=f"{dialog!r} answered and the delete done")
 
 
+SERVER_STARTS = 3  # Xvfb started at most this many times until its display answers as its own
+SERVER_WAIT = 20.0  # seconds for a display to answer on a loaded machine
+
+
+def answering_server() -> tuple[subprocess.Popen, str]:
+    """An Xvfb of this test and its display number, once that display answers as this server's.
+    With -displayfd Xvfb takes the first number whose sockets it can bind and makes no lock
+    file, and under other tests' Xvfb starting and stopping the number it gave once did not
+    answer (thunar: "cannot open display :0"): nothing starts before xdpyinfo is answered there
+    and both of the display's sockets are this server's; else this server is stopped and another
+    takes the next number free."""
+    for _ in range(SERVER_STARTS):
+        server, display = xvfb()
+        if answered(server, display):
+            return server, display
+        stop(server)
+    raise AssertionError(f"no Xvfb of {SERVER_STARTS} started had a display that answered as its own")
+
+
+def answered(server: subprocess.Popen, display: str) -> bool:
+    """Whether `display` answers as `server`'s within SERVER_WAIT (polled; False at once if the
+    server has ended)."""
+    try:
+        wait_for(lambda: server.poll() is not None or serves(server, display), SERVER_WAIT,
+                 what=f"display :{display} answering as Xvfb {server.pid}'s")
+    except TimeoutError:
+        return False
+    return server.poll() is None
+
+
+def xvfb() -> tuple[subprocess.Popen, str]:
+    read, write = os.pipe()
+    server = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-screen", "0", "1280x800x24", "-nolisten", "tcp"],
+                              pass_fds=[write], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    os.close(write)
+    with os.fdopen(read) as displayfd:
+        display = displayfd.readline().strip()  # written once it has bound the display's sockets
+    assert display, "Xvfb did not start"
+    return server, display
+
+
+def serves(server: subprocess.Popen, display: str) -> bool:
+    """Whether `server` answers at `display`: its socket (the file, and on Linux the abstract one
+    libxcb tries first) is this server's, and an X client is answered there."""
+    sockets = (f"/tmp/.X11-unix/X{display}", f"\0/tmp/.X11-unix/X{display}")
+    if any(peer_pid(address) != server.pid for address in sockets):
+        return False
+    return subprocess.run(["xdpyinfo", "-display", f":{display}"], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL, timeout=30).returncode == 0
+
+
+def peer_pid(address: str) -> int | None:
+    """The process listening at the Unix socket `address`, None if none answers."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+        try:
+            connection.connect(address)
+        except OSError:
+            return None
+        credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        return struct.unpack("3i", credentials)[0]
+
+
+def stop(process: subprocess.Popen) -> None:
+    """The process group `process` leads (made with start_new_session): terminated, and killed if
+    it lingers."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            process.wait(10)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+
+
 @pytest.fixture
 def desktop(tmp_path):
     d = Desktop(tmp_path)
@@ -135,6 +199,21 @@ def desktop(tmp_path):
         yield d
     finally:
         d.close()
+
+
+def test_the_display_answers_as_this_tests_server_before_any_program_starts(desktop):
+    """Xvfb -displayfd gives a number and takes no lock: thunar once could not open the display
+    it gave, as other tests' servers started and stopped. A display is handed out once it
+    answers, as its own server's; one another server holds is never taken for it."""
+    display = desktop.env["DISPLAY"].removeprefix(":")
+    assert subprocess.run(["xdpyinfo"], env=desktop.env, capture_output=True).returncode == 0  # no wait here
+    assert peer_pid(f"\0/tmp/.X11-unix/X{display}") == peer_pid(f"/tmp/.X11-unix/X{display}") == desktop.server.pid
+    other, other_display = xvfb()
+    try:
+        assert other_display != display and answered(other, other_display)
+        assert not serves(desktop.server, other_display) and not serves(other, display)  # each answers, as its own
+    finally:
+        stop(other)
 
 
 def unlinked(m, paths) -> bool:

@@ -4,7 +4,9 @@ follows too."""
 
 import errno
 import os
+import shutil
 import stat
+import threading
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from helpers import make_store
 from zarrfs.edits.hierarchy_edits import HierarchyEdits
 from zarrfs.errors import ZarrfsError
 from zarrfs.fs.filesystem import FileSystem, Options
+from zarrfs.stores.local import LocalStore
 
 MiB = 1 << 20
 
@@ -136,6 +139,98 @@ def test_a_file_deleted_alone_stays_hidden_until_its_node_moves(core):
     fs.unlink("/sub2/zarr.json")
     fs.rmdir("/sub2")  # its documents go with it
     assert not (root / "sub2").exists()
+
+
+def copied_npy(fs, root, path: str, values: np.ndarray) -> None:
+    """`cp x.npy PATH` through the core: the mount makes the array when the copy is closed."""
+    np.save(root.parent / "in.npy", values)
+    fh = fs.create(path)
+    fs.write(fh, (root.parent / "in.npy").read_bytes(), 0)
+    fs.flush(fh)
+    fs.release(fh)
+
+
+def test_a_node_made_where_one_with_hidden_files_was_shows_every_file(core):
+    """Files hidden alone were kept by path until remount: an array another program deleted
+    and made again, or one the mount made at that name (cp x.npy a.npy after rm a.json), came
+    up with a.json hidden."""
+    fs, root = core
+    names = files_of(fs, "/", "a")
+    fs.unlink("/a.json")
+    shutil.rmtree(root / "a")  # another program deletes a: the next listing has no a
+    assert files_of(fs, "/", "a") == []
+    zarr.open_group(str(root)).create_array("a", shape=(4,), chunks=(2,), dtype="<i4", fill_value=0)
+    assert files_of(fs, "/", "a") == names
+    fs.unlink("/a.json")
+    shutil.rmtree(root / "a")
+    copied_npy(fs, root, "/a.npy", np.arange(4, dtype="<i4"))  # the mount makes a at once, no listing between
+    assert files_of(fs, "/", "a") == names
+
+
+class SlowListings(LocalStore):
+    """The local store, but the next listing of `directory` is taken, then held until `go` is
+    set: a listing that ran while other requests went on."""
+
+    def __init__(self, root: str, directory: str):
+        super().__init__(root)
+        self.directory, self.taken, self.go = directory, threading.Event(), threading.Event()
+
+    def list_dir(self, prefix: str) -> list[str]:
+        names = super().list_dir(prefix)
+        if prefix == self.directory and not self.taken.is_set():
+            self.taken.set()
+            self.go.wait(30)
+        return names
+
+
+def test_a_listing_forgets_no_file_hidden_after_it_began(tmp_path):
+    """A listing that found a node gone forgot the files hidden of it, also those hidden while it
+    ran: of an array made and deleted file by file meanwhile (rm NAME.*), the files hidden came
+    back, the last unlink found files left, and the array stayed (then rmdir: ENOTEMPTY)."""
+    root = make_store(tmp_path / "s.zarr")
+    store = SlowListings(str(root), "sub")
+    fs = FileSystem(str(root), Options(recovery_dir=str(tmp_path / "recovery")), HierarchyEdits, store=store)
+    try:
+        slow = threading.Thread(target=fs.hierarchy.listing, args=("sub",))
+        slow.start()  # its snapshot: no array in sub
+        assert store.taken.wait(30)
+        copied_npy(fs, root, "/sub/x.npy", np.arange(3, dtype="<i2"))
+        names = files_of(fs, "/sub", "x")
+        fs.unlink(f"/sub/{names[0]}")
+        store.go.set()
+        slow.join(30)
+        for name in names[1:]:
+            fs.unlink(f"/sub/{name}")
+        assert not (root / "sub" / "x").exists()  # gone with its last file
+        fs.rmdir("/sub")
+    finally:
+        store.go.set()
+        fs.stop()
+
+
+class HidingOnCommit(LocalStore):
+    """The local store, where a file of each node made is hidden the moment the node is
+    published: an unlink that came as soon as the new node showed."""
+
+    hide = None
+
+    def commit_node(self, staging: str, path: str, documents: dict[str, bytes]) -> None:
+        super().commit_node(staging, path, documents)
+        self.hide(path)
+
+
+def test_a_file_hidden_as_soon_as_a_node_is_made_stays_hidden(tmp_path):
+    """The mount forgot the files hidden at a path after it had made the node there: an unlink
+    of the new node's file in between (a copy's release is not waited for) came back."""
+    root = make_store(tmp_path / "s.zarr")
+    store = HidingOnCommit(str(root))
+    fs = FileSystem(str(root), Options(recovery_dir=str(tmp_path / "recovery")), HierarchyEdits, store=store)
+    try:
+        store.hide = lambda path: fs.hierarchy.hidden.hide(path, f"{path}.json")
+        copied_npy(fs, root, "/x.npy", np.arange(3, dtype="<i2"))
+        assert "x.bin" in dict(fs.readdir("/")) and "x.json" not in dict(fs.readdir("/"))
+    finally:
+        fs.stop()
 
 
 def test_a_read_only_file_system_refuses_writes(tmp_path):

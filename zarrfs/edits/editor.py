@@ -62,6 +62,7 @@ class Editor:
     def commit(self, staging: str, path: str, documents: dict[str, bytes]) -> None:
         """Publish a node staged with begin_node (its chunks written below `staging`)."""
         with self.lock, self._intent([path]):
+            self.hierarchy.hidden.forget(path)  # a node there before hid them; before the new one shows
             try:
                 self.store.commit_node(staging, path, documents)
             except BaseException:
@@ -82,6 +83,7 @@ class Editor:
         with self.lock, self._intent([src, dst]):
             moved = self._consolidated_below(src)
             self._reconsolidate(Edit(removed=[src]))
+            self.hierarchy.hidden.forget(dst)  # a node there before hid them; before the moved one shows
             self.store.move_node(src, dst)
             self._reconsolidate(Edit(put={dst + p[len(src):]: docs for p, docs in moved.items()}))
             self.hierarchy.changed(src, dst)

@@ -40,11 +40,13 @@ def check_chunks(name: str, offset: int, size: int, chunks: int) -> None:
 
 
 @contextlib.contextmanager
-def reading(name: str, offset: int, size: int, seconds: float | None) -> Iterator[None]:
+def reading(name: str, offset: int, size: int, seconds: float | None, what: str | None = None) -> Iterator[None]:
     """Within this block, this thread's fetches end `seconds` from now (None: never), or at the
-    deadline of a read this one is part of (a read of zarr.h5 reads each array's piece), if earlier."""
+    deadline of a read this one is part of (a read of zarr.h5 reads each array's piece), if earlier.
+    `what`: the words for this read in the error, when it is not a read of bytes (a stat's)."""
     outer = getattr(_local, "deadline", None)
-    inner = None if seconds is None else (time.monotonic() + seconds, seconds, name, offset, size)
+    what = f"a read of {size} bytes at {offset}" if what is None else what
+    inner = None if seconds is None else (time.monotonic() + seconds, seconds, name, what)
     _local.deadline = outer if inner is None or (outer is not None and outer[0] <= inner[0]) else inner
     try:
         yield
@@ -56,6 +58,6 @@ def check_deadline(key: str) -> None:
     """Before a fetch of `key`: refused once this thread's read is past its deadline."""
     deadline = getattr(_local, "deadline", None)
     if deadline is not None and time.monotonic() > deadline[0]:
-        _, seconds, name, offset, size = deadline
-        raise ReadBudgetError(f"{name}: a read of {size} bytes at {offset} did not finish within {seconds:g} s "
+        _, seconds, name, what = deadline
+        raise ReadBudgetError(f"{name}: {what} did not finish within {seconds:g} s "
                               f"(-o timeout); {key!r} and the chunks after it were not fetched")

@@ -282,8 +282,8 @@ class FileSystem:
                 self.notice_stored_change(entry.node.path)
         elif entry.kind == PREVIEW:  # uncompressed: its size follows from its width and height
             mode, size = owns.file(False), preview.png_size(*self.hierarchy.previews.of(entry.node)[1].size)
-        elif entry.kind == TEXT:  # the true size, worked out once (textview.Texts.size): splice copies no further
-            mode, size = owns.file(False), self.texts.size(self.store, entry.node, self.cache)
+        elif entry.kind == TEXT:  # the true size, once per version (textview.Texts.size): splice copies no further
+            mode, size = owns.file(False), self.texts.size(self.store, entry.node, self.cache, self._values(entry.node))
         elif entry.kind == GROUPFILE:  # from metadata alone: a listing never makes the file
             mode, (size, newest) = owns.file(False), self.hierarchy.group_file_facts(entry, self._stored_times)
         else:
@@ -414,11 +414,17 @@ class FileSystem:
         """NAME.txt's text. Should it differ in size from the text listed (a stored change
         between the two), the kernel is told to ask again, so that a copy that stats the open file
         (GIO) sees the true size."""
-        shown = self.texts.size(self.store, entry.node, self.cache)
-        text = self.texts.text(self.store, entry.node, self.cache)
+        version = self._values(entry.node)
+        shown = self.texts.size(self.store, entry.node, self.cache, version)
+        text = self.texts.text(self.store, entry.node, self.cache, version)
         if len(text) != shown:
             self.kernel.refresh(path)
         return text
+
+    def _values(self, node: Node) -> int:
+        """The version of the array's stored values, as its mtime follows them (stored_usage.py):
+        what a text made from them is kept for."""
+        return self.usage.of(node.path).version
 
     def _shared_raw(self, node: Node) -> RawFile:
         """The array's flat bytes as every file showing them reads them (group files too)."""

@@ -1,11 +1,18 @@
 """Files a person deleted from a node that stays: hidden from lookups and listings until the
-node goes (deleted, moved) or the mount ends.
+node goes (deleted or moved, by the mount or by another program), a node is made at its path,
+or the mount ends.
 
 An array is shown as several files made from one node (NAME.bin, NAME.json, header views), and
 a group's directory holds its documents and group files (zarr.json, zarr.h5). Deleting one of
 them alone deletes no data: the file is hidden, and the array is deleted when the last of its
 files is (edits/hierarchy_edits.py). A file manager that stats each file of a selection before
 deleting it so finds every one, whatever its order. Kept in memory only: nothing is written.
+
+Files are hidden by the node's path, so a node made later at that path would find them hidden:
+the mount forgets them before it makes or moves a node there (edits/editor.py), and a listing
+that finds the node gone forgets them (another program deleted it). A listing is a snapshot
+taken while others may hide files: it forgets only what was hidden before it began, so a
+node made and then deleted file by file during a slow listing keeps its files hidden.
 """
 
 import threading
@@ -13,7 +20,8 @@ import threading
 
 class HiddenFiles:
     def __init__(self):
-        self._hidden: set[tuple[str, str]] = set()  # (store path of the node, name in its directory)
+        # (store path of the node, name in its directory) -> the version at which it was hidden
+        self._hidden: dict[tuple[str, str], int] = {}
         self._lock = threading.Lock()
         self.version = 0  # changes with every change: a listing filtered before is stale
 
@@ -22,20 +30,37 @@ class HiddenFiles:
 
     def hide(self, node_path: str, name: str) -> None:
         with self._lock:
-            self._hidden.add((node_path, name))
             self.version += 1
+            self._hidden[(node_path, name)] = self.version
 
     def show(self, node_path: str, name: str) -> None:
         with self._lock:
-            self._hidden.discard((node_path, name))
+            self._hidden.pop((node_path, name), None)
             self.version += 1
 
     def forget(self, node_path: str) -> None:
-        """The node at `node_path` and every node below it are gone or moved: their files, if
-        made again at that path, are shown."""
+        """The node at `node_path` and every node below it are gone or moved, or a node is about
+        to be made there: their files, if made again at that path, are shown."""
         below = node_path + "/"
+        self._forget(lambda path, _: path == node_path or path.startswith(below))
+
+    def keep_present(self, directory: str, present: set[str], listed_at: int) -> None:
+        """A listing of the group at store path `directory`, begun at version `listed_at`, found
+        the nodes at `present`: the files a child node had hidden before then, if that node is
+        gone (another program deleted it), are forgotten, so that a node made there later shows
+        every file."""
+        prefix = directory + "/" if directory else ""
+
+        def gone(path: str, when: int) -> bool:
+            child = path.startswith(prefix) and path != directory and "/" not in path[len(prefix):]
+            return child and path not in present and when <= listed_at
+        self._forget(gone)
+
+    def _forget(self, which) -> None:
+        """Show again every file whose node path and version hidden satisfy which(path, when)."""
         with self._lock:
-            gone = {key for key in self._hidden if key[0] == node_path or key[0].startswith(below)}
-            if gone:
-                self._hidden -= gone
+            keys = [key for key, when in self._hidden.items() if which(key[0], when)]
+            for key in keys:
+                del self._hidden[key]
+            if keys:
                 self.version += 1

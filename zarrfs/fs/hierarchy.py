@@ -281,6 +281,7 @@ class Hierarchy:
         return entries
 
     def _build_listing(self, dir_path: str) -> dict[str, Entry]:
+        listed_at = self.hidden.version  # what was hidden before this snapshot began (hidden_files.py)
         group = self.node(dir_path)
         entries = {name: Entry(DOCUMENT, group, name) for name in group.documents}
         arrays = []
@@ -310,6 +311,7 @@ class Hierarchy:
                 log.warning("%s: array %r collides with another entry; shown as %s.bin, %s.json, ...",
                             dir_path or "/", child.name, stem, stem)
             entries.update(self._array_entries(child, stem))
+        self.hidden.keep_present(dir_path, {entry.node.path for entry in entries.values()}, listed_at)
         return entries
 
     def file_names(self, stem: str) -> list[str]:

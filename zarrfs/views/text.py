@@ -10,12 +10,15 @@ These arrays have no fixed element size, so the text is made whole (TEXT_LIMIT b
 its true size is shown from the first stat: splice(2) (GIO's copy: Thunar, Nautilus, `gio
 copy`) and tar read no further than the size, and a size that moved when opened made file
 managers type the file as empty and backups copy it again. A size depends on every element's
-text, so it is worked out once per version of the array and kept (Texts.size): an array of up
-to SIZED_ELEMENTS elements is rendered (and its text kept for the open); one of up to
-LISTED_ELEMENTS is read a slab of chunks at a time, each line's length added up and the text let
-go (text_size), so memory stays that of one slab; a larger one shows 0 until first opened (a
-listing decodes no more than that of any array: readdir gives every entry's size). Reads are served with direct I/O, so a reader never sees pages
-of an older rendering.
+text, so it is worked out once per version of the array (its documents and the version of its
+stored values, as its mtime follows them) and kept (Texts.size): an array of up to
+SIZED_ELEMENTS elements is rendered (and its text kept for the open); one of up to
+LISTED_ELEMENTS elements in up to LISTED_CHUNKS chunks is read a slab of chunks at a time, each
+slab's lines counted at once without being made (text_lines.py) and let go (text_size), so
+memory stays that of one slab; a larger one shows 0 until first opened (readdir gives every
+entry's size, so a listing must not decode arrays without bound). On a remote store the pass
+is one read's budget: past -o timeout it stops, and the size shows 0. Reads are served with
+direct I/O, so a reader never sees pages of an older rendering.
 This module is the seam for a view-file registry: `render(array)` is a pure function of the
 decoded elements.
 """
@@ -29,18 +32,26 @@ from collections import OrderedDict
 
 import numpy as np
 
+from zarrfs.engine import read_budget
 from zarrfs.engine.array import open_array
 from zarrfs.errors import UnsupportedError, ZarrfsError
-from zarrfs.geometry import largest_chunk
+from zarrfs.geometry import chunks_spanned, largest_chunk
+from zarrfs.views import text_as_bytes, text_lines
 
 log = logging.getLogger(__name__)
 
 TEXT_LIMIT = 1 << 30  # bytes of text made for one file: a larger array is refused, not rendered
-SIZED_ELEMENTS = 1 << 18  # arrays up to this many elements are rendered to tell their size (~0.1 s), kept
-SLAB_ELEMENTS = 1 << 18  # a larger array's size is added up this many elements (whole chunk rows) at a time
-# at most this many elements are decoded to tell a size at a stat (about 2 s on a loaded 2-core machine): readdir
-# gives every entry's attributes, so a folder of larger string arrays would be read whole by `ls`
-LISTED_ELEMENTS = 1 << 20
+SIZED_ELEMENTS = 1 << 18  # arrays up to this many elements are rendered to tell their size, the text kept
+SLAB_ELEMENTS = 1 << 18  # a larger array's size is counted this many elements (whole chunk rows) at a time
+# The bound of what a stat decodes to tell a text's size: readdir gives every entry's attributes, so
+# `ls` of a folder of string arrays decodes each once per version. Measured (scripts/bench_text_size.py,
+# a 2-core machine shared with other work): about 150 ns of CPU an element of vlen-utf8 strings, v2 or
+# v3, read as bytes (text_as_bytes.py), decode and join most of it; 320 ns of JSON values; so an array
+# of LISTED_ELEMENTS costs about 0.3 s at its first stat. Above it, 0 until opened (docs/views.md).
+LISTED_ELEMENTS = 1 << 21
+LISTED_CHUNKS = read_budget.MAX_READ_CHUNKS  # each chunk a request (remote) and a decode call
+SIZES_KEPT = 1 << 16  # sizes kept, of arrays not changed since (path, key, int: about 200 bytes each)
+PIECE_ELEMENTS = 1 << 16  # elements whose lines are made at once when rendering
 FORMAT = ("UTF-8, one element per line in C order; escapes: \\\\ is a backslash, \\n a newline, "
           "\\xNN a byte that is not UTF-8")
 JSON_FORMAT = "UTF-8, one element per line in C order, each a JSON value"
@@ -72,25 +83,44 @@ def lines_of(data_type: str) -> tuple:
 
 
 def render(elements: np.ndarray, name: str, line_of=escape) -> bytes:
-    """The text of an object array's elements, in C order."""
-    lines, size = [], 0
-    for element in elements.reshape(-1):
-        line = _line(element, line_of)
-        size = _added(size, line, name)
-        lines.append(line)
-    return b"\n".join(lines) + b"\n" if lines else b""
+    """The text of an object array's elements, in C order, made a piece at a time (past
+    TEXT_LIMIT, refused as soon as a piece passes it)."""
+    flat, pieces, size = elements.reshape(-1), [], 0
+    for start in range(0, len(flat), PIECE_ELEMENTS):
+        piece = _lines(flat[start:start + PIECE_ELEMENTS].tolist(), line_of)
+        size = _checked(size + len(piece), name)
+        pieces.append(piece)
+    return b"".join(pieces)
 
 
-def text_size(array, shape: tuple, rows: int, name: str, line_of=escape) -> int:
+def text_size(array, shape: tuple, rows: int, name: str, line_of=escape, size_of=None) -> int:
     """len(render(elements)) of the array's elements, read `rows` of the first axis at a time
-    (array.read(box)), so that only one slab's elements and no text are held."""
+    (array.read(box)), so that only one slab's elements and no text are held; each slab's lines
+    counted at once (text_lines.py), by size_of(elements) if given."""
+    def counted(elements: list) -> int:
+        return _lines_size(elements, line_of) if size_of is None else size_of(elements)
     if not shape:
-        return len(render(array.read(()), name, line_of))
+        return _checked(counted(array.read(()).reshape(-1).tolist()), name)
     size = 0
     for start in range(0, shape[0], max(rows, 1)):
         box = (slice(start, min(start + rows, shape[0])), *(slice(0, n) for n in shape[1:]))
-        for element in array.read(box).reshape(-1):
-            size = _added(size, _line(element, line_of), name)
+        size = _checked(size + counted(array.read(box).reshape(-1).tolist()), name)
+    return size
+
+
+def _lines(elements: list, line_of) -> bytes:
+    """The elements' lines, each with its newline: all at once where text_lines can, else one by one."""
+    lines = text_lines.escaped_lines(elements) if line_of is escape else None
+    if lines is None:
+        lines = b"".join([_line(element, line_of) + b"\n" for element in elements])
+    return lines
+
+
+def _lines_size(elements: list, line_of) -> int:
+    """len(_lines(elements, line_of)), counted without making them where text_lines can."""
+    size = SIZES_AT_ONCE[line_of](elements) if line_of in SIZES_AT_ONCE else None
+    if size is None:
+        size = sum(len(_line(element, line_of)) + 1 for element in elements)
     return size
 
 
@@ -99,13 +129,15 @@ def _line(element, line_of) -> bytes:
     return line_of(element).encode("utf-8", "surrogatepass")
 
 
-def _added(size: int, line: bytes, name: str) -> int:
-    """The text's size in bytes with `line` and its newline: past TEXT_LIMIT, refused (render and
-    text_size count alike, so a size listed is never of a text that is refused when opened)."""
-    size += len(line) + 1
+def _checked(size: int, name: str) -> int:
+    """The text's size so far: past TEXT_LIMIT, refused (render and text_size count alike, so a
+    size listed is never of a text that is refused when opened)."""
     if size > TEXT_LIMIT:
         raise UnsupportedError(f"{name}: its text is more than zarrfs's limit of {TEXT_LIMIT} bytes")
     return size
+
+
+SIZES_AT_ONCE = {escape: text_lines.escaped_size, json_line: text_lines.json_size}  # line_of -> size of many
 
 
 def slab_rows(shape: tuple, chunk_shape) -> int:
@@ -135,50 +167,63 @@ def unescape(line: str) -> bytes:
 
 
 class Texts:
-    """Rendered texts of the arrays opened lately, bounded in bytes."""
+    """Rendered texts of the arrays opened lately, bounded in bytes, and the sizes of texts
+    worked out, each kept for the version of the array it was made from."""
 
     def __init__(self, limit: int = 64 << 20):
         self.limit = limit
-        self._texts: OrderedDict[str, tuple[object, bytes]] = OrderedDict()
-        self._sizes: dict[str, tuple[object, int]] = {}  # path -> (node, size of its text): a few ints each
+        self._texts: OrderedDict[str, tuple[object, object, bytes]] = OrderedDict()  # path -> (node, version, text)
+        self._sizes: OrderedDict[str, tuple[object, object, int]] = OrderedDict()  # path -> (node, version, size)
         self._lock = threading.Lock()
 
-    def size(self, store, node, cache) -> int:
-        """The text's size in bytes: once per node (a changed array is a new node). Within
-        SIZED_ELEMENTS it is rendered for this; up to LISTED_ELEMENTS, added up a slab at a time
+    def size(self, store, node, cache, version: object = None) -> int:
+        """The text's size in bytes, worked out once per version of the array: its node (its
+        documents) and `version`, what its stored values are (stored_usage.Stored.version), so
+        that another program's write shows as a mtime does. Within SIZED_ELEMENTS it is
+        rendered for this; up to LISTED_ELEMENTS (and LISTED_CHUNKS), counted a slab at a time
         (text_size); above, 0 until it is first opened. A text that cannot be made (too large, a
-        corrupt chunk) shows 0: opening it reports the error."""
+        corrupt chunk, a remote store past -o timeout) shows 0: opening it reports the error."""
         known = self._sizes.get(node.path)
-        if known is not None and known[0] is node:
-            return known[1]
+        if known is not None and known[0] is node and known[1] == version:
+            return known[2]
         if math.prod(node.meta.shape) > LISTED_ELEMENTS:
             return 0  # until it is opened (text() keeps its size), as /proc files
+        name = node.path or "/"
         try:
             if math.prod(node.meta.shape) <= SIZED_ELEMENTS:
-                return len(self.text(store, node, cache))
-            array = open_array(store, node.path, node.meta, cache)
-            size = text_size(array, tuple(node.meta.shape), slab_rows(tuple(node.meta.shape), node.meta.chunk_shape),
-                             node.path or "/", lines_of(node.meta.data_type.name)[0])
-            with self._lock:
-                self._sizes[node.path] = (node, size)
-            return size
+                return len(self.text(store, node, cache, version))
+            as_bytes = text_as_bytes.bytes_view(node.meta)  # strings counted from their bytes: no str made
+            array = open_array(store, node.path, as_bytes or node.meta, cache)
+            shape = tuple(node.meta.shape)
+            if chunks_spanned([tuple(slice(0, n) for n in shape)], array.leaf_grid) > LISTED_CHUNKS:
+                return 0  # as an array of more elements: each chunk is a request and a decode
+            with read_budget.reading(name, 0, 0, array.source.capabilities.read_deadline, "its text's size"):
+                size = text_size(array, shape, slab_rows(shape, node.meta.chunk_shape), name,
+                                 lines_of(node.meta.data_type.name)[0], as_bytes and text_lines.utf8_size)
         except ZarrfsError as e:
-            log.warning("%s: its text's size is not known (%s): shown as 0", node.path or "/", e)
-            with self._lock:
-                self._sizes[node.path] = (node, 0)
-            return 0
+            log.warning("%s: its text's size is not known (%s): shown as 0", name, e)
+            size = 0
+        self._keep_size(node, version, size)
+        return size
 
-    def text(self, store, node, cache) -> bytes:
+    def _keep_size(self, node, version: object, size: int) -> None:
+        with self._lock:
+            self._sizes[node.path] = (node, version, size)
+            self._sizes.move_to_end(node.path)
+            while len(self._sizes) > SIZES_KEPT:
+                self._sizes.popitem(last=False)
+
+    def text(self, store, node, cache, version: object = None) -> bytes:
         cached = self._texts.get(node.path)
-        if cached is not None and cached[0] is node:
-            return cached[1]
+        if cached is not None and cached[0] is node and cached[1] == version:
+            return cached[2]
         array = open_array(store, node.path, node.meta, cache)
         text = render(array.read(tuple(slice(0, n) for n in node.meta.shape)), node.path or "/",
                       lines_of(node.meta.data_type.name)[0])
+        self._keep_size(node, version, len(text))
         with self._lock:
-            self._sizes[node.path] = (node, len(text))
-            self._texts[node.path] = (node, text)
+            self._texts[node.path] = (node, version, text)
             self._texts.move_to_end(node.path)
-            while sum(len(t) for _, t in self._texts.values()) > self.limit and len(self._texts) > 1:
+            while sum(len(t) for _, _, t in self._texts.values()) > self.limit and len(self._texts) > 1:
                 self._texts.popitem(last=False)
         return text

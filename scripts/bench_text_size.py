@@ -1,0 +1,114 @@
+"""What NAME.txt's size costs at its first stat: the pass that decodes a string array chunk by
+chunk and counts its lines (views/text.py, Texts.size), timed in-process on a local store for
+arrays of 2M, 16M and 64M elements: vlen-utf8 strings in v3 (zstd, zarr-python's default) and
+v2 (blosc), and a v2 json2 array of numbers. Prints ns per element, the figures behind
+textview.LISTED_ELEMENTS. A benchmark, not a test (issue 40).
+
+Every chunk of an array holds the same 1,048,576 labels (the first written by zarr-python, the
+others copies of its file), so building 64M elements costs one chunk's encode.
+
+    PYTHONPATH=$PWD .venv/bin/python scripts/bench_text_size.py [--sizes 2,16,64] [--repeat 3]
+"""
+
+import argparse
+import json
+import shutil
+import statistics
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numcodecs
+import numpy as np
+import zarr
+
+from zarrfs.engine.chunk_cache import ChunkCache
+from zarrfs.fs.hierarchy import Hierarchy
+from zarrfs.stores.local import LocalStore
+from zarrfs.views import text as textview
+
+CHUNK = 1 << 20  # elements a chunk
+
+
+def labels(n: int) -> np.ndarray:
+    """Labels of 8 to 24 characters, some non-ASCII, a few with a backslash (64M of them pass
+    TEXT_LIMIT: that pass stops there, refused, as the open would be)."""
+    rng = np.random.default_rng(0)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz0123456789 _-éü\\"))
+    widths = rng.integers(0, 17, n)
+    body = rng.choice(letters, (n, 16)).view("<U16").reshape(-1)
+    return np.array([f"{i:08d}{s[:w]}" for i, s, w in zip(range(n), body, widths, strict=True)], dtype=object)
+
+
+def copies(directory: Path, first: str, keys: list[str]) -> None:
+    for key in keys:
+        target = directory / key
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(directory / first, target)
+
+
+def make(root: Path, millions: list[int]) -> list[str]:
+    """The arrays, one per kind and size; their store paths."""
+    one = labels(CHUNK)
+    group = zarr.open_group(str(root), mode="w")
+    v2 = zarr.open_group(str(root / "v2"), mode="w", zarr_format=2)
+    paths = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for m in millions:
+            n = m * CHUNK
+            array = group.create_array(f"v3_{m}M", shape=(n,), chunks=(CHUNK,), dtype=str)
+            array[:CHUNK] = one
+            copies(root / f"v3_{m}M", "c/0", [f"c/{i}" for i in range(1, m)])
+            array = v2.create_array(f"v2_{m}M", shape=(n,), chunks=(CHUNK,), dtype=str)
+            array[:CHUNK] = one
+            copies(root / "v2" / f"v2_{m}M", "0", [str(i) for i in range(1, m)])
+            paths += [f"v3_{m}M", f"v2/v2_{m}M", json_numbers(root / "v2" / f"json_{m}M", n)]
+    return paths
+
+
+def json_numbers(directory: Path, n: int) -> str:
+    """A v2 object array of numbers (numcodecs' json2, as zarr-python 2 wrote mixed values)."""
+    directory.mkdir(parents=True)
+    meta = {"zarr_format": 2, "shape": [n], "chunks": [CHUNK], "dtype": "|O", "fill_value": None, "order": "C",
+            "filters": [{"id": "json2", "encoding": "utf-8"}], "compressor": {"id": "zstd", "level": 1}}
+    (directory / ".zarray").write_text(json.dumps(meta))
+    values = np.empty(CHUNK, dtype=object)
+    values[:] = list(np.random.default_rng(1).normal(280, 5, CHUNK).round(2))
+    values[::3] = list(range(0, CHUNK, 3))
+    chunk = numcodecs.Zstd(1).encode(numcodecs.JSON().encode(values))
+    (directory / "0").write_bytes(chunk)
+    copies(directory, "0", [str(i) for i in range(1, n // CHUNK)])
+    return f"v2/{directory.name}"
+
+
+def timed_pass(store: LocalStore, path: str) -> tuple[float, float, int]:
+    """Seconds (elapsed, and CPU of this process: what it costs on a machine shared with others)
+    of one first stat's size pass of a fresh mount (its own Hierarchy and caches)."""
+    node = Hierarchy(store, ()).node(path)
+    start, cpu = time.perf_counter(), time.process_time()
+    size = textview.Texts().size(store, node, ChunkCache(256 << 20), version=0)
+    return time.perf_counter() - start, time.process_time() - cpu, size
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="2,16,64", help="array sizes in millions of elements (2**20)")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    textview.LISTED_ELEMENTS = textview.LISTED_CHUNKS = 1 << 40  # time every size
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "s.zarr"
+        paths = make(root, [int(m) for m in args.sizes.split(",")])
+        store = LocalStore(str(root), read_only=True)
+        print(f"{'array':14} {'elements':>11} {'text bytes':>13} {'median s':>9} {'CPU s':>6} {'CPU ns/element':>15}")
+        for path in paths:
+            runs = [timed_pass(store, path) for _ in range(args.repeat)]
+            seconds, cpu, size = statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs), runs[0][2]
+            n = Hierarchy(store, ()).node(path).meta.shape[0]
+            print(f"{path:14} {n:11,} {size:13,} {seconds:9.2f} {cpu:6.2f} {cpu / n * 1e9:15.0f}")
+
+
+if __name__ == "__main__":
+    main()

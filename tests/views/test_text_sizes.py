@@ -1,0 +1,179 @@
+"""NAME.txt's size at the first stat: exactly the bytes read, for arrays of millions of elements,
+counted a chunk at a time (views/text_lines.py), and kept for one version of the stored values."""
+
+import dataclasses
+import errno
+import warnings
+
+import numcodecs
+import numpy as np
+import pytest
+import zarr
+from hypothesis import given
+from hypothesis import strategies as st
+
+from core import core_of
+from zarrfs.stores.local import LocalStore
+from zarrfs.views import text as textview
+from zarrfs.views import text_lines
+from zarrfs.views.text import escape, json_line
+
+OLD_LISTED = 1 << 20  # the elements a stat decoded at most before: larger texts listed 0 until opened
+BIG = OLD_LISTED + 70_001  # past it, in a ragged last chunk
+
+
+def oracle(values) -> bytes:
+    """NAME.txt of text elements as docs/views.md says it: escapes, one line each, C order."""
+    lines = (v.replace("\\", "\\\\").replace("\n", "\\n") + "\n" for v in np.asarray(values, dtype=object).reshape(-1))
+    return "".join(lines).encode()
+
+
+def varied(n: int, seed: int) -> np.ndarray:
+    """Text elements as tables hold them, with what counts differently in bytes and characters:
+    two-, three- and four-byte characters, empty strings, backslashes, newlines."""
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz0123456789 _-"))
+    body = rng.choice(letters, (n, 6)).view("<U6").reshape(-1)
+    values = np.array([f"{i}{s}" for i, s in enumerate(body)], dtype=object)
+    values[::7] = ""
+    values[3::11] = "Zürich €"
+    values[5::101] = "clef 𝄞 \\ back"
+    values[9::1009] = "two\nlines\n"
+    return values
+
+
+def written(group, name: str, values: np.ndarray, chunks, upto: int, **kwargs) -> np.ndarray:
+    """The array `name` with the first `upto` rows of `values` written, the rest never (missing
+    chunks, shown as the fill value): what a reader sees, as zarr-python reads it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        array = group.create_array(name, shape=values.shape, chunks=chunks, **kwargs)
+        array[:upto] = values[:upto]
+        return array[...]
+
+
+def test_a_text_lists_the_size_it_reads_below_and_far_above_the_old_bound(tmp_path):
+    """A NAME.txt of more than 1,048,576 elements listed 0 until opened (a file manager typed it
+    as empty, a backup copied it again); now every size is true at the first stat: v2 and v3,
+    text and bytes, missing chunks shown as the fill value."""
+    group = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
+    small = varied(300_000, 1)  # past SIZED_ELEMENTS: counted, not rendered, at a stat
+    rows = BIG // 64 + 1
+    shown = {
+        "/grid.txt": written(group, "grid", varied(rows * 64, 2).reshape(rows, 64), (1000, 16), rows - 3000, dtype=str,
+                             fill_value="fill ü"),
+        "/tiny.txt": written(group, "tiny", small[:1000], (64,), 500, dtype=str, fill_value="-"),
+        "/small.txt": written(group, "small", small, (40_000,), 250_000, dtype=str),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        old = zarr.open_group(str(tmp_path / "s.zarr" / "old"), mode="w", zarr_format=2)
+    shown["/old/labels.txt"] = written(old, "labels", varied(BIG, 3), (100_000,), BIG - 150_000, dtype=str)
+    raw = np.array([b"\xff\xfe" * (i % 3) + b"caf\xc3\xa9\\" + b"\n" * (i % 5 == 0) for i in range(300_000)],
+                   dtype=object)
+    raw[::13] = b""
+    written(group, "raw", raw, (65_536,), len(raw), dtype="bytes")
+    with core_of(tmp_path / "s.zarr", tmp_path, "ro") as c:
+        sizes = {path: c.stat(path)["st_size"] for path in [*shown, "/raw.txt"]}  # first stats, nothing opened
+        for path, values in shown.items():
+            assert sizes[path] == len(oracle(values)) == len(c.read_bytes(path)), path
+        assert c.read_bytes("/grid.txt") == oracle(shown["/grid.txt"])
+        text = c.read_bytes("/raw.txt")
+        assert sizes["/raw.txt"] == len(text) and text.count(b"\n") == len(raw)
+        assert text.startswith(b"\n\\xff\\xfecaf\xc3\xa9\\\\\n")  # element 0 is empty (the 13th), then element 1
+        assert "WARNING" not in c.log() and "ERROR" not in c.log()
+
+
+def test_strings_counted_from_their_bytes_are_utf8_in_shards_too(tmp_path):
+    """A stat counts a string array from the bytes its chunks hold (no str made, see
+    views/text_as_bytes.py): a sharded array's inner chunks are read so too, and a chunk whose
+    bytes are not UTF-8 gives no size, one log line, as opening the file is refused."""
+    group = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
+    sharded = written(group, "sharded", varied(300_000, 6), (10_000,), 290_000, dtype=str, shards=(50_000,),
+                      fill_value="ü")
+    written(group, "bad", varied(300_000, 7), (150_000,), 300_000, dtype=str, compressors=None)
+    (tmp_path / "s.zarr" / "bad" / "c" / "1").write_bytes(bytes(numcodecs.VLenBytes().encode(
+        np.array([b"caf\xe9"] * 150_000, dtype=object))))  # Latin-1, not UTF-8
+    with core_of(tmp_path / "s.zarr", tmp_path, "ro") as c:
+        assert c.stat("/sharded.txt")["st_size"] == len(oracle(sharded)) == len(c.read_bytes("/sharded.txt"))
+        assert c.stat("/bad.txt")["st_size"] == 0
+        assert [line for line in c.log().splitlines() if "bad" in line and "not UTF-8" in line]
+        with pytest.raises(OSError) as refused:
+            c.read_bytes("/bad.txt")
+        assert refused.value.errno == errno.EIO
+
+
+def another_writers_store(root) -> LocalStore:
+    """The local store, declared as one that other programs write: its stored state is looked
+    at again at once (metadata_ttl 0), as an object store's is after its metadata_ttl."""
+    store = LocalStore(str(root), read_only=True)
+    store.capabilities = dataclasses.replace(store.capabilities, metadata_ttl=0.0)
+    return store
+
+
+@pytest.mark.parametrize("n", [1000, 300_000, BIG])  # rendered at a stat, counted, past the old bound
+def test_the_size_follows_a_write_that_changes_the_texts_length(tmp_path, n):
+    """A size was kept per node, and another program's write changes chunks, not the node: the
+    old size stayed listed (and the old text was served) while the mtime moved. Both follow
+    the stored values' version now."""
+    values = varied(n, 4)
+    array = zarr.open_group(str(tmp_path / "s.zarr"), mode="w").create_array("labels", shape=(n,), chunks=(50_000,),
+                                                                            dtype=str)
+    array[...] = values
+    store = another_writers_store(tmp_path / "s.zarr")
+    with core_of(tmp_path / "s.zarr", tmp_path, "ro", store=store) as c:
+        before = c.stat("/labels.txt")["st_size"]
+        assert before == len(oracle(values))
+        values[n // 2] += " and some more ü"
+        array[n // 2] = values[n // 2]
+        after = c.stat("/labels.txt")["st_size"]
+        assert after == len(oracle(values)) == before + len(" and some more ü".encode())
+        assert c.read_bytes("/labels.txt") == oracle(values)
+
+
+def test_a_stat_reads_no_array_of_more_chunks_than_one_read_may_meet(tmp_path, monkeypatch):
+    """Each chunk is a request and a decode: an array of tiny chunks within the element bound
+    would cost a stat seconds. Beyond LISTED_CHUNKS, 0 until opened, and no chunk is read."""
+    monkeypatch.setattr(textview, "SIZED_ELEMENTS", 4)
+    monkeypatch.setattr(textview, "LISTED_CHUNKS", 5)
+    group = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
+    written(group, "within", varied(20, 5), (4,), 20, dtype=str)
+    written(group, "beyond", varied(24, 5), (4,), 24, dtype=str)
+    for chunk in (tmp_path / "s.zarr" / "beyond" / "c").iterdir():
+        chunk.write_bytes(b"not a chunk")  # a read would log it
+    with core_of(tmp_path / "s.zarr", tmp_path, "ro") as c:
+        assert c.stat("/within.txt")["st_size"] == len(oracle(varied(20, 5)))
+        assert c.stat("/beyond.txt")["st_size"] == 0
+        assert "beyond" not in c.log()
+
+
+elements = st.one_of(
+    st.lists(st.text(), max_size=30),
+    st.lists(st.binary(max_size=12) | st.sampled_from([b"\xc3", b"\xa9", b"\n", b"\\", b"\xed\xa0\x80"]), max_size=30),
+)
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+                           max_leaves=8)
+
+
+def objects(items: list) -> np.ndarray:
+    """A 1-D object array of `items`, lists among them kept whole."""
+    out = np.empty(len(items), dtype=object)
+    for i, item in enumerate(items):
+        out[i] = item
+    return out
+
+
+@given(elements)
+def test_lines_made_at_once_are_the_lines_made_one_by_one(items):
+    one_by_one = b"".join(escape(e).encode("utf-8", "surrogatepass") + b"\n" for e in items)
+    assert text_lines.escaped_size(items) == len(one_by_one)
+    assert text_lines.escaped_lines(items) in (one_by_one, None)  # None: an element holds a newline
+    assert textview.render(objects(items), "x") == one_by_one
+
+
+@given(st.lists(json_values, max_size=20))
+def test_json_lines_counted_at_once_are_the_lines_made_one_by_one(items):
+    one_by_one = b"".join(json_line(e).encode("utf-8", "surrogatepass") + b"\n" for e in items)
+    assert text_lines.json_size(items) in (len(one_by_one), None)  # None: a lone surrogate, counted one by one
+    assert textview.render(objects(items), "x", json_line) == one_by_one
