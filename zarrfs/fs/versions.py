@@ -23,6 +23,7 @@ import stat
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
+from typing import NoReturn
 
 from zarrfs.engine import holes
 from zarrfs.errors import ZarrfsError
@@ -396,7 +397,7 @@ class VersionedFileSystem:
         shown, inner = self._route(path)
         self._core(shown, inner).change_owner_or_mode(inner)
 
-    def refuse_change(self, path: str):
+    def refuse_change(self, path: str) -> NoReturn:
         shown, inner = self._route(path)
         self._core(shown, inner).refuse_change(inner)
 

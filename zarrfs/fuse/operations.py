@@ -11,6 +11,7 @@ import ctypes
 import numpy as np
 
 from zarrfs.edits.hierarchy_edits import HierarchyEdits
+from zarrfs.fs.core import FileSystemCore
 from zarrfs.fs.filesystem import BLKSIZE, Attributes, Options
 from zarrfs.fs.hierarchy import Entry
 from zarrfs.fs.kernel_caching import KernelCaching
@@ -29,7 +30,8 @@ class Operations(mfusepy.Operations):
 
     def __init__(self, source: str, options: Options):
         self.siblings = Siblings()
-        self.core = mount_core(source, options, HierarchyEdits, self.siblings)  # an Icechunk repository's versions too
+        # a FileSystem, or for an Icechunk repository a VersionedFileSystem: mypy holds both to the protocol here
+        self.core: FileSystemCore = mount_core(source, options, HierarchyEdits, self.siblings)
         self.on_ready = self.on_stop = None  # callbacks: the mount is live / is going away
 
     # what the binding and the command line read of the core
