@@ -4,8 +4,12 @@ FUSE adapter's boundary gives it), the core's log lines kept as a daemon's log.
 
 For tests whose subject is the file system's behaviour (attributes, listings, bytes read and
 written, extended attributes, errnos, hierarchy edits): no daemon to start, so no second of
-start-up each. What only the kernel shows (its page cache, mmap, permissions it enforces,
-readiness, signals, real tools such as cp, rsync or gio) stays with mounting.py."""
+start-up each. What the kernel decides before a request reaches the file system is decided here
+too (the walk and lookup of a path, a read-only mount's EROFS, rename's and link's checks, the
+bounds of extended attributes, access(2) from the modes under default_permissions), and a read
+is answered as the adapter answers it (from stored files where the core gives their ranges).
+What only the kernel shows (its page cache, mmap, the permissions it enforces on other
+requests, readiness, signals, real tools such as cp, rsync or gio) stays with mounting.py."""
 
 import contextlib
 import errno
@@ -235,7 +239,7 @@ class Core:
         while done < size:
             piece = min(size - done, BLKSIZE - (offset + done) % BLKSIZE)
             try:
-                part = self._ask("read", self.fs.node_of(fh), self.fs.read, fh, offset + done, piece)
+                part = self._ask("read", self.fs.node_of(fh), self._read, fh, offset + done, piece)
             except OSError:
                 if not parts:
                     raise
@@ -245,6 +249,18 @@ class Core:
             if len(part) < piece:  # the end of the file
                 break
         return b"".join(parts)
+
+    def _read(self, fh: int, offset: int, size: int) -> bytes:
+        """One READ, answered as the adapter answers it (read_buf): from the ranges of stored
+        files the core gives, read as libfuse reads them (and short where a file is), else with
+        the bytes the core makes."""
+        stored = self.fs.stored_ranges(fh, offset, size)
+        if stored is None:
+            return self.fs.read(fh, offset, size)
+        try:
+            return b"".join(os.pread(fd, length, position) for fd, position, length in stored.ranges)
+        finally:
+            stored.close()
 
     def pwrite(self, fh: int, data: bytes, offset: int) -> int:
         """In requests of at most max_write bytes (the adapter's BLKSIZE), as the kernel splits

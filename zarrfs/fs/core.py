@@ -11,6 +11,7 @@ from typing import Any, NoReturn, Protocol
 
 import numpy as np
 
+from zarrfs.engine import stored_as_is
 from zarrfs.engine.flat_file import RawFile
 from zarrfs.fs.filesystem import Attributes, FileSystemStats, Options
 from zarrfs.fs.kernel_caching import KernelCaching
@@ -75,6 +76,8 @@ class FileSystemCore(Protocol):
     def read_into(self, fh: int, offset: int, out: np.ndarray) -> int: ...
 
     def data_file(self, fh: int) -> RawFile | PrefixedFile | hdf5.GroupFile | None: ...
+
+    def stored_ranges(self, fh: int, offset: int, size: int) -> stored_as_is.Opened | None: ...
 
     def lseek(self, fh: int, offset: int, whence: int) -> int: ...
 

@@ -324,6 +324,12 @@ class VersionedFileSystem:
         core, inner = self._handle(fh)
         return core.data_file(inner)
 
+    def stored_ranges(self, fh: int, offset: int, size: int):
+        if fh in self._texts:
+            return None  # made when opened: no stored file holds it
+        core, inner = self._handle(fh)
+        return core.stored_ranges(inner, offset, size)
+
     def read_into(self, fh: int, offset: int, out) -> int:
         if fh in self._texts:
             data = self.read(fh, offset, len(out))

@@ -142,12 +142,14 @@ class Operations(mfusepy.Operations):
 
     @errno_boundary
     def read_buf(self, fh, bufpp, size, offset) -> int:
-        """The binding's read: a reply of memory libfuse frees, a chunk decoded ahead as it is."""
+        """The binding's read: the stored files' ranges the core gives, which libfuse reads
+        itself; else a reply of memory libfuse frees, a chunk decoded ahead as it is."""
+        stored = self.core.stored_ranges(fh, offset, size)
+        if stored is not None:
+            return replies.read_stored(stored, bufpp)
         file = self.core.data_file(fh)
         if file is None:
             return replies.read_buf(self.core.read(fh, offset, size), bufpp, size, 0)
-        if self.options.zero_copy and replies.read_stored(file, bufpp, size, offset):
-            return 0
         return replies.read_buf(file, bufpp, size, offset)
 
     @errno_boundary
