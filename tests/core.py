@@ -4,8 +4,12 @@ FUSE adapter's boundary gives it), the core's log lines kept as a daemon's log.
 
 For tests whose subject is the file system's behaviour (attributes, listings, bytes read and
 written, extended attributes, errnos, hierarchy edits): no daemon to start, so no second of
-start-up each. What only the kernel shows (its page cache, mmap, permissions it enforces,
-readiness, signals, real tools such as cp, rsync or gio) stays with mounting.py."""
+start-up each. What the kernel decides before a request reaches the file system is decided here
+too (the walk and lookup of a path, a read-only mount's EROFS, rename's and link's checks, the
+bounds of extended attributes, access(2) from the modes under default_permissions), and a read
+is answered as the adapter answers it (from stored files where the core gives their ranges).
+What only the kernel shows (its page cache, mmap, the permissions it enforces on other
+requests, readiness, signals, real tools such as cp, rsync or gio) stays with mounting.py."""
 
 import contextlib
 import errno
@@ -32,9 +36,12 @@ class Core:
     """`fs` (a started FileSystem) through calls shaped like the os module's, each answering as
     the kernel would: the requests a mount gets for that call, in its order."""
 
-    def __init__(self, fs: FileSystem, log: io.StringIO):
+    def __init__(self, fs: FileSystem, log: io.StringIO, fuse_options: dict | None = None):
         self.fs, self._log = fs, log
+        # the kernel checks the modes shown itself, and asks the file system no ACCESS
+        self._default_permissions = "default_permissions" in (fuse_options or {})
         self._directories: list[int] = []  # handles of directories opened (negative: never the core's)
+        self._writable: set[int] = set()  # handles opened for writing: ftruncate of another is EINVAL
         # the path each file was opened by: what libfuse gives WRITE, FLUSH, FSYNC and RELEASE,
         # and the adapter's boundary names in their log lines (a file being written has no node)
         self._paths: dict[int, str] = {}
@@ -81,15 +88,108 @@ class Core:
         return True
 
     def access(self, path: str, mode: int) -> bool:
-        """os.access, as the file system answers it (the kernel asks it without default_permissions)."""
+        """os.access, as the kernel answers it: with default_permissions from the modes the file
+        shows (generic_permission), without it by asking the file system (ACCESS)."""
         try:
+            if self._default_permissions:
+                return permitted(self.stat(path), mode, self.fs.options.read_only)
             self._at("access", path, self.fs.access, path, mode)
         except OSError:
             return False
         return True
 
+    def statvfs(self) -> dict:
+        """The mount's statvfs: its FileSystemStats record (f_flag and f_fsid are the kernel's)."""
+        return self._ask("statfs", "/", self.fs.statfs)
+
+    # attributes changed (SETATTR, which libfuse hands to chmod, chown, truncate and utimens)
+
+    def _changed(self, path: str) -> None:
+        """What the kernel refuses before a change of `path` reaches the file system: a
+        read-only mount (mnt_want_write's EROFS)."""
+        if self.fs.options.read_only:
+            raise refused(errno.EROFS, path)
+
+    def truncate(self, path: str, length: int) -> None:
+        """truncate(2): a directory is EISDIR and a negative length EINVAL (vfs_truncate) before
+        the size is sent, with no file handle."""
+        if length < 0:
+            raise refused(errno.EINVAL, path)
+        if stat.S_ISDIR(self.stat(path)["st_mode"]):
+            raise refused(errno.EISDIR, path)
+        self._changed(path)
+        self._ask("truncate", path, self.fs.truncate, path, length, None)
+
+    def ftruncate(self, fh: int, length: int) -> None:
+        """ftruncate(2): of a file opened for writing only (else EINVAL). libfuse passes the
+        handle, but mfusepy hands the adapter's truncate only the file's path."""
+        if length < 0 or fh not in self._writable:
+            raise refused(errno.EINVAL, f"file handle {fh}")
+        path = self._path_of(fh)
+        self._ask("truncate", path, self.fs.truncate, path, length, None)
+
+    def chmod(self, path: str, mode: int) -> None:
+        self.stat(path)
+        self._changed(path)
+        self._ask("chmod", path, self.fs.change_owner_or_mode, path)
+
+    def chown(self, path: str, uid: int, gid: int) -> None:
+        self.stat(path)
+        self._changed(path)
+        self._ask("chown", path, self.fs.change_owner_or_mode, path)
+
+    def utime(self, path: str) -> None:
+        """os.utime(path): both times now."""
+        self.stat(path)
+        self._changed(path)
+        self._ask("utimens", path, self.fs.utimens, path)
+
+    # what cannot be made here: the kernel's checks first, as for any new name
+
+    def _new_name(self, path: str) -> None:
+        """A name to be made: the walk to it, EEXIST where there is one, EROFS on a read-only mount."""
+        self._walk(path)
+        if self._lookup(path) is not None:
+            raise refused(errno.EEXIST, path)
+        self._changed(path)
+
+    def symlink(self, target: str, path: str) -> None:
+        self._new_name(path)
+        self._ask("symlink", path, self.fs.refuse_change, path)
+
+    def link(self, existing: str, path: str) -> None:
+        """link(2): the file linked must be there, and a directory is never linked (EPERM)."""
+        is_dir = stat.S_ISDIR(self.stat(existing)["st_mode"])
+        self._new_name(path)
+        if is_dir:
+            raise refused(errno.EPERM, existing)
+        self._ask("link", path, self.fs.refuse_change, path)
+
+    def mknod(self, path: str, mode: int = 0o600) -> None:
+        """mknod(2): a regular file (type 0 is one) is made as libfuse makes it when the file
+        system creates files: CREATE with O_CREAT | O_EXCL | O_WRONLY, then RELEASE; any other
+        type is MKNOD."""
+        self._new_name(path)
+        if stat.S_IFMT(mode) not in (0, stat.S_IFREG):
+            self._ask("mknod", path, self.fs.refuse_change, path)
+            return
+        fh = self._ask("create", path, self.fs.create, path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        with contextlib.suppress(OSError):
+            self._ask("release", path, self.fs.release, fh)
+
     def listdir(self, path: str = "/") -> list[str]:
         return [name for name, _ in self._at("readdir", path, self.fs.readdir, path)[2:]]
+
+    def files(self, top: str = "/") -> list[str]:
+        """Every file's path below `top`, as `find TOP -type f` lists them (a walk of listings)."""
+        found = []
+        for name in self.listdir(top):
+            path = f"{top.rstrip('/')}/{name}"
+            if stat.S_ISDIR(self.stat(path)["st_mode"]):
+                found += self.files(path)
+            else:
+                found.append(path)
+        return found
 
     # open files
 
@@ -103,7 +203,8 @@ class Core:
         if attributes is None:
             if not flags & os.O_CREAT:
                 raise refused(errno.ENOENT, path)
-            return self._opened(path, self._ask("create", path, self.fs.create, path, flags))
+            self._changed(path)
+            return self._opened(path, self._ask("create", path, self.fs.create, path, flags), flags)
         if flags & os.O_CREAT and flags & os.O_EXCL:
             raise refused(errno.EEXIST, path)
         if stat.S_ISDIR(attributes["st_mode"]):
@@ -113,10 +214,15 @@ class Core:
             return self._directories[-1]
         if flags & os.O_DIRECTORY:
             raise refused(errno.ENOTDIR, path)
-        return self._opened(path, self._ask("open", path, self.fs.open, path, flags & ~(os.O_CREAT | os.O_EXCL)))
+        if flags & os.O_ACCMODE != os.O_RDONLY:
+            self._changed(path)
+        return self._opened(path, self._ask("open", path, self.fs.open, path, flags & ~(os.O_CREAT | os.O_EXCL)),
+                            flags)
 
-    def _opened(self, path: str, fh: int) -> int:
+    def _opened(self, path: str, fh: int, flags: int) -> int:
         self._paths[fh] = path
+        if flags & os.O_ACCMODE != os.O_RDONLY:
+            self._writable.add(fh)
         return fh
 
     def _path_of(self, fh: int) -> str:
@@ -133,7 +239,7 @@ class Core:
         while done < size:
             piece = min(size - done, BLKSIZE - (offset + done) % BLKSIZE)
             try:
-                part = self._ask("read", self.fs.node_of(fh), self.fs.read, fh, offset + done, piece)
+                part = self._ask("read", self.fs.node_of(fh), self._read, fh, offset + done, piece)
             except OSError:
                 if not parts:
                     raise
@@ -143,6 +249,18 @@ class Core:
             if len(part) < piece:  # the end of the file
                 break
         return b"".join(parts)
+
+    def _read(self, fh: int, offset: int, size: int) -> bytes:
+        """One READ, answered as the adapter answers it (read_buf): from the ranges of stored
+        files the core gives, read as libfuse reads them (and short where a file is), else with
+        the bytes the core makes."""
+        stored = self.fs.stored_ranges(fh, offset, size)
+        if stored is None:
+            return self.fs.read(fh, offset, size)
+        try:
+            return b"".join(os.pread(fd, length, position) for fd, position, length in stored.ranges)
+        finally:
+            stored.close()
 
     def pwrite(self, fh: int, data: bytes, offset: int) -> int:
         """In requests of at most max_write bytes (the adapter's BLKSIZE), as the kernel splits
@@ -163,6 +281,13 @@ class Core:
                 break
         return written
 
+    def lseek(self, fh: int, offset: int, whence: int) -> int:
+        """SEEK_DATA and SEEK_HOLE, which the kernel asks the file system (the other whences it
+        answers itself)."""
+        if whence not in (os.SEEK_DATA, os.SEEK_HOLE):
+            raise ValueError("only SEEK_DATA and SEEK_HOLE reach the file system")
+        return self._ask("lseek", self._path_of(fh), self.fs.lseek, fh, offset, whence)
+
     def fsync(self, fh: int) -> None:
         if fh in self._directories:  # FSYNCDIR, which the binding answers
             return
@@ -175,6 +300,7 @@ class Core:
             return
         subject = self._path_of(fh)
         self._paths.pop(fh, None)
+        self._writable.discard(fh)
         try:
             self._ask("flush", subject, self.fs.flush, fh)
         finally:
@@ -194,7 +320,8 @@ class Core:
             self.close(fh)
 
     def file(self, path: str) -> io.BufferedReader:
-        """`path` open for reading as a Python file (for readers that take one: h5py, tifffile)."""
+        """`path` open for reading as a Python file (for readers that take one: h5py, tifffile);
+        a directory is IsADirectoryError, as open() says."""
         return io.BufferedReader(_OpenFile(self, path), BLKSIZE)
 
     def read_text(self, path: str) -> str:
@@ -217,22 +344,41 @@ class Core:
 
     # hierarchy edits and extended attributes
 
+    def _existing(self, request: str, path: str, method, *args):
+        """A request about a file that must be there: the kernel looks it up first (ENOENT)."""
+        self.stat(path)
+        return self._ask(request, path, method, *args)
+
     def mkdir(self, path: str) -> None:
-        self._at("mkdir", path, self.fs.mkdir, path)
+        self._new_name(path)
+        self._ask("mkdir", path, self.fs.mkdir, path)
 
     def rmdir(self, path: str) -> None:
-        self._at("rmdir", path, self.fs.rmdir, path)
+        """rmdir(2): EROFS before the name is looked up (do_rmdir); a file is ENOTDIR."""
+        self._walk(path)
+        self._changed(path)
+        if not stat.S_ISDIR(self.stat(path)["st_mode"]):
+            raise refused(errno.ENOTDIR, path)
+        self._ask("rmdir", path, self.fs.rmdir, path)
 
     def unlink(self, path: str) -> None:
-        self._at("unlink", path, self.fs.unlink, path)
+        """unlink(2): EROFS before the name is looked up (do_unlinkat); a directory is EISDIR."""
+        self._walk(path)
+        self._changed(path)
+        if stat.S_ISDIR(self.stat(path)["st_mode"]):
+            raise refused(errno.EISDIR, path)
+        self._ask("unlink", path, self.fs.unlink, path)
 
     def rename(self, old: str, new: str, flags: int = 0) -> None:
         """rename(2) as renameat2 checks it before the file system is asked (fs/namei.c): the
         old name must exist, RENAME_NOREPLACE finds none at the new one, RENAME_EXCHANGE one;
         a directory does not move beneath itself; a name moved onto itself is left as it is;
-        a directory replaces only a directory, a file only a file."""
-        is_dir = stat.S_ISDIR(self.stat(old)["st_mode"])
+        a directory replaces only a directory, a file only a file. A read-only mount refuses
+        it (EROFS) once the directories above both names are walked, before either is looked up."""
+        self._walk(old)
         self._walk(new)
+        self._changed(old)
+        is_dir = stat.S_ISDIR(self.stat(old)["st_mode"])
         there = self._lookup(new)
         if flags & RENAME_NOREPLACE and there is not None:
             raise refused(errno.EEXIST, new)
@@ -256,14 +402,14 @@ class Core:
             return None
 
     def listxattr(self, path: str) -> list[str]:
-        names = self._at("listxattr", path, self.fs.listxattr, path)
+        names = self._existing("listxattr", path, self.fs.listxattr, path)
         if sum(len(os.fsencode(name)) + 1 for name in names) > XATTR_SIZE_MAX:  # more than the kernel hands on
             raise refused(errno.E2BIG, path)
         return names
 
     def getxattr(self, path: str, name: str) -> bytes:
         _check_name(name, path)
-        value = self._at("getxattr", path, self.fs.getxattr, path, name)
+        value = self._existing("getxattr", path, self.fs.getxattr, path, name)
         if len(value) > XATTR_SIZE_MAX:  # the kernel takes at most this much of a value
             raise refused(errno.E2BIG, path)
         return value
@@ -272,11 +418,33 @@ class Core:
         _check_name(name, path)
         if len(value) > XATTR_SIZE_MAX:  # refused by the kernel, never sent
             raise refused(errno.E2BIG, path)
-        self._at("setxattr", path, self.fs.setxattr, path, name, value, flags)
+        self.stat(path)
+        self._changed(path)
+        self._ask("setxattr", path, self.fs.setxattr, path, name, value, flags)
 
     def removexattr(self, path: str, name: str) -> None:
         _check_name(name, path)
-        self._at("removexattr", path, self.fs.removexattr, path, name)
+        self.stat(path)
+        self._changed(path)
+        self._ask("removexattr", path, self.fs.removexattr, path, name)
+
+
+def permitted(attributes: dict, mode: int, read_only: bool) -> bool:
+    """access(2) as the kernel decides it from the modes shown (generic_permission, with the
+    real uid and groups): writing on a read-only mount never (EROFS, before any mode); root may
+    read and write anything, and execute a directory or a file that someone may execute."""
+    st_mode = attributes["st_mode"]
+    if mode & os.W_OK and read_only:
+        return False
+    if os.getuid() == 0:
+        return not mode & os.X_OK or stat.S_ISDIR(st_mode) or bool(st_mode & 0o111)
+    if attributes["st_uid"] == os.getuid():
+        granted = st_mode >> 6
+    elif attributes["st_gid"] in (os.getgid(), *os.getgroups()):
+        granted = st_mode >> 3
+    else:
+        granted = st_mode
+    return not mode & 7 & ~granted
 
 
 def _check_name(name: str, path: str) -> None:
@@ -291,7 +459,11 @@ class _OpenFile(io.RawIOBase):
     def __init__(self, core: Core, path: str):
         super().__init__()
         self.core, self.fh, self.position = core, core.open(path, os.O_RDONLY), 0
-        self.size = core.stat(path)["st_size"]  # after the open, as fstat sees it
+        attributes = core.stat(path)  # after the open, as fstat sees it
+        if stat.S_ISDIR(attributes["st_mode"]):  # as Python's open() refuses one (io.FileIO)
+            super().close()  # nothing to release: a directory's handle is the kernel's (Core.open)
+            raise refused(errno.EISDIR, path)
+        self.size = attributes["st_size"]
 
     def readable(self) -> bool:
         return True
@@ -324,7 +496,7 @@ def core_of(source, tmp_path, *options, name="core", store=None):
     them; its recovery data in tmp_path; `store`: the store it serves, else opened from
     `source`), started as a mount starts it; yields a Core. Always stopped, which stores every
     write, as an unmount does."""
-    parsed, _, debug = parse_options(private_places(tmp_path, name, options))
+    parsed, fuse_options, debug = parse_options(private_places(tmp_path, name, options))
     log = io.StringIO()
     handler = logging.StreamHandler(log)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
@@ -336,7 +508,7 @@ def core_of(source, tmp_path, *options, name="core", store=None):
         fs = FileSystem(str(source), parsed, HierarchyEdits, store=store)
         fs.start()
         try:
-            yield Core(fs, log)
+            yield Core(fs, log, fuse_options)
         finally:
             fs.stop()
     finally:

@@ -1,4 +1,6 @@
-"""The mounted hierarchy, read by the tools our users have: find, ls, cmp, dd, od, NumPy, C mmap."""
+"""The mounted hierarchy, read by the tools our users have: find, ls, cmp, dd, od, NumPy, C mmap.
+What the file system answers (random reads, sidecars, missing names, a read-only mount's
+refusals) is asked of the core without a mount (core.py), over the same hierarchy."""
 
 import errno
 import json
@@ -10,6 +12,7 @@ import numpy as np
 import pytest
 import zarr
 
+from core import core_of
 from mount_data import build, flat
 from mounting import mounted
 
@@ -26,6 +29,12 @@ def hierarchy(tmp_path_factory):
 def mnt(hierarchy, tmp_path_factory):
     with mounted(hierarchy[0], tmp_path_factory.mktemp("m"), "ro") as m:
         yield m
+
+
+@pytest.fixture(scope="module")
+def core(hierarchy, tmp_path_factory):
+    with core_of(hierarchy[0], tmp_path_factory.mktemp("c"), "ro") as c:
+        yield c
 
 
 @pytest.fixture(scope="module")
@@ -98,18 +107,18 @@ def test_cmp_dd_od_see_the_flat_bytes(mnt, expected_files):
         assert od.split() == [f"{b:02x}" for b in data[:16]]
 
 
-def test_random_preads(mnt, expected_files):
+def test_random_preads(core, expected_files):
     rng = np.random.default_rng(0)
     for name, path in expected_files.items():
         data = path.read_bytes()
-        fd = os.open(mnt / name, os.O_RDONLY)
+        fh = core.open(f"/{name}", os.O_RDONLY)
         try:
             for _ in range(25):
                 offset = int(rng.integers(0, len(data) + 8))
                 size = int(rng.integers(0, 300))
-                assert os.pread(fd, size, offset) == data[offset:offset + size]
+                assert core.pread(fh, size, offset) == data[offset:offset + size]
         finally:
-            os.close(fd)
+            core.close(fh)
 
 
 def test_numpy_memmap_with_the_sidecar(mnt, hierarchy):
@@ -130,38 +139,39 @@ def test_c_program_mmaps_and_checksums(mnt, expected_files, c_reader):
         assert out.split() == [str(len(data)), f"{fnv1a(data):016x}"]
 
 
-def test_sidecar_contents(mnt):
-    side = json.loads((mnt / "layouts" / "sharded-end.json").read_text())
+def test_sidecar_contents(core):
+    side = json.loads(core.read_text("/layouts/sharded-end.json"))
     assert side["shape"] == [13, 11] and side["dtype"] == "<f4" and side["data_type"] == "float32"
     assert side["itemsize"] == 4 and side["nbytes"] == 13 * 11 * 4
     assert side["order"] == "C" and side["byte_order"] == "little" and side["fill_value"] == "NaN"
     assert side["chunk_shape"] == [6, 4] and side["inner_chunk_shape"] == [3, 2]
     assert side["codecs"][0]["name"] == "sharding_indexed" and side["attributes"] == {}
     assert side["dimension_names"] is None
-    assert json.loads((mnt / "xr.json").read_text())["dimension_names"] == ["time"]
-    plain = json.loads((mnt / "types" / "bool.json").read_text())
+    assert json.loads(core.read_text("/xr.json"))["dimension_names"] == ["time"]
+    plain = json.loads(core.read_text("/types/bool.json"))
     assert plain["dtype"] == "|b1" and plain["inner_chunk_shape"] == [4, 4]
-    assert json.loads((mnt / "zarr.json").read_text())["attributes"] == {"title": "test"}
-    assert json.loads((mnt / "scalar.json").read_text())["shape"] == []
+    assert json.loads(core.read_text("/zarr.json"))["attributes"] == {"title": "test"}
+    assert json.loads(core.read_text("/scalar.json"))["shape"] == []
 
 
 @pytest.mark.parametrize("probe", [".hidden", ".Trash-0/files", "layouts/.Trash-0", ".Trash", "autorun.inf", "desktop.ini",
                                    ".xdg-volume-info", "layouts/.directory", "layouts/zstd.bin/x", "folder.jpg"])
-def test_probes_for_missing_names_answer_enoent(mnt, probe):
+def test_probes_for_missing_names_answer_enoent(core, probe):
     with pytest.raises(OSError) as info:
-        os.stat(mnt / probe)
+        core.stat(f"/{probe}")
     assert info.value.errno in (errno.ENOENT, errno.ENOTDIR)
 
 
-def test_read_only_mount_refuses_changes(mnt):
-    for action in [lambda: open(mnt / "layouts" / "zstd.bin", "r+b"), lambda: os.mkdir(mnt / "new"),
-                   lambda: open(mnt / "new.bin", "wb"), lambda: os.truncate(mnt / "scalar.bin", 8),
-                   lambda: os.unlink(mnt / "scalar.bin"), lambda: os.rename(mnt / "scalar.bin", mnt / "s.bin")]:
+def test_read_only_mount_refuses_changes(core):
+    for action in [lambda: core.open("/layouts/zstd.bin", os.O_RDWR), lambda: core.mkdir("/new"),
+                   lambda: core.open("/new.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                   lambda: core.truncate("/scalar.bin", 8), lambda: core.unlink("/scalar.bin"),
+                   lambda: core.rename("/scalar.bin", "/s.bin")]:
         with pytest.raises(OSError) as info:
             action()
         assert info.value.errno == errno.EROFS
     with pytest.raises(IsADirectoryError):
-        open(mnt / "layouts")
+        core.file("/layouts")
 
 
 def test_statfs_and_mount_table(mnt, hierarchy):

@@ -1,6 +1,9 @@
 """Uncompressed chunks answered from the stored files themselves (engine/stored_as_is.py,
-fuse/replies.read_stored), through a real mount: the bytes always equal NumPy's, whichever way
-each request goes, and the fast path is taken where it may be and nowhere else."""
+FileSystem.stored_ranges, fuse/replies.read_stored): the bytes always equal NumPy's, whichever
+way each request goes, and the fast path is taken where it may be and nowhere else. Through a
+real mount where the kernel makes the requests (read-ahead, its page cache, writes through it);
+where the path each request takes is the subject, asked of the core without a mount (core.py),
+whose reads take the stored files' ranges as the adapter's read_buf does."""
 
 import errno
 import os
@@ -17,6 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule
 from zarr.codecs import BytesCodec, ShardingCodec
 
+from core import core_of
 from mounting import Remounts, mounted
 from zarr_layouts import create, random_values
 
@@ -39,19 +43,24 @@ def pread_all(path, size: int, step: int, random: bool = False) -> bytes:
         os.close(fd)
 
 
-def drop_pages(path) -> None:
-    """The kernel forgets the file's cached pages: the next reads reach the daemon."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
 def fast_reads(mount) -> int:
     """Reads answered from the stored files so far, counted once the mount is idle: the kernel's
     read-ahead goes on after the read that started it returns."""
     return mount.settled_log().count(FAST_ANY)
+
+
+def fast_reads_in(core) -> int:
+    """Reads the core answered from the stored files so far."""
+    return core.log().count(FAST_ANY)
+
+
+def pread_all_in(core, path: str, size: int, step: int) -> bytes:
+    """The core's file read with preads of `step` bytes (each reaches the core: no page cache)."""
+    fh = core.open(path, os.O_RDONLY)
+    try:
+        return b"".join(core.pread(fh, step, offset) for offset in range(0, size, step))
+    finally:
+        core.close(fh)
 
 
 @pytest.fixture()
@@ -93,30 +102,32 @@ def test_fast_path_taken_and_turned_off(uncompressed, tmp_path):
     (so this test fails if the fast path is disabled)."""
     root, arrays = uncompressed
     expected = flat(arrays["rows"])
-    with mounted(root, tmp_path, "ro", "debug", name="on") as m:
-        fd = os.open(m / "rows.bin", os.O_RDONLY)
+    with core_of(root, tmp_path, "ro", "debug", name="on") as c:
+        fh = c.open("/rows.bin", os.O_RDONLY)
         try:
-            assert os.pread(fd, 4096, 8192) == expected[8192:12288]
+            assert c.pread(fh, 4096, 8192) == expected[8192:12288]
         finally:
-            os.close(fd)
-        assert fast_reads(m) > 0
-    with mounted(root, tmp_path, "ro", "debug", "nozerocopy", name="off") as m:
-        assert pread_all(m / "rows.bin", len(expected), 65536) == expected
-        assert fast_reads(m) == 0
+            c.close(fh)
+        assert fast_reads_in(c) > 0
+    with core_of(root, tmp_path, "ro", "debug", "nozerocopy", name="off") as c:
+        assert pread_all_in(c, "/rows.bin", len(expected), 65536) == expected
+        assert fast_reads_in(c) == 0
 
 
 def test_holes_and_big_endian_fall_back(uncompressed, tmp_path):
     """A hole reads as the fill value and a big-endian array is swapped: neither from stored files."""
     root, arrays = uncompressed
-    with mounted(root, tmp_path, "ro", "debug") as m:
+    with core_of(root, tmp_path, "ro", "debug") as c:
         hole = 128 * 300 * 4
-        with open(m / "rows.bin", "rb") as f:
-            f.seek(hole)
-            assert f.read(4096) == bytes(4096)
-        assert fast_reads(m) == 0
+        fh = c.open("/rows.bin", os.O_RDONLY)
+        try:
+            assert c.pread(fh, 4096, hole) == bytes(4096)
+        finally:
+            c.close(fh)
+        assert fast_reads_in(c) == 0
         expected = flat(arrays["big"])
-        assert (m / "big.bin").read_bytes() == expected
-        assert fast_reads(m) == 0
+        assert c.read_bytes("/big.bin") == expected
+        assert fast_reads_in(c) == 0
 
 
 def test_written_data_is_visible_before_and_after_write_back(uncompressed, tmp_path):
@@ -155,13 +166,12 @@ def test_sharded_bytes_inner_chunks(tmp_path):
     a = zarr.create_array(str(root), shape=values.shape, dtype="uint16", chunks=(400, 512), fill_value=7,
                           compressors=None, serializer=ShardingCodec(chunk_shape=(100, 512), codecs=[BytesCodec()]))
     a[...] = values
-    with mounted(root, tmp_path, "ro", "debug") as m:
+    with core_of(root, tmp_path, "ro", "debug") as c:
         expected = flat(values)
-        name = next(p for p in os.listdir(m.path) if p.endswith(".bin"))
+        name = next(p for p in c.listdir("/") if p.endswith(".bin"))
         for step in (1000, 4096, 1 << 20):
-            drop_pages(m / name)
-            assert pread_all(m / name, len(expected), step) == expected, step
-        assert fast_reads(m) > 0
+            assert pread_all_in(c, f"/{name}", len(expected), step) == expected, step
+        assert fast_reads_in(c) > 0
 
 
 def test_truncated_chunk_is_an_error_not_a_short_file(uncompressed, tmp_path):
@@ -171,27 +181,27 @@ def test_truncated_chunk_is_an_error_not_a_short_file(uncompressed, tmp_path):
     chunk = root / "rows" / "c" / "5" / "0"  # flat bytes 384000-460800
     chunk.write_bytes(chunk.read_bytes()[:4096 * 3])
     offset = 96 * 4096  # a page inside it, reaching past the bytes left
-    with mounted(root, tmp_path, "ro", "debug") as m:
-        fd = os.open(m / "rows.bin", os.O_RDONLY)
+    with core_of(root, tmp_path, "ro", "debug") as c:
+        fh = c.open("/rows.bin", os.O_RDONLY)
         try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
             with pytest.raises(OSError) as raised:
-                os.pread(fd, 4096, offset)
+                c.pread(fh, 4096, offset)
             assert raised.value.errno == errno.EIO
-            assert os.pread(fd, 4096, 0) == flat(arrays["rows"])[:4096]
+            assert c.pread(fh, 4096, 0) == flat(arrays["rows"])[:4096]
         finally:
-            os.close(fd)
-        assert fast_reads(m) > 0
+            c.close(fh)
+        assert fast_reads_in(c) > 0
 
 
 def test_npy_view_past_its_header(uncompressed, tmp_path):
     """NAME.npy is the header then the same bytes: past the header, served from the stored files too."""
     root, arrays = uncompressed
-    with mounted(root, tmp_path, "ro", "debug") as m:
-        before = fast_reads(m)
-        np.testing.assert_array_equal(np.load(m / "rows.npy"), arrays["rows"])
-        np.testing.assert_array_equal(np.load(m / "cubes.npy"), arrays["cubes"])
-        assert fast_reads(m) > before
+    with core_of(root, tmp_path, "ro", "debug") as c:
+        before = fast_reads_in(c)
+        for name in ("rows", "cubes"):
+            with c.file(f"/{name}.npy") as f:
+                np.testing.assert_array_equal(np.load(f), arrays[name])
+        assert fast_reads_in(c) > before
 
 
 def test_hdf5_view_datasets(tmp_path):
@@ -202,10 +212,10 @@ def test_hdf5_view_datasets(tmp_path):
     zarr.open_group(str(root), mode="w")
     values = random_values("float32", (1024, 512), np.random.default_rng(5))  # 2 MiB, no hole
     create(root / "plain", shape=values.shape, layout="bytes-little", chunks=(128, 512))[...] = values
-    with mounted(root, tmp_path, "ro", "debug") as m:
-        with h5py.File(m / "zarr.h5", "r") as f:
+    with core_of(root, tmp_path, "ro", "debug") as c:
+        with c.file("/zarr.h5") as file, h5py.File(file, "r") as f:
             np.testing.assert_array_equal(f["plain"][...], values)
-        assert fast_reads(m) > 0
+        assert fast_reads_in(c) > 0
 
 
 SIZE = 240 * 20 * 2  # uint16 (240, 20) in (64, 20) chunks: the last one overhangs

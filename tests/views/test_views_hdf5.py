@@ -1,8 +1,8 @@
 """zarr.h5 and zarr.nc (the hdf5 view), opened through a real mount by h5py, netCDF4, h5netcdf,
 xarray and Debian's ncdump, h5dump and h5ls: every array of every data type in 2-D to 5-D,
 sharded, with fill-value holes, v2 and v3, reads exactly as zarr-python reads it. Which files
--o views makes, and what h5py reads of a file alone, are asked of the core without a mount
-(core.py)."""
+-o views makes, what h5py reads of a file alone, the sizes group files list against the bytes
+they read, and the bound of a view, are asked of the core without a mount (core.py)."""
 
 import errno
 import io
@@ -332,28 +332,33 @@ def test_without_h5py_the_view_is_off_with_one_line_naming_the_extra(stores, tmp
 
 
 def test_a_hierarchy_beyond_the_bound_fails_only_its_view(stores, tmp_path):
-    with mounted(stores["v3"][0], tmp_path, "ro", "header_cache_size=4K") as m:
+    with core_of(stores["v3"][0], tmp_path, "ro", "header_cache_size=4K") as c:
         with pytest.raises(OSError) as e:
-            (m / "zarr.h5").read_bytes()
+            c.read_bytes("/zarr.h5")
         assert e.value.errno == errno.EFBIG
-        assert "zarr.h5: no HDF5 view" in m.log() and "header_cache_size" in m.log()
-        with h5py.File(m / "special" / "empty" / "zarr.h5", "r") as f:  # small enough
+        assert "zarr.h5: no HDF5 view" in c.log() and "header_cache_size" in c.log()
+        with c.file("/special/empty/zarr.h5") as file, h5py.File(file, "r") as f:  # small enough
             assert not len(f)
-        assert (m / "types" / "int8_2d.bin").stat().st_size == 35
+        assert c.stat("/types/int8_2d.bin")["st_size"] == 35
+
+
+def group_files(c) -> list[str]:
+    """Every zarr.h5 of the core, as `find -name zarr.h5` finds them."""
+    return [path for path in c.files() if os.path.basename(path) == "zarr.h5"]
 
 
 def test_every_group_file_lists_the_size_it_reads_before_it_is_first_opened(stores, tmp_path):
-    with mounted(stores["v3"][0], tmp_path, "ro") as m:
-        listed = {path: path.stat().st_size for path in m.path.rglob("zarr.h5")}  # no file opened yet
+    with core_of(stores["v3"][0], tmp_path, "ro") as c:
+        listed = {path: c.stat(path)["st_size"] for path in group_files(c)}  # no file opened yet
         assert len(listed) > 3
         for path, size in listed.items():
-            data = path.read_bytes()
+            data = c.read_bytes(path)
             assert data[:8] == b"\x89HDF\r\n\x1a\n" and len(data) == size, path
-            with open(path.with_name("zarr.nc"), "rb") as f:
-                assert os.fstat(f.fileno()).st_size == size and f.read() == data
-        with h5py.File(m / "zarr.h5", "r") as f:  # the zeros after HDF5's end are no concern of readers
+            with c.file(path.removesuffix(".h5") + ".nc") as f:
+                assert f.raw.size == size and f.read() == data  # its size as fstat sees it once open
+        with c.file("/zarr.h5") as file, h5py.File(file, "r") as f:  # the zeros after HDF5's end are no concern of readers
             assert len(f) > 0
-        assert "listed before it was made" not in m.settled_log()  # the bound held: no size moved
+        assert "listed before it was made" not in c.log()  # the bound held: no size moved
 
 
 def test_a_file_made_larger_than_its_bound_lists_the_size_it_reads(tmp_path, monkeypatch):
@@ -540,13 +545,13 @@ def test_the_size_listed_holds_every_varied_hierarchy(tmp_path, seed):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         varied_hierarchy(tmp_path / "v.zarr", seed)
-    with mounted(tmp_path / "v.zarr", tmp_path, "ro") as m:
-        listed = {path: path.stat().st_size for path in m.path.rglob("zarr.h5")}
+    with core_of(tmp_path / "v.zarr", tmp_path, "ro") as c:
+        listed = {path: c.stat(path)["st_size"] for path in group_files(c)}
         for path, size in listed.items():
-            with h5py.File(path, "r") as f:
+            with c.file(path) as file, h5py.File(file, "r") as f:
                 f.visit(lambda name: None)
-            assert len(path.read_bytes()) == os.stat(path).st_size == size, path  # the size listed is the size read
-        assert "listed before it was made" not in m.settled_log()
+            assert len(c.read_bytes(path)) == c.stat(path)["st_size"] == size, path  # the size listed is the size read
+        assert "listed before it was made" not in c.log()
 
 
 def five_groups(root) -> None:

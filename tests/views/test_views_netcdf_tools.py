@@ -1,6 +1,8 @@
 """zarr.nc read by the netCDF tools people use (ncdump, netCDF4-python, xarray's netcdf4 and
 h5netcdf engines, CDO, NCO) as they read the same CF dataset written by xarray as a real netCDF
-file (the control): the same attribute types, the same dates, the same values and masks."""
+file (the control): the same attribute types, the same dates, the same values and masks. What
+h5py reads of a file made from odd attributes, and its log lines, are asked of the core without
+a mount (core.py)."""
 
 import base64
 import json
@@ -16,6 +18,7 @@ import pytest
 import xarray as xr
 import zarr
 
+from core import core_of
 from mounting import mounted
 
 FILL = 1e20
@@ -147,7 +150,7 @@ def test_xarray_complex_fill_is_two_float64s_in_base64(tmp_path):
     fill = [base64.b64encode(struct.pack("<d", part)).decode() for part in (1.5, -2.0)]
     zarr.create_array(tmp_path / "c.zarr", name="z", shape=(3,), dtype="complex64", fill_value=0,
                       attributes={"_FillValue": fill}, zarr_format=3)
-    with mounted(tmp_path / "c.zarr", tmp_path, "ro") as m, h5py.File(m / "zarr.h5", "r") as f:
+    with core_of(tmp_path / "c.zarr", tmp_path, "ro") as c, c.file("/zarr.h5") as file, h5py.File(file, "r") as f:
         assert f["z"].attrs["_FillValue"] == np.complex64(1.5 - 2j)
         assert f["z"].attrs["_FillValue"].dtype == np.complex64
 
@@ -161,11 +164,11 @@ def test_cf_attributes_with_no_value_of_the_type_get_one_log_line_each(tmp_path)
     root.create_array("odd", shape=(2,), dtype="float32", attributes={"_FillValue": "AAAA"})
     root.create_array("half", shape=(2,), dtype="int16", attributes={"missing_value": 0.5, "units": "1"})
     root.create_array("long", shape=(2,), dtype="float32", attributes={"_FillValue": "A" * 100_000})
-    with mounted(tmp_path / "bad.zarr", tmp_path, "ro") as m:
-        with h5py.File(m / "zarr.h5", "r") as f:
+    with core_of(tmp_path / "bad.zarr", tmp_path, "ro") as c:
+        with c.file("/zarr.h5") as file, h5py.File(file, "r") as f:
             assert "_FillValue" not in f["huge"].attrs and "_FillValue" not in f["odd"].attrs
             assert f["half"].attrs["missing_value"] == 0.5 and f["half"].attrs["units"] == b"1"
-        log = m.settled_log()
+        log = c.log()
     assert log.count(f"huge: fill value '{wide}' has no value of its type") == 1
     assert log.count("odd: fill value 'AAAA' has no value of its type") == 1
     assert log.count("half: attribute 'missing_value' = 0.5 has no value of the variable's type") == 1
@@ -251,9 +254,9 @@ def test_a_plain_number_beyond_the_type_and_a_lone_surrogate_lose_nothing_else(t
     meta = json.loads(document.read_text())
     meta["attributes"]["units"] = "\ud800K"
     document.write_text(json.dumps(meta))  # ASCII JSON: the surrogate as \ud800
-    with mounted(tmp_path / "odd.zarr", tmp_path, "ro") as m:
-        with h5py.File(m / "zarr.h5", "r") as f:
+    with core_of(tmp_path / "odd.zarr", tmp_path, "ro") as c:
+        with c.file("/zarr.h5") as file, h5py.File(file, "r") as f:
             assert f["big"].attrs["missing_value"] == 1e300
             assert json.loads(f["text"].attrs["units"]) == "\ud800K" and f["text"].attrs["long_name"] == b"t"
-        log = m.settled_log()
+        log = c.log()
     assert log.count("big: attribute 'missing_value' = 1e+300 has no value of the variable's type") == 1

@@ -1,6 +1,7 @@
 """The header views, opened by the tools that read each format, for every data type the format can
 express in 1-D to 4-D: the values match zarr-python's reading and the axes come out as each
-format promises. One mount for the module, with every view on."""
+format promises. One mount for the module, with every view on; which views each array has is
+asked of the core without a mount (core.py)."""
 
 import json
 import os
@@ -13,6 +14,7 @@ import pytest
 import rasterio
 import SimpleITK as sitk
 
+from core import core_of
 from mounting import mounted
 from views_data import EXPRESSIBLE, NUMERIC, SHAPES, SUFFIX, build, little
 
@@ -38,15 +40,16 @@ def as_read(expected: np.ndarray) -> np.ndarray:
     return expected.astype("u1") if expected.dtype == bool else expected
 
 
-def test_each_view_exists_exactly_for_the_types_its_format_expresses(mnt, store):
-    names = set(os.listdir(mnt.path))
-    for name in store[1]:
-        dtype = name.rsplit("_", 1)[0]
-        sidecar = json.loads((mnt / f"{name}.json").read_text())
-        for view, suffix in SUFFIX.items():
-            assert (name + suffix in names) == (dtype in EXPRESSIBLE[view]), (name, view)
-            assert sidecar["views"].get(view) == (name + suffix if dtype in EXPRESSIBLE[view] else None)
-        assert (f"{name}.img" in names) == (dtype in EXPRESSIBLE["nifti"])
+def test_each_view_exists_exactly_for_the_types_its_format_expresses(store, tmp_path):
+    with core_of(store[0], tmp_path, "ro", "views=npy,envi,mhd,nrrd,vrt,nifti") as c:
+        names = set(c.listdir("/"))
+        for name in store[1]:
+            dtype = name.rsplit("_", 1)[0]
+            sidecar = json.loads(c.read_text(f"/{name}.json"))
+            for view, suffix in SUFFIX.items():
+                assert (name + suffix in names) == (dtype in EXPRESSIBLE[view]), (name, view)
+                assert sidecar["views"].get(view) == (name + suffix if dtype in EXPRESSIBLE[view] else None)
+            assert (f"{name}.img" in names) == (dtype in EXPRESSIBLE["nifti"])
 
 
 @pytest.mark.parametrize("dtype", ARRAYS)

@@ -3,7 +3,7 @@ imageio for every data type TIFF holds, 2-D to 5-D, v2 and v3, sharded, with fil
 and read as zarr-python reads the store; ImageJ hyperstack and OME-TIFF metadata; read-only,
 and coherent with NAME.bin. The header's layout itself (strips, BigTIFF, a header made on
 demand) is checked without a mount, with tifffile as the oracle, and so are the header read
-alone, renames through the view and -o views (core.py)."""
+alone, the view's refusals of writes, renames through the view and -o views (core.py)."""
 
 import errno
 import io
@@ -218,25 +218,25 @@ def test_imageio_reads_every_type(mnt, store):
 
 
 def test_the_tif_is_read_only(store, tmp_path):
-    with mounted(store[0], tmp_path) as m:
-        path = m / "uint16_3d.tif"
-        assert stat.S_IMODE(os.stat(path).st_mode) == 0o444 and not os.access(path, os.W_OK)
-        assert stat.S_IMODE(os.stat(m / "uint16_3d.bin").st_mode) & 0o200  # while NAME.bin is writable
+    with core_of(store[0], tmp_path) as c:
+        path = "/uint16_3d.tif"
+        assert stat.S_IMODE(c.stat(path)["st_mode"]) == 0o444 and not c.access(path, os.W_OK)
+        assert stat.S_IMODE(c.stat("/uint16_3d.bin")["st_mode"]) & 0o200  # while NAME.bin is writable
         for flags in (os.O_WRONLY, os.O_RDWR, os.O_WRONLY | os.O_TRUNC):
             with pytest.raises(OSError) as info:
-                os.open(path, flags)
+                c.open(path, flags)
             assert info.value.errno == errno.EPERM
         with pytest.raises(OSError) as info:
-            os.truncate(path, os.path.getsize(path))
+            c.truncate(path, c.stat(path)["st_size"])
         assert info.value.errno == errno.EPERM
-        assert os.getxattr(path, "user.mime_type") == b"image/tiff"
-        os.unlink(path)  # a view removed alone is hidden and deletes nothing
-        assert path.name not in os.listdir(path.parent)
+        assert c.getxattr(path, "user.mime_type") == b"image/tiff"
+        c.unlink(path)  # a view removed alone is hidden and deletes nothing
+        assert "uint16_3d.tif" not in c.listdir("/")
         assert np.array_equal(zarr.open_array(str(store[0] / "uint16_3d"))[...], store[1]["uint16_3d"])
-        assert "uint16_3d.tif: refused a write" in m.log()
-    with mounted(store[0], tmp_path, "ro") as m:
+        assert "uint16_3d.tif: refused a write" in c.log()
+    with core_of(store[0], tmp_path, "ro", name="ro") as c:
         with pytest.raises(OSError) as info:
-            os.open(m / "uint16_3d.tif", os.O_RDWR)
+            c.open("/uint16_3d.tif", os.O_RDWR)
         assert info.value.errno == errno.EROFS
     assert np.array_equal(zarr.open_array(str(store[0] / "uint16_3d"))[...], store[1]["uint16_3d"])
 

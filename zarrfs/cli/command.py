@@ -17,6 +17,7 @@ import socket
 import stat
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from zarrfs.cli import commit, daemon_log, fuse_access
 from zarrfs.cli.help import epilog
@@ -24,13 +25,13 @@ from zarrfs.errors import ZarrfsError
 from zarrfs.fs import growable
 from zarrfs.fs.filesystem import BLKSIZE, Options
 from zarrfs.fs.ownership import Ownership
-from zarrfs.fuse.binding import ZarrFUSE
-from zarrfs.fuse.operations import Operations
-from zarrfs.fuse.tracing import TracingFUSE, quiet_binding
 from zarrfs.names import LineFormatter, printable
 from zarrfs.stores.icechunk_repository import IcechunkChoice
 from zarrfs.stores.source_url import SCHEMES, is_remote, public_url
 from zarrfs.views import ALL_VIEWS, GROUP_VIEWS, preview
+
+if TYPE_CHECKING:  # the adapter is imported where a mount is made (fuse_mount), never with this module
+    from zarrfs.fuse.operations import Operations
 
 log = logging.getLogger("zarrfs")
 
@@ -350,7 +351,6 @@ def main(argv=None) -> int:
         stderr = logging.StreamHandler(sys.stderr)
         stderr.setFormatter(LineFormatter("zarrfs[%(process)d] %(levelname)s %(name)s: %(message)s"))
         logging.basicConfig(level=logging.DEBUG if debug or args.d else logging.INFO, handlers=[stderr])
-        quiet_binding()
         check_scheme(args.source)
         source = args.source if is_remote(args.source) else os.path.abspath(args.source)
         mountpoint = os.path.abspath(args.mountpoint)
@@ -363,10 +363,7 @@ def main(argv=None) -> int:
         return 1
 
     def make_mount() -> Mount:
-        mount = Mount(Operations(source, options), public_url(source) if is_remote(source) else source,
-                      mountpoint, fuse_options)
-        mount.binding = TracingFUSE if debug or args.d else ZarrFUSE
-        return mount
+        return fuse_mount(source, options, mountpoint, fuse_options, traced=debug or args.d)
 
     if not (args.f or args.d or debug):
         return daemonize(make_mount, daemon_log.log_file_for(options.log_file))
@@ -395,15 +392,29 @@ def main(argv=None) -> int:
         print(f"zarrfs: {error}", file=sys.stderr)
     return 1 if error else 0
 
+
+def fuse_mount(source: str, options: Options, mountpoint: str, fuse_options: dict, traced: bool) -> "Mount":
+    """The mount of `source`: the FUSE adapter and the binding are imported here, so that only
+    making a mount loads libfuse (mfusepy), and parsing options (zarrfs-recover, the core's
+    tests) never does."""
+    from zarrfs.fuse.binding import ZarrFUSE
+    from zarrfs.fuse.operations import Operations
+    from zarrfs.fuse.tracing import TracingFUSE, quiet_binding
+
+    quiet_binding()
+    shown = public_url(source) if is_remote(source) else source
+    return Mount(Operations(source, options), shown, mountpoint, fuse_options, TracingFUSE if traced else ZarrFUSE)
+
+
 class Mount:
     """One mount: serve() runs until unmounted or signalled and flushes everything before returning."""
 
-    def __init__(self, operations: Operations, source: str, mountpoint: str, fuse_options: dict):
+    def __init__(self, operations: "Operations", source: str, mountpoint: str, fuse_options: dict, binding: type):
         self.operations, self.source, self.mountpoint = operations, source, mountpoint
         self.fuse_options = fuse_options
         self.on_ready = None  # extra readiness action (the daemon's pipe)
         self.was_live = False
-        self.binding = ZarrFUSE  # TracingFUSE with -d
+        self.binding = binding  # ZarrFUSE, or TracingFUSE with -d
         operations.on_ready, operations.on_stop = self._ready, self._stopping
 
     def _ready(self) -> None:

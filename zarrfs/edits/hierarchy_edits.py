@@ -30,6 +30,7 @@ from zarrfs.edits.editor import Editor
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.engine.writeback import CONFLICT_RETRIES
 from zarrfs.errors import ReadOnlyError, RefusedError
+from zarrfs.fs.filesystem import BLKSIZE, Attributes
 from zarrfs.fs.hierarchy import DIR, DOCUMENT, GROUPFILE, NO_TRASH, SIDECAR, Entry, Hierarchy
 from zarrfs.fs.inodes import inode_number
 from zarrfs.fs.open_arrays import OpenArrays
@@ -75,13 +76,14 @@ class HierarchyEdits:
         draft = self.drafts.get(path)
         return draft if draft is not None and not draft.committed else None
 
-    def attributes(self, draft, path: str) -> dict:
+    def attributes(self, draft, path: str) -> Attributes:
+        """A file being written, as every file shows itself (st_blksize too: tools size their writes by it)."""
         ownership = self.ownership
         uid, gid = ownership.owner(self.hierarchy.node("").stat)
         now = int(time.time() * 1e9)
         return {"st_ino": inode_number(f"draft\0{path}"), "st_mode": ownership.file(True), "st_nlink": 1,
-                "st_size": draft.size, "st_uid": uid, "st_gid": gid, "st_mtime": now, "st_ctime": now,
-                "st_atime": now, "st_blocks": 0}
+                "st_size": draft.size, "st_uid": uid, "st_gid": gid, "st_blksize": BLKSIZE, "st_mtime": now,
+                "st_ctime": now, "st_atime": now, "st_blocks": 0}
 
     # groups
 

@@ -19,7 +19,7 @@ from typing import NoReturn, Protocol, TypedDict
 
 import numpy as np
 
-from zarrfs.engine import growth, holes, recovery
+from zarrfs.engine import growth, holes, recovery, stored_as_is
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.engine.flat_file import RawFile
 from zarrfs.engine.write_bound import DIRTY_LIMIT, AfterWrite, WriteBound
@@ -518,6 +518,16 @@ class FileSystem:
         for reads straight into a reply; None for a file whose bytes read() gives."""
         handle = self._handle(fh)
         return None if handle.file is None else self._data_file(handle)
+
+    def stored_ranges(self, fh: int, offset: int, size: int) -> stored_as_is.Opened | None:
+        """Descriptors of the stored files and the ranges of them that hold bytes [offset,
+        offset + size) of the open file as they are (engine/stored_as_is.py), the caller's to
+        close: a reply libfuse reads from them itself. None where the bytes must be made
+        (decoded, a header, a file made when opened) or -o nozerocopy turned this off."""
+        handle = self._handle(fh)
+        if not self.options.zero_copy or handle.file is None:
+            return None
+        return self._data_file(handle).stored_ranges(offset, size)
 
     def read_into(self, fh: int, offset: int, out: np.ndarray) -> int:
         """Bytes at `offset` decoded straight into `out` (a reply buffer); how many."""

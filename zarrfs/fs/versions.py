@@ -27,6 +27,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
+from typing import NoReturn
 
 from zarrfs.engine import holes
 from zarrfs.errors import ZarrfsError
@@ -375,6 +376,12 @@ class VersionedFileSystem:
         core, inner = self._handle(fh)
         return core.data_file(inner)
 
+    def stored_ranges(self, fh: int, offset: int, size: int):
+        if fh in self._texts:
+            return None  # made when opened: no stored file holds it
+        core, inner = self._handle(fh)
+        return core.stored_ranges(inner, offset, size)
+
     def read_into(self, fh: int, offset: int, out) -> int:
         if fh in self._texts:
             data = self.read(fh, offset, len(out))
@@ -452,7 +459,7 @@ class VersionedFileSystem:
         shown, inner = self._route(path)
         self._core(shown, inner).change_owner_or_mode(inner)
 
-    def refuse_change(self, path: str):
+    def refuse_change(self, path: str) -> NoReturn:
         shown, inner = self._route(path)
         self._core(shown, inner).refuse_change(inner)
 

@@ -11,6 +11,7 @@ import ctypes
 import numpy as np
 
 from zarrfs.edits.hierarchy_edits import HierarchyEdits
+from zarrfs.fs.core import FileSystemCore
 from zarrfs.fs.filesystem import BLKSIZE, Attributes, Options
 from zarrfs.fs.hierarchy import Entry
 from zarrfs.fs.kernel_caching import KernelCaching
@@ -29,7 +30,8 @@ class Operations(mfusepy.Operations):
 
     def __init__(self, source: str, options: Options):
         self.siblings = Siblings()
-        self.core = mount_core(source, options, HierarchyEdits, self.siblings)  # an Icechunk repository's versions too
+        # a FileSystem, or for an Icechunk repository a VersionedFileSystem: mypy holds both to the protocol here
+        self.core: FileSystemCore = mount_core(source, options, HierarchyEdits, self.siblings)
         self.on_ready = self.on_stop = None  # callbacks: the mount is live / is going away
 
     # what the binding and the command line read of the core
@@ -140,12 +142,14 @@ class Operations(mfusepy.Operations):
 
     @errno_boundary
     def read_buf(self, fh, bufpp, size, offset) -> int:
-        """The binding's read: a reply of memory libfuse frees, a chunk decoded ahead as it is."""
+        """The binding's read: the stored files' ranges the core gives, which libfuse reads
+        itself; else a reply of memory libfuse frees, a chunk decoded ahead as it is."""
+        stored = self.core.stored_ranges(fh, offset, size)
+        if stored is not None:
+            return replies.read_stored(stored, bufpp)
         file = self.core.data_file(fh)
         if file is None:
             return replies.read_buf(self.core.read(fh, offset, size), bufpp, size, 0)
-        if self.options.zero_copy and replies.read_stored(file, bufpp, size, offset):
-            return 0
         return replies.read_buf(file, bufpp, size, offset)
 
     @errno_boundary

@@ -19,6 +19,7 @@ import ctypes
 import os
 import threading
 
+from zarrfs.engine import stored_as_is
 from zarrfs.engine.buffers import calloc, free, malloc_array
 from zarrfs.fuse.libfuse import mfusepy
 
@@ -78,12 +79,9 @@ def _copied(data: bytes) -> tuple[int, int]:
     return address, len(data)
 
 
-def read_stored(file, bufpp, size: int, offset: int) -> bool:
-    """Answer a READ of `file` with descriptors of its stored bytes, when it has any for the
-    whole request (RawFile.stored_ranges); False when the caller must decode it."""
-    opened = file.stored_ranges(offset, size) if hasattr(file, "stored_ranges") else None
-    if opened is None:
-        return False
+def read_stored(opened: stored_as_is.Opened, bufpp) -> int:
+    """Answer a READ with the descriptors and ranges of stored files the core gave
+    (FileSystem.stored_ranges): libfuse reads them itself. 0 on success, as libfuse wants."""
     try:
         vector = calloc(ctypes.sizeof(FuseBufvec) + BUF_STRIDE * len(opened.ranges) + 64)
     except MemoryError:
@@ -97,7 +95,7 @@ def read_stored(file, bufpp, size: int, offset: int) -> bool:
         buf.size, buf.flags, buf.fd, buf.pos = length, FD_FLAGS, fd, position
     _lend(list(opened.fds.values()))
     ctypes.cast(bufpp, ctypes.POINTER(ctypes.c_void_p))[0] = vector  # libfuse frees it, not the descriptors
-    return True
+    return 0
 
 
 def _lend(fds: list[int]) -> None:

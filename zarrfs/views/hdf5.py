@@ -575,7 +575,7 @@ def _float(value, stored: np.dtype):
         if len(raw) != 8:
             raise ValueError(f"{len(raw)} bytes for a {stored.itemsize}-byte float")
         wide = np.frombuffer(raw, "<f8")[0]
-    if np.isfinite(wide) and abs(wide) > np.finfo(stored).max:
+    if np.isfinite(wide) and abs(float(wide)) > float(np.finfo(stored).max):  # as floats: no cast that overflows
         raise ValueError(f"{wide} is beyond a {stored.itemsize}-byte float")
     return wide
 
