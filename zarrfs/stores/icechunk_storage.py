@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 from zarrfs.errors import StoreError
@@ -56,9 +56,9 @@ def repository_storage(icechunk: ModuleType, source: str, root: str, access: Acc
 def _s3(icechunk: ModuleType, source: str, root: str, access: ObjectStoreAccess) -> "Storage":
     parts, config = urlsplit(source), access.config
     endpoint = config.get("endpoint")
-    return icechunk.s3_storage(bucket=parts.netloc, prefix=_prefix(source), endpoint_url=endpoint,
+    return cast("Storage", icechunk.s3_storage(bucket=parts.netloc, prefix=_prefix(source), endpoint_url=endpoint,
                                region=config.get("region"), allow_http=access.plain_http,
-                               force_path_style=bool(endpoint), **_s3_credentials(config))
+                               force_path_style=bool(endpoint), **_s3_credentials(config)))
 
 
 def _s3_credentials(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -80,8 +80,8 @@ def _gcs(icechunk: ModuleType, source: str, root: str, access: ObjectStoreAccess
         credentials = {"service_account_file": config["service_account"]}
     else:
         credentials = {"from_env": True}
-    return icechunk.gcs_storage(bucket=urlsplit(source).netloc, prefix=_prefix(source), config=options or None,
-                                **credentials)
+    return cast("Storage", icechunk.gcs_storage(bucket=urlsplit(source).netloc, prefix=_prefix(source), config=options or None,
+                                **credentials))
 
 
 def _azure(icechunk: ModuleType, source: str, root: str, access: ObjectStoreAccess) -> "Storage":
@@ -95,8 +95,8 @@ def _azure(icechunk: ModuleType, source: str, root: str, access: ObjectStoreAcce
         credentials = {"access_key": config.get("account_key"), "sas_token": config.get("sas_key")}
     else:
         credentials = {"from_env": True}
-    return icechunk.azure_storage(account=_azure_account(config, root), container=urlsplit(source).netloc,
-                                  prefix=_prefix(source) or "", config=options or None, **credentials)
+    return cast("Storage", icechunk.azure_storage(account=_azure_account(config, root), container=urlsplit(source).netloc,
+                                  prefix=_prefix(source) or "", config=options or None, **credentials))
 
 
 def _azure_account(config: Mapping[str, Any], root: str) -> str:
