@@ -69,10 +69,12 @@ def mount_limit(raw: Path, pace: float | None = None):
 
 
 @contextmanager
-def _mounted(command: list[str], name: str, log: Path | None = None):
+def _mounted(command: list[str], name: str, log: Path | None = None, env: dict[str, str] | None = None):
+    """`command` (its "{mnt}" a new directory) mounted; yields (the file `name` in it, the process)."""
     mnt = Path(tempfile.mkdtemp(prefix="zarrfs-bench-"))
     args = [a.replace("{mnt}", str(mnt)) for a in command]
-    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(log, "wb") if log else subprocess.DEVNULL)
+    process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=open(log, "wb") if log else subprocess.DEVNULL,
+                               env=env)
     try:
         deadline = time.monotonic() + 20
         while not os.path.ismount(mnt):

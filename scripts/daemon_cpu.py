@@ -16,7 +16,6 @@ each run and the median per tree. Never run it beside scripts/bench.py.
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import GIB, ZARRFS, build, read_through  # noqa: E402
+from benchlib import GIB, ZARRFS, _mounted, build, read_through  # noqa: E402
 
 
 def stat_fields(pid: int) -> list[str]:
@@ -41,25 +40,9 @@ def usage(pid: int) -> tuple[float, int]:
 @contextmanager
 def mounted(source: Path, tree: str, options: list[str]):
     """zarrfs on `source` with `tree`'s zarrfs first on the path; yields (NAME.bin, pid)."""
-    mnt = Path(tempfile.mkdtemp(prefix="zarrfs-cpu-"))
-    args = [ZARRFS, str(source), str(mnt), "-f"] + (["-o", ",".join(options)] if options else [])
-    env = {**os.environ, "PYTHONPATH": tree}
-    process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while not os.path.ismount(mnt):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{' '.join(args)} did not mount")
-            time.sleep(0.01)
-        yield mnt / f"{source.name}.bin", process.pid
-    finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        os.rmdir(mnt)
+    args = [ZARRFS, str(source), "{mnt}", "-f"] + (["-o", ",".join(options)] if options else [])
+    with _mounted(args, f"{source.name}.bin", env={**os.environ, "PYTHONPATH": tree}) as (path, process):
+        yield path, process.pid
 
 
 def warm_store(path: Path) -> None:
