@@ -1,15 +1,16 @@
-"""Reproduce the stale page a page-cache reader of NAME.bin keeps while another process appends
-(issue 39; docs/writing.md, "Appending", known limitations). Not a test: it fails on the tree
-as it is, in most runs of 10,000 appends on a loaded machine, and no daemon-side change tried
-so far closes it (see the second pass's report on branch s3-grow2).
+"""Page-cache readers of NAME.bin while another process appends, under load (issue 39;
+docs/writing.md, "Appending"): a stress run of what tests/fuse/test_mount_growth.py's
+test_page_cache_readers_see_every_record_as_appended checks once. Before the mount stopped
+the kernel dropping a file's pages for each new mtime (fs/kernel_caching.py), it showed a
+record read as zeros in most runs of 10,000 appends with two CPU burners.
 
     PYTHONPATH=. .venv/bin/python scripts/append_reader_race.py [RECORDS] [BURNERS] [STYLES]
 
 A writer appends 60-byte records one write each (O_APPEND, unbuffered) to an empty array of a
 mount of a local store; reader processes re-read NAME.bin meanwhile, each in one STYLE:
 `read` (open, read it all, close), `tail` (one descriptor read on from where it stopped, as
-tail -f does), `memmap` (np.memmap made again each time), `direct` (O_DIRECT, which never sees
-it). BURNERS processes spin on the CPUs. Each reader prints the records it saw as zeros.
+tail -f does), `memmap` (np.memmap made again each time), `direct` (O_DIRECT, past the page
+cache). BURNERS processes spin on the CPUs. Each reader prints the bytes it saw wrong, if any.
 """
 
 import subprocess

@@ -11,6 +11,7 @@ import pytest
 import zarr
 
 from helpers import array_doc, open_raw_file
+from mounting import wait_for
 from servers.memory_store import MemoryStore
 from zarrfs.engine import growth
 from zarrfs.engine.array import open_array
@@ -198,6 +199,59 @@ def test_the_size_of_a_file_being_written_is_answered_while_a_write_waits_for_th
         release.set()
         writer.join()
     assert raw.read(0, 4) == np.array([9, 1], "<i2").tobytes()
+
+
+class WatchedLock:
+    """An array's lock that tells when a thread starts waiting for it while another holds it."""
+
+    def __init__(self):
+        self._lock, self._owner, self._depth = threading.RLock(), None, 0
+        self.contended = threading.Event()
+
+    def acquire(self, blocking=True, timeout=-1):
+        if self._owner not in (None, threading.get_ident()):
+            self.contended.set()
+        if not self._lock.acquire(blocking, timeout):
+            return False
+        self._owner, self._depth = threading.get_ident(), self._depth + 1
+        return True
+
+    def release(self):
+        self._depth -= 1
+        if not self._depth:
+            self._owner = None
+        self._lock.release()
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+def test_an_append_racing_a_truncate_waits_for_it():
+    """truncate takes the append lock: an append arriving while a grow by truncate lists the
+    store waits, then lands where the grown file has it. Without the lock it ran in between and
+    the grow's fill of the edge chunk (rows 9 and 10 in one chunk) covered the record it wrote."""
+    store, raw = memory_file(9)
+    raw.array.shared.lock = lock = WatchedLock()
+    appender = threading.Thread(target=raw.write, args=(9 * ROW * 2, rows(9, 1).tobytes()), kwargs={"grow": True})
+    files = store.files
+
+    def listing(prefix, *args, **kwargs):  # the truncate's one listing: the append comes now
+        if not appender.is_alive() and appender.ident is None:
+            appender.start()
+            wait_for(lambda: not appender.is_alive() or lock.contended.is_set(), 60, "the append to end or wait")
+        return files(prefix, *args, **kwargs)
+
+    store.files = listing
+    raw.truncate(14 * ROW * 2)
+    appender.join(60)
+    assert not appender.is_alive() and raw.size == 14 * ROW * 2
+    expected = np.concatenate([rows(0, 10), np.full((4, ROW), -1, "<i2")])
+    assert np.frombuffer(raw.read(0, 1000), "<i2").reshape(-1, ROW).tolist() == expected.tolist()
+    raw.flush()
+    assert np.frombuffer(open_raw_file(store, writable=False).read(0, 1000), "<i2").tolist() == expected.ravel().tolist()
 
 
 def test_an_append_whose_write_fails_leaves_the_shape_size_and_pending_bytes_as_they_were():

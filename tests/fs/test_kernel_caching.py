@@ -11,13 +11,14 @@ def test_a_local_store_keeps_pages_across_opens(tmp_path):
     with core_of(make_store(tmp_path / "s.zarr"), tmp_path) as c:
         caching = c.fs.kernel_caching()
     assert caching.keep_pages and caching.recheck_pages_after is None
+    assert not caching.drop_pages_on_change  # the mount's own writes move the mtime: see kernel_caching.py
     assert caching.attr_timeout == caching.entry_timeout == ENTRY_TIMEOUT == 30.0
     assert caching.negative_timeout == 0  # a name an edit makes (c.npy makes c.bin) is there at once
 
 
 def test_a_remote_store_rechecks_pages_and_names_after_its_metadata_ttl():
     quick = kernel_caching(Capabilities(remote=True, metadata_ttl=5.0))
-    assert not quick.keep_pages and quick.recheck_pages_after == 5.0
+    assert not quick.keep_pages and quick.recheck_pages_after == 5.0 and quick.drop_pages_on_change
     assert quick.attr_timeout == quick.entry_timeout == 5.0  # what other machines write shows within the ttl
     slow = kernel_caching(Capabilities(remote=True, metadata_ttl=600.0))
     assert slow.recheck_pages_after == 600.0 and slow.attr_timeout == slow.entry_timeout == ENTRY_TIMEOUT
@@ -27,5 +28,5 @@ def test_a_remote_store_with_no_other_writer_keeps_pages_as_a_local_one():
     """metadata_ttl None says no other writer is expected (an Icechunk snapshot, a branch's own
     session): nothing to look at again, so the pages stay, as on a local store."""
     caching = kernel_caching(Capabilities(remote=True, metadata_ttl=None))
-    assert caching.keep_pages and caching.recheck_pages_after is None
+    assert caching.keep_pages and caching.recheck_pages_after is None and not caching.drop_pages_on_change
     assert caching.attr_timeout == caching.entry_timeout == ENTRY_TIMEOUT

@@ -273,11 +273,14 @@ class RawFile:
 
     def truncate(self, length: int) -> None:
         """The file becomes `length` bytes, a whole number of records (growth.truncate), stored
-        by the caller's next flush. Pending bytes of a partial record are dropped."""
+        by the caller's next flush. Pending bytes of a partial record are dropped. Under the
+        append lock, as an append: one racing it would write rows for the old end (a grow's fill
+        of the edge chunk then covering them), or have its pending bytes dropped by resized()."""
         record = growth.record_nbytes(self.array)
-        self.take_pending()
-        growth.truncate(self.array, length // record)
-        self.resized()
+        with self.array.shared.lock:
+            self.take_pending()
+            growth.truncate(self.array, length // record)
+            self.resized()
 
     def resized(self, pending: bytes = b"") -> None:
         """The array's shape may have changed: the file's size and stored layout follow, and

@@ -1,7 +1,15 @@
 """How long the kernel may keep what the file system shows (attributes, names, pages), from what
 the store is: only this daemon changes a local store, and its writes go through the kernel's
-pages, so the pages are kept across opens; other machines write a remote store, so its pages
-are kept only while a file's mtime and size stay the same, looked at again after metadata_ttl."""
+pages, so the pages are kept across opens and never dropped for a new mtime; other machines
+write a remote store, so its pages are kept only while a file's mtime and size stay the same,
+looked at again after metadata_ttl.
+
+Dropping a file's pages when a getattr shows a new mtime (the kernel's auto_inval_data, on by
+default in libfuse 3) is wrong where only this daemon writes: every write through the mount
+moves the mtime, and the drop races the next write, whose bytes the kernel has copied into a
+page it has not yet sent. A reader then reads that page again from the daemon before the write
+arrives, and keeps the old bytes (zeros past the old end of a file being appended to) once the
+write is answered and the size grows over them."""
 
 from dataclasses import dataclass
 
@@ -17,6 +25,9 @@ class KernelCaching:
     entry_timeout: float
     negative_timeout: float
     keep_pages: bool  # libfuse's kernel_cache: pages kept across opens
+    # the kernel's auto_inval_data: pages dropped when a getattr shows a new mtime or size (only
+    # where another machine may have changed the file: see above)
+    drop_pages_on_change: bool
     # libfuse's auto_cache: pages kept while mtime and size are unchanged, those looked at again
     # after this many seconds; None: not used
     recheck_pages_after: float | None
@@ -25,7 +36,7 @@ class KernelCaching:
 def kernel_caching(capabilities: Capabilities) -> KernelCaching:
     if not capabilities.remote or capabilities.metadata_ttl is None:
         # a remote store with no ttl has no other writer (an Icechunk snapshot, a branch's own session)
-        return KernelCaching(ENTRY_TIMEOUT, ENTRY_TIMEOUT, NEGATIVE_TIMEOUT, True, None)
+        return KernelCaching(ENTRY_TIMEOUT, ENTRY_TIMEOUT, NEGATIVE_TIMEOUT, True, False, None)
     ttl = capabilities.metadata_ttl
     timeout = min(ENTRY_TIMEOUT, ttl)
-    return KernelCaching(timeout, timeout, NEGATIVE_TIMEOUT, False, ttl)
+    return KernelCaching(timeout, timeout, NEGATIVE_TIMEOUT, False, True, ttl)

@@ -23,6 +23,7 @@ from zarrfs.fuse.page_invalidation import Siblings
 
 FUSE_CAP_READDIRPLUS_AUTO = 1 << 14
 FUSE_CAP_SPLICE_WRITE = 1 << 7  # replies of file descriptors spliced into /dev/fuse (replies.read_stored)
+FUSE_CAP_AUTO_INVAL_DATA = 1 << 12  # the kernel drops a file's pages when a getattr shows a new mtime or size
 
 
 class Operations(mfusepy.Operations):
@@ -63,6 +64,7 @@ class Operations(mfusepy.Operations):
     # lifecycle
 
     def init_with_config(self, conn, config):
+        caching = self.core.kernel_caching()
         if conn is not None:
             conn.max_read = BLKSIZE
             conn.max_readahead = BLKSIZE
@@ -70,10 +72,12 @@ class Operations(mfusepy.Operations):
             conn.want &= ~FUSE_CAP_READDIRPLUS_AUTO  # attributes with every page of a listing, not the first only
             if self.options.zero_copy:
                 conn.want |= conn.capable & FUSE_CAP_SPLICE_WRITE
+            if not caching.drop_pages_on_change:  # libfuse wants it by default (see kernel_caching.py)
+                conn.want &= ~FUSE_CAP_AUTO_INVAL_DATA
         if config is not None:
             config.hard_remove = 1  # unlink removes at once: never a rename to .fuse_hidden while open
             config.use_ino = 1  # inode numbers of ours (inode_number): readdir's '.' and '..' carry them too
-            self._configure_caching(config, self.core.kernel_caching())
+            self._configure_caching(config, caching)
         self.siblings.start()  # in libfuse's init: the only context that knows the struct fuse
         self.core.start()  # its watcher may drop the kernel's pages at once: Siblings is ready first
         if self.on_ready:
