@@ -3,7 +3,6 @@ writes, and the engine merging with a writer that got there first."""
 
 import errno
 import logging
-import threading
 import time
 
 import numpy as np
@@ -12,12 +11,11 @@ import pytest
 import zarr
 
 from helpers import open_raw_file
-from servers.fault_proxy import STALL, FaultProxy
 from servers.seaweed import unique_prefix
 from zarrfs.byte_ranges import Range, Suffix
 from zarrfs.engine.writeback import CONFLICT_RETRIES
 from zarrfs.errors import ConflictError, StoreError
-from zarrfs.stores.object_store import FETCHERS, ObjectStore
+from zarrfs.stores.object_store import ObjectStore
 from zarrfs.stores.source_url import RemoteOptions, open_store
 
 
@@ -354,35 +352,3 @@ def test_a_move_carries_the_document_as_stored_not_as_cached(seaweed):
     obstore.put(remote, "a/zarr.json", b'{"edited elsewhere": 1}')
     store.move_node("a", "b")
     assert bytes(obstore.get(remote, "b/zarr.json").bytes()) == b'{"edited elsewhere": 1}'
-
-
-def test_the_gets_of_a_batch_in_flight_wait_on_one_loop_not_a_thread_each(seaweed):
-    """Issue #41: a thread per GET in flight cost a stream 15% of the daemon's CPU in task
-    switches. With every GET of a batch held unanswered by a proxy, all of them are in flight
-    at once and the process has two threads more than before: the one waiting for the batch,
-    and the store's loop."""
-    prefix = unique_prefix("loop")
-    keys = [f"c/{i}" for i in range(FETCHERS)]
-    for key in keys:
-        obstore.put(seaweed.store(prefix), key, key.encode())
-    host, port = seaweed.endpoint.removeprefix("http://").split(":")
-    with FaultProxy((host, int(port))) as proxy:
-        store = ObjectStore(seaweed.store(prefix, endpoint=proxy.endpoint), seaweed.url(prefix), read_only=True)
-        proxy.add(STALL, "GET", "/c/", times=len(keys))
-        before = threading.active_count()
-
-        def held_batch() -> None:
-            try:
-                store.get_many(keys)
-            except StoreError:  # the stalled GETs were reset: this batch may fail, the next one below may not
-                pass
-        batch = threading.Thread(target=held_batch, daemon=True)
-        batch.start()
-        try:
-            proxy.wait_for(lambda: proxy.count("GET", "/c/", STALL) == len(keys), what="every GET of the batch")
-            during = threading.active_count()
-        finally:
-            proxy.clear()  # the stalled GETs end (reset), and are sent again or fail
-            batch.join(60)
-        assert store.get_many(keys) == {key: key.encode() for key in keys}
-    assert during - before <= 2

@@ -39,64 +39,27 @@ def body(key: str, result: "GetResult", most: int, error: Callable[[str, str, Ba
     stream is asked for pieces of the announced size, so a body as announced comes as one piece,
     copied once; a longer one stops within one network read past it. `error(what, key,
     exception)` explains a transfer that broke off (the store's error(): a timeout, a reset)."""
-    taken = _Taken(key, _announced(key, result, most))
-    try:
-        for piece in result.stream(min_chunk_size=max(taken.announced, 1)):
-            taken.add(piece)
-    except StoreError:
-        raise
-    except Exception as e:  # the body broke off or timed out
-        raise taken.broken(error("cannot read", key, e)) from None
-    return taken.whole()
-
-
-async def body_async(key: str, result: "GetResult", most: int,
-                     error: Callable[[str, str, BaseException], StoreError]) -> bytes:
-    """body(), for a GetResult of obstore's async API (get_async), on an asyncio loop."""
-    taken = _Taken(key, _announced(key, result, most))
-    try:
-        async for piece in result.stream(min_chunk_size=max(taken.announced, 1)):
-            taken.add(piece)
-    except StoreError:
-        raise
-    except Exception as e:  # the body broke off or timed out
-        raise taken.broken(error("cannot read", key, e)) from None
-    return taken.whole()
-
-
-def _announced(key: str, result: "GetResult", most: int) -> int:
-    """The size the answer's headers announce, refused when it is more than `most`."""
     start, stop = result.range
     announced = stop - start
     if announced > most:
         raise StoreError(f"cannot read {key!r}: the server announced {announced} bytes, more than the {most} "
                          f"expected", errno.EIO)
-    return announced
-
-
-class _Taken:
-    """The pieces of a body as they come, never more than announced."""
-
-    def __init__(self, key: str, announced: int):
-        self.key, self.announced = key, announced
-        self.pieces: list[bytes] = []
-        self.received = 0
-
-    def add(self, piece: bytes) -> None:
-        self.received += len(piece)
-        if self.received > self.announced:
-            raise StoreError(f"cannot read {self.key!r}: the server sent more than the {self.announced} bytes it "
-                             f"announced", errno.EIO)
-        self.pieces.append(piece)
-
-    def broken(self, explained: StoreError) -> StoreError:
-        """The body broke off: `explained` (the store's error() for the cause) says why."""
-        reason = str(explained).removeprefix(f"cannot read {self.key!r}: ")
-        return StoreError(f"cannot read {self.key!r}: the {self.announced} bytes the server announced did not all "
-                          f"arrive ({self.received} had): {reason}", errno.EIO)
-
-    def whole(self) -> bytes:
-        if self.received != self.announced:
-            raise StoreError(f"cannot read {self.key!r}: the server sent {self.received} of the {self.announced} "
-                             f"bytes it announced", errno.EIO)
-        return self.pieces[0] if len(self.pieces) == 1 else b"".join(self.pieces)
+    pieces: list[bytes] = []
+    received = 0
+    try:
+        for piece in result.stream(min_chunk_size=max(announced, 1)):
+            received += len(piece)
+            if received > announced:
+                raise StoreError(f"cannot read {key!r}: the server sent more than the {announced} bytes it "
+                                 f"announced", errno.EIO)
+            pieces.append(piece)
+    except StoreError:
+        raise
+    except Exception as e:  # the body broke off or timed out
+        reason = str(error("cannot read", key, e)).removeprefix(f"cannot read {key!r}: ")
+        raise StoreError(f"cannot read {key!r}: the {announced} bytes the server announced did not all arrive "
+                         f"({received} had): {reason}", errno.EIO) from None
+    if received != announced:
+        raise StoreError(f"cannot read {key!r}: the server sent {received} of the {announced} bytes it announced",
+                         errno.EIO)
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)

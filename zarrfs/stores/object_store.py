@@ -19,17 +19,9 @@ The same interface as LocalStore, so the engine never asks where bytes live:
   several objects is not: a failure names the objects stored before it (StoreError.stored).
   A PUT or DELETE whose connection failed is sent again (resend.py).
 
-GETs go through obstore's async API on one asyncio loop of the store's (async_loop.py): the file
-system's threads submit a request and wait for it, a batch (get_ranges, get_many) as one wait,
-instead of a thread of a pool waiting on each GET in flight. At most IN_FLIGHT GETs are in flight
-at once, FETCHERS of one batch; each, its wait for a turn included, ends within the request
-timeout (`-o timeout`, a little more: obstore's own timeout and retries end it first). The bytes
-in flight are bounded by the callers' budgets (the decode-ahead budget, batched_fetch.MAX_BYTES
-for one read's batch), each answer by bounded_get.py. Documents, HEADs of a PUT's retry and the
-PUTs themselves stay on obstore's synchronous API, which releases the GIL.
+obstore's synchronous calls release the GIL, so FUSE worker threads run them in parallel.
 """
 
-import asyncio
 import errno
 import logging
 import os
@@ -38,10 +30,10 @@ import threading
 import time
 import zlib
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple
 
 import obstore
 from obstore.exceptions import AlreadyExistsError, NotFoundError, NotSupportedError, PreconditionError
@@ -55,7 +47,6 @@ from zarrfs.errors import ConflictError, StoreError, ValueChangedError
 from zarrfs.names import text_key
 from zarrfs.stores import bounded_get, contract, resend
 from zarrfs.stores import object_nodes as objecttree
-from zarrfs.stores.async_loop import Loop
 from zarrfs.stores.contained import key_parts
 from zarrfs.stores.contract import Capabilities, own_staged
 from zarrfs.stores.local_nodes import TEMP_PREFIX
@@ -63,16 +54,14 @@ from zarrfs.stores.recent_timeouts import RecentTimeouts
 from zarrfs.stores.remote_errors import MISSING_BUCKET_CODES, explain, server_code
 
 if TYPE_CHECKING:  # obstore's typed dicts exist in its stubs only
-    from obstore import GetOptions, GetResult, ObjectMeta, PutMode, PutResult, UpdateVersion
+    from obstore import GetOptions, ObjectMeta, PutMode, PutResult, UpdateVersion
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")  # what a request on the loop returns
 
 DOCUMENTS = ("zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata")  # small, read whole, cached
 PUBLISHERS = 16  # concurrent PUTs of one publish
 ETAGS = 1 << 16  # keys whose version is remembered for conditional PUTs (about 100 bytes each)
-FETCHERS = 16  # concurrent GETs of one batch (get_many, get_ranges: a read's chunks, batched_fetch.py)
-IN_FLIGHT = 64  # GETs in flight at once on the store's loop (a stream's fetchers ahead: fs/filesystem.py)
+FETCHERS = 16  # concurrent GETs of whole chunks for one read (batched_fetch.py)
 COALESCE = 1 << 20  # ranges of one value closer than this are read by one GET, as obstore's get_ranges does
 RECENTLY = 1.0  # seconds a key whose GET timed out fails at once (recent_timeouts.py)
 
@@ -121,11 +110,7 @@ class ObjectStore:
         self._etags: OrderedDict[str, UpdateVersion | None] = OrderedDict()
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(PUBLISHERS, thread_name_prefix="publish")
-        # one GET's bound on the loop, its turn included: obstore's own timeout (half of it an
-        # attempt, retries within the other half) ends it first, with its own, better, message
-        self._patience = timeout * 1.25
-        self._loop = Loop(self._patience + 1.0, name="fetch")  # waits: a little more than a GET's bound
-        self._gate: asyncio.Semaphore | None = None  # IN_FLIGHT GETs, made on the loop (_turn)
+        self._fetchers = ThreadPoolExecutor(FETCHERS, thread_name_prefix="fetch")
         self._owner = (os.getuid(), os.getgid())
         self._suffix_ranges = True  # until the store says it has none (Azure)
         self._started_ns = time.time_ns()
@@ -151,17 +136,12 @@ class ObjectStore:
         and the faults of new memory to copy into)."""
         _parts(key)
         self._timeouts.check(key)
-        return self._loop.run(self._get(key, byte_range, expect, limit), f"cannot read {key!r}")
-
-    async def _get(self, key: str, byte_range: ByteRange, expect: object,
-                   limit: int | None) -> tuple[bytes | None, object]:
-        """get_versioned() on the loop."""
         options: GetOptions = {}
         if isinstance(byte_range, Suffix):
             if byte_range.length == 0:
                 return b"", expect
             if not self._suffix_ranges:
-                return await self._suffix_from_size(key, byte_range.length, expect)
+                return self._suffix_from_size(key, byte_range.length, expect)
             options["range"] = {"suffix": byte_range.length}
         elif isinstance(byte_range, Range):
             if byte_range.length == 0:
@@ -172,7 +152,8 @@ class ObjectStore:
             options["if_match"] = expected_e_tag
         log.debug("GET %s %s", key, options.get("range", "whole"))
         try:
-            data, meta = await self._fetch(key, options, bounded_get.most(byte_range, limit))
+            result = obstore.get(self.store, key, options=options or None)
+            data = bounded_get.body(key, result, bounded_get.most(byte_range, limit), self.error)
         except NOT_FOUND:
             if expect is not None:
                 raise ValueChangedError(f"{self.path(key)} is gone since it was read") from None
@@ -184,7 +165,7 @@ class ObjectStore:
             if not isinstance(byte_range, Suffix):
                 raise
             self._suffix_ranges = False  # Azure Blob has no suffix ranges: ask for the size first
-            return await self._suffix_from_size(key, byte_range.length, expect)
+            return self._suffix_from_size(key, byte_range.length, expect)
         except StoreError:
             raise
         except Exception as e:
@@ -192,7 +173,7 @@ class ObjectStore:
                 return b"", expect
             self._timeouts.note(key, e)
             raise self.error("cannot read", key, e) from None
-        version = _version(meta)
+        version = _version(result.meta)
         if expected_e_tag and version.get("e_tag") != expected_e_tag:
             # a server that ignores If-Match (fake-gcs-server does) answers from the new version:
             # its own ETag says so, and parts of two versions must never be decoded together
@@ -200,42 +181,22 @@ class ObjectStore:
         self._remember(key, version, byte_range)
         return data, version
 
-    async def _fetch(self, key: str, options: "GetOptions", most: int) -> tuple[bytes, "ObjectMeta"]:
-        """One GET and its body, at most `most` bytes (bounded_get.py), within the store's
-        patience from the moment it waits for its turn; obstore's errors as they are."""
-        async def get() -> tuple[bytes, "ObjectMeta"]:
-            result: GetResult = await obstore.get_async(self.store, key, options=options or None)
-            return await bounded_get.body_async(key, result, most, self.error), result.meta
-        return await self._turn(get)
-
-    async def _turn(self, request: Callable[[], Awaitable[T]]) -> T:
-        """`request()` when one of the IN_FLIGHT turns is free, all within the store's patience:
-        past it, a TimeoutError that says so (remote_errors.timed_out knows it)."""
-        if self._gate is None:  # made on the loop's thread, which alone touches it
-            self._gate = asyncio.Semaphore(IN_FLIGHT)
-        try:
-            async with asyncio.timeout(self._patience), self._gate:
-                return await request()
-        except TimeoutError:
-            raise TimeoutError(f"the request timed out: no answer within {self._patience:g} s (-o timeout)") from None
-
-    async def _suffix_from_size(self, key: str, length: int, expect: object) -> tuple[bytes | None, object]:
+    def _suffix_from_size(self, key: str, length: int, expect: object) -> tuple[bytes | None, object]:
         """The last `length` bytes of `key` where the store takes no suffix range: a HEAD for its
         size, then a bounded range of that version (a shard index costs one request more, once
         per metadata_ttl)."""
         log.debug("HEAD %s (no suffix ranges)", key)
         try:
-            meta = await self._turn(lambda: obstore.head_async(self.store, key))
+            meta = obstore.head(self.store, key)
         except NOT_FOUND:
             if expect is not None:
                 raise ValueChangedError(f"{self.path(key)} is gone since it was read") from None
             self._remember(key, None, Suffix(length))
             return None, None
         except Exception as e:
-            self._timeouts.note(key, e)
             raise self.error("cannot read", key, e) from None
         size = meta["size"]
-        return await self._get(key, Range(max(0, size - length), min(length, size)), expect or _version(meta), None)
+        return self.get_versioned(key, Range(max(0, size - length), min(length, size)), expect or _version(meta))
 
     def _remember(self, key: str, e_tag: "UpdateVersion | None", byte_range: ByteRange) -> None:
         """The version a later PUT of `key` is conditional on: the one last read whole, since a
@@ -267,10 +228,8 @@ class ObjectStore:
         (obstore's get_ranges would take whatever the server sends, and takes no condition).
         None if there is no such key. With `expect`, each GET is conditional on that version."""
         _parts(key)
-        self._timeouts.check(key)
         runs = coalesce(ranges, COALESCE)
-        gets = [lambda run=run: self._get(key, run[0], expect, None) for run in runs]
-        fetched = [data for data, _ in self._batch(gets, f"cannot read {key!r}")]
+        fetched = list(self._fetchers.map(lambda run: self.get_versioned(key, run[0], expect)[0], runs))
         present = [data for data in fetched if data is not None]
         if len(present) < len(fetched):
             return None
@@ -284,30 +243,10 @@ class ObjectStore:
     def get_many(self, keys: list[str], limit: int | None = None) -> dict[str, bytes | None]:
         """Whole values of several keys, fetched concurrently (bytes-like, as get_versioned),
         each of at most `limit` bytes."""
-        values = [key for key in keys if not _is_document(key)]
-        for key in values:
-            _parts(key)
-            self._timeouts.check(key)
-        gets = [lambda key=key: self._get(key, None, None, limit) for key in values]
-        what = f"cannot read {values[0]!r} and {len(values) - 1} more" if values else ""
-        fetched = dict(zip(values, (data for data, _ in self._batch(gets, what)), strict=True))
-        return {key: fetched[key] if key in fetched else self._document(key).data for key in keys}
+        return dict(zip(keys, self._fetchers.map(lambda key: self._value(key, limit), keys), strict=False))
 
-    def _batch(self, gets: list[Callable[[], Awaitable[tuple[bytes | None, object]]]],
-               what: str) -> list[tuple[bytes | None, object]]:
-        """The results of `gets` (coroutine functions), FETCHERS at a time on the loop, waited for
-        as one: each wave ends within the store's patience. The first error raised is the batch's."""
-        if not gets:
-            return []
-        async def batch() -> list[tuple[bytes | None, object]]:
-            turns = asyncio.Semaphore(FETCHERS)
-
-            async def one(get: Callable[[], Awaitable[tuple[bytes | None, object]]]) -> tuple[bytes | None, object]:
-                async with turns:
-                    return await get()
-            return await asyncio.gather(*(one(get) for get in gets))
-        waves = -(-len(gets) // FETCHERS)
-        return self._loop.run(batch(), what, waves * self._patience + 1.0)
+    def _value(self, key: str, limit: int | None) -> bytes | None:
+        return self._document(key).data if _is_document(key) else self.get_versioned(key, limit=limit)[0]
 
     def _document(self, key: str) -> _Document:
         cached = self._documents.get(key)
