@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 
 from helpers import write_sharded
+from servers.fault_proxy import FaultProxy
 from servers.memory_store import MemoryStore
+from servers.seaweed import unique_prefix
 from zarrfs.byte_ranges import Range
 from zarrfs.codecs.shard_format import EMPTY
-from zarrfs.engine import shard_spans
+from zarrfs.engine import read_budget, shard_spans
 from zarrfs.engine.array import open_array
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.engine.chunk_sources import run_at, stored_runs
@@ -19,6 +21,7 @@ from zarrfs.engine.flat_file import RawFile
 from zarrfs.engine.shard_spans import Spans
 from zarrfs.format.v3 import parse_document
 from zarrfs.stores.contract import Capabilities
+from zarrfs.stores.object_store import ObjectStore
 
 REMOTE = Capabilities(remote=True, conditional_writes=True, batched_reads=True, metadata_ttl=60)
 INNER, PER_SHARD, SHARDS = 4096, 16, 4  # uint8 elements: 16 inner chunks of 4 KiB per shard
@@ -248,3 +251,70 @@ def test_a_small_read_of_a_remote_shard_fetches_its_index_and_one_inner_chunk():
     index, first, second = store.reads
     assert index[0] == first[0] == second[0] == "c/0" and index[1].length < SCALED_INNER
     assert first[1] == Range(5 * SCALED_INNER, SCALED_INNER) and second[1] == Range(9 * SCALED_INNER, SCALED_INNER)
+
+
+def test_a_reader_that_outruns_its_decodes_ahead_joins_their_run(seaweed):
+    """Issue #41: on a busy machine the decodes ahead of a stream start late, and the reader
+    reaches chunks of the run their first one was to fetch before it has: it fetched its own
+    chunks alone, and the decodes the rest of the run after them (through a mount, 31 requests
+    where 13 were counted quietly). Here the decodes ahead's only thread is held busy while the
+    reader continues its stream: the reader reads its chunks' run in one GET, which the decodes
+    take once they start, so the stream costs each shard its index and its runs, and the first
+    read (no stream yet) its own chunks. Counted by a proxy before SeaweedFS."""
+    prefix = unique_prefix("outrun")
+    shards, piece = 2, 128 << 10
+    values = np.random.default_rng(4).integers(0, 255, SCALED_INNER * SCALED_PER_SHARD * shards, dtype="u1")
+    write_sharded(ObjectStore(seaweed.store(prefix), seaweed.url(prefix)), values, SCALED_INNER, SCALED_PER_SHARD)
+    ahead = SCALED_INNER * SCALED_PER_SHARD  # a read-ahead budget of one shard: runs of half a shard
+    host, port = seaweed.endpoint.removeprefix("http://").split(":")
+    with FaultProxy((host, int(port))) as proxy:
+        store = ObjectStore(seaweed.store(prefix, endpoint=proxy.endpoint), seaweed.url(prefix), read_only=True)
+        cache = ChunkCache(256 << 20, ahead_bytes=ahead, ahead_workers=1)
+        raw = RawFile(open_array(store, "", parse_document(store.get("zarr.json"), "zarr.json"), cache))
+        busy = threading.Event()
+        cache.ahead.fetch(("busy",), lambda: busy.wait(60))  # the decode-ahead pool's one thread
+        try:
+            assert raw.read(0, piece) == values[:piece].tobytes()  # starts the stream
+            assert raw.read(piece, piece) == values[piece:2 * piece].tobytes()  # ahead of its decodes
+        finally:
+            busy.set()
+        cache.ahead.settle(10)
+        for offset in range(2 * piece, values.size, piece):  # the rest, the decodes ahead keeping up
+            assert raw.read(offset, piece) == values[offset:offset + piece].tobytes()
+            cache.ahead.settle(10)
+        gets = [seen.path for seen in proxy.seen if seen.method == "GET" and "/c/" in seen.path]
+    runs = SCALED_INNER * SCALED_PER_SHARD // (ahead // 2)  # a run is half the budget
+    assert len(gets) <= shards * (1 + runs) + 1, gets
+
+
+def test_a_request_waits_for_a_span_no_longer_than_its_reads_deadline():
+    """A request that joins a span another thread is reading waits until its own read's
+    deadline (-o timeout), then EIO naming the shard and the bytes; the span's read goes on."""
+    release, started = threading.Event(), threading.Event()
+
+    def slow(r: Range) -> bytes:
+        started.set()
+        release.wait(30)
+        return b"\0" * r.length
+
+    spans = Spans(1 << 20, name="c/0")
+    planner = threading.Thread(target=spans.read, args=(0, 10, lambda: [(0, 10), (10, 10)], slow))
+    planner.start()
+    assert started.wait(10)
+    outcome: list[object] = []
+
+    def request() -> None:
+        try:
+            with read_budget.reading("a.bin", 10, 10, 0.05, streaming=True):
+                outcome.append(spans.covered(10, 10))
+        except read_budget.ReadBudgetError as e:
+            outcome.append(e)
+
+    reader = threading.Thread(target=request)
+    reader.start()
+    reader.join(10)
+    release.set()
+    planner.join(10)
+    assert outcome and isinstance(outcome[0], read_budget.ReadBudgetError), outcome
+    assert "c/0 bytes [0, 20)" in str(outcome[0]) and "a.bin" in str(outcome[0])
+    assert spans.covered(10, 10) == b"\0" * 10  # the span arrived all the same, for whoever comes next

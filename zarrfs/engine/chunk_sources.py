@@ -189,7 +189,7 @@ class ShardChunks:
         self._index: np.ndarray | None = None
         self._version: object = None  # the shard's version the index was read from
         self._runs: Runs | None = None  # the index's stored chunks cut into runs (_run_of)
-        self.spans = Spans(spans_held, chunk_nbytes)  # runs of inner chunks read together ahead of a stream
+        self.spans = Spans(spans_held, chunk_nbytes, key)  # runs of inner chunks read together ahead of a stream
         self._loaded = False
         self._loaded_at = 0.0
         self._lock = threading.Lock()  # decode-ahead threads start on a shard's inner chunks together
@@ -283,7 +283,8 @@ class ShardChunks:
         else:
             start, length = offset, nbytes
         if self._spanned() and length == nbytes:  # a span may hold it; else the spans learn it was read
-            data = self.spans.covered(offset, nbytes)
+            streamed = read_budget.streaming()  # a stream's request reads as its decodes ahead
+            data = self._from_run(*entry) if streamed else self.spans.covered(offset, nbytes)
             if data is not NOT_COVERED:
                 return self._checked(data, nbytes, offset, nbytes)
             self.spans.brought([(offset, nbytes)])
@@ -308,10 +309,14 @@ class ShardChunks:
         entry = self._entry(coords)
         if entry is None:
             return None
-        index, version, offset, nbytes = entry
-        data = self.spans.read(offset, nbytes, lambda: self._run_of(index, offset),
+        _, _, offset, nbytes = entry
+        return self._checked(self._from_run(*entry), nbytes, offset, nbytes)
+
+    def _from_run(self, index: np.ndarray, version: object, offset: int, nbytes: int) -> Encoded | None:
+        """The stored inner chunk at `offset`, from the span that holds it or a new one over its
+        run (shard_spans.py), read from the shard's version `version`."""
+        return self.spans.read(offset, nbytes, lambda: self._run_of(index, offset),
                                lambda r: self.read_value(r, version)[0])
-        return self._checked(data, nbytes, offset, nbytes)
 
     def _run_of(self, index: np.ndarray, offset: int) -> list[tuple[int, int]]:
         """(offset, nbytes) of the stored inner chunks of the run the one at `offset` belongs to,
@@ -331,13 +336,21 @@ class ShardChunks:
         found: Fetched = {}
         wanted: list[tuple[tuple[int, ...], int, int]] = []
         total = 0
+        streamed = self._spanned() and read_budget.streaming()  # a stream's request reads as its decodes ahead
         for coords in coords_list:
             offset, nbytes = (int(v) for v in index[self.flat(coords)])
             if offset == EMPTY:
                 found[coords] = None
-            elif self._spanned() and (data := self.spans.covered(offset, nbytes)) is not NOT_COVERED:
+            elif streamed:
+                try:
+                    data = self._from_run(index, version, offset, nbytes)
+                except ValueChangedError:
+                    return {}  # read one by one, they read the index again
                 if data is not None and len(data) == nbytes:  # else read alone: it raises the precise error
                     found[coords] = data
+            elif self._spanned() and (covered := self.spans.covered(offset, nbytes)) is not NOT_COVERED:
+                if covered is not None and len(covered) == nbytes:  # else read alone: it raises the precise error
+                    found[coords] = covered
             elif total + nbytes <= max_bytes:
                 total += nbytes
                 wanted.append((coords, offset, nbytes))

@@ -79,9 +79,8 @@ class RawFile:
         n = min(len(out), self.size - offset)
         if n <= 0 or offset < 0:
             return 0
-        if n >= SPARSE_READ:
-            self._decode_ahead(offset, offset + n)
-        return self._fill(offset, out[:n])
+        streaming = n >= SPARSE_READ and self._decode_ahead(offset, offset + n)
+        return self._fill(offset, out[:n], streaming=streaming)
 
     def _read_with_pending(self, offset: int, out: np.ndarray) -> int:
         """A read that reaches the partial record a writer is appending: the records, then the
@@ -106,14 +105,15 @@ class RawFile:
             return malloced(n, lambda out: self.read_into(offset, out))
         n = max(0, min(size, self.size - offset))
         boxes = None  # of whole elements, found once for both ways of answering
+        streaming = False
         if n >= SPARSE_READ and offset >= 0:
-            self._decode_ahead(offset, offset + n)
+            streaming = self._decode_ahead(offset, offset + n)
             if offset % self.itemsize == 0 and n % self.itemsize == 0:
                 boxes = c_order_boxes(self.array.shape, offset // self.itemsize, (offset + n) // self.itemsize)
                 found = self._whole_chunk_ahead(boxes)
                 if found is not None:
                     return found, n
-        return malloced(n, lambda out: self._fill(offset, out, boxes) if n and offset >= 0 else 0)
+        return malloced(n, lambda out: self._fill(offset, out, boxes, streaming) if n and offset >= 0 else 0)
 
     @functools.cached_property
     def _stored_layout(self) -> stored_as_is.Layout | None:
@@ -141,10 +141,11 @@ class RawFile:
         taken = view.take_ahead(coords)
         return None if taken is None else taken[0]
 
-    def _fill(self, offset: int, out: np.ndarray, boxes: list | None = None) -> int:
+    def _fill(self, offset: int, out: np.ndarray, boxes: list | None = None, streaming: bool = False) -> int:
+        """`streaming`: the read continues a stream (read_budget.streaming)."""
         n = len(out)
         first, last = offset // self.itemsize, -(-(offset + n) // self.itemsize)
-        with self._budget(offset, n, lambda: c_order_boxes(self.array.shape, first, last)):
+        with self._budget(offset, n, lambda: c_order_boxes(self.array.shape, first, last), streaming):
             sparse = n < SPARSE_READ
             if offset % self.itemsize == 0 and n % self.itemsize == 0:  # decode straight into `out`
                 self._read_elements(first, last, out.view(self.array.dtype), sparse, boxes)
@@ -170,25 +171,29 @@ class RawFile:
             for box, out in pieces:
                 self.array.read_into(box, out)
 
-    def _budget(self, offset: int, n: int, boxes: Callable[[], list[Box]]) -> AbstractContextManager[None]:
+    def _budget(self, offset: int, n: int, boxes: Callable[[], list[Box]],
+                streaming: bool = False) -> AbstractContextManager[None]:
         """The bounds of one read of bytes [offset, offset + n), the elements of boxes(), where
         each chunk is a round trip (read_budget.py): refused if it meets too many chunks, and a
-        deadline for its fetches."""
+        deadline for its fetches; `streaming`: it continues a stream."""
         capabilities = self.array.source.capabilities
         if capabilities.remote:
             grid = self.array.leaf_grid
             chunks = sum(chunks_spanned([box], grid) for box in boxes())
             read_budget.check_chunks(self.array.shared.name, offset, n, chunks)
-        return read_budget.reading(self.array.shared.name, offset, n, capabilities.read_deadline)
+        return read_budget.reading(self.array.shared.name, offset, n, capabilities.read_deadline, streaming=streaming)
 
-    def _decode_ahead(self, offset: int, end: int) -> None:
+    def _decode_ahead(self, offset: int, end: int) -> bool:
         """A read that continues a stream starts the decoding of the chunks after it (decode_ahead.py),
-        one chunk's bytes at a time from where the stream's last walk stopped."""
+        one chunk's bytes at a time from where the stream's last walk stopped. Whether it does
+        continue one."""
         ahead = self.array.shared.cache.ahead
         stream = self.streams.follow(offset, end)
+        if stream is None:
+            return False
         # walked only when a quarter of the budget is free: a walk costs Python, a submit little
-        if stream is None or not ahead.room(max(self.array.leaf_nbytes, ahead.max_bytes // 4)):
-            return
+        if not ahead.room(max(self.array.leaf_nbytes, ahead.max_bytes // 4)):
+            return True
         reached, started = stream
         step = self.array.leaf_nbytes
         # at most MAX_READ_CHUNKS chunks a walk: tiny chunks would make the window millions of them
@@ -204,6 +209,7 @@ class RawFile:
                 break  # no room: the next walk starts again at this step
             position = until
         self.streams.decoded_ahead(reached, position)
+        return True
 
     def _read_elements(self, first: int, last: int, out: np.ndarray, sparse: bool = False,
                        boxes: list | None = None) -> None:
