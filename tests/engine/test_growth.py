@@ -20,7 +20,7 @@ from zarrfs.engine.flat_file import RawFile
 from zarrfs.errors import MetadataError, OutOfBoundsError, StoreError
 from zarrfs.nodes.documents import read_metadata
 from zarrfs.stores.contract import Capabilities
-from zarrfs.stores.local import LocalStore
+from zarrfs.stores.local import TEMP_PREFIX, LocalStore
 
 ROW = 4  # int16 elements a record: 8 bytes
 
@@ -287,3 +287,59 @@ def test_what_cannot_grow(tmp_path):
     store = LocalStore(str(wider))
     array = open_array(store, "", read_metadata(store, ""), ChunkCache(1 << 20))
     assert "more than the 67108864 a partial one may hold" in growth.why_fixed(array)
+
+
+def reopened(tmp_path) -> RawFile:
+    """A second writer of the array raw_file made: another process's view of the same store."""
+    store = LocalStore(str(tmp_path / "s.zarr"))
+    return RawFile(open_array(store, "", read_metadata(store, ""), ChunkCache(1 << 20)), writable=True)
+
+
+@pytest.mark.parametrize("theirs", [1, 2, 3], ids=["one", "a-chunk-row", "three"])
+def test_a_second_appender_s_records_follow_the_first_one_s(tmp_path, theirs):
+    """Two writers append to one stored array of 3 records (chunks of 2: the end is inside a
+    chunk); the first stores its records between the second's writes and its flush. The
+    second's write-back finds the shape changed, moves its records (and the edge chunk it had
+    made for the old end) after the first one's, and stores them: nothing is overwritten."""
+    first, second = raw_file(tmp_path), reopened(tmp_path)
+    mine = (rows(100, 3) + 0).tobytes()  # distinct from the first writer's records
+    assert second.write(3 * ROW * 2, mine[:10], grow=True) == 10
+    first.write(3 * ROW * 2, rows(50, theirs).tobytes(), grow=True)
+    first.flush()
+    second.write(3 * ROW * 2 + 10, mine[10:], grow=True)
+    second.flush()
+    expected = np.concatenate([rows(0, 3), rows(50, theirs), rows(100, 3)])
+    assert np.array_equal(zarr.open_array(str(tmp_path / "s.zarr"))[...], expected)
+    assert stored_shape(tmp_path) == [6 + theirs, ROW] and second.rebases == 1
+    assert (second.size, second.pending) == ((6 + theirs) * ROW * 2, b"")
+    assert second.read(0, 1000) == expected.tobytes()  # the second writer's own view follows
+    assert not second.array.dirty and not list((tmp_path / "s.zarr").rglob(f"{TEMP_PREFIX}*"))  # none left staged
+
+
+def test_an_append_after_a_rebase_goes_after_both_writers_records(tmp_path):
+    """After its records moved, the second writer appends at the new end, and a partial record
+    it held stays pending after its whole ones."""
+    first, second = raw_file(tmp_path), reopened(tmp_path)
+    second.write(3 * ROW * 2, rows(100, 1).tobytes() + rows(101, 1).tobytes()[:3], grow=True)
+    first.write(3 * ROW * 2, rows(50, 2).tobytes(), grow=True)
+    first.flush()
+    second.flush()
+    assert (second.size, second.pending) == (6 * ROW * 2, rows(101, 1).tobytes()[:3])
+    second.write(6 * ROW * 2 + 3, rows(101, 1).tobytes()[3:], grow=True)
+    second.flush()
+    expected = np.concatenate([rows(0, 3), rows(50, 2), rows(100, 2)])
+    assert np.array_equal(zarr.open_array(str(tmp_path / "s.zarr"))[...], expected)
+
+
+def test_records_are_not_moved_past_a_shrink(tmp_path):
+    """When the other writer shrank the array, moving the records appended here would not be an
+    append: the write-back stores nothing and fails as before, naming the document and why."""
+    first, second = raw_file(tmp_path, count=4), reopened(tmp_path)
+    second.write(4 * ROW * 2, rows(100, 1).tobytes(), grow=True)
+    first.truncate(2 * ROW * 2)
+    first.flush()
+    with pytest.raises(StoreError, match=r"zarr.json: shape \[2, 4\] where this mount stored \[4, 4\].*kept, "
+                                         r"not stored \(the other writer did not append"):
+        second.flush()
+    assert stored_shape(tmp_path) == [2, ROW] and second.array.dirty and second.rebases == 0
+    assert np.array_equal(zarr.open_array(str(tmp_path / "s.zarr"))[...], rows(0, 2))

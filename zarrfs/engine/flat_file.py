@@ -16,6 +16,7 @@ from zarrfs.codecs.stored_bytes import BytesLike
 from zarrfs.engine import growth, read_budget, stored_as_is
 from zarrfs.engine.array import Array
 from zarrfs.engine.buffers import malloced
+from zarrfs.engine.chunk_sources import ShapeChangedError
 from zarrfs.engine.decode_ahead import Streams
 from zarrfs.errors import InvalidValueError, OutOfBoundsError, ReadOnlyError
 from zarrfs.geometry import Box, box_shape, c_order_boxes, chunks_spanned
@@ -37,6 +38,7 @@ class RawFile:
         # past it be zero-filled)
         self._ends: tuple[int, bytes] = (math.prod(array.shape) * self.itemsize, b"")
         self.streams = Streams()  # sequential readers, whose next chunks are decoded ahead
+        self.rebases = 0  # times the records appended here moved after another writer's (flush)
 
     @property
     def size(self) -> int:
@@ -323,4 +325,20 @@ class RawFile:
         return elements
 
     def flush(self, whole_only: bool = False) -> None:
-        self.array.flush(whole_only)
+        """Store what is written. When another writer appended to the stored array meanwhile,
+        the records appended here move after its records (growth.rebase) and the write-back is
+        done again, at most growth.REBASES times; `rebases` counts the moves."""
+        for attempt in range(growth.REBASES + 1):
+            try:
+                return self.array.flush(whole_only)
+            except ShapeChangedError as e:
+                if attempt == growth.REBASES:
+                    raise
+                shared = self.array.shared
+                with shared.flush_lock, shared.lock:  # no batch in flight; appends wait
+                    before = self.array.write_back.stored_shape[0]
+                    growth.rebase(self.array, e)
+                    self.resized(self.pending)
+                    self.rebases += 1
+                    log.info("%s: another writer appended records %d to %d: those appended here follow them",
+                             shared.name, before, self.array.write_back.stored_shape[0])
