@@ -650,11 +650,13 @@ class FileSystem:
             log.warning("%s: marked to grow, but does not: %s", opened.node.path or "/", why)
         return why is None
 
-    def _reshaped(self, opened: OpenArray) -> None:
+    def _reshaped(self, opened: OpenArray, moved: bool = False) -> None:
         """A write-back stored a new shape: the node's metadata is read again, and what the kernel
         holds of the array's other files (its views' sizes and headers, the sidecar) is dropped.
-        Not NAME.bin's: the kernel made its size itself, by the writes. Group files (zarr.h5)
-        follow as they do any change of a node (group_files.py, at their next open)."""
+        Not NAME.bin's, whose size the kernel made itself, by the writes; unless `moved`: the
+        records appended here moved after another writer's (growth.rebase), so its size and the
+        bytes at the old end changed under the kernel. Group files (zarr.h5) follow as they do
+        any change of a node (group_files.py, at their next open)."""
         path = opened.node.path
         self.hierarchy.changed(path)
         node = self.hierarchy.node(path)
@@ -665,7 +667,7 @@ class FileSystem:
         for stem in sorted(stems):
             for name in self.hierarchy.file_names(os.path.basename(stem)):
                 view = os.path.join(os.path.dirname(stem), name)
-                if view not in opened.paths or not view.endswith(".bin"):
+                if moved or view not in opened.paths or not view.endswith(".bin"):
                     self.kernel.refresh(view)
 
     def flush(self, fh: int) -> None:
