@@ -495,7 +495,8 @@ def two_mounts_append(tmp_path, source, read_stored, options=(), env=None) -> No
     inside a chunk). b writes first, a partial record that no write-back stores; a appends 3
     records and stores them; b completes its 2 records and stores them. b's write-back finds a's
     shape and moves its records after a's: zarr-python (`read_stored`) reads every record of
-    both, a's first, and so does a reader of b's NAME.bin; nothing is saved for recovery."""
+    both, a's first, and so does a reader of b's NAME.bin. b's descriptor appends one more
+    record at the new end (its kernel had the old one); nothing is saved for recovery."""
     expected = np.concatenate([records(0, 3), records(50, 3), records(100, 2)])
     mine = records(100, 2).tobytes()
     with mounted(source, tmp_path, "grow=all", *options, name="a", env=env) as a, \
@@ -511,11 +512,16 @@ def two_mounts_append(tmp_path, source, read_stored, options=(), env=None) -> No
             assert os.pread(reader, 4096, 0) == records(0, 3).tobytes() + mine  # as b had it
             os.fsync(second)
             assert np.array_equal(read_stored(), expected)
+            # nothing has looked at b's size since: O_APPEND writes at the new end, not the one b's kernel had
+            os.write(second, records(102, 1).tobytes())
+            os.fsync(second)
+            expected = np.concatenate([expected, records(102, 1)])
+            assert np.array_equal(read_stored(), expected)
             # dropped by b at once (asynchronously); well before the kernel's own look again at
             # the size, after ENTRY_TIMEOUT (30 s), which would drop the pages by itself
             wait_for(lambda: os.pread(reader, 4096, 0) == expected.tobytes(), 20,
                      "b's NAME.bin to show both writers' records in the stored order")
-            assert os.fstat(reader).st_size == 8 * RECORD_BYTES
+            assert os.fstat(reader).st_size == 9 * RECORD_BYTES
         finally:
             os.close(reader)
             os.close(second)

@@ -235,6 +235,13 @@ class RawFile:
                                    f"end of the {self.size}-byte file")
         return self._write_bytes(offset, data)
 
+    def append(self, data: BytesLike) -> tuple[int, int]:
+        """`data` written at the end of the file, partial record included (O_APPEND):
+        (where it was written, how many bytes)."""
+        with self.array.shared.lock:
+            at = self.file_size
+            return at, self.write(at, data, grow=True)
+
     def _append(self, offset: int, data: memoryview) -> int:
         """A write past the end: the part inside, then the whole records it completes appended
         (dimension 0 grows, stored with the next write-back), the rest of a record held pending.

@@ -185,6 +185,7 @@ class Handle:
     file: RawFile | PrefixedFile | hdf5.GroupFile | None = None  # the array's bytes as this entry shows them
     siblings: tuple = ("", ())  # its path, and those of the other files showing the same bytes
     writable: bool = False
+    appends: bool = False  # opened with O_APPEND: every write goes at the end of the file
     wrote: bool = False
     draft: object = None  # a file being written that is no array's data yet (drafts.py)
 
@@ -408,7 +409,8 @@ class FileSystem:
         siblings = _siblings(path, self.hierarchy.data_names(entry) + self.group_files.above(path, entry.node))
         opened.paths.add(path)
         self.notice_stored_change(entry.node.path, wait=False)  # held open elsewhere: other views' caches
-        return self._add_handle(Handle(entry, array=opened, file=file, writable=writable, siblings=siblings))
+        return self._add_handle(Handle(entry, array=opened, file=file, writable=writable, siblings=siblings,
+                                       appends=bool(flags & os.O_APPEND)))
 
     def _text(self, entry: Entry, path: str) -> bytes:
         """NAME.txt's text. Should it differ in size from the text listed (a stored change
@@ -578,7 +580,9 @@ class FileSystem:
         if handle.array.retired:
             refuse(errno.ESTALE, self.node_of(fh))
         file = handle.file
-        if self._grows(handle):  # past the end: records appended (growth.py)
+        if self._grows(handle) and handle.appends:  # at the end as the file is now, not as the kernel knew it
+            written = self._append(handle, data, offset)
+        elif self._grows(handle):  # past the end: records appended (growth.py)
             written = file.write(offset, data, grow=True)
         else:
             if offset >= file.size:
@@ -594,6 +598,18 @@ class FileSystem:
             self.arrays.flush(handle.array)
         elif then is AfterWrite.START_WRITE_BACK:  # encoding starts while the writer goes on
             self.arrays.wake()
+        return written
+
+    def _append(self, handle: Handle, data, offset: int) -> int:
+        """An O_APPEND write to NAME.bin of an array that grows: at the end of the file. The
+        kernel's offset is the size it holds, which is not the end once records appended here
+        moved after another writer's (growth.rebase) and before the kernel looks at the size
+        again; its pages at that offset then hold these bytes, and are dropped."""
+        raw = handle.array.raw
+        at, written = raw.append(data)
+        if at != offset:
+            log.info("%s: appended at %d, the end, where the kernel had the end at %d", handle.siblings[0], at, offset)
+            self.kernel.refresh(handle.siblings[0])
         return written
 
     def truncate(self, path: str, length: int, fh: int | None = None) -> None:
