@@ -478,9 +478,10 @@ class WriteBack:
     def holds_rows(self, start: int, stop: int) -> bool:
         """Every chunk holding rows [start, stop) of dimension 0 is written here and not stored
         (nothing of them would be read from the store), and nothing waits to be deleted."""
-        if self._deleted or self._dirty_shards:
+        rows = self.chunk_shape[0]
+        if self._deleted or self._dirty_shards or not isinstance(rows, int):  # a rectilinear grid never grows
             return False
-        rows, grid = self.chunk_shape[0], grid_shape(self.shape, self.chunk_shape)
+        grid = grid_shape(self.shape, self.chunk_shape)
         return all((i, *rest) in self._dirty for i in range(start // rows, -(-stop // rows))
                    for rest in np.ndindex(*grid[1:]))
 
