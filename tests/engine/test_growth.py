@@ -331,15 +331,24 @@ def test_an_append_after_a_rebase_goes_after_both_writers_records(tmp_path):
     assert np.array_equal(zarr.open_array(str(tmp_path / "s.zarr"))[...], expected)
 
 
-def test_records_are_not_moved_past_a_shrink(tmp_path):
+@pytest.mark.parametrize("case", ["shrunk", "sharded"])
+def test_records_are_not_moved_where_that_would_not_be_an_append(tmp_path, case):
     """When the other writer shrank the array, moving the records appended here would not be an
-    append: the write-back stores nothing and fails as before, naming the document and why."""
-    first, second = raw_file(tmp_path, count=4), reopened(tmp_path)
+    append; a sharded array's are not moved. The write-back stores nothing and fails as before,
+    naming the document and why."""
+    first = raw_file(tmp_path, count=4, **({"shards": (4, ROW)} if case == "sharded" else {}))
+    second = reopened(tmp_path)
     second.write(4 * ROW * 2, rows(100, 1).tobytes(), grow=True)
-    first.truncate(2 * ROW * 2)
+    if case == "shrunk":
+        first.truncate(2 * ROW * 2)
+    else:
+        first.write(4 * ROW * 2, rows(50, 1).tobytes(), grow=True)
     first.flush()
-    with pytest.raises(StoreError, match=r"zarr.json: shape \[2, 4\] where this mount stored \[4, 4\].*kept, "
-                                         r"not stored \(the other writer did not append"):
+    found, why = ([2, ROW], "the other writer did not append") if case == "shrunk" else \
+        ([5, ROW], "a sharded array's records are not moved")
+    with pytest.raises(StoreError, match=rf"zarr.json: shape \[{found[0]}, 4\] where this mount stored \[4, 4\].*"
+                                         rf"kept, not stored \({why}"):
         second.flush()
-    assert stored_shape(tmp_path) == [2, ROW] and second.array.dirty and second.rebases == 0
-    assert np.array_equal(zarr.open_array(str(tmp_path / "s.zarr"))[...], rows(0, 2))
+    assert stored_shape(tmp_path) == found and second.array.dirty and second.rebases == 0
+    assert np.array_equal(zarr.open_array(str(tmp_path / "s.zarr"))[...], rows(0, 2) if case == "shrunk" else
+                          np.concatenate([rows(0, 4), rows(50, 1)]))
