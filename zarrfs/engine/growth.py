@@ -100,31 +100,29 @@ def _stored_in(array: Array, high: int, first: int, stop: int, shrink: bool) -> 
 def rebase(array: Array, changed: ShapeChangedError) -> None:
     """Another writer grew dimension 0 of the stored array (to `changed.found`) while this one
     appended records not stored yet: they move after the other one's, as if appended to the
-    array it stored, and the shape stored from now on is the other one's. The chunk row holding
-    the old stored end is written again from its rows below that end (written here, or as read)
-    and the other writer's records after it; chunks wholly past it are made anew.
-    Raises `changed` where moving would not be right: the other writer shrank the array or
-    changed its records' shape, this one shrank it, or this one holds not every row it added
-    (a grow by truncate leaves them to the fill value; a sharded array's shards are built whole).
+    array it stored, and the shape stored from now on is the other one's. In the chunk row
+    holding the old stored end, the rows past that end take the values stored now (the other
+    writer's) and are written here no more; the chunks wholly past it are dropped, and the
+    records are written again at their new place. Where moving would not be right (see
+    _why_not_moved) it raises ShapeChangedError saying why, and nothing changes.
     The caller holds the array's flush lock (no batch in flight) and its lock."""
     stored, shape, found = array.write_back.stored_shape, array.shape, changed.found
     why = _why_not_moved(array, stored, found)
-    if why is not None:
+    if why is not None or found is None:
         raise ShapeChangedError(f"{changed}: the records appended here are kept, not stored ({why})",
                                 found) from None
-    assert found is not None
-    rows = array.chunk_shape[0]
-    start, end, other = stored[0] // rows * rows, shape[0], found[0]
-    mine = array.read((slice(start, end), *(slice(0, n) for n in shape[1:])))  # from memory (holds_rows)
-    array.write_back.drop_from(start // rows)
+    rest = tuple(slice(0, n) for n in shape[1:])
+    mine = array.read((slice(stored[0], shape[0]), *rest))  # from memory (holds_rows)
+    edge, inside = divmod(stored[0], array.chunk_shape[0])
+    if inside:
+        for others in np.ndindex(*grid_shape(shape, array.chunk_shape)[1:]):
+            coords = (edge, *others)
+            array.write_back.unwrite_rows(coords, inside, array.decode(array.stored(coords), coords))
+    array.write_back.drop_from(edge + 1 if inside else edge)
     array.write_back.rebased(found)
     array.forget_stored()  # the other writer's chunks replaced those cached past the old end
-    moved = end - stored[0]
-    array.resize((other + moved, *shape[1:]))
-    rest = tuple(slice(0, n) for n in shape[1:])
-    pieces = [((slice(start, stored[0]), *rest), mine[:stored[0] - start]),
-              ((slice(other, other + moved), *rest), mine[stored[0] - start:])]
-    array.write_many([(box, values) for box, values in pieces if len(values)])
+    array.resize((found[0] + len(mine), *shape[1:]))
+    array.write((slice(found[0], found[0] + len(mine)), *rest), mine)
 
 
 def _why_not_moved(array: Array, stored: tuple[int, ...], found: tuple[int, ...] | None) -> str | None:

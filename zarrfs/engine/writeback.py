@@ -485,6 +485,20 @@ class WriteBack:
         return all((i, *rest) in self._dirty for i in range(start // rows, -(-stop // rows))
                    for rest in np.ndindex(*grid[1:]))
 
+    def unwrite_rows(self, coords: tuple[int, ...], first: int, stored: np.ndarray | None) -> None:
+        """Dirty chunk `coords` from index `first` along dimension 0 holds `stored`'s values (the
+        chunk as stored now; None: not stored, the fill value) and is no longer written there:
+        a merge after a conflict takes another writer's values for them."""
+        chunk = self._dirty[coords]
+        chunk[first:] = self.spec.fill_value if stored is None else stored[first:]
+        self._written_whole.discard(coords)  # stored values went into it
+        if self._written is not None:
+            self._written.forget_rows(coords, first)
+            # and the elements not written here below `first` too: the conditional PUT is now
+            # on the version read for `stored`, which may hold the other writer's changes of them
+            if (mask := self._written.mask(coords)) is not None:
+                overlay(stored, self.spec.fill_value, chunk, mask)
+
     def rebased(self, stored: tuple[int, ...]) -> None:
         """Another writer stored shape `stored`: the next flush's document check expects it."""
         self.stored_shape = stored
