@@ -490,13 +490,15 @@ def test_an_array_made_from_a_sidecar_to_append_to(tmp_path):
     assert np.array_equal(zarr.open_array(str(root / "new"))[...], records(0, 7))
 
 
-def two_mounts_append(tmp_path, source, read_stored, options=(), env=None) -> None:
+def two_mounts_append(tmp_path, source, read_stored, then, options=(), env=None) -> None:
     """Mounts a and b of `source` append to array `frames` of 3 records (chunks of 2: its end is
     inside a chunk). b writes first, a partial record that no write-back stores; a appends 3
     records and stores them; b completes its 2 records and stores them. b's write-back finds a's
     shape and moves its records after a's: zarr-python (`read_stored`) reads every record of
-    both, a's first, and so does a reader of b's NAME.bin. b's descriptor appends one more
-    record at the new end (its kernel had the old one); nothing is saved for recovery."""
+    both, a's first, and so does a reader of b's NAME.bin, whose cached pages and size follow
+    (`then` "read": looked at first), and b's descriptor appends one more record at the new end,
+    not at the one b's kernel had (`then` "append": before anything looks at b's size again).
+    Nothing is saved for recovery."""
     expected = np.concatenate([records(0, 3), records(50, 3), records(100, 2)])
     mine = records(100, 2).tobytes()
     with mounted(source, tmp_path, "grow=all", *options, name="a", env=env) as a, \
@@ -508,19 +510,23 @@ def two_mounts_append(tmp_path, source, read_stored, options=(), env=None) -> No
             with open(a / "frames.bin", "ab") as first:
                 first.write(records(50, 3).tobytes())
             assert np.array_equal(read_stored(), expected[:6])
+            # as b has it (nothing to store yet, so no write-back of b's moved anything): cached
+            assert os.pread(reader, 4096, 0) == records(0, 3).tobytes() + mine[:50]
             os.write(second, mine[50:])
-            assert os.pread(reader, 4096, 0) == records(0, 3).tobytes() + mine  # as b had it
+            os.fstat(reader)  # the kernel holds b's size (that write had it look again) for ENTRY_TIMEOUT
             os.fsync(second)
             assert np.array_equal(read_stored(), expected)
-            # nothing has looked at b's size since: O_APPEND writes at the new end, not the one b's kernel had
+            # b drops its kernel's size and pages at once (asynchronously), well before the
+            # kernel's own look again at the size after ENTRY_TIMEOUT (30 s) would
+            if then == "read":
+                wait_for(lambda: os.pread(reader, 4096, 0) == expected.tobytes(), 20,
+                         "b's NAME.bin to show both writers' records in the stored order")
             os.write(second, records(102, 1).tobytes())
             os.fsync(second)
             expected = np.concatenate([expected, records(102, 1)])
             assert np.array_equal(read_stored(), expected)
-            # dropped by b at once (asynchronously); well before the kernel's own look again at
-            # the size, after ENTRY_TIMEOUT (30 s), which would drop the pages by itself
             wait_for(lambda: os.pread(reader, 4096, 0) == expected.tobytes(), 20,
-                     "b's NAME.bin to show both writers' records in the stored order")
+                     "b's NAME.bin to show every record in the stored order")
             assert os.fstat(reader).st_size == 9 * RECORD_BYTES
         finally:
             os.close(reader)
@@ -530,17 +536,19 @@ def two_mounts_append(tmp_path, source, read_stored, options=(), env=None) -> No
     assert not list((tmp_path / "b.recovery").glob("*")) and not list((tmp_path / "a.recovery").glob("*"))
 
 
-def test_a_second_mount_s_appends_follow_the_first_one_s_records(tmp_path):
+@pytest.mark.parametrize("then", ["read", "append"])
+def test_a_second_mount_s_appends_follow_the_first_one_s_records(tmp_path, then):
     root = tmp_path / "g.zarr"
     make(root, "v3-zstd", count=3)
-    two_mounts_append(tmp_path, root, lambda: stored(root))
+    two_mounts_append(tmp_path, root, lambda: stored(root), then)
 
 
-def test_a_second_mount_s_appends_follow_the_first_one_s_records_on_an_object_store(seaweed, tmp_path):
+@pytest.mark.parametrize("then", ["read", "append"])
+def test_a_second_mount_s_appends_follow_the_first_one_s_records_on_an_object_store(seaweed, tmp_path, then):
     prefix = unique_prefix("rebase")
     make(seaweed.zarr_store(prefix), "v2-zstd", count=3)
     two_mounts_append(tmp_path, seaweed.url(prefix),
-                      lambda: zarr.open_array(seaweed.zarr_store(prefix), path="frames", mode="r")[...],
+                      lambda: zarr.open_array(seaweed.zarr_store(prefix), path="frames", mode="r")[...], then,
                       seaweed.mount_options(), seaweed.env())
 
 
