@@ -20,7 +20,7 @@ from zarrfs.engine.flat_file import RawFile
 from zarrfs.errors import MetadataError, OutOfBoundsError, StoreError
 from zarrfs.nodes.documents import read_metadata
 from zarrfs.stores.contract import Capabilities
-from zarrfs.stores.local import LocalStore
+from zarrfs.stores.local import TEMP_PREFIX, LocalStore
 
 ROW = 4  # int16 elements a record: 8 bytes
 
@@ -287,3 +287,86 @@ def test_what_cannot_grow(tmp_path):
     store = LocalStore(str(wider))
     array = open_array(store, "", read_metadata(store, ""), ChunkCache(1 << 20))
     assert "more than the 67108864 a partial one may hold" in growth.why_fixed(array)
+
+
+def reopened(tmp_path) -> RawFile:
+    """A second writer of the array raw_file made: another process's view of the same store."""
+    store = LocalStore(str(tmp_path / "s.zarr"))
+    return RawFile(open_array(store, "", read_metadata(store, ""), ChunkCache(1 << 20)), writable=True)
+
+
+@pytest.mark.parametrize("theirs", [1, 2, 3], ids=["one", "a-chunk-row", "three"])
+def test_a_second_appender_s_records_follow_the_first_one_s(tmp_path, theirs):
+    """Two writers append to one stored array of 3 records (chunks of 2: the end is inside a
+    chunk); the first stores its records between the second's writes and its flush. The
+    second's write-back finds the shape changed, moves its records (and the edge chunk it had
+    made for the old end) after the first one's, and stores them: nothing is overwritten."""
+    first, second = raw_file(tmp_path), reopened(tmp_path)
+    mine = (rows(100, 3) + 0).tobytes()  # distinct from the first writer's records
+    assert second.write(3 * ROW * 2, mine[:10], grow=True) == 10
+    first.write(3 * ROW * 2, rows(50, theirs).tobytes(), grow=True)
+    first.flush()
+    second.write(3 * ROW * 2 + 10, mine[10:], grow=True)
+    second.flush()
+    expected = np.concatenate([rows(0, 3), rows(50, theirs), rows(100, 3)])
+    assert np.array_equal(zarr.open_array(str(tmp_path / "s.zarr"))[...], expected)
+    assert stored_shape(tmp_path) == [6 + theirs, ROW] and second.rebases == 1
+    assert (second.size, second.pending) == ((6 + theirs) * ROW * 2, b"")
+    assert second.read(0, 1000) == expected.tobytes()  # the second writer's own view follows
+    assert not second.array.dirty and not list((tmp_path / "s.zarr").rglob(f"{TEMP_PREFIX}*"))  # none left staged
+
+
+def test_an_append_after_a_rebase_goes_after_both_writers_records(tmp_path):
+    """After its records moved, the second writer appends at the new end, and a partial record
+    it held stays pending after its whole ones."""
+    first, second = raw_file(tmp_path), reopened(tmp_path)
+    second.write(3 * ROW * 2, rows(100, 1).tobytes() + rows(101, 1).tobytes()[:3], grow=True)
+    first.write(3 * ROW * 2, rows(50, 2).tobytes(), grow=True)
+    first.flush()
+    second.flush()
+    assert (second.size, second.pending) == (6 * ROW * 2, rows(101, 1).tobytes()[:3])
+    second.write(6 * ROW * 2 + 3, rows(101, 1).tobytes()[3:], grow=True)
+    second.flush()
+    expected = np.concatenate([rows(0, 3), rows(50, 2), rows(100, 2)])
+    assert np.array_equal(zarr.open_array(str(tmp_path / "s.zarr"))[...], expected)
+
+
+@pytest.mark.parametrize("case", ["shrunk", "sharded"])
+def test_records_are_not_moved_where_that_would_not_be_an_append(tmp_path, case):
+    """When the other writer shrank the array, moving the records appended here would not be an
+    append; a sharded array's are not moved. The write-back stores nothing and fails as before,
+    naming the document and why."""
+    first = raw_file(tmp_path, count=4, **({"shards": (4, ROW)} if case == "sharded" else {}))
+    second = reopened(tmp_path)
+    second.write(4 * ROW * 2, rows(100, 1).tobytes(), grow=True)
+    if case == "shrunk":
+        first.truncate(2 * ROW * 2)
+    else:
+        first.write(4 * ROW * 2, rows(50, 1).tobytes(), grow=True)
+    first.flush()
+    found, why = ([2, ROW], "the other writer did not append") if case == "shrunk" else \
+        ([5, ROW], "a sharded array's records are not moved")
+    with pytest.raises(StoreError, match=rf"zarr.json: shape \[{found[0]}, 4\] where this mount stored \[4, 4\].*"
+                                         rf"kept, not stored \({why}"):
+        second.flush()
+    assert stored_shape(tmp_path) == found and second.array.dirty and second.rebases == 0
+    assert np.array_equal(zarr.open_array(str(tmp_path / "s.zarr"))[...], rows(0, 2) if case == "shrunk" else
+                          np.concatenate([rows(0, 4), rows(50, 1)]))
+
+
+def test_a_rebase_on_an_object_store_keeps_what_the_other_writer_changed_in_the_edge_chunk():
+    """The first writer rewrites record 2 (in the chunk that holds the old end) and appends one;
+    the second appended two, holding record 2 as it read it. After the rebase the edge chunk's
+    PUT is conditional on the version read then, and takes every element the second did not
+    write from it: record 2 stays the first writer's."""
+    store, first = memory_file(3)
+    second = open_raw_file(store)
+    second.write(3 * ROW * 2, rows(100, 2).tobytes(), grow=True)
+    first.write(2 * ROW * 2, rows(60, 1).tobytes())
+    first.write(3 * ROW * 2, rows(50, 1).tobytes(), grow=True)
+    first.flush()
+    second.flush()
+    expected = np.concatenate([rows(0, 2), rows(60, 1), rows(50, 1), rows(100, 2)])
+    assert np.frombuffer(open_raw_file(store, writable=False).read(0, 1000), "<i2").tolist() == \
+        expected.ravel().tolist()
+    assert json.loads(store.get("zarr.json"))["shape"] == [6, ROW] and second.rebases == 1

@@ -21,6 +21,7 @@ from zarr.codecs import ZstdCodec
 
 from core import core_of
 from mounting import kill_9_with_open, mounted, wait_for
+from servers.seaweed import unique_prefix
 
 RECORD = (3, 5)  # each record: a 3 x 5 plane of int32, 60 bytes
 RECORD_BYTES = 60
@@ -36,9 +37,11 @@ def records(first: int, count: int) -> np.ndarray:
     return (np.arange(first * 15, (first + count) * 15, dtype="<i4") * 7 + 1).reshape(count, *RECORD)
 
 
-def make(root: Path, kind: str, count: int = 5, attributes: dict | None = None) -> None:
-    """Group `root` holding array `frames` of `count` records, chunks of 2 records."""
-    group = zarr.open_group(str(root), mode="w", zarr_format=KINDS[kind]["zarr_format"])
+def make(root, kind: str, count: int = 5, attributes: dict | None = None) -> None:
+    """Group `root` (a directory, or zarr-python's store) holding array `frames` of `count`
+    records, chunks of 2 records."""
+    where = str(root) if isinstance(root, Path) else root
+    group = zarr.open_group(where, mode="w", zarr_format=KINDS[kind]["zarr_format"])
     options = {k: v for k, v in KINDS[kind].items() if k != "zarr_format"}
     array = group.create_array("frames", shape=(count, *RECORD), chunks=(2, 3, 5), dtype="<i4", fill_value=-1,
                                attributes=attributes or {}, **options)
@@ -487,29 +490,92 @@ def test_an_array_made_from_a_sidecar_to_append_to(tmp_path):
     assert np.array_equal(zarr.open_array(str(root / "new"))[...], records(0, 7))
 
 
-def test_a_second_mount_never_appends_over_the_first_ones_records(tmp_path):
-    """Two mounts of one store append to one array: the second's write-back finds the stored
-    shape changed, stores nothing (fsync: EIO, one log line naming zarr.json), and the first
-    mount's records stay as written."""
+def two_mounts_append(tmp_path, source, read_stored, then, options=(), env=None) -> None:
+    """Mounts a and b of `source` append to array `frames` of 3 records (chunks of 2: its end is
+    inside a chunk). b writes first, a partial record that no write-back stores; a appends 3
+    records and stores them; b completes its 2 records and stores them. b's write-back finds a's
+    shape and moves its records after a's: zarr-python (`read_stored`) reads every record of
+    both, a's first, and so does a reader of b's NAME.bin, whose cached pages and size follow
+    (`then` "read": looked at first), and b's descriptor appends one more record at the new end,
+    not at the one b's kernel had (`then` "append": before anything looks at b's size again).
+    Nothing is saved for recovery."""
+    expected = np.concatenate([records(0, 3), records(50, 3), records(100, 2)])
+    mine = records(100, 2).tobytes()
+    with mounted(source, tmp_path, "grow=all", *options, name="a", env=env) as a, \
+            mounted(source, tmp_path, "grow=all", *options, name="b", env=env) as b:
+        second = os.open(b / "frames.bin", os.O_WRONLY | os.O_APPEND)
+        reader = os.open(b / "frames.bin", os.O_RDONLY)  # its pages and size, cached, must follow
+        try:
+            os.write(second, mine[:50])  # pending in b: never stored before it is completed
+            with open(a / "frames.bin", "ab") as first:
+                first.write(records(50, 3).tobytes())
+            assert np.array_equal(read_stored(), expected[:6])
+            # as b has it (nothing to store yet, so no write-back of b's moved anything): cached
+            assert os.pread(reader, 4096, 0) == records(0, 3).tobytes() + mine[:50]
+            os.write(second, mine[50:])
+            os.fstat(reader)  # the kernel holds b's size (that write had it look again) for ENTRY_TIMEOUT
+            os.fsync(second)
+            assert np.array_equal(read_stored(), expected)
+            # b drops its kernel's size and pages at once (asynchronously), well before the
+            # kernel's own look again at the size after ENTRY_TIMEOUT (30 s) would
+            if then == "read":
+                wait_for(lambda: os.pread(reader, 4096, 0) == expected.tobytes(), 20,
+                         "b's NAME.bin to show both writers' records in the stored order")
+            os.write(second, records(102, 1).tobytes())
+            os.fsync(second)
+            expected = np.concatenate([expected, records(102, 1)])
+            assert np.array_equal(read_stored(), expected)
+            wait_for(lambda: os.pread(reader, 4096, 0) == expected.tobytes(), 20,
+                     "b's NAME.bin to show every record in the stored order")
+            assert os.fstat(reader).st_size == 9 * RECORD_BYTES
+        finally:
+            os.close(reader)
+            os.close(second)
+        assert "ERROR" not in b.settled_log()
+    assert np.array_equal(read_stored(), expected)
+    assert not list((tmp_path / "b.recovery").glob("*")) and not list((tmp_path / "a.recovery").glob("*"))
+
+
+@pytest.mark.parametrize("then", ["read", "append"])
+def test_a_second_mount_s_appends_follow_the_first_one_s_records(tmp_path, then):
     root = tmp_path / "g.zarr"
-    make(root, "v3-zstd", count=2)
+    make(root, "v3-zstd", count=3)
+    two_mounts_append(tmp_path, root, lambda: stored(root), then)
+
+
+@pytest.mark.parametrize("then", ["read", "append"])
+def test_a_second_mount_s_appends_follow_the_first_one_s_records_on_an_object_store(seaweed, tmp_path, then):
+    prefix = unique_prefix("rebase")
+    make(seaweed.zarr_store(prefix), "v2-zstd", count=3)
+    two_mounts_append(tmp_path, seaweed.url(prefix),
+                      lambda: zarr.open_array(seaweed.zarr_store(prefix), path="frames", mode="r")[...], then,
+                      seaweed.mount_options(), seaweed.env())
+
+
+def test_a_second_mount_s_appends_to_a_sharded_array_stay_unstored_and_are_saved(tmp_path):
+    """A sharded array's records are not moved after another writer's (docs/writing.md): the
+    second mount's fsync fails with EIO and one log line naming zarr.json, both shapes and why;
+    the first mount's records stay as written, and the second's are saved for recovery."""
+    root = tmp_path / "g.zarr"
+    make(root, "v3-sharded", count=3)
     with mounted(root, tmp_path, "grow=all", name="a") as a, mounted(root, tmp_path, "grow=all", name="b") as b:
-        first = os.open(a / "frames.bin", os.O_WRONLY | os.O_APPEND)
         second = os.open(b / "frames.bin", os.O_WRONLY | os.O_APPEND)
         try:
-            os.write(first, records(2, 2).tobytes())
-            os.fsync(first)
-            os.write(second, records(100, 1).tobytes())
+            os.write(second, records(100, 1).tobytes()[:50])  # pending: no write-back stores it
+            with open(a / "frames.bin", "ab") as first:
+                first.write(records(50, 2).tobytes())
+            os.write(second, records(100, 1).tobytes()[50:])
             with pytest.raises(OSError) as info:
                 os.fsync(second)
             assert info.value.errno == errno.EIO
-            assert "frames/zarr.json: shape [4, 3, 5] where this mount stored [2, 3, 5]" in b.settled_log()
-            assert np.array_equal(stored(root), records(0, 4))
+            assert "frames/zarr.json: shape [5, 3, 5] where this mount stored [3, 3, 5] (another writer changed " \
+                   "the array): the records appended here are kept, not stored (a sharded array's records are " \
+                   "not moved)" in b.settled_log()
         finally:
-            os.close(first)
             with pytest.raises(OSError):
                 os.close(second)
-    assert np.array_equal(stored(root), records(0, 4))
+    assert np.array_equal(stored(root), np.concatenate([records(0, 3), records(50, 2)]))
+    assert len(list((tmp_path / "b.recovery").iterdir())) == 1
 
 
 def test_no_growth_under_consolidated_metadata(tmp_path):

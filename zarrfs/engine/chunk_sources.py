@@ -64,6 +64,15 @@ class ChunkSource(Protocol):
         found the stored value replaced)."""
 
 
+class ShapeChangedError(StoreError):
+    """The array's document holds another shape than the one this writer stored: another writer
+    resized the array. `found`: the shape stored now (None: no document, or no shape in it)."""
+
+    def __init__(self, message: str, found: tuple[int, ...] | None):
+        super().__init__(message, errno.EIO)
+        self.found = found
+
+
 class StoreChunks:
     """The chunks of an array stored as values of a store, named by the chunk key encoding."""
 
@@ -159,9 +168,9 @@ class StoreChunks:
             raise MetadataError(f"{e}: the new shape is not stored") from None
         if document is None or document.get("shape") != list(stored):
             found = None if document is None else document.get("shape")
-            raise StoreError(f"{self.document_key}: shape {found} where this mount stored {list(stored)} (another "
-                             f"writer changed the array): the records appended here are kept, not stored",
-                             errno.EIO)
+            shape = tuple(found) if isinstance(found, list) and all(type(n) is int and n >= 0 for n in found) else None
+            raise ShapeChangedError(f"{self.document_key}: shape {found} where this mount stored {list(stored)} "
+                                    f"(another writer changed the array)", shape)
         return document
 
 

@@ -16,6 +16,7 @@ from zarrfs.codecs.stored_bytes import BytesLike
 from zarrfs.engine import growth, read_budget, stored_as_is
 from zarrfs.engine.array import Array
 from zarrfs.engine.buffers import malloced
+from zarrfs.engine.chunk_sources import ShapeChangedError
 from zarrfs.engine.decode_ahead import Streams
 from zarrfs.errors import InvalidValueError, OutOfBoundsError, ReadOnlyError
 from zarrfs.geometry import Box, box_shape, c_order_boxes, chunks_spanned
@@ -37,6 +38,7 @@ class RawFile:
         # past it be zero-filled)
         self._ends: tuple[int, bytes] = (math.prod(array.shape) * self.itemsize, b"")
         self.streams = Streams()  # sequential readers, whose next chunks are decoded ahead
+        self.rebases = 0  # times the records appended here moved after another writer's (flush)
 
     @property
     def size(self) -> int:
@@ -239,6 +241,13 @@ class RawFile:
                                    f"end of the {self.size}-byte file")
         return self._write_bytes(offset, data)
 
+    def append(self, data: BytesLike) -> tuple[int, int]:
+        """`data` written at the end of the file, partial record included (O_APPEND):
+        (where it was written, how many bytes)."""
+        with self.array.shared.lock:
+            at = self.file_size
+            return at, self.write(at, data, grow=True)
+
     def _append(self, offset: int, data: memoryview) -> int:
         """A write past the end: the part inside, then the whole records it completes appended
         (dimension 0 grows, stored with the next write-back), the rest of a record held pending.
@@ -329,4 +338,20 @@ class RawFile:
         return elements
 
     def flush(self, whole_only: bool = False) -> None:
-        self.array.flush(whole_only)
+        """Store what is written. When another writer appended to the stored array meanwhile,
+        the records appended here move after its records (growth.rebase) and the write-back is
+        done again, at most growth.REBASES times; `rebases` counts the moves."""
+        for attempt in range(growth.REBASES + 1):
+            try:
+                return self.array.flush(whole_only)
+            except ShapeChangedError as e:
+                if attempt == growth.REBASES:
+                    raise
+                shared = self.array.shared
+                with shared.flush_lock, shared.lock:  # no batch in flight; appends wait
+                    before = self.array.write_back.stored_shape[0]
+                    growth.rebase(self.array, e)
+                    self.resized(self.pending)
+                    self.rebases += 1
+                    log.info("%s: another writer appended records %d to %d: those appended here follow them",
+                             shared.name, before, self.array.write_back.stored_shape[0])

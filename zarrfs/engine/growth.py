@@ -7,6 +7,10 @@ write completes it, and are never stored. truncate() makes dimension 0 a given n
 as zarr-python's resize does; the mount stores it at once, by its own write-back of the array
 (OpenArrays.flush). Either way the new shape reaches the store with the chunks (writeback.py): growing, the records before the shape that shows them; shrinking, the shape
 first. So a reader of the store sees the old array or the new one.
+
+Two writers appending to one array: the write-back of the second finds the document holding
+the first one's shape (ShapeChangedError). rebase() then moves the second one's records, which
+only its memory holds, after the first one's, and the write-back is done again on the new shape.
 """
 
 import math
@@ -15,11 +19,12 @@ import numpy as np
 
 from zarrfs.engine import holes
 from zarrfs.engine.array import Array
-from zarrfs.engine.chunk_sources import StoreChunks
+from zarrfs.engine.chunk_sources import ShapeChangedError, StoreChunks
 from zarrfs.geometry import grid_shape, regular
 
 MAX_RECORD = 64 << 20  # bytes of one record: a partial one is held in memory until completed
 MAX_CLEARED = 1 << 16  # chunks a grown region may find stored (a crash's) and delete, at most
+REBASES = 5  # write-backs of one append against other writers that keep growing the array
 
 
 def record_nbytes(array: Array) -> int:
@@ -90,3 +95,44 @@ def _stored_in(array: Array, high: int, first: int, stop: int, shrink: bool) -> 
     if not shrink and (stop - first) * math.prod(grid[1:]) > MAX_CLEARED:
         return set()
     return {(i, *rest) for i in range(first, stop) for rest in np.ndindex(*grid[1:])}
+
+
+def rebase(array: Array, changed: ShapeChangedError) -> None:
+    """Another writer grew dimension 0 of the stored array (to `changed.found`) while this one
+    appended records not stored yet: they move after the other one's, as if appended to the
+    array it stored, and the shape stored from now on is the other one's. In the chunk row
+    holding the old stored end, the rows past that end take the values stored now (the other
+    writer's) and are written here no more; the chunks wholly past it are dropped, and the
+    records are written again at their new place. Where moving would not be right (see
+    _why_not_moved) it raises ShapeChangedError saying why, and nothing changes.
+    The caller holds the array's flush lock (no batch in flight) and its lock."""
+    stored, shape, found = array.write_back.stored_shape, array.shape, changed.found
+    why = _why_not_moved(array, stored, found)
+    if why is not None or found is None:
+        raise ShapeChangedError(f"{changed}: the records appended here are kept, not stored ({why})",
+                                found) from None
+    rest = tuple(slice(0, n) for n in shape[1:])
+    mine = array.read((slice(stored[0], shape[0]), *rest))  # from memory (holds_rows)
+    edge, inside = divmod(stored[0], array.chunk_shape[0])
+    if inside:
+        for others in np.ndindex(*grid_shape(shape, array.chunk_shape)[1:]):
+            coords = (edge, *others)
+            array.write_back.unwrite_rows(coords, inside, array.decode(array.stored(coords), coords))
+    array.write_back.drop_from(edge + 1 if inside else edge)
+    array.write_back.rebased(found)
+    array.forget_stored()  # the other writer's chunks replaced those cached past the old end
+    array.resize((found[0] + len(mine), *shape[1:]))
+    array.write((slice(found[0], found[0] + len(mine)), *rest), mine)
+
+
+def _why_not_moved(array: Array, stored: tuple[int, ...], found: tuple[int, ...] | None) -> str | None:
+    """Why this writer's records cannot be moved after another writer's, or None."""
+    if found is None or found[1:] != stored[1:] or found[0] < stored[0]:
+        return "the other writer did not append records of the same shape"
+    if array.shape[1:] != stored[1:] or array.shape[0] < stored[0]:
+        return "this writer shrank the array"
+    if array.sharding:
+        return "a sharded array's records are not moved"
+    if not array.write_back.holds_rows(stored[0], array.shape[0]):
+        return "rows added here are not all written here"
+    return None

@@ -309,7 +309,11 @@ class WriteBack:
                 # are stored before the shape that shows them; shrinking, the shape that hides the
                 # chunks goes first (zarr-python's resize does the same). The document is read
                 # once, before either: no record goes where another writer's are
-                document = source.document_of(self.stored_shape) if shape != self.stored_shape else None
+                try:
+                    document = source.document_of(self.stored_shape) if shape != self.stored_shape else None
+                except StoreError:  # nothing of the batch is stored: its staged values go
+                    source.discard(staged)
+                    raise
                 if document is not None and shape[:1] < self.stored_shape[:1]:
                     self._publish_shape(source, document, shape)
                 source.publish(staged)
@@ -471,8 +475,38 @@ class WriteBack:
         self._drop(coords)
         self._deleted |= coords
 
+    def holds_rows(self, start: int, stop: int) -> bool:
+        """Every chunk holding rows [start, stop) of dimension 0 is written here and not stored
+        (nothing of them would be read from the store), and nothing waits to be deleted."""
+        rows = self.chunk_shape[0]
+        if self._deleted or self._dirty_shards or not isinstance(rows, int):  # a rectilinear grid never grows
+            return False
+        grid = grid_shape(self.shape, self.chunk_shape)
+        return all((i, *rest) in self._dirty for i in range(start // rows, -(-stop // rows))
+                   for rest in np.ndindex(*grid[1:]))
+
+    def unwrite_rows(self, coords: tuple[int, ...], first: int, stored: np.ndarray | None) -> None:
+        """Dirty chunk `coords` from index `first` along dimension 0 holds `stored`'s values (the
+        chunk as stored now; None: not stored, the fill value) and is no longer written there:
+        a merge after a conflict takes another writer's values for them."""
+        chunk = self._dirty[coords]
+        chunk[first:] = self.spec.fill_value if stored is None else stored[first:]
+        self._written_whole.discard(coords)  # stored values went into it
+        if self._written is not None:
+            self._written.forget_rows(coords, first)
+            # and the elements not written here below `first` too: the conditional PUT is now
+            # on the version read for `stored`, which may hold the other writer's changes of them
+            if (mask := self._written.mask(coords)) is not None:
+                overlay(stored, self.spec.fill_value, chunk, mask)
+
+    def rebased(self, stored: tuple[int, ...]) -> None:
+        """Another writer stored shape `stored`: the next flush's document check expects it."""
+        self.stored_shape = stored
+
     def _drop(self, coords: set[tuple[int, ...]]) -> None:
         for c in coords:
+            if self._written is not None:  # none of its elements is written here any more
+                self._written.stored(c)
             chunk = self._dirty.pop(c, None)
             if chunk is not None:
                 self.shared.dirty_nbytes -= chunk.nbytes

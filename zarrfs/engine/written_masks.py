@@ -36,6 +36,17 @@ class WrittenMasks:
             mask = self._masks[coords] = np.zeros(shape, bool)
         mask[chunk_box] = True
 
+    def forget_rows(self, coords: tuple, first: int) -> None:
+        """Elements of chunk `coords` from index `first` along dimension 0 are no longer written
+        here (growth.rebase gives them their stored values back)."""
+        mask = self._masks.get(coords)
+        if mask is None:
+            return
+        if not isinstance(mask, np.ndarray):  # WHOLE
+            shape = self.chunk_shape(coords) if callable(self.chunk_shape) else self.chunk_shape
+            mask = self._masks[coords] = np.ones(shape, bool)
+        mask[first:] = False
+
     def stored(self, coords: tuple) -> None:
         """The chunk as written here is stored: nothing left to merge."""
         self._masks.pop(coords, None)

@@ -185,6 +185,7 @@ class Handle:
     file: RawFile | PrefixedFile | hdf5.GroupFile | None = None  # the array's bytes as this entry shows them
     siblings: tuple = ("", ())  # its path, and those of the other files showing the same bytes
     writable: bool = False
+    appends: bool = False  # opened with O_APPEND: every write goes at the end of the file
     wrote: bool = False
     draft: object = None  # a file being written that is no array's data yet (drafts.py)
 
@@ -408,7 +409,8 @@ class FileSystem:
         siblings = _siblings(path, self.hierarchy.data_names(entry) + self.group_files.above(path, entry.node))
         opened.paths.add(path)
         self.notice_stored_change(entry.node.path, wait=False)  # held open elsewhere: other views' caches
-        return self._add_handle(Handle(entry, array=opened, file=file, writable=writable, siblings=siblings))
+        return self._add_handle(Handle(entry, array=opened, file=file, writable=writable, siblings=siblings,
+                                       appends=bool(flags & os.O_APPEND)))
 
     def _text(self, entry: Entry, path: str) -> bytes:
         """NAME.txt's text. Should it differ in size from the text listed (a stored change
@@ -578,7 +580,9 @@ class FileSystem:
         if handle.array.retired:
             refuse(errno.ESTALE, self.node_of(fh))
         file = handle.file
-        if self._grows(handle):  # past the end: records appended (growth.py)
+        if self._grows(handle) and handle.appends:  # at the end as the file is now, not as the kernel knew it
+            written = self._append(handle, data, offset)
+        elif self._grows(handle):  # past the end: records appended (growth.py)
             written = file.write(offset, data, grow=True)
         else:
             if offset >= file.size:
@@ -594,6 +598,18 @@ class FileSystem:
             self.arrays.flush(handle.array)
         elif then is AfterWrite.START_WRITE_BACK:  # encoding starts while the writer goes on
             self.arrays.wake()
+        return written
+
+    def _append(self, handle: Handle, data, offset: int) -> int:
+        """An O_APPEND write to NAME.bin of an array that grows: at the end of the file. The
+        kernel's offset is the size it holds, which is not the end once records appended here
+        moved after another writer's (growth.rebase) and before the kernel looks at the size
+        again; its pages at that offset then hold these bytes, and are dropped."""
+        raw = handle.array.raw
+        at, written = raw.append(data)
+        if at != offset:
+            log.info("%s: appended at %d, the end, where the kernel had the end at %d", handle.siblings[0], at, offset)
+            self.kernel.refresh(handle.siblings[0])
         return written
 
     def truncate(self, path: str, length: int, fh: int | None = None) -> None:
@@ -650,11 +666,13 @@ class FileSystem:
             log.warning("%s: marked to grow, but does not: %s", opened.node.path or "/", why)
         return why is None
 
-    def _reshaped(self, opened: OpenArray) -> None:
+    def _reshaped(self, opened: OpenArray, moved: bool = False) -> None:
         """A write-back stored a new shape: the node's metadata is read again, and what the kernel
         holds of the array's other files (its views' sizes and headers, the sidecar) is dropped.
-        Not NAME.bin's: the kernel made its size itself, by the writes. Group files (zarr.h5)
-        follow as they do any change of a node (group_files.py, at their next open)."""
+        Not NAME.bin's, whose size the kernel made itself, by the writes; unless `moved`: the
+        records appended here moved after another writer's (growth.rebase), so its size and the
+        bytes at the old end changed under the kernel. Group files (zarr.h5) follow as they do
+        any change of a node (group_files.py, at their next open)."""
         path = opened.node.path
         self.hierarchy.changed(path)
         node = self.hierarchy.node(path)
@@ -665,7 +683,7 @@ class FileSystem:
         for stem in sorted(stems):
             for name in self.hierarchy.file_names(os.path.basename(stem)):
                 view = os.path.join(os.path.dirname(stem), name)
-                if view not in opened.paths or not view.endswith(".bin"):
+                if moved or view not in opened.paths or not view.endswith(".bin"):
                     self.kernel.refresh(view)
 
     def flush(self, fh: int) -> None:

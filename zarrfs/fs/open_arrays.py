@@ -42,6 +42,7 @@ class OpenArray:
     # (FileSystem._growing), None until then; a marked array that cannot grow is logged then, once
     grows: bool | None = None
     shown_shape: tuple = ()  # the shape its node's metadata shows: a write-back that stores another tells
+    shown_rebases: int = 0  # raw.rebases when the kernel was last told: records appended here that moved
 
     def __post_init__(self):
         self.shown_shape = self.raw.array.write_back.stored_shape
@@ -51,9 +52,11 @@ class OpenArrays:
     """Store path -> OpenArray, for every array open through the mount, and their write-back."""
 
     def __init__(self, store, cache: ChunkCache, usage: Usage, read_only: bool, flush_interval: float,
-                 recovery_dir: str, reshaped: Callable[[OpenArray], None] = lambda opened: None):
+                 recovery_dir: str, reshaped: Callable[[OpenArray, bool], None] = lambda opened, moved: None):
         self.store = store
-        self.reshaped = reshaped  # called after a write-back stored a new shape (growth.py)
+        # called after a write-back stored a new shape (growth.py); `moved`: the records appended
+        # here moved after another writer's (growth.rebase), so NAME.bin's bytes changed too
+        self.reshaped = reshaped
         self.cache = cache
         self.usage = usage
         self.read_only = read_only
@@ -264,6 +267,14 @@ class OpenArrays:
             raise error
         self._own_flush(opened)
 
+    def _show_shape(self, opened: OpenArray) -> None:
+        """The store holds a new shape, or the records appended here moved: the core is told."""
+        stored, rebases = opened.raw.array.write_back.stored_shape, opened.raw.rebases
+        if opened.shown_shape != stored or opened.shown_rebases != rebases:
+            moved = opened.shown_rebases != rebases
+            opened.shown_shape, opened.shown_rebases = stored, rebases
+            self.reshaped(opened, moved)
+
     def _own_flush(self, opened: OpenArray, whole_only: bool = False) -> None:
         """Write back, then (on a remote store) take the stored values as this mount now knows
         them: its own PUTs change the stored fingerprint, and taken for another writer's they
@@ -277,9 +288,7 @@ class OpenArrays:
             opened.raw.flush(whole_only)
         finally:
             self.usage.forget(path)
-        if opened.shown_shape != opened.raw.array.write_back.stored_shape:  # the store holds a new shape
-            opened.shown_shape = opened.raw.array.write_back.stored_shape
-            self.reshaped(opened)
+            self._show_shape(opened)  # a rebase may be followed by a failure: shown all the same
         if current:
             try:
                 version = self.usage.of(path).version
