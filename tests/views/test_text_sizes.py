@@ -4,6 +4,7 @@ counted a chunk at a time (views/text_lines.py), and kept for one version of the
 import dataclasses
 import errno
 import gc
+import sys
 import tracemalloc
 import warnings
 
@@ -201,3 +202,37 @@ def test_the_chunk_cache_holds_no_more_strings_than_its_bound(tmp_path):
         finally:
             tracemalloc.stop()
     assert kept < (8 << 20) + (8 << 20)  # the cache's bound, and room for what else a stat keeps
+
+
+def lines_of_text_py_run(action) -> int:
+    """How many lines of views/text.py `action()` runs in this thread, counted by a tracer: the
+    work done, whatever the machine's load."""
+    count = 0
+
+    def line(frame, event, arg):
+        nonlocal count
+        count += event == "line"
+        return line
+
+    sys.settrace(lambda frame, event, arg: line if frame.f_code.co_filename == textview.__file__ else None)
+    try:
+        action()
+    finally:
+        sys.settrace(None)
+    return count
+
+
+def test_a_listing_of_small_texts_costs_the_same_for_each(tmp_path):
+    """Keeping a rendered text summed the bytes of every text kept: a listing of N small string
+    arrays (each rendered at its first stat, and kept) cost N squared, about 10 s of CPU for
+    20,000. The second folder, twice as many arrays, costs twice the first, not four times."""
+    group = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
+    few = 80
+    for folder, count in (("few", few), ("many", 2 * few)):
+        for i in range(count):
+            written(group.require_group(folder), f"t{i}", np.array(["ab", "c"], dtype=object), (2,), 2, dtype=str)
+    with core_of(tmp_path / "s.zarr", tmp_path, "ro") as c:
+        def listed(folder: str):
+            return lambda: [c.stat(f"/{folder}/{name}") for name in c.listdir(f"/{folder}")]  # ls -l
+        first, second = lines_of_text_py_run(listed("few")), lines_of_text_py_run(listed("many"))
+    assert first > 0 and second < 2.5 * first, (first, second)
