@@ -28,6 +28,10 @@ RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
 XATTR_NAME_MAX, XATTR_SIZE_MAX = 255, 65536  # the kernel's bounds of extended attributes (linux/limits.h)
 
 
+def _is_root(path: str) -> bool:
+    return not path.strip("/")
+
+
 def refused(code: int, path: str) -> OSError:
     return OSError(code, os.strerror(code), path)
 
@@ -207,14 +211,14 @@ class Core:
             return self._opened(path, self._ask("create", path, self.fs.create, path, flags), flags)
         if flags & os.O_CREAT and flags & os.O_EXCL:
             raise refused(errno.EEXIST, path)
-        if stat.S_ISDIR(attributes["st_mode"]):
-            if flags & os.O_CREAT or flags & os.O_ACCMODE != os.O_RDONLY:
+        if stat.S_ISDIR(attributes["st_mode"]):  # O_TRUNC asks to write (build_open_flags)
+            if flags & (os.O_CREAT | os.O_TRUNC) or flags & os.O_ACCMODE != os.O_RDONLY:
                 raise refused(errno.EISDIR, path)
             self._directories.append(-len(self._directories) - 1)
             return self._directories[-1]
         if flags & os.O_DIRECTORY:
             raise refused(errno.ENOTDIR, path)
-        if flags & os.O_ACCMODE != os.O_RDONLY:
+        if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:  # do_open: O_TRUNC wants a write
             self._changed(path)
         return self._opened(path, self._ask("open", path, self.fs.open, path, flags & ~(os.O_CREAT | os.O_EXCL)),
                             flags)
@@ -354,7 +358,11 @@ class Core:
         self._ask("mkdir", path, self.fs.mkdir, path)
 
     def rmdir(self, path: str) -> None:
-        """rmdir(2): EROFS before the name is looked up (do_rmdir); a file is ENOTDIR."""
+        """rmdir(2): EROFS before the name is looked up (do_rmdir); a file is ENOTDIR. The root
+        is the mount point, a name of the file system above, which is busy (EBUSY) whatever
+        this mount's options."""
+        if _is_root(path):
+            raise refused(errno.EBUSY, path)
         self._walk(path)
         self._changed(path)
         if not stat.S_ISDIR(self.stat(path)["st_mode"]):
@@ -362,7 +370,11 @@ class Core:
         self._ask("rmdir", path, self.fs.rmdir, path)
 
     def unlink(self, path: str) -> None:
-        """unlink(2): EROFS before the name is looked up (do_unlinkat); a directory is EISDIR."""
+        """unlink(2): EROFS before the name is looked up (do_unlinkat); a directory is EISDIR.
+        The root is the mount point, a directory of the file system above (EISDIR whatever
+        this mount's options)."""
+        if _is_root(path):
+            raise refused(errno.EISDIR, path)
         self._walk(path)
         self._changed(path)
         if stat.S_ISDIR(self.stat(path)["st_mode"]):

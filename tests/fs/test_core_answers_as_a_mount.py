@@ -61,6 +61,14 @@ def sought(path: str, offset: int, whence: int) -> int:
         os.close(fd)
 
 
+def opened(path: str, flags: int) -> None:
+    os.close(os.open(path, flags))
+
+
+def opened_in(core, path: str, flags: int) -> None:
+    core.close(core.open(path, flags))
+
+
 def saved_with_chmod(path: str, data: bytes) -> None:
     """An editor's save: the new file written, its mode set while it is open, then closed."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -215,6 +223,10 @@ def changes_on_mount(at) -> dict:
         "seek data past the end": lambda: sought(at("/a.bin"), 16, os.SEEK_DATA),
         "seek in a sidecar": lambda: sought(at("/a.json"), 0, os.SEEK_HOLE) > 0,
         "mkdir over a file": lambda: os.mkdir(at("/a.bin")),
+        "open a file to read with O_TRUNC": lambda: opened(at("/image.tif"), os.O_RDONLY | os.O_TRUNC),
+        "open a directory with O_TRUNC": lambda: opened(at("/sub"), os.O_RDONLY | os.O_TRUNC),
+        "rmdir the mount's root": lambda: os.rmdir(at("")),
+        "unlink the mount's root": lambda: os.unlink(at("")),
         "unlink a directory": lambda: os.unlink(at("/sub")),
         "unlink a missing file": lambda: os.unlink(at("/none.bin")),
         "rmdir a file": lambda: os.rmdir(at("/a.json")),
@@ -267,6 +279,10 @@ def changes_on_core(c) -> dict:
         "seek data past the end": lambda: sought_in(c, "/a.bin", 16, os.SEEK_DATA),
         "seek in a sidecar": lambda: sought_in(c, "/a.json", 0, os.SEEK_HOLE) > 0,
         "mkdir over a file": lambda: c.mkdir("/a.bin"),
+        "open a file to read with O_TRUNC": lambda: opened_in(c, "/image.tif", os.O_RDONLY | os.O_TRUNC),
+        "open a directory with O_TRUNC": lambda: opened_in(c, "/sub", os.O_RDONLY | os.O_TRUNC),
+        "rmdir the mount's root": lambda: c.rmdir("/"),
+        "unlink the mount's root": lambda: c.unlink("/"),
         "unlink a directory": lambda: c.unlink("/sub"),
         "unlink a missing file": lambda: c.unlink("/none.bin"),
         "rmdir a file": lambda: c.rmdir("/a.json"),

@@ -167,6 +167,21 @@ def test_a_node_made_where_one_with_hidden_files_was_shows_every_file(core):
     assert files_of(fs, "/", "a") == names
 
 
+def test_a_node_made_below_a_group_another_program_deleted_shows_every_file(core):
+    """A listing that found a child group gone forgot the files hidden of that group only, not
+    of the nodes below it: an array another program made again at the old place (rm -r sub,
+    then a new sub/x) came up with the file deleted from the old sub/x hidden."""
+    fs, root = core
+    zarr.open_group(str(root / "sub")).create_array("x", shape=(4,), chunks=(2,), dtype="<i4", fill_value=0)
+    names = files_of(fs, "/sub", "x")
+    fs.unlink("/sub/x.json")
+    shutil.rmtree(root / "sub")  # another program deletes the group: the next listing of / has no sub
+    assert "sub" not in dict(fs.readdir("/"))
+    zarr.open_group(str(root)).create_group("sub").create_array("x", shape=(4,), chunks=(2,), dtype="<i4",
+                                                                  fill_value=0)
+    assert files_of(fs, "/sub", "x") == names
+
+
 class SlowListings(LocalStore):
     """The local store, but the next listing of `directory` is taken, then held until `go` is
     set: a listing that ran while other requests went on."""

@@ -3,6 +3,9 @@ counted a chunk at a time (views/text_lines.py), and kept for one version of the
 
 import dataclasses
 import errno
+import gc
+import sys
+import tracemalloc
 import warnings
 
 import numcodecs
@@ -177,3 +180,59 @@ def test_json_lines_counted_at_once_are_the_lines_made_one_by_one(items):
     one_by_one = b"".join(json_line(e).encode("utf-8", "surrogatepass") + b"\n" for e in items)
     assert text_lines.json_size(items) in (len(one_by_one), None)  # None: a lone surrogate, counted one by one
     assert textview.render(objects(items), "x", json_line) == one_by_one
+
+
+def test_the_chunk_cache_holds_no_more_strings_than_its_bound(tmp_path):
+    """A chunk of strings was weighed by its pointers (8 bytes an element), not its strings: the
+    chunks that stats of NAME.txt decoded stayed in the chunk cache, each holding tens of times
+    the bytes counted, past any -o cache_size (about 40 MB kept for each array here)."""
+    n = textview.SIZED_ELEMENTS + 7_856  # counted a slab at a time, not rendered
+    group = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
+    values = np.array([f"{i:08d}" + "x" * 92 for i in range(n)], dtype=object)
+    for name in ("a", "b", "c"):
+        written(group, name, values, (n + 30_000,), n, dtype=str)  # one edge chunk, decoded apart
+    with core_of(tmp_path / "s.zarr", tmp_path, "ro", "cache_size=8M") as c:
+        gc.collect()
+        tracemalloc.start()
+        try:
+            for name in ("a", "b", "c"):
+                assert c.stat(f"/{name}.txt")["st_size"] == len(oracle(values))
+            gc.collect()
+            kept, _ = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert kept < (8 << 20) + (8 << 20)  # the cache's bound, and room for what else a stat keeps
+
+
+def lines_of_text_py_run(action) -> int:
+    """How many lines of views/text.py `action()` runs in this thread, counted by a tracer: the
+    work done, whatever the machine's load."""
+    count = 0
+
+    def line(frame, event, arg):
+        nonlocal count
+        count += event == "line"
+        return line
+
+    sys.settrace(lambda frame, event, arg: line if frame.f_code.co_filename == textview.__file__ else None)
+    try:
+        action()
+    finally:
+        sys.settrace(None)
+    return count
+
+
+def test_a_listing_of_small_texts_costs_the_same_for_each(tmp_path):
+    """Keeping a rendered text summed the bytes of every text kept: a listing of N small string
+    arrays (each rendered at its first stat, and kept) cost N squared, about 10 s of CPU for
+    20,000. The second folder, twice as many arrays, costs twice the first, not four times."""
+    group = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
+    few = 80
+    for folder, count in (("few", few), ("many", 2 * few)):
+        for i in range(count):
+            written(group.require_group(folder), f"t{i}", np.array(["ab", "c"], dtype=object), (2,), 2, dtype=str)
+    with core_of(tmp_path / "s.zarr", tmp_path, "ro") as c:
+        def listed(folder: str):
+            return lambda: [c.stat(f"/{folder}/{name}") for name in c.listdir(f"/{folder}")]  # ls -l
+        first, second = lines_of_text_py_run(listed("few")), lines_of_text_py_run(listed("many"))
+    assert first > 0 and second < 2.5 * first, (first, second)

@@ -1,4 +1,4 @@
-"""A byte-bounded LRU of decoded chunks, shared by every array of a mount, with admission for
+"""A byte-bounded LRU of decoded chunks (of fixed-size elements), shared by every array of a mount, with admission for
 small random reads."""
 
 import threading
@@ -52,7 +52,11 @@ class ChunkCache:
             return False
 
     def put(self, key: tuple, value: np.ndarray) -> None:
-        if value.nbytes > self.max_bytes:
+        """Keep a decoded chunk, within the bound. A chunk of Python objects (strings, bytes:
+        NAME.txt's) is not kept: its nbytes counts pointers, tens of times fewer bytes than its
+        objects hold, and weighing them is a pass over every element; NAME.txt reads each
+        array once per version (views/text.py keeps the text or its size instead)."""
+        if value.nbytes > self.max_bytes or value.dtype.hasobject:
             self.pop(key)
             return
         with self._lock:

@@ -46,14 +46,15 @@ class HiddenFiles:
 
     def keep_present(self, directory: str, present: set[str], listed_at: int) -> None:
         """A listing of the group at store path `directory`, begun at version `listed_at`, found
-        the nodes at `present`: the files a child node had hidden before then, if that node is
-        gone (another program deleted it), are forgotten, so that a node made there later shows
-        every file."""
+        the nodes at `present`: the files hidden before then of a child node that is gone
+        (another program deleted it) and of every node below it are forgotten, so that a node
+        made there later shows every file."""
         prefix = directory + "/" if directory else ""
 
         def gone(path: str, when: int) -> bool:
-            child = path.startswith(prefix) and path != directory and "/" not in path[len(prefix):]
-            return child and path not in present and when <= listed_at
+            if not path.startswith(prefix) or path == directory or when > listed_at:
+                return False
+            return prefix + path[len(prefix):].split("/", 1)[0] not in present  # the child it lies in
         self._forget(gone)
 
     def _forget(self, which) -> None:

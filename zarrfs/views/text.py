@@ -173,6 +173,7 @@ class Texts:
     def __init__(self, limit: int = 64 << 20):
         self.limit = limit
         self._texts: OrderedDict[str, tuple[object, object, bytes]] = OrderedDict()  # path -> (node, version, text)
+        self._text_bytes = 0  # of the texts kept: summed as they come and go, so that keeping one costs no pass
         self._sizes: OrderedDict[str, tuple[object, object, int]] = OrderedDict()  # path -> (node, version, size)
         self._lock = threading.Lock()
 
@@ -222,8 +223,9 @@ class Texts:
                       lines_of(node.meta.data_type.name)[0])
         self._keep_size(node, version, len(text))
         with self._lock:
+            old = self._texts.pop(node.path, None)
+            self._text_bytes += len(text) - (0 if old is None else len(old[2]))
             self._texts[node.path] = (node, version, text)
-            self._texts.move_to_end(node.path)
-            while sum(len(t) for _, _, t in self._texts.values()) > self.limit and len(self._texts) > 1:
-                self._texts.popitem(last=False)
+            while self._text_bytes > self.limit and len(self._texts) > 1:
+                self._text_bytes -= len(self._texts.popitem(last=False)[1][2])
         return text
