@@ -56,9 +56,10 @@ def repository_storage(icechunk: ModuleType, source: str, root: str, access: Acc
 def _s3(icechunk: ModuleType, source: str, root: str, access: ObjectStoreAccess) -> "Storage":
     parts, config = urlsplit(source), access.config
     endpoint = config.get("endpoint")
-    return cast("Storage", icechunk.s3_storage(bucket=parts.netloc, prefix=_prefix(source), endpoint_url=endpoint,
-                               region=config.get("region"), allow_http=access.plain_http,
-                               force_path_style=bool(endpoint), **_s3_credentials(config)))
+    storage = icechunk.s3_storage(bucket=parts.netloc, prefix=_prefix(source), endpoint_url=endpoint,
+                                  region=config.get("region"), allow_http=access.plain_http,
+                                  force_path_style=bool(endpoint), **_s3_credentials(config))
+    return cast("Storage", storage)
 
 
 def _s3_credentials(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -71,32 +72,38 @@ def _s3_credentials(config: Mapping[str, Any]) -> dict[str, Any]:
 
 def _gcs(icechunk: ModuleType, source: str, root: str, access: ObjectStoreAccess) -> "Storage":
     config = access.config
-    options = {"base_url": config["base_url"]} if config.get("base_url") else {}
-    if access.plain_http:
-        options["allow_http"] = "true"
     if config.get("skip_signature"):
         credentials: dict[str, Any] = {"anonymous": True}
     elif config.get("service_account"):
         credentials = {"service_account_file": config["service_account"]}
     else:
         credentials = {"from_env": True}
-    return cast("Storage", icechunk.gcs_storage(bucket=urlsplit(source).netloc, prefix=_prefix(source), config=options or None,
-                                **credentials))
+    storage = icechunk.gcs_storage(bucket=urlsplit(source).netloc, prefix=_prefix(source),
+                                   config=_client_config(access, "base_url"), **credentials)
+    return cast("Storage", storage)
 
 
 def _azure(icechunk: ModuleType, source: str, root: str, access: ObjectStoreAccess) -> "Storage":
     config = access.config
-    options = {"endpoint": config["endpoint"]} if config.get("endpoint") else {}
-    if access.plain_http:
-        options["allow_http"] = "true"
     if config.get("skip_signature"):
         credentials: dict[str, Any] = {"anonymous": True}
     elif config.get("account_key") or config.get("sas_key"):
         credentials = {"access_key": config.get("account_key"), "sas_token": config.get("sas_key")}
     else:
         credentials = {"from_env": True}
-    return cast("Storage", icechunk.azure_storage(account=_azure_account(config, root), container=urlsplit(source).netloc,
-                                  prefix=_prefix(source) or "", config=options or None, **credentials))
+    storage = icechunk.azure_storage(account=_azure_account(config, root), container=urlsplit(source).netloc,
+                                     prefix=_prefix(source) or "", config=_client_config(access, "endpoint"),
+                                     **credentials)
+    return cast("Storage", storage)
+
+
+def _client_config(access: ObjectStoreAccess, endpoint: str) -> dict[str, str] | None:
+    """icechunk's client settings for GCS and Azure: the endpoint zarrfs's store takes under the
+    same name (an emulator's), and plain HTTP where the user chose it."""
+    options = {endpoint: access.config[endpoint]} if access.config.get(endpoint) else {}
+    if access.plain_http:
+        options["allow_http"] = "true"
+    return options or None
 
 
 def _azure_account(config: Mapping[str, Any], root: str) -> str:
