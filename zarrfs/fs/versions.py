@@ -118,6 +118,7 @@ class VersionedFileSystem:
 
     def stop(self) -> None:
         self.main.stop()  # every write stored in the session; a version is read-only: nothing of it to store
+        self._stop_versions()
         if self.commits is None:
             return
         message = self.options.icechunk.commit_on_unmount
@@ -127,6 +128,15 @@ class VersionedFileSystem:
             except ZarrfsError as e:  # a conflict says where the writes are kept; any other failure loses them
                 log.error("at unmount: %s", e)
         self.commits.close()  # arrays being made and not finished are given up, as drafts are
+
+    def _stop_versions(self) -> None:
+        """Every version's file system stops, a branch's older heads still open included: their
+        chunks decoded ahead are freed and their threads go (nothing frees them otherwise)."""
+        with self._lock:
+            shown = {id(s): s for s in [*self._shown.values(), *(s for s, _ in self._handles.values() if s)]}
+            self._shown.clear()
+        for version in shown.values():
+            self._stop(version)
 
     # commits of the mount's own branch
 
