@@ -73,6 +73,44 @@ def test_stopping_the_mount_stops_every_versions_file_system(tmp_path):
     core.release(held)  # a file closed after the stop: nothing left to stop, nothing fails
 
 
+def test_a_file_opened_as_its_branch_moves_on_opens_in_the_new_head(tmp_path):
+    """A branch's head moves on between an open's lookup of @branch.main and the open itself,
+    and another lookup replaces the older head, with no file open, meanwhile: the open is made in
+    the new head. It was made in the older head's file system, stopped by then (its chunks
+    decoded ahead gone, its file released later stopping it once more), and read the old values."""
+    from dataclasses import replace
+
+    from zarrfs.edits.hierarchy_edits import HierarchyEdits
+    from zarrfs.fs.filesystem import Options
+    from zarrfs.fs.versions import mount_core
+
+    history(tmp_path / "repo", 1)
+    options = Options(read_only=True)
+    core = mount_core(str(tmp_path / "repo"), replace(options, remote=replace(options.remote, metadata_ttl=0)),
+                      HierarchyEdits)  # every lookup asks for the branch's head
+    path = "/@branch.main/a.bin"
+    core.getattr(path)
+    older = core._shown["@branch.main"]
+    opening = older.core.open
+
+    def open_as_the_branch_moves(inner, flags):
+        repo = icechunk.Repository.open(icechunk.local_filesystem_storage(str(tmp_path / "repo")))
+        session = repo.writable_session("main")
+        zarr.open_array(session.store, path="a", mode="a")[...] = np.arange(1 << 20, dtype="<f4") + 100
+        session.commit("moved on")
+        core.getattr(path)  # another lookup: the new head replaces the older one
+        return opening(inner, flags)
+
+    older.core.open = open_as_the_branch_moves
+    fh = core.open(path, os.O_RDONLY)
+    try:
+        assert core._shown["@branch.main"] is not older
+        assert core.read(fh, 0, 1 << 16) == (np.arange(1 << 14, dtype="<f4") + 100).tobytes()
+    finally:
+        core.release(fh)
+        core.stop()
+
+
 @pytest.mark.parametrize("read_only", [False, True])
 def test_a_commit_needs_a_message_and_a_branch_mounted_writable(tmp_path, read_only):
     import errno
