@@ -50,6 +50,67 @@ def test_a_version_let_go_frees_its_chunks_decoded_ahead_and_their_threads(tmp_p
     assert ahead.nbytes == 0 and ahead.closed
 
 
+def test_stopping_the_mount_stops_every_versions_file_system(tmp_path):
+    """At unmount (the core's stop) every version's file system stops, one with a file still open
+    included: its chunks decoded ahead are freed and its threads go. Only the mount's own file
+    system was stopped, and a version's decode-ahead threads and buffers outlived the core."""
+    from zarrfs.edits.hierarchy_edits import HierarchyEdits
+    from zarrfs.fs.filesystem import Options
+    from zarrfs.fs.versions import mount_core
+
+    ids = history(tmp_path / "repo", 2)
+    core = mount_core(str(tmp_path / "repo"), Options(read_only=True), HierarchyEdits)
+    core.start()
+    held = core.open(f"/@{ids[0]}/a.bin", os.O_RDONLY)  # open still when the mount stops
+    for offset in range(0, 4 << 16, 1 << 16):  # a stream's start: the chunks after it are decoded ahead
+        assert core.read(held, offset, 1 << 16) == np.arange(offset // 4, offset // 4 + (1 << 14), dtype="<f4").tobytes()
+    core.getattr(f"/@{ids[1]}/a.bin")  # looked up, no file open
+    aheads = [core._shown[f"@{snapshot}"].core.cache.ahead for snapshot in ids]
+    aheads[0].settle(30)
+    assert aheads[0].nbytes > 0  # decoded, not taken
+    core.stop()
+    assert [(ahead.closed, ahead.nbytes) for ahead in aheads] == [(True, 0), (True, 0)]
+    core.release(held)  # a file closed after the stop: nothing left to stop, nothing fails
+
+
+def test_a_file_opened_as_its_branch_moves_on_opens_in_the_new_head(tmp_path):
+    """A branch's head moves on between an open's lookup of @branch.main and the open itself,
+    and another lookup replaces the older head, with no file open, meanwhile: the open is made in
+    the new head. It was made in the older head's file system, stopped by then (its chunks
+    decoded ahead gone, its file released later stopping it once more), and read the old values."""
+    from dataclasses import replace
+
+    from zarrfs.edits.hierarchy_edits import HierarchyEdits
+    from zarrfs.fs.filesystem import Options
+    from zarrfs.fs.versions import mount_core
+
+    history(tmp_path / "repo", 1)
+    options = Options(read_only=True)
+    core = mount_core(str(tmp_path / "repo"), replace(options, remote=replace(options.remote, metadata_ttl=0)),
+                      HierarchyEdits)  # every lookup asks for the branch's head
+    path = "/@branch.main/a.bin"
+    core.getattr(path)
+    older = core._shown["@branch.main"]
+    opening = older.core.open
+
+    def open_as_the_branch_moves(inner, flags):
+        repo = icechunk.Repository.open(icechunk.local_filesystem_storage(str(tmp_path / "repo")))
+        session = repo.writable_session("main")
+        zarr.open_array(session.store, path="a", mode="a")[...] = np.arange(1 << 20, dtype="<f4") + 100
+        session.commit("moved on")
+        core.getattr(path)  # another lookup: the new head replaces the older one
+        return opening(inner, flags)
+
+    older.core.open = open_as_the_branch_moves
+    fh = core.open(path, os.O_RDONLY)
+    try:
+        assert core._shown["@branch.main"] is not older
+        assert core.read(fh, 0, 1 << 16) == (np.arange(1 << 14, dtype="<f4") + 100).tobytes()
+    finally:
+        core.release(fh)
+        core.stop()
+
+
 @pytest.mark.parametrize("read_only", [False, True])
 def test_a_commit_needs_a_message_and_a_branch_mounted_writable(tmp_path, read_only):
     import errno

@@ -16,6 +16,14 @@ def test_a_local_store_keeps_pages_across_opens(tmp_path):
     assert caching.negative_timeout == 0  # a name an edit makes (c.npy makes c.bin) is there at once
 
 
+def test_a_read_only_mount_of_a_local_store_drops_pages_for_a_new_mtime(tmp_path):
+    """No write of its own moves a read-only mount's mtimes: a new one is another program's
+    change, whose bytes the kernel must read again (test_mount_other_writers.py)."""
+    with core_of(make_store(tmp_path / "s.zarr"), tmp_path, "ro") as c:
+        caching = c.fs.kernel_caching()
+    assert caching.keep_pages and caching.drop_pages_on_change
+
+
 def test_a_remote_store_rechecks_pages_and_names_after_its_metadata_ttl():
     quick = kernel_caching(Capabilities(remote=True, metadata_ttl=5.0))
     assert not quick.keep_pages and quick.recheck_pages_after == 5.0 and quick.drop_pages_on_change

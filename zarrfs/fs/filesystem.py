@@ -256,7 +256,7 @@ class FileSystem:
 
     def kernel_caching(self) -> KernelCaching:
         """How long the kernel may keep attributes, names and pages of this store's files."""
-        return kernel_caching(self.store.capabilities)
+        return kernel_caching(self.store.capabilities, self.options.read_only)
 
     # metadata
 

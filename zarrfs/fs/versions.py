@@ -26,6 +26,7 @@ import stat
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import NoReturn
 
@@ -87,6 +88,15 @@ class Shown:
     listed: dict[str, tuple[list, list]] = field(default_factory=dict)  # path -> (its listing, routed)
     checked: float = field(default_factory=time.monotonic)  # when its head was last looked up (a branch's)
     replaced: bool = False  # a branch's older head: its file system stops when its last file closes
+    stopped: bool = False  # its file system stopped: no file opens in it any more
+
+    def open_to_new_files(self) -> bool:
+        """Whether a file may open in it (under the lock): not stopped, nor about to be (a
+        replaced head whose last file was closed)."""
+        return not self.stopped and not (self.replaced and self.handles == 0)
+
+
+OPEN_TRIES = 3  # opens of a file in a branch whose head is replaced each time before the file is open
 
 
 class VersionedFileSystem:
@@ -101,7 +111,7 @@ class VersionedFileSystem:
         self._handles: dict[int, tuple[Shown | None, int]] = {}
         self._texts: dict[int, bytes] = {}  # handles of @versions: its bytes when opened
         self._next_fh = 1
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # _opened adds a handle under it
 
     # what the adapter reads of the core
 
@@ -118,6 +128,7 @@ class VersionedFileSystem:
 
     def stop(self) -> None:
         self.main.stop()  # every write stored in the session; a version is read-only: nothing of it to store
+        self._stop_versions()
         if self.commits is None:
             return
         message = self.options.icechunk.commit_on_unmount
@@ -127,6 +138,15 @@ class VersionedFileSystem:
             except ZarrfsError as e:  # a conflict says where the writes are kept; any other failure loses them
                 log.error("at unmount: %s", e)
         self.commits.close()  # arrays being made and not finished are given up, as drafts are
+
+    def _stop_versions(self) -> None:
+        """Every version's file system stops, a branch's older heads still open included: their
+        chunks decoded ahead are freed and their threads go (nothing frees them otherwise)."""
+        with self._lock:
+            shown = {id(s): s for s in [*self._shown.values(), *(s for s, _ in self._handles.values() if s)]}
+            self._shown.clear()
+        for version in shown.values():
+            self._stop(version)
 
     # commits of the mount's own branch
 
@@ -221,6 +241,7 @@ class VersionedFileSystem:
 
     @staticmethod
     def _stop(shown: Shown) -> None:
+        shown.stopped = True
         if shown.core is not None:
             shown.core.stop()
 
@@ -323,12 +344,25 @@ class VersionedFileSystem:
             if flags & os.O_ACCMODE != os.O_RDONLY:
                 refuse(errno.EACCES, path)
             return self._add(None, -1, self._versions_text())
-        shown, inner = self._route(path)
-        return self._add(shown, self._core(shown, inner).open(inner, flags))
+        return self._opened(path, lambda core, inner: core.open(inner, flags))
 
     def create(self, path: str, flags: int = 0) -> int:
-        shown, inner = self._route(path)
-        return self._add(shown, self._core(shown, inner).create(inner, flags))
+        return self._opened(path, lambda core, inner: core.create(inner, flags))
+
+    def _opened(self, path: str, opening: Callable[[FileSystem, str], int]) -> int:
+        """A handle of ours for the file at `path`, opened by opening(file system, its path). A
+        branch's head may be replaced (and its file system stopped) between the lookup and the
+        open: the file is then opened again in the head shown now (a few times: a branch that
+        moves on at every lookup is refused, ESTALE)."""
+        for _ in range(OPEN_TRIES):
+            shown, inner = self._route(path)
+            core = self._core(shown, inner)
+            fh = opening(core, inner)
+            with self._lock:
+                if shown is None or shown.open_to_new_files():
+                    return self._add(shown, fh)
+            core.release(fh)
+        refuse(errno.ESTALE, path)
 
     def _add(self, shown: Shown | None, fh: int, text: bytes | None = None) -> int:
         """A handle of ours for `fh` of the version's (or the mount's) file system; `text`: the
