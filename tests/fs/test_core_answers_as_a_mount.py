@@ -69,33 +69,37 @@ def opened_in(core, path: str, flags: int) -> None:
     core.close(core.open(path, flags))
 
 
-def saved_with_chmod(path: str, data: bytes) -> None:
-    """An editor's save: the new file written, its mode set while it is open, then closed."""
+def while_saved(path: str, data: bytes, meanwhile):
+    """A new file written and, before it is closed, what `meanwhile()` answers."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.write(fd, data)
-        os.chmod(path, 0o600)
+        return meanwhile()
     finally:
         os.close(fd)
+
+
+def saved_with_chmod(path: str, data: bytes) -> None:
+    """An editor's save: the new file written, its mode set while it is open, then closed."""
+    while_saved(path, data, lambda: os.chmod(path, 0o600))
 
 
 def block_size_while_saved(path: str, data: bytes) -> int:
     """st_blksize of a new file while it is being written (tools size their writes by it)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-        return os.stat(path).st_blksize
-    finally:
-        os.close(fd)
+    return while_saved(path, data, lambda: os.stat(path).st_blksize)
 
 
-def block_size_while_saved_in(core, path: str, data: bytes) -> int:
+def while_saved_in(core, path: str, data: bytes, meanwhile):
     fh = core.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     try:
         core.pwrite(fh, data, 0)
-        return core.stat(path)["st_blksize"]
+        return meanwhile()
     finally:
         core.close(fh)
+
+
+def block_size_while_saved_in(core, path: str, data: bytes) -> int:
+    return while_saved_in(core, path, data, lambda: core.stat(path)["st_blksize"])
 
 
 def npy(values) -> bytes:
@@ -121,12 +125,7 @@ def sought_in(core, path: str, offset: int, whence: int) -> int:
 
 
 def saved_with_chmod_in(core, path: str, data: bytes) -> None:
-    fh = core.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    try:
-        core.pwrite(fh, data, 0)
-        core.chmod(path, 0o600)
-    finally:
-        core.close(fh)
+    while_saved_in(core, path, data, lambda: core.chmod(path, 0o600))
 
 
 def read_in(core, path: str, size: int, offset: int) -> int:
