@@ -204,8 +204,8 @@ def open_repository(source: str, root: str, timeout: float, access: AccessOf | N
     loop = Loop(timeout)
     if not urlsplit(source).scheme:  # icechunk's local storage follows symlinks among its objects
         check_objects(source, root, follow_symlinks)
-    storage = repository_storage(icechunk, source, root, access)
     try:
+        storage = repository_storage(icechunk, source, root, access)  # icechunk may refuse its settings here
         repository = loop.run(icechunk.Repository.open_async(storage), f"{root}: open")
         allowed = virtual_containers(icechunk, repository, source, root, follow_symlinks, access)
         if allowed:  # opened again, with icechunk told which containers it may read, and how
