@@ -42,7 +42,7 @@ class Loop:
             raise StoreError(f"{what}: {first_line(e)}", errno_of(e)) from None
 
 
-def first_line(error: Exception) -> str:
+def first_line(error: BaseException) -> str:
     """An error's first line, at most 300 characters: its type's name when it says nothing. The
     queries of the URLs it quotes are left out: a SAS token or a signature travels in one."""
     lines = str(error).strip().splitlines()

@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 
 from obstore.exceptions import PermissionDeniedError, UnauthenticatedError
 
+from zarrfs.stores.async_loop import first_line
+
 # Where the cloud SDKs look last for credentials: an answer from there (or no answer) means that
 # none were found in the environment or in a file.
 METADATA_SERVICES = ("169.254.169.254", "metadata.google.internal", "/metadata/identity/oauth2/token",
@@ -130,8 +132,7 @@ def explain(error: BaseException, scheme: str, credentials: str | None) -> Expla
     status = status_line(text)
     if status:
         return Explained(f"{host} answered {status}", errno.EIO)
-    first = text.strip().splitlines()[0] if text.strip() else type(error).__name__
-    return Explained(first[:300], errno.EIO)
+    return Explained(first_line(error), errno.EIO)  # a URL's query (a SAS token, a signature) left out
 
 
 # How obstore says a request got no answer: hyper's "error sending request" (a reset or a closed
