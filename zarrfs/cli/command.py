@@ -329,9 +329,14 @@ def notify(message: str) -> None:
         log.warning("cannot notify systemd at %s: %s", address, e)
 
 
+def _asks_message(words: list[str]) -> bool:
+    """Whether `zarrfs commit ...` gives a message (-m, --message): a commit whatever ./commit is."""
+    return any(w in ("-m", "--message") or w.startswith(("-m", "--message=")) for w in words[1:])
+
+
 def main(argv=None) -> int:
     words = sys.argv[1:] if argv is None else argv
-    if words[:1] == ["commit"] and not os.path.exists("commit"):  # ./commit is a SOURCE to mount
+    if words[:1] == ["commit"] and (_asks_message(words) or not os.path.exists("commit")):  # else ./commit is a SOURCE
         return commit.main(words[1:])  # zarrfs commit MOUNT -m MESSAGE (an Icechunk branch mounted): its parser says what is missing
     parser = argparse.ArgumentParser(prog="zarrfs", description="Mount a Zarr (v2 or v3) hierarchy as raw binary "
                                      "files: NAME.bin (little-endian, C order) and NAME.json for each array.",
