@@ -253,8 +253,9 @@ class Array:
         decodes = self.shared.cache.decodes
         flight, leading = decodes.join(key, version)
         if not leading:
-            log.debug("%s chunk %s: waiting for the decode another read began", self.shared.name,
-                      self.source.key(coords))
+            if log.isEnabledFor(logging.DEBUG):  # the key is made only for the line
+                log.debug("%s chunk %s: waiting for the decode another read began", self.shared.name,
+                          self.source.key(coords))
             chunk = flight.wait()
             if chunk is not NOT_SHARED:
                 return chunk, flight.version

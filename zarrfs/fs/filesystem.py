@@ -580,10 +580,9 @@ class FileSystem:
         if handle.array.retired:
             refuse(errno.ESTALE, self.node_of(fh))
         file = handle.file
-        if self._grows(handle) and handle.appends:  # at the end as the file is now, not as the kernel knew it
-            written = self._append(handle, data, offset)
-        elif self._grows(handle):  # past the end: records appended (growth.py)
-            written = file.write(offset, data, grow=True)
+        if self._grows(handle):  # past the end: records appended (growth.py); with O_APPEND at the
+            # end as the file is now, not as the kernel knew it
+            written = self._append(handle, data, offset) if handle.appends else file.write(offset, data, grow=True)
         else:
             if offset >= file.size:
                 refuse(errno.EFBIG, self.node_of(fh))  # the size never changes
