@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import zarr
 
-from helpers import array_doc, open_raw_file
+from helpers import Worker, array_doc, open_raw_file
 from mounting import wait_for
 from servers.memory_store import MemoryStore
 from zarrfs.engine import growth
@@ -186,8 +186,7 @@ def test_the_size_of_a_file_being_written_is_answered_while_a_write_waits_for_th
         return get_versioned(key, *args, **kwargs)
 
     store.get_versioned = slow_get
-    writer = threading.Thread(target=raw.write, args=(0, np.array([9], "<i2").tobytes()))  # its chunk is read
-    writer.start()
+    writer = Worker(raw.write, 0, np.array([9], "<i2").tobytes()).start()  # its chunk is read
     try:
         assert in_get.wait(60)
         sizes = []
@@ -197,7 +196,8 @@ def test_the_size_of_a_file_being_written_is_answered_while_a_write_waits_for_th
         assert sizes == [3 * ROW * 2 + 5]
     finally:
         release.set()
-        writer.join()
+        assert writer.wait(60)
+        writer.join()  # what the write raised, if it did
     assert raw.read(0, 4) == np.array([9, 1], "<i2").tobytes()
 
 

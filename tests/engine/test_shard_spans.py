@@ -7,7 +7,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from helpers import write_sharded
+from helpers import Worker, write_sharded
 from servers.fault_proxy import FaultProxy
 from servers.memory_store import MemoryStore
 from servers.seaweed import unique_prefix
@@ -298,8 +298,7 @@ def test_a_request_waits_for_a_span_no_longer_than_its_reads_deadline():
         return b"\0" * r.length
 
     spans = Spans(1 << 20, name="c/0")
-    planner = threading.Thread(target=spans.read, args=(0, 10, lambda: [(0, 10), (10, 10)], slow))
-    planner.start()
+    planner = Worker(spans.read, 0, 10, lambda: [(0, 10), (10, 10)], slow).start()
     assert started.wait(10)
     outcome: list[object] = []
 
@@ -310,11 +309,11 @@ def test_a_request_waits_for_a_span_no_longer_than_its_reads_deadline():
         except read_budget.ReadBudgetError as e:
             outcome.append(e)
 
-    reader = threading.Thread(target=request)
-    reader.start()
-    reader.join(10)
+    reader = Worker(request).start()
+    assert reader.wait(10)
     release.set()
-    planner.join(10)
+    assert planner.wait(10)
+    planner.join()  # the span's read went on and ended without an error
     assert outcome and isinstance(outcome[0], read_budget.ReadBudgetError), outcome
     assert "c/0 bytes [0, 20)" in str(outcome[0]) and "a.bin" in str(outcome[0])
     assert spans.covered(10, 10) == b"\0" * 10  # the span arrived all the same, for whoever comes next

@@ -13,7 +13,7 @@ import pytest
 import zarr
 
 import zarrfs
-from helpers import make_store
+from helpers import Worker, make_store
 from zarrfs.edits.hierarchy_edits import HierarchyEdits
 from zarrfs.errors import ZarrfsError
 from zarrfs.fs.filesystem import FileSystem, Options
@@ -206,14 +206,14 @@ def test_a_listing_forgets_no_file_hidden_after_it_began(tmp_path):
     store = SlowListings(str(root), "sub")
     fs = FileSystem(str(root), Options(recovery_dir=str(tmp_path / "recovery")), HierarchyEdits, store=store)
     try:
-        slow = threading.Thread(target=fs.hierarchy.listing, args=("sub",))
-        slow.start()  # its snapshot: no array in sub
+        slow = Worker(fs.hierarchy.listing, "sub").start()  # its snapshot: no array in sub
         assert store.taken.wait(30)
         copied_npy(fs, root, "/sub/x.npy", np.arange(3, dtype="<i2"))
         names = files_of(fs, "/sub", "x")
         fs.unlink(f"/sub/{names[0]}")
         store.go.set()
-        slow.join(30)
+        assert slow.wait(30)
+        slow.join()  # what the listing raised, if it did
         for name in names[1:]:
             fs.unlink(f"/sub/{name}")
         assert not (root / "sub" / "x").exists()  # gone with its last file
