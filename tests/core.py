@@ -243,7 +243,7 @@ class Core:
         while done < size:
             piece = min(size - done, BLKSIZE - (offset + done) % BLKSIZE)
             try:
-                part = self._ask("read", self.fs.node_of(fh), self._read, fh, offset + done, piece)
+                part = self._ask("read", self._path_of(fh), self._read, fh, offset + done, piece)
             except OSError:
                 if not parts:
                     raise
