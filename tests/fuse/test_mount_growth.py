@@ -6,6 +6,7 @@ reads what the mount stored."""
 import errno
 import json
 import os
+import select
 import subprocess
 import sys
 import threading
@@ -325,7 +326,7 @@ def test_a_reader_sees_records_as_they_are_appended(tmp_path):
         reader = subprocess.Popen([sys.executable, "-c", READER, str(data), str(count * RECORD_BYTES)],
                                   stdout=subprocess.PIPE, text=True)
         try:
-            assert reader.stdout.readline() == "reading\n"  # its loop runs before the first append
+            assert said_within(reader, 60) == "reading\n"  # its loop runs before the first append
             with open(data, "ab", buffering=0) as f:
                 for r in range(count):
                     f.write(records(r, 1).tobytes())
@@ -361,6 +362,15 @@ print(" ".join(map(str, seen)))
 '''
 
 
+
+def said_within(reader: subprocess.Popen, seconds: float) -> str:
+    """The next line a reader process prints, within `seconds` (one stuck opening the mount fails
+    the test rather than holding it)."""
+    ready, _, _ = select.select([reader.stdout], [], [], seconds)
+    assert ready, f"the reader printed nothing within {seconds} s"
+    return reader.stdout.readline()
+
+
 def test_page_cache_readers_see_every_record_as_appended(tmp_path):
     """Readers through the kernel's page cache re-read NAME.bin while a writer appends 10,000
     records one write each: a whole-file read opened again each time, tail -f's one descriptor
@@ -377,7 +387,7 @@ def test_page_cache_readers_see_every_record_as_appended(tmp_path):
                                      style], stdout=subprocess.PIPE, text=True) for style in ("read", "tail", "memmap")]
         try:
             for reader in readers:
-                assert reader.stdout.readline() == "reading\n"  # its loop runs before the first append
+                assert said_within(reader, 60) == "reading\n"  # its loop runs before the first append
             with open(data, "ab", buffering=0) as f:
                 for r in range(count):
                     f.write(records(r, 1).tobytes())
