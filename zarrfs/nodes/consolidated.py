@@ -19,7 +19,7 @@ import logging
 from dataclasses import dataclass
 
 from zarrfs.errors import MetadataError
-from zarrfs.format.v3 import load_document
+from zarrfs.format.v3 import dump_document, load_document
 from zarrfs.names import text as name_text
 from zarrfs.nodes.documents import ZARR_JSON, ZARRAY, ZATTRS, ZGROUP, ZMETADATA, Documents, Version
 
@@ -64,7 +64,7 @@ def _v3_entries(metadata: object, root: Documents) -> dict[str, Documents]:
         if not isinstance(doc, dict):
             log.warning("%s[%r] must be an object: the entry is left out", where, name)
             continue
-        entries[path] = Documents(3, None, {ZARR_JSON: _bytes(doc)}, CONSOLIDATED, root.stat)
+        entries[path] = Documents(3, None, {ZARR_JSON: dump_document(doc)}, CONSOLIDATED, root.stat)
     return entries
 
 
@@ -78,7 +78,7 @@ def _v2_entries(metadata: object, root: Documents) -> dict[str, Documents]:
         if name in (ZARRAY, ZGROUP, ZATTRS):
             path = _path(path, where, key) if path else ""
             if path is not None:
-                documents.setdefault(path, {})[name] = _bytes(doc)
+                documents.setdefault(path, {})[name] = dump_document(doc)
     entries = {}
     for path, docs in documents.items():
         main = ZARRAY if ZARRAY in docs else ZGROUP if ZGROUP in docs else None
@@ -110,10 +110,6 @@ def _path(name: object, where: str, key: str | None = None) -> str | None:
 def _is_node_path(name: str) -> bool:
     parts = name.strip("/").split("/")
     return all(p not in ("", ".", "..") for p in parts) and name_text(name) is not None  # \uDCxx: no text
-
-
-def _bytes(doc: dict) -> bytes:
-    return (json.dumps(doc, indent=2) + "\n").encode()
 
 
 def same_documents(a: Documents, b: Documents) -> bool:
