@@ -366,8 +366,9 @@ print(" ".join(map(str, seen)))
 def said_within(reader: subprocess.Popen, seconds: float) -> str:
     """The next line a reader process prints, within `seconds` (one stuck opening the mount fails
     the test rather than holding it)."""
-    ready, _, _ = select.select([reader.stdout], [], [], seconds)
-    assert ready, f"the reader printed nothing within {seconds} s"
+    waiting = select.poll()  # not select(): a whole run's pytest holds descriptors past its 1024
+    waiting.register(reader.stdout, select.POLLIN)
+    assert waiting.poll(seconds * 1000), f"the reader printed nothing within {seconds} s"
     return reader.stdout.readline()
 
 
