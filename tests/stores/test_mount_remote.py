@@ -387,7 +387,9 @@ def test_a_stream_through_a_shard_reads_runs_of_inner_chunks_in_one_request(seaw
             proxy.reset()
             assert (m / f"{prefix}.bin").read_bytes() == values.tobytes()
             requests = proxy.reset().requests
-    assert 0 < requests <= 16  # 5-6 measured; 36 when decodes ahead made one GET per inner chunk
+    # 5-6 measured on a quiet machine; 23 on a loaded one, where the reader outran its decodes ahead
+    # (tests/engine/test_shard_spans.py counts the runs exactly); 257 a GET per inner chunk
+    assert 0 < requests <= 64
 
 
 def test_a_shard_another_writer_replaced_is_never_read_through_its_old_index(seaweed, tmp_path):
