@@ -56,16 +56,28 @@ def test_records_are_appended_and_a_partial_one_is_held(tmp_path):
     assert np.array_equal(zarr.open_array(str(tmp_path / "s.zarr"))[...], rows(0, 5))
 
 
-def test_a_growth_waits_for_the_shards_an_early_write_back_leaves_out(tmp_path):
-    """An early write-back stores only wholly written shards: the shape that shows records in a
-    shard it left out is stored with that shard, never before it."""
-    raw = raw_file(tmp_path, count=3, shards=(4, ROW))
-    raw.write(24, rows(3, 6).tobytes(), grow=True)  # shard 0 in part (row 3), 1 whole (rows 4-7), 2 to the end
+def shards_past_the_shape(tmp_path) -> list[str]:
+    """Keys of the shards (of 4 records) stored wholly past the stored shape."""
+    end = stored_shape(tmp_path)[0]
+    return sorted(str(p.relative_to(tmp_path / "s.zarr")) for p in (tmp_path / "s.zarr" / "c").iterdir()
+                  if int(p.name) * 4 >= end)
+
+
+@pytest.mark.parametrize("count, appended, early", [(3, 6, 9), (2, 1, 2)], ids=["edge-finished", "edge-filling"])
+def test_an_early_write_back_stores_no_shard_past_the_shape_it_stores(tmp_path, count, appended, early):
+    """An early write-back leaves out the shards still being filled; past the stored end it
+    stores only what the shape stored with it shows (a second writer's rebase needs every
+    record past that shape held in memory). The shard row holding the old end goes once every
+    row of it past the end is written, merged with its stored records: appending rows 3-8 to 3
+    rows in shards of 4, everything is stored with shape 9; appending row 2 to 2 rows, the
+    shard holding the end is still being filled, and nothing is stored until the full flush."""
+    raw = raw_file(tmp_path, count=count, shards=(4, ROW))
+    raw.write(count * ROW * 2, rows(count, appended).tobytes(), grow=True)
     raw.flush(whole_only=True)
-    assert stored_shape(tmp_path) == [3, ROW]
+    assert stored_shape(tmp_path) == [early, ROW] and shards_past_the_shape(tmp_path) == []
     raw.flush()
-    assert stored_shape(tmp_path) == [9, ROW]
-    assert np.array_equal(zarr.open_array(str(tmp_path / "s.zarr"))[...], rows(0, 9))
+    assert stored_shape(tmp_path) == [count + appended, ROW]
+    assert np.array_equal(zarr.open_array(str(tmp_path / "s.zarr"))[...], rows(0, count + appended))
 
 
 @pytest.mark.parametrize("options", [{}, {"shards": (4, ROW)}])
