@@ -395,6 +395,35 @@ def test_a_second_appender_to_a_sharded_array_follows_the_first_one(tmp_path, co
     assert not list((tmp_path / "s.zarr").rglob(f"{TEMP_PREFIX}*"))
 
 
+@pytest.mark.parametrize("case", ["grown-by-truncate", "nested-shards"])
+def test_a_sharded_array_s_records_are_not_moved_where_they_are_not_all_held(case):
+    """Records are moved only when every row added here is held in memory: not after a grow
+    by truncate (its rows are the fill value, stored as nothing), nor through shards nested in
+    inner chunks. The write-back stores nothing and fails, naming why; the first writer's
+    records stay as stored."""
+    inner = sharding([2, ROW], codecs=[sharding([1, ROW])]) if case == "nested-shards" else sharding([2, ROW])
+    store = MemoryStore(REMOTE)
+    store.set("zarr.json", json.dumps(array_doc([3, ROW], "int16", [4, ROW], fill_value=-1, codecs=[inner])).encode())
+    first = open_raw_file(store)
+    first.write(0, rows(0, 3).tobytes())
+    first.flush()
+    second = open_raw_file(store)
+    if case == "grown-by-truncate":
+        second.truncate(6 * ROW * 2)  # rows 3-5 the fill value, 4-5 held nowhere (stored by the next flush)
+    else:
+        second.write(3 * ROW * 2, rows(100, 2).tobytes(), grow=True)
+    first.write(3 * ROW * 2, rows(50, 2).tobytes(), grow=True)
+    first.flush()
+    why = "rows added here are not all written here" if case == "grown-by-truncate" else \
+        "its shards hold shards: records are not moved through two levels of them"
+    with pytest.raises(StoreError, match=rf"shape \[5, 4\] where this mount stored \[3, 4\].*kept, not stored "
+                                         rf"\({why}\)"):
+        second.flush()
+    assert json.loads(store.get("zarr.json"))["shape"] == [5, ROW] and second.array.dirty and second.rebases == 0
+    assert np.frombuffer(open_raw_file(store, writable=False).read(0, 1000), "<i2").tolist() == \
+        np.concatenate([rows(0, 3), rows(50, 2)]).ravel().tolist()
+
+
 def test_a_sharded_appender_s_early_write_back_leaves_its_records_movable(tmp_path):
     """The second writer's early write-back stores its 7 records appended to 3 (shards of 4)
     with the shape that shows them; the first writer's 2 records, appended meanwhile, then
