@@ -180,7 +180,9 @@ class WriteBack:
         On failure the batch is dirty again, so a later flush retries it.
 
         whole_only leaves out shards not wholly dirty, which would have to be merged with their
-        stored selves: early write-back while a writer is still filling them.
+        stored selves: early write-back while a writer is still filling them. Of a growing
+        array, the shard row holding the stored end goes once it is filled, and nothing past
+        a shard left out (_shards_taken).
 
         When another writer changed a value meanwhile (an object store's conditional PUT
         failed), the flush is done again: a shard is then merged anew with its stored self, so
