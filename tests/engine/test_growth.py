@@ -3,6 +3,7 @@ record held, truncate as zarr-python's resize, and the order in which a new shap
 
 import errno
 import json
+import random
 import threading
 from dataclasses import replace
 
@@ -485,3 +486,48 @@ def test_a_rebase_on_an_object_store_keeps_what_the_other_writer_changed_in_the_
     assert np.frombuffer(open_raw_file(store, writable=False).read(0, 1000), "<i2").tolist() == \
         expected.ravel().tolist()
     assert json.loads(store.get("zarr.json"))["shape"] == [6, ROW] and second.rebases == 1
+
+
+def random_appenders(seed: int, remote: bool, tmp_path) -> None:
+    """Two writers of one sharded array (random shard and inner chunk rows, 0 to 9 records
+    stored before) append runs of records and write back (early or in full) in an order
+    seeded by `seed`; writer i's records are rows(1000 * (i + 1) + n), numbered in order."""
+    rng = random.Random(seed)
+    count, (shard, inner) = rng.randint(0, 9), rng.choice([(4, 2), (4, 1), (6, 2), (8, 4)])
+    document = array_doc([count, ROW], "int16", [shard, ROW], fill_value=-1, codecs=[sharding([inner, ROW])])
+    if remote:
+        store = MemoryStore(REMOTE)
+    else:
+        tmp_path.mkdir()
+        store = LocalStore(str(tmp_path))
+    store.set("zarr.json", json.dumps(document).encode())
+    first = open_raw_file(store)
+    first.write(0, rows(0, count).tobytes())
+    first.flush()
+    writers, appended = [first, open_raw_file(store)], [0, 0]
+    for _ in range(rng.randint(1, 12)):
+        i, action = rng.randrange(2), rng.random()
+        if action < 0.6:
+            n = rng.randint(1, 6)
+            writers[i].write(writers[i].file_size, rows(1000 * (i + 1) + appended[i], n).tobytes(), grow=True)
+            appended[i] += n
+        else:
+            writers[i].flush(whole_only=action < 0.8)
+    for i in rng.sample([0, 1], 2):
+        writers[i].flush()
+    stored = np.frombuffer(open_raw_file(store, writable=False).read(0, 1 << 20), "<i2").reshape(-1, ROW)
+    assert np.array_equal(stored[:count], rows(0, count)), seed
+    firsts = stored[count:, 0] // ROW  # the number of each record appended
+    assert np.array_equal(stored[count:], rows(0, len(firsts)) % ROW + firsts[:, None] * ROW), seed  # whole records
+    for i in (0, 1):  # every record of each writer once, in the order it appended them
+        base = 1000 * (i + 1)
+        assert firsts[(firsts >= base) & (firsts < base + 1000)].tolist() == list(range(base, base + appended[i])), seed
+    assert len(firsts) == sum(appended), seed
+
+
+@pytest.mark.parametrize("remote", [False, True], ids=["local", "object-store"])
+def test_two_sharded_appenders_in_random_orders_never_lose_or_reorder_a_record(tmp_path, remote):
+    """random_appenders, 25 seeds: whichever writes back first, and however early write-backs
+    fall, the stored array holds every record of both, each writer's in its order."""
+    for seed in range(25):
+        random_appenders(seed, remote, tmp_path / str(seed))
