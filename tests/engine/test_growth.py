@@ -3,6 +3,7 @@ record held, truncate as zarr-python's resize, and the order in which a new shap
 
 import errno
 import json
+import random
 import threading
 from dataclasses import replace
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 import zarr
 
-from helpers import Worker, array_doc, open_raw_file
+from helpers import Worker, array_doc, open_raw_file, sharding
 from mounting import wait_for
 from servers.memory_store import MemoryStore
 from zarrfs.engine import growth
@@ -56,16 +57,28 @@ def test_records_are_appended_and_a_partial_one_is_held(tmp_path):
     assert np.array_equal(zarr.open_array(str(tmp_path / "s.zarr"))[...], rows(0, 5))
 
 
-def test_a_growth_waits_for_the_shards_an_early_write_back_leaves_out(tmp_path):
-    """An early write-back stores only wholly written shards: the shape that shows records in a
-    shard it left out is stored with that shard, never before it."""
-    raw = raw_file(tmp_path, count=3, shards=(4, ROW))
-    raw.write(24, rows(3, 6).tobytes(), grow=True)  # shard 0 in part (row 3), 1 whole (rows 4-7), 2 to the end
+def shards_past_the_shape(tmp_path) -> list[str]:
+    """Keys of the shards (of 4 records) stored wholly past the stored shape."""
+    end = stored_shape(tmp_path)[0]
+    return sorted(str(p.relative_to(tmp_path / "s.zarr")) for p in (tmp_path / "s.zarr" / "c").iterdir()
+                  if int(p.name) * 4 >= end)
+
+
+@pytest.mark.parametrize("count, appended, early", [(3, 6, 9), (2, 1, 2)], ids=["edge-finished", "edge-filling"])
+def test_an_early_write_back_stores_no_shard_past_the_shape_it_stores(tmp_path, count, appended, early):
+    """An early write-back leaves out the shards still being filled; past the stored end it
+    stores only what the shape stored with it shows (a second writer's rebase needs every
+    record past that shape held in memory). The shard row holding the old end goes once every
+    row of it past the end is written, merged with its stored records: appending rows 3-8 to 3
+    rows in shards of 4, everything is stored with shape 9; appending row 2 to 2 rows, the
+    shard holding the end is still being filled, and nothing is stored until the full flush."""
+    raw = raw_file(tmp_path, count=count, shards=(4, ROW))
+    raw.write(count * ROW * 2, rows(count, appended).tobytes(), grow=True)
     raw.flush(whole_only=True)
-    assert stored_shape(tmp_path) == [3, ROW]
+    assert stored_shape(tmp_path) == [early, ROW] and shards_past_the_shape(tmp_path) == []
     raw.flush()
-    assert stored_shape(tmp_path) == [9, ROW]
-    assert np.array_equal(zarr.open_array(str(tmp_path / "s.zarr"))[...], rows(0, 9))
+    assert stored_shape(tmp_path) == [count + appended, ROW]
+    assert np.array_equal(zarr.open_array(str(tmp_path / "s.zarr"))[...], rows(0, count + appended))
 
 
 @pytest.mark.parametrize("options", [{}, {"shards": (4, ROW)}])
@@ -331,27 +344,130 @@ def test_an_append_after_a_rebase_goes_after_both_writers_records(tmp_path):
     assert np.array_equal(zarr.open_array(str(tmp_path / "s.zarr"))[...], expected)
 
 
-@pytest.mark.parametrize("case", ["shrunk", "sharded"])
+@pytest.mark.parametrize("case", ["shrunk", "sharded-shrunk", "sharded-record-shape"])
 def test_records_are_not_moved_where_that_would_not_be_an_append(tmp_path, case):
-    """When the other writer shrank the array, moving the records appended here would not be an
-    append; a sharded array's are not moved. The write-back stores nothing and fails as before,
-    naming the document and why."""
-    first = raw_file(tmp_path, count=4, **({"shards": (4, ROW)} if case == "sharded" else {}))
+    """When the other writer shrank the array, or stored another record shape, moving the
+    records appended here would not be an append. The write-back stores nothing and fails as
+    before, naming the document and why."""
+    first = raw_file(tmp_path, count=4, **({"shards": (4, ROW)} if case.startswith("sharded") else {}))
     second = reopened(tmp_path)
     second.write(4 * ROW * 2, rows(100, 1).tobytes(), grow=True)
-    if case == "shrunk":
-        first.truncate(2 * ROW * 2)
+    if case.endswith("record-shape"):
+        zarr.open_array(str(tmp_path / "s.zarr")).resize((4, ROW + 1))  # zarr-python, as another writer
+        found = [4, ROW + 1]
     else:
-        first.write(4 * ROW * 2, rows(50, 1).tobytes(), grow=True)
-    first.flush()
-    found, why = ([2, ROW], "the other writer did not append") if case == "shrunk" else \
-        ([5, ROW], "a sharded array's records are not moved")
-    with pytest.raises(StoreError, match=rf"zarr.json: shape \[{found[0]}, 4\] where this mount stored \[4, 4\].*"
-                                         rf"kept, not stored \({why}"):
+        first.truncate(2 * ROW * 2)
+        first.flush()
+        found = [2, ROW]
+    with pytest.raises(StoreError, match=rf"zarr.json: shape \[{found[0]}, {found[1]}\] where this mount stored "
+                                         r"\[4, 4\].*kept, not stored \(the other writer did not append"):
         second.flush()
     assert stored_shape(tmp_path) == found and second.array.dirty and second.rebases == 0
-    assert np.array_equal(zarr.open_array(str(tmp_path / "s.zarr"))[...], rows(0, 2) if case == "shrunk" else
-                          np.concatenate([rows(0, 4), rows(50, 1)]))
+    assert zarr.open_array(str(tmp_path / "s.zarr"))[...].shape == tuple(found)
+    assert (zarr.open_array(str(tmp_path / "s.zarr"))[...] != 100 * ROW).all()  # none of the second's stored
+
+
+def sharded_pair(tmp_path, count: int) -> tuple[RawFile, RawFile]:
+    """Two writers of one array of `count` records in shards of 4 records, inner chunks of 2."""
+    return raw_file(tmp_path, count=count, shards=(4, ROW)), reopened(tmp_path)
+
+
+@pytest.mark.parametrize("count, theirs", [(3, 1), (3, 2), (3, 3), (4, 1), (4, 4), (5, 4)],
+                         ids=["to-a-shard-end", "inside-an-inner-chunk", "to-an-inner-chunk-end",
+                              "from-a-shard-end", "a-whole-shard", "past-a-shard-end"])
+def test_a_second_appender_to_a_sharded_array_follows_the_first_one(tmp_path, count, theirs):
+    """Two writers append to one sharded array (shards of 4 records, inner chunks of 2); the
+    first stores its records between the second's writes and its flush. The second's 3
+    records, which straddle inner chunk and shard boundaries, move after the first one's: the
+    shard row holding the old end takes the first writer's inner chunks, the shard holding
+    their end is merged with theirs, and nothing is overwritten."""
+    first, second = sharded_pair(tmp_path, count)
+    mine = rows(100, 3).tobytes()
+    second.write(count * ROW * 2, mine[:10], grow=True)
+    first.write(count * ROW * 2, rows(50, theirs).tobytes(), grow=True)
+    first.flush()
+    second.write(count * ROW * 2 + 10, mine[10:], grow=True)
+    second.flush()
+    expected = np.concatenate([rows(0, count), rows(50, theirs), rows(100, 3)])
+    assert np.array_equal(zarr.open_array(str(tmp_path / "s.zarr"))[...], expected)
+    assert stored_shape(tmp_path) == [count + theirs + 3, ROW] and second.rebases == 1
+    assert second.read(0, 1000) == expected.tobytes() and not second.array.dirty
+    assert second.array.shared.dirty_nbytes == 0  # the inner chunks dropped pin nothing
+    assert not list((tmp_path / "s.zarr").rglob(f"{TEMP_PREFIX}*"))
+
+
+@pytest.mark.parametrize("case", ["grown-by-truncate", "nested-shards"])
+def test_a_sharded_array_s_records_are_not_moved_where_they_are_not_all_held(case):
+    """Records are moved only when every row added here is held in memory: not after a grow
+    by truncate (its rows are the fill value, stored as nothing), nor through shards nested in
+    inner chunks. The write-back stores nothing and fails, naming why; the first writer's
+    records stay as stored."""
+    inner = sharding([2, ROW], codecs=[sharding([1, ROW])]) if case == "nested-shards" else sharding([2, ROW])
+    store = MemoryStore(REMOTE)
+    store.set("zarr.json", json.dumps(array_doc([3, ROW], "int16", [4, ROW], fill_value=-1, codecs=[inner])).encode())
+    first = open_raw_file(store)
+    first.write(0, rows(0, 3).tobytes())
+    first.flush()
+    second = open_raw_file(store)
+    if case == "grown-by-truncate":
+        second.truncate(6 * ROW * 2)  # rows 3-5 the fill value, 4-5 held nowhere (stored by the next flush)
+    else:
+        second.write(3 * ROW * 2, rows(100, 2).tobytes(), grow=True)
+    first.write(3 * ROW * 2, rows(50, 2).tobytes(), grow=True)
+    first.flush()
+    why = "rows added here are not all written here" if case == "grown-by-truncate" else \
+        "its shards hold shards: records are not moved through two levels of them"
+    with pytest.raises(StoreError, match=rf"shape \[5, 4\] where this mount stored \[3, 4\].*kept, not stored "
+                                         rf"\({why}\)"):
+        second.flush()
+    assert json.loads(store.get("zarr.json"))["shape"] == [5, ROW] and second.array.dirty and second.rebases == 0
+    assert np.frombuffer(open_raw_file(store, writable=False).read(0, 1000), "<i2").tolist() == \
+        np.concatenate([rows(0, 3), rows(50, 2)]).ravel().tolist()
+
+
+def test_a_sharded_appender_s_early_write_back_leaves_its_records_movable(tmp_path):
+    """The second writer's early write-back stores its 7 records appended to 3 (shards of 4)
+    with the shape that shows them; the first writer's 2 records, appended meanwhile, then
+    move after them, and the second's next record after the first's: never one over another."""
+    first, second = sharded_pair(tmp_path, 3)
+    second.write(3 * ROW * 2, rows(100, 7).tobytes(), grow=True)
+    first.write(3 * ROW * 2, rows(50, 2).tobytes(), grow=True)
+    second.flush(whole_only=True)
+    assert stored_shape(tmp_path) == [10, ROW] and shards_past_the_shape(tmp_path) == []
+    first.flush()
+    assert stored_shape(tmp_path) == [12, ROW] and first.rebases == 1
+    second.write(10 * ROW * 2, rows(107, 1).tobytes(), grow=True)
+    second.flush()
+    expected = np.concatenate([rows(0, 3), rows(100, 7), rows(50, 2), rows(107, 1)])
+    assert np.array_equal(zarr.open_array(str(tmp_path / "s.zarr"))[...], expected)
+    assert second.rebases == 1 and not first.array.dirty and not second.array.dirty
+
+
+def memory_sharded_file(count: int) -> tuple[MemoryStore, RawFile]:
+    """As memory_file, in shards of 4 records (inner chunks of 2)."""
+    store = MemoryStore(REMOTE)
+    store.set("zarr.json", json.dumps(array_doc([count, ROW], "int16", [4, ROW], fill_value=-1,
+                                                codecs=[sharding([2, ROW])])).encode())
+    raw = open_raw_file(store)
+    raw.write(0, rows(0, count).tobytes())
+    raw.flush()
+    return store, raw
+
+
+def test_a_sharded_rebase_on_an_object_store_keeps_what_the_other_writer_changed_in_the_edge_shard():
+    """As for unsharded arrays: the first writer rewrites record 2 (in the inner chunk holding
+    the old end) and appends one; after the second's rebase, record 2 stays the first's."""
+    store, first = memory_sharded_file(3)
+    second = open_raw_file(store)
+    second.write(3 * ROW * 2, rows(100, 2).tobytes(), grow=True)
+    first.write(2 * ROW * 2, rows(60, 1).tobytes())
+    first.write(3 * ROW * 2, rows(50, 1).tobytes(), grow=True)
+    first.flush()
+    second.flush()
+    expected = np.concatenate([rows(0, 2), rows(60, 1), rows(50, 1), rows(100, 2)])
+    assert np.frombuffer(open_raw_file(store, writable=False).read(0, 1000), "<i2").tolist() == \
+        expected.ravel().tolist()
+    assert json.loads(store.get("zarr.json"))["shape"] == [6, ROW] and second.rebases == 1
 
 
 def test_a_rebase_on_an_object_store_keeps_what_the_other_writer_changed_in_the_edge_chunk():
@@ -370,3 +486,48 @@ def test_a_rebase_on_an_object_store_keeps_what_the_other_writer_changed_in_the_
     assert np.frombuffer(open_raw_file(store, writable=False).read(0, 1000), "<i2").tolist() == \
         expected.ravel().tolist()
     assert json.loads(store.get("zarr.json"))["shape"] == [6, ROW] and second.rebases == 1
+
+
+def random_appenders(seed: int, remote: bool, tmp_path) -> None:
+    """Two writers of one sharded array (random shard and inner chunk rows, 0 to 9 records
+    stored before) append runs of records and write back (early or in full) in an order
+    seeded by `seed`; writer i's records are rows(1000 * (i + 1) + n), numbered in order."""
+    rng = random.Random(seed)
+    count, (shard, inner) = rng.randint(0, 9), rng.choice([(4, 2), (4, 1), (6, 2), (8, 4)])
+    document = array_doc([count, ROW], "int16", [shard, ROW], fill_value=-1, codecs=[sharding([inner, ROW])])
+    if remote:
+        store = MemoryStore(REMOTE)
+    else:
+        tmp_path.mkdir()
+        store = LocalStore(str(tmp_path))
+    store.set("zarr.json", json.dumps(document).encode())
+    first = open_raw_file(store)
+    first.write(0, rows(0, count).tobytes())
+    first.flush()
+    writers, appended = [first, open_raw_file(store)], [0, 0]
+    for _ in range(rng.randint(1, 12)):
+        i, action = rng.randrange(2), rng.random()
+        if action < 0.6:
+            n = rng.randint(1, 6)
+            writers[i].write(writers[i].file_size, rows(1000 * (i + 1) + appended[i], n).tobytes(), grow=True)
+            appended[i] += n
+        else:
+            writers[i].flush(whole_only=action < 0.8)
+    for i in rng.sample([0, 1], 2):
+        writers[i].flush()
+    stored = np.frombuffer(open_raw_file(store, writable=False).read(0, 1 << 20), "<i2").reshape(-1, ROW)
+    assert np.array_equal(stored[:count], rows(0, count)), seed
+    firsts = stored[count:, 0] // ROW  # the number of each record appended
+    assert np.array_equal(stored[count:], rows(0, len(firsts)) % ROW + firsts[:, None] * ROW), seed  # whole records
+    for i in (0, 1):  # every record of each writer once, in the order it appended them
+        base = 1000 * (i + 1)
+        assert firsts[(firsts >= base) & (firsts < base + 1000)].tolist() == list(range(base, base + appended[i])), seed
+    assert len(firsts) == sum(appended), seed
+
+
+@pytest.mark.parametrize("remote", [False, True], ids=["local", "object-store"])
+def test_two_sharded_appenders_in_random_orders_never_lose_or_reorder_a_record(tmp_path, remote):
+    """random_appenders, 25 seeds: whichever writes back first, and however early write-backs
+    fall, the stored array holds every record of both, each writer's in its order."""
+    for seed in range(25):
+        random_appenders(seed, remote, tmp_path / str(seed))

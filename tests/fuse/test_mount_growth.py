@@ -548,45 +548,23 @@ def two_mounts_append(tmp_path, source, read_stored, then, options=(), env=None)
 
 
 @pytest.mark.parametrize("then", ["read", "append"])
-def test_a_second_mount_s_appends_follow_the_first_one_s_records(tmp_path, then):
+@pytest.mark.parametrize("kind", ["v3-zstd", "v3-sharded"])
+def test_a_second_mount_s_appends_follow_the_first_one_s_records(tmp_path, kind, then):
+    """Sharded: shards of 4 records, inner chunks of 2; a's records end inside the second
+    shard, b's move there and into the third (docs/writing.md, Two writers appending)."""
     root = tmp_path / "g.zarr"
-    make(root, "v3-zstd", count=3)
+    make(root, kind, count=3)
     two_mounts_append(tmp_path, root, lambda: stored(root), then)
 
 
 @pytest.mark.parametrize("then", ["read", "append"])
-def test_a_second_mount_s_appends_follow_the_first_one_s_records_on_an_object_store(seaweed, tmp_path, then):
+@pytest.mark.parametrize("kind", ["v2-zstd", "v3-sharded"])
+def test_a_second_mount_s_appends_follow_the_first_one_s_records_on_an_object_store(seaweed, tmp_path, kind, then):
     prefix = unique_prefix("rebase")
-    make(seaweed.zarr_store(prefix), "v2-zstd", count=3)
+    make(seaweed.zarr_store(prefix), kind, count=3)
     two_mounts_append(tmp_path, seaweed.url(prefix),
                       lambda: zarr.open_array(seaweed.zarr_store(prefix), path="frames", mode="r")[...], then,
                       seaweed.mount_options(), seaweed.env())
-
-
-def test_a_second_mount_s_appends_to_a_sharded_array_stay_unstored_and_are_saved(tmp_path):
-    """A sharded array's records are not moved after another writer's (docs/writing.md): the
-    second mount's fsync fails with EIO and one log line naming zarr.json, both shapes and why;
-    the first mount's records stay as written, and the second's are saved for recovery."""
-    root = tmp_path / "g.zarr"
-    make(root, "v3-sharded", count=3)
-    with mounted(root, tmp_path, "grow=all", name="a") as a, mounted(root, tmp_path, "grow=all", name="b") as b:
-        second = os.open(b / "frames.bin", os.O_WRONLY | os.O_APPEND)
-        try:
-            os.write(second, records(100, 1).tobytes()[:50])  # pending: no write-back stores it
-            with open(a / "frames.bin", "ab") as first:
-                first.write(records(50, 2).tobytes())
-            os.write(second, records(100, 1).tobytes()[50:])
-            with pytest.raises(OSError) as info:
-                os.fsync(second)
-            assert info.value.errno == errno.EIO
-            assert "frames/zarr.json: shape [5, 3, 5] where this mount stored [3, 3, 5] (another writer changed " \
-                   "the array): the records appended here are kept, not stored (a sharded array's records are " \
-                   "not moved)" in b.settled_log()
-        finally:
-            with pytest.raises(OSError):
-                os.close(second)
-    assert np.array_equal(stored(root), np.concatenate([records(0, 3), records(50, 2)]))
-    assert len(list((tmp_path / "b.recovery").iterdir())) == 1
 
 
 def test_no_growth_under_consolidated_metadata(tmp_path):

@@ -11,6 +11,29 @@ first. So a reader of the store sees the old array or the new one.
 Two writers appending to one array: the write-back of the second finds the document holding
 the first one's shape (ShapeChangedError). rebase() then moves the second one's records, which
 only its memory holds, after the first one's, and the write-back is done again on the new shape.
+
+Sharded arrays. What a writer holds of its appended records is, per shard, the shard's view
+with its dirty inner chunks (the array's write-back lists the shard as dirty); a shard is
+built whole at write-back, its inner chunks not written here taken from the shard as stored
+then (ShardChunks.build), so the other writer's inner chunks in a shard both touch are kept.
+Moving records needs every one of them held here, never stored before the shape that shows
+them: a flush stores the shape with its batch, and an early write-back (whole_only), which
+leaves out shards still being filled, stores past the stored end only the shard rows before
+the first one it leaves out, with a shape that reaches just that far (WriteBack._shards_taken:
+the shard row holding the stored end goes once every row of it past that end is written).
+So when the document shows another writer's longer array, this writer's records are all in
+its memory, and nothing it stored lies where the other writer's records now are.
+rebase() then reads them (from memory), and in the shard row holding the old stored end,
+inside each of its shards: the inner chunk row holding that end takes the values stored now
+past it (the other writer's), and the inner chunks past it are dropped, so the shard's
+rebuild takes the other writer's from the store; shards wholly past the end are dropped
+(their views' chunks with them). The records are then written again at their new place:
+inner chunks written in part are first read from the shard as stored now (the held views'
+indexes are forgotten first), and at write-back the shard holding the other writer's end is
+read, merged and rebuilt like any shard written in part. Still refused: the other writer shrank
+the array or stored another record shape, this writer shrank it, rows added here are not all
+held (a grow by truncate, or a failed write-back that stored some of them), and shards nested
+in inner chunks (moving rows through two levels of shards is not done).
 """
 
 import math
@@ -113,16 +136,26 @@ def rebase(array: Array, changed: ShapeChangedError) -> None:
                                 found) from None
     rest = tuple(slice(0, n) for n in shape[1:])
     mine = array.read((slice(stored[0], shape[0]), *rest))  # from memory (holds_rows)
-    edge, inside = divmod(stored[0], array.chunk_shape[0])
-    if inside:
-        for others in np.ndindex(*grid_shape(shape, array.chunk_shape)[1:]):
-            coords = (edge, *others)
-            array.write_back.unwrite_rows(coords, inside, array.decode(array.stored(coords), coords))
-    array.write_back.drop_from(edge + 1 if inside else edge)
-    array.write_back.rebased(found)
     array.forget_stored()  # the other writer's chunks replaced those cached past the old end
+    _unwrite_from(array, stored[0])
+    array.write_back.rebased(found)
     array.resize((found[0] + len(mine), *shape[1:]))
     array.write((slice(found[0], found[0] + len(mine)), *rest), mine)
+
+
+def _unwrite_from(array: Array, end: int) -> None:
+    """Rows from `end` of dimension 0 are written here no more: in the chunk row holding `end`,
+    the rows past it take the values stored now; chunks wholly past it are dropped. A sharded
+    array's shards in that row are the same to their inner chunks (shard views: see above)."""
+    edge, inside = divmod(end, array.chunk_shape[0])
+    if inside:
+        for others in np.ndindex(*grid_shape(array.shape, array.chunk_shape)[1:]):
+            coords = (edge, *others)
+            if array.sharding:
+                _unwrite_from(array.shard_view(coords), inside)
+            else:
+                array.write_back.unwrite_rows(coords, inside, array.decode(array.stored(coords), coords))
+    array.write_back.drop_from(edge + 1 if inside else edge)
 
 
 def _why_not_moved(array: Array, stored: tuple[int, ...], found: tuple[int, ...] | None) -> str | None:
@@ -131,8 +164,8 @@ def _why_not_moved(array: Array, stored: tuple[int, ...], found: tuple[int, ...]
         return "the other writer did not append records of the same shape"
     if array.shape[1:] != stored[1:] or array.shape[0] < stored[0]:
         return "this writer shrank the array"
-    if array.sharding:
-        return "a sharded array's records are not moved"
+    if array.sharding and array.sharding.inner_chain.sharding:
+        return "its shards hold shards: records are not moved through two levels of them"
     if not array.write_back.holds_rows(stored[0], array.shape[0]):
         return "rows added here are not all written here"
     return None

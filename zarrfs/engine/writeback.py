@@ -57,6 +57,10 @@ class ShardViewWriteBack(Protocol):
 
     def unstored(self) -> Iterator[tuple[Box, np.ndarray, np.ndarray | None]]: ...
 
+    def holds_rows(self, start: int, stop: int) -> bool: ...
+
+    def drop_from(self, first: int) -> set[tuple[int, ...]]: ...
+
 
 class SharedState(Protocol):
     """array.Shared: the locks, the chunk cache, the dirty bytes of the array and its shard views."""
@@ -176,7 +180,9 @@ class WriteBack:
         On failure the batch is dirty again, so a later flush retries it.
 
         whole_only leaves out shards not wholly dirty, which would have to be merged with their
-        stored selves: early write-back while a writer is still filling them.
+        stored selves: early write-back while a writer is still filling them. Of a growing
+        array, the shard row holding the stored end goes once it is filled, and nothing past
+        a shard left out (_shards_taken).
 
         When another writer changed a value meanwhile (an object store's conditional PUT
         failed), the flush is done again: a shard is then merged anew with its stored self, so
@@ -331,12 +337,30 @@ class WriteBack:
         self._batch_shape = self.shape  # the batch's chunks hold what was written for this shape
         self._deleting, self._deleted = self._deleted, set()
         self._flushing, self._dirty = self._dirty, {}  # this order: see _unflushed
-        shards = {c for c in self._dirty_shards if not whole_only or self._view(c).wholly_dirty()}
+        shards = self._shards_taken() if whole_only else set(self._dirty_shards)
         self._flushing_shards, self._dirty_shards = shards, self._dirty_shards - shards
-        if self._dirty_shards and self.shape[:1] > self.stored_shape[:1]:
-            self._batch_shape = self.stored_shape  # records in shards left out: the growth waits for them
         for coords in self._flushing_shards:
             self._view(coords).take_batch()
+
+    def _shards_taken(self) -> set[tuple[int, ...]]:
+        """The shards an early write-back stores: those wholly dirty, and the shard row holding
+        the stored end once every row of it past that end is written here (merged with its
+        stored records once). Past the stored end, only shards the shape stored with the batch
+        shows: the batch's shape reaches the first shard row left out (growth.py's rebase needs
+        every record past the stored shape held here, never stored without the shape)."""
+        taken = {c for c in self._dirty_shards if self._view(c).wholly_dirty()}
+        stored, end = self.stored_shape[0] if self.stored_shape else 0, self.shape[0] if self.shape else 0
+        rows = self.chunk_shape[0] if self.chunk_shape else 0
+        if end <= stored or not isinstance(rows, int):  # no growth (a rectilinear grid never grows)
+            return taken
+        edge, inside = divmod(stored, rows)
+        if inside and (edge + 1) * rows <= end:
+            taken |= {c for c in self._dirty_shards if c[0] == edge and self._view(c).holds_rows(inside, rows)}
+        cut = min((c[0] for c in self._dirty_shards - taken if c[0] >= edge), default=None)
+        if cut is None:
+            return taken
+        self._batch_shape = (max(stored, min(end, cut * rows)), *self.shape[1:])
+        return {c for c in taken if c[0] < cut}
 
     def wholly_dirty(self) -> bool:
         """Every chunk of this shard view is dirty: writing it back reads nothing stored."""
@@ -479,11 +503,18 @@ class WriteBack:
         """Every chunk holding rows [start, stop) of dimension 0 is written here and not stored
         (nothing of them would be read from the store), and nothing waits to be deleted."""
         rows = self.chunk_shape[0]
-        if self._deleted or self._dirty_shards or not isinstance(rows, int):  # a rectilinear grid never grows
+        if self._deleted or not isinstance(rows, int):  # a rectilinear grid never grows
             return False
         grid = grid_shape(self.shape, self.chunk_shape)
-        return all((i, *rest) in self._dirty for i in range(start // rows, -(-stop // rows))
-                   for rest in np.ndindex(*grid[1:]))
+        return all(self._holds((i, *rest), max(0, start - i * rows), min(rows, stop - i * rows))
+                   for i in range(start // rows, -(-stop // rows)) for rest in np.ndindex(*grid[1:]))
+
+    def _holds(self, coords: tuple[int, ...], start: int, stop: int) -> bool:
+        """Rows [start, stop) of chunk `coords` are written here and not stored: the chunk is
+        dirty, or it is a shard whose view holds those rows of its inner chunks."""
+        if coords in self._dirty:
+            return True
+        return coords in self._dirty_shards and self._view(coords).holds_rows(start, stop)
 
     def unwrite_rows(self, coords: tuple[int, ...], first: int, stored: np.ndarray | None) -> None:
         """Dirty chunk `coords` from index `first` along dimension 0 holds `stored`'s values (the
@@ -510,7 +541,9 @@ class WriteBack:
             chunk = self._dirty.pop(c, None)
             if chunk is not None:
                 self.shared.dirty_nbytes -= chunk.nbytes
-            self._dirty_shards.discard(c)
+            if c in self._dirty_shards:  # its view's inner chunks go too, and the bytes they pinned
+                self._view(c).drop_from(0)
+                self._dirty_shards.discard(c)
             self._written_whole.discard(c)
 
 
