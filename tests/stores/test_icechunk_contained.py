@@ -4,6 +4,7 @@ stores/icechunk_repository.py): icechunk's local storage opens whatever a symlin
 import errno
 import os
 import shutil
+import subprocess
 import sys
 
 import numpy as np
@@ -102,3 +103,56 @@ def test_a_virtual_chunk_whose_file_leaves_its_container_is_not_read(tmp_path, c
     assert store.get("linked/zarr.json") is not None  # the documents are read
     trusted = open_repository(str(path), str(path), 30.0, follow_symlinks=True)
     assert trusted.store(trusted.version(f"@{second}")).get("linked/c/0") == (values + 100).tobytes()
+
+
+def objects_of(path, chunks: int):
+    """A directory laid out as a local repository's objects, with `chunks` chunk objects."""
+    (path / "chunks").mkdir(parents=True)
+    for i in range(chunks):
+        (path / "chunks" / f"C{i:04d}").write_bytes(b"")
+    return path
+
+
+def test_a_followed_repository_of_more_objects_than_the_bound_is_walked_no_further(tmp_path, monkeypatch, caplog):
+    """-o symlinks=follow looks for symlinks into /proc, /sys and /dev among at most MAX_OBJECTS
+    objects: past them the walk stops, and one line says so."""
+    from zarrfs.stores import icechunk_contained
+
+    monkeypatch.setattr(icechunk_contained, "MAX_OBJECTS", 5)
+    path = objects_of(tmp_path / "repo", 20)
+    with pytest.raises(StoreError) as refused:
+        icechunk_contained.check_objects(str(path), "REPO", follow_symlinks=False)
+    assert refused.value.errno == errno.EACCES and "more than 5 objects" in str(refused.value)
+    caplog.clear()
+    icechunk_contained.check_objects(str(path), "REPO", follow_symlinks=True)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "REPO" in said[0] and "more than 5 objects" in said[0], said
+
+
+UNLISTABLE = r"""
+import os, sys
+from zarrfs.errors import StoreError
+from zarrfs.stores.icechunk_contained import check_objects
+os.setgid(65534)
+os.setuid(65534)  # nobody: the directory below is root's alone
+try:
+    check_objects(sys.argv[1], "REPO", follow_symlinks=sys.argv[2] == "follow")
+except StoreError as e:
+    print(e.errno, e)
+"""
+
+
+@pytest.mark.parametrize("follow", ["contain", "follow"])
+def test_an_object_directory_that_cannot_be_listed_is_one_line(follow):
+    """A directory among the objects the mount may not list: one line naming it, not a traceback."""
+    from helpers import reachable_directory
+
+    with reachable_directory("zarrfs-unlistable-") as shared:
+        path = objects_of(shared / "repo", 2)
+        (path / "chunks").chmod(0o700)
+        result = subprocess.run([sys.executable, "-c", UNLISTABLE, str(path), follow], capture_output=True,
+                                text=True, timeout=60)
+    assert result.returncode == 0 and not result.stderr, result.stderr
+    code, _, message = result.stdout.partition(" ")
+    assert int(code) == errno.EACCES
+    assert message.count("\n") == 1 and "REPO" in message and str(path / "chunks") in message, message

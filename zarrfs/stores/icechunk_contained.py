@@ -5,7 +5,9 @@ Without -o symlinks=follow, a repository whose object directories hold a symlink
 open, in one line naming it; with it, only a symlink leading under /proc, /sys or /dev is (as a
 local store's symlinks, stores/contained.py). The objects are walked once, at open, with the
 names and types a directory's listing gives (no stat of each); at most MAX_OBJECTS of them: a
-repository of more is refused without -o symlinks=follow (its objects not all looked at).
+repository of more is refused without -o symlinks=follow (its objects not all looked at), and with
+it the walk stops there, in one line (a trusted repository: the rest are not looked at). A
+directory among them that cannot be listed refuses the repository, in one line naming it.
 
 Virtual chunks are read from the file:// containers icechunk_repository.virtual_containers
 allows, by their locations' names: a location whose real path leaves its container (a symlink
@@ -14,11 +16,14 @@ virtual chunks are not read (icechunk says which chunk is virtual, not where it 
 """
 
 import errno
+import logging
 import os
 from urllib.parse import unquote, urlsplit
 
 from zarrfs.errors import StoreError
 from zarrfs.stores.contained import never_followed_into
+
+log = logging.getLogger(__name__)
 
 # What icechunk's local storage writes in a repository's directory (format 2; refs/ and
 # config.yaml of format 1): a virtual chunk container inside the directory is not among them.
@@ -41,10 +46,17 @@ def check_objects(source: str, root: str, follow_symlinks: bool) -> None:
                 entries = list(listing)
         except (FileNotFoundError, NotADirectoryError):  # no such object, or a file: nothing below it
             continue
+        except OSError as e:  # PermissionError above all: what it holds cannot be looked at
+            raise StoreError(f"{root}: {path} cannot be listed ({e.strerror}): the repository's objects are not "
+                             f"all looked at for symlinks", errno.EACCES) from None
         walked += len(entries)
-        if walked > MAX_OBJECTS and not follow_symlinks:
-            raise StoreError(f"{root}: more than {MAX_OBJECTS} objects: not all looked at for symlinks "
-                             f"(-o symlinks=follow trusts the repository)", errno.EACCES)
+        if walked > MAX_OBJECTS:
+            if not follow_symlinks:
+                raise StoreError(f"{root}: more than {MAX_OBJECTS} objects: not all looked at for symlinks "
+                                 f"(-o symlinks=follow trusts the repository)", errno.EACCES)
+            log.warning("%s: more than %d objects: the rest are not looked at for symlinks into /proc, /sys "
+                        "or /dev (-o symlinks=follow trusts the repository)", root, MAX_OBJECTS)
+            return
         for entry in entries:
             if entry.is_symlink():
                 _refuse_symlink(entry.path, root, follow_symlinks)
