@@ -156,3 +156,42 @@ def test_an_object_directory_that_cannot_be_listed_is_one_line(follow):
     code, _, message = result.stdout.partition(" ")
     assert int(code) == errno.EACCES
     assert message.count("\n") == 1 and "REPO" in message and str(path / "chunks") in message, message
+
+
+OPENED: list[str] = []  # the files Python opened while a test listens (an audit hook cannot be removed)
+LISTENING: list[bool] = []
+
+
+def _opened(event: str, args: tuple) -> None:
+    if LISTENING and event == "open" and isinstance(args[0], str):
+        OPENED.append(args[0])
+
+
+def test_the_credentials_file_is_read_once_for_every_s3_container(tmp_path, caplog):
+    """Each s3:// virtual chunk container is read with the mount's S3 credentials: the file they
+    are in is read once for the mount, not once per container, and nothing of it is logged."""
+    from zarrfs.stores.source_url import RemoteOptions, open_source
+
+    endpoint, secret = "http://127.0.0.1:9", "s3cr3t-never-logged"
+    config = icechunk.RepositoryConfig.default()
+    for name in ("one", "two", "three"):
+        config.set_virtual_chunk_container(icechunk.VirtualChunkContainer(f"s3://bucket/{name}/", icechunk.s3_store(
+            region="us-east-1", endpoint_url=endpoint, allow_http=True, s3_compatible=True, force_path_style=True)))
+    session = icechunk.Repository.create(icechunk.local_filesystem_storage(str(tmp_path / "repo")),
+                                         config=config).writable_session("main")
+    zarr.group(session.store)
+    session.commit("root")
+    credentials = tmp_path / "credentials"
+    credentials.write_text(f"[default]\naws_access_key_id = AKEY\naws_secret_access_key = {secret}\n")
+    credentials.chmod(0o600)
+    sys.addaudithook(_opened)
+    OPENED.clear()
+    LISTENING.append(True)
+    try:
+        source = open_source(str(tmp_path / "repo"), True, RemoteOptions(endpoint=endpoint,
+                                                                         credentials_file=str(credentials)))
+    finally:
+        LISTENING.clear()
+    assert OPENED.count(str(credentials)) == 1, OPENED
+    assert source.store.get("zarr.json") is not None
+    assert secret not in caplog.text
