@@ -57,6 +57,70 @@ def test_a_symlink_into_dev_is_refused_even_followed(tmp_path):
     assert refused.value.errno == errno.EACCES and "/dev" in str(refused.value)
 
 
+def test_a_symlink_made_after_the_repository_was_opened_is_not_followed(tmp_path, caplog):
+    """icechunk opens its objects by name: a symlink planted among them once the mount has
+    walked them (a chunk object replaced, or a new directory holding one) is refused as one found
+    at open is, while it is there; the value it hides is read again once it is gone."""
+    from zarrfs.stores.icechunk_repository import open_repository
+
+    path, chunk = repository_with_a_linked_chunk(tmp_path)
+    outside = tmp_path / "outside"
+    os.unlink(chunk)
+    shutil.move(outside, chunk)  # a repository with no symlink: opened
+    (tmp_path / "secret").write_bytes(bytes(4096))
+    repository = open_repository(str(path), str(path), 30.0)
+    store = repository.store(repository.version("@branch.main"))
+    assert store.get("a/zarr.json") is not None
+    shutil.move(chunk, outside)
+    os.symlink(tmp_path / "secret", chunk)  # planted after the walk
+    for _ in range(2):  # and at every call while it is there
+        with pytest.raises(StoreError) as refused:
+            store.get("a/c/0")
+        assert refused.value.errno == errno.EACCES and str(chunk) in str(refused.value)
+    os.unlink(chunk)
+    shutil.move(outside, chunk)
+    assert store.get("a/c/0") == np.arange(4096, dtype="<u1").tobytes()
+    (path / "chunks" / "more").mkdir()  # a directory made later is watched too
+    os.symlink(tmp_path / "secret", path / "chunks" / "more" / "x")
+    with pytest.raises(StoreError) as refused:
+        store.get("a/c/0")
+    assert str(path / "chunks" / "more" / "x") in str(refused.value)
+
+
+def test_an_object_directory_replaced_by_a_symlink_after_open_is_refused(tmp_path):
+    """The repository's own directory is watched too, when SOURCE is a symlink to it: one of its
+    object directories replaced by a symlink to elsewhere refuses the calls that follow."""
+    from zarrfs.stores.icechunk_repository import open_repository
+
+    path, chunk = repository_with_a_linked_chunk(tmp_path)
+    os.unlink(chunk)
+    shutil.move(tmp_path / "outside", chunk)
+    source = tmp_path / "source"
+    os.symlink(path, source)
+    repository = open_repository(str(source), str(source), 30.0)
+    store = repository.store(repository.version("@branch.main"))
+    assert store.get("a/c/0") == np.arange(4096, dtype="<u1").tobytes()
+    os.rename(path / "chunks", tmp_path / "elsewhere")
+    os.symlink(tmp_path / "elsewhere", path / "chunks")
+    with pytest.raises(StoreError) as refused:
+        store.get("a/c/0")
+    assert refused.value.errno == errno.EACCES and str(source / "chunks") in str(refused.value)
+
+
+def test_a_symlink_into_dev_made_after_open_is_refused_even_followed(tmp_path):
+    from zarrfs.stores.icechunk_repository import open_repository
+
+    path, chunk = repository_with_a_linked_chunk(tmp_path)
+    repository = open_repository(str(path), str(path), 30.0, follow_symlinks=True)
+    store = repository.store(repository.version("@branch.main"))
+    assert store.get("a/c/0") == np.arange(4096, dtype="<u1").tobytes()  # followed: a trusted repository
+    os.unlink(chunk)
+    os.symlink("/dev/zero", chunk)
+    with pytest.raises(StoreError) as refused:
+        store.get("a/c/0")
+    assert refused.value.errno == errno.EACCES and "/dev" in str(refused.value)
+
+
 def test_a_virtual_chunk_whose_file_leaves_its_container_is_not_read(tmp_path, caplog):
     """A container inside the repository is read; a symlink in it to a file outside is found when
     the version's store is made: one line names it, and that version's virtual chunks are refused."""
@@ -133,6 +197,7 @@ UNLISTABLE = r"""
 import os, sys
 from zarrfs.errors import StoreError
 from zarrfs.stores.icechunk_contained import check_objects
+import inotify_simple  # what the walk imports, imported as root: this Python's own library is root's alone
 os.setgid(65534)
 os.setuid(65534)  # nobody: the directory below is root's alone
 try:
