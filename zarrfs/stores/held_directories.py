@@ -36,8 +36,9 @@ def make_held(parent: str | None, prefix: str) -> tuple[str, int]:
 def remove_left(parent: str | None, prefix: str) -> int:
     """Remove the directories named `prefix`... in `parent` that this user's killed processes
     left (no process holds them); how many."""
+    parent = parent or tempfile.gettempdir()
     try:
-        with os.scandir(parent or tempfile.gettempdir()) as listing:
+        with os.scandir(parent) as listing:
             entries = [e for e in listing if e.name.startswith(prefix) and e.is_dir(follow_symlinks=False)]
     except FileNotFoundError:
         return 0

@@ -520,9 +520,11 @@ class IcechunkStore:
 
     def close(self) -> None:
         """Nodes being made are given up: their chunks on this machine go."""
-        if self._spill is not None:
-            shutil.rmtree(self._spill.root, ignore_errors=True)
-            os.close(self._spill_held)
+        with self._spill_lock:
+            spill, self._spill = self._spill, None
+        if spill is not None:
+            shutil.rmtree(spill.root, ignore_errors=True)
+            os.close(self._spill_held)  # after the removal: held while removed
 
     def delete_node(self, path: str) -> None:
         self.check_writable(path)
