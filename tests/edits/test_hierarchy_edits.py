@@ -20,6 +20,7 @@ import zarr
 from core import core_of
 from helpers import array_files, delete_array, make_store
 from mounting import mounted
+from zarrfs.errors import ZarrfsError
 
 RENAME_NOREPLACE = 1  # renameat2's flag, which mv -n sends
 
@@ -413,3 +414,21 @@ def test_a_folder_deletes_as_a_file_manager_deletes_it(tmp_path):
         subprocess.run(["gio", "remove", str(m / "a.vrt")], check=True)  # one view alone: hidden, nothing deleted
         assert np.fromfile(m / "a.bin", "<i4").tolist() == [0, 1, 2, 3] and not (m / "a.vrt").exists()
     assert members(root) == ["a"]
+
+
+@pytest.mark.parametrize("consolidated", [False, True])
+def test_an_edit_refused_by_the_store_keeps_the_files_hidden_at_its_target(tmp_path, consolidated):
+    """Another program may take a name between the mount's check and the edit: the store then
+    refuses it (EEXIST), and the node already there keeps the files a person deleted from it."""
+    root = make_store(tmp_path / "s.zarr", 3, consolidated)
+    with core_of(root, tmp_path) as c:
+        c.unlink("/a.json")  # hidden: array a stays
+        editor = c.fs.edits.editor
+        for edit, args in ((editor.make_group, ("a",)), (editor.move, ("sub", "a"))):
+            with pytest.raises(ZarrfsError) as refused:
+                edit(*args)
+            assert refused.value.errno == errno.EEXIST
+            raises(errno.ENOENT, c.stat, "/a.json")
+            assert "a.json" not in c.listdir("/")
+        assert c.stat("/a.bin")["st_size"] == 16
+    assert members(root, consolidated) == ["a", "sub"]

@@ -136,3 +136,81 @@ def test_a_commit_needs_a_message_and_a_branch_mounted_writable(tmp_path, read_o
         assert repo.lookup_branch("main") == ids[-1]  # nothing committed
     finally:
         core.stop()
+
+
+def test_a_branch_whose_head_cannot_be_looked_up_again_is_shown_as_it_was(tmp_path, caplog):
+    """A branch's head asked again (after metadata_ttl) and not found out (the repository's
+    refs unreadable now): its directory shows the head it had, in one line saying so; a
+    branch never shown has no head to fall back on, and its lookup fails."""
+    import errno
+    from dataclasses import replace
+
+    from zarrfs.edits.hierarchy_edits import HierarchyEdits
+    from zarrfs.errors import ZarrfsError
+    from zarrfs.fs.filesystem import Options
+    from zarrfs.fs.versions import mount_core
+
+    ids = history(tmp_path / "repo", 1)
+    options = Options(read_only=True)
+    core = mount_core(str(tmp_path / "repo"), replace(options, remote=replace(options.remote, metadata_ttl=0)),
+                      HierarchyEdits)  # every lookup asks for the branch's head
+    path = "/@branch.main/a.bin"
+    try:
+        before = core.getattr(path)
+        shown = core._shown["@branch.main"]
+        (tmp_path / "repo" / "repo").write_bytes(b"not a repository file")  # its branches unreadable
+        caplog.clear()
+        assert core.getattr(path) == before
+        said = [r.getMessage() for r in caplog.records]
+        assert len(said) == 1 and "@branch.main" in said[0] and ids[0] in said[0], said
+        assert core._shown["@branch.main"] is shown
+        fh = core.open(path, os.O_RDONLY)
+        assert core.read(fh, 0, 16) == np.arange(4, dtype="<f4").tobytes()
+        core.release(fh)
+        with pytest.raises(ZarrfsError) as failed:
+            core.getattr("/@branch.other/a.bin")
+        assert failed.value.errno == errno.EIO
+    finally:
+        core.stop()
+
+
+def test_a_file_whose_branch_moves_on_at_every_open_is_refused_stale(tmp_path, monkeypatch):
+    """A branch whose head is replaced between each lookup and its open, OPEN_TRIES times: the
+    open is refused (ESTALE), and no file is left open in any head."""
+    import errno
+    from dataclasses import replace
+
+    from zarrfs.edits.hierarchy_edits import HierarchyEdits
+    from zarrfs.errors import ZarrfsError
+    from zarrfs.fs.filesystem import FileSystem, Options
+    from zarrfs.fs.versions import OPEN_TRIES, mount_core
+
+    history(tmp_path / "repo", 1)
+    options = Options(read_only=True)
+    core = mount_core(str(tmp_path / "repo"), replace(options, remote=replace(options.remote, metadata_ttl=0)),
+                      HierarchyEdits)  # every lookup asks for the branch's head
+    path = "/@branch.main/a.bin"
+    opening, heads = FileSystem.open, []
+
+    def open_as_the_branch_moves(fs, inner, flags):
+        if fs is not core.main:
+            repo = icechunk.Repository.open(icechunk.local_filesystem_storage(str(tmp_path / "repo")))
+            session = repo.writable_session("main")
+            zarr.open_array(session.store, path="a", mode="a")[:4] = len(heads) + 100
+            heads.append(session.commit("moved on"))
+            core.getattr(path)  # another lookup: the new head replaces the one being opened
+        return opening(fs, inner, flags)
+
+    try:
+        core.getattr(path)
+        with monkeypatch.context() as patch:
+            patch.setattr(FileSystem, "open", open_as_the_branch_moves)
+            with pytest.raises(ZarrfsError) as refused:
+                core.open(path, os.O_RDONLY)
+        assert refused.value.errno == errno.ESTALE and len(heads) == OPEN_TRIES
+        assert not core._handles and all(shown.handles == 0 for shown in core._shown.values())
+        fh = core.open(path, os.O_RDONLY)  # the branch stands still: opened in its last head
+        assert core.read(fh, 0, 16) == np.full(4, OPEN_TRIES + 99, dtype="<f4").tobytes()
+        core.release(fh)
+    finally:
+        core.stop()

@@ -380,14 +380,14 @@ def test_new_groups_and_arrays_deletes_and_attribute_edits_are_committed(tmp_pat
         np.save(npy, new)
         (m.path / "g" / "new.npy").write_bytes(npy.getvalue())  # a new array with data
         assert (m.path / "g" / "new.bin").read_bytes() == new.tobytes()
-        assert list((tmp_path / "mnt.recovery").glob("zarrfs-icechunk-*"))  # where its chunks waited for it
+        assert list((tmp_path / "mnt.recovery").glob("zarrfs-staged-*"))  # where its chunks waited for it
         os.setxattr(m.path, "user.icechunk.commit", b"edits")
     group = zarr.open_group(repo.readonly_session("main").store, mode="r")
     assert sorted(group.keys()) == ["a", "g"] and group["a"].attrs["units"] == "K"
     assert isinstance(group["g"], zarr.Group) and list(group["g"].keys()) == ["new"]
     np.testing.assert_array_equal(group["g"]["new"][...], new)
     assert head(repo).message == "edits"
-    assert not list((tmp_path / "mnt.recovery").glob("zarrfs-icechunk-*"))  # gone at unmount
+    assert not list((tmp_path / "mnt.recovery").glob("zarrfs-staged-*"))  # gone at unmount
 
 
 def test_a_move_commits_the_writes_before_it_then_itself(tmp_path):
@@ -461,6 +461,31 @@ def test_fsynced_writes_survive_a_crash_and_the_next_mount_commits_them(tmp_path
     assert head(repo).message == "after the crash" and head(repo).parent_id == first
     np.testing.assert_array_equal(read_a(repo), model)
     assert not list((tmp_path / "mnt.recovery").glob("icechunk-*"))  # committed: nothing left to take back
+
+
+def test_a_killed_mounts_chunks_of_a_node_being_made_are_removed_at_the_next_mount(tmp_path):
+    """A new array's chunks are kept in a directory of this machine until its node is committed
+    (icechunk_store.py): one a daemon killed -9 left is removed by the next mount of that place,
+    and a live mount's never is."""
+    repo, first = small_icechunk_repository(tmp_path / "repo")
+    repo.create_branch("dev", first)
+    np.save(tmp_path / "n.npy", np.arange(64, dtype="<u1"))
+    recovery = tmp_path / "mnt.recovery"
+    with mounted(tmp_path / "repo", tmp_path) as m:
+        subprocess.run(["cp", str(tmp_path / "n.npy"), str(m.path)], check=True)  # a node made: chunks kept first
+        left = [p for p in recovery.iterdir() if p.is_dir()]
+        assert left, list(recovery.iterdir())
+        m.process.send_signal(signal.SIGKILL)
+        m.process.wait()
+    with mounted(tmp_path / "repo", tmp_path) as m:  # the same recovery_dir
+        assert not [p for p in left if p.exists()], left
+        assert "removed 1 temporary" in m.log()
+        subprocess.run(["cp", str(tmp_path / "n.npy"), str(m.path / "o.npy")], check=True)
+        live = [p for p in recovery.iterdir() if p.is_dir()]
+        with mounted(tmp_path / "repo", tmp_path, "branch=dev", f"recovery_dir={recovery}", name="dev") as other:
+            assert "temporary" not in other.log()
+            assert all(p.exists() for p in live), live
+        assert (m.path / "o.bin").read_bytes() == np.arange(64, dtype="<u1").tobytes()
 
 
 class InFlightSessionStore:

@@ -4,6 +4,7 @@ stores/icechunk_repository.py): icechunk's local storage opens whatever a symlin
 import errno
 import os
 import shutil
+import subprocess
 import sys
 
 import numpy as np
@@ -56,6 +57,70 @@ def test_a_symlink_into_dev_is_refused_even_followed(tmp_path):
     assert refused.value.errno == errno.EACCES and "/dev" in str(refused.value)
 
 
+def test_a_symlink_made_after_the_repository_was_opened_is_not_followed(tmp_path, caplog):
+    """icechunk opens its objects by name: a symlink planted among them once the mount has
+    walked them (a chunk object replaced, or a new directory holding one) is refused as one found
+    at open is, while it is there; the value it hides is read again once it is gone."""
+    from zarrfs.stores.icechunk_repository import open_repository
+
+    path, chunk = repository_with_a_linked_chunk(tmp_path)
+    outside = tmp_path / "outside"
+    os.unlink(chunk)
+    shutil.move(outside, chunk)  # a repository with no symlink: opened
+    (tmp_path / "secret").write_bytes(bytes(4096))
+    repository = open_repository(str(path), str(path), 30.0)
+    store = repository.store(repository.version("@branch.main"))
+    assert store.get("a/zarr.json") is not None
+    shutil.move(chunk, outside)
+    os.symlink(tmp_path / "secret", chunk)  # planted after the walk
+    for _ in range(2):  # and at every call while it is there
+        with pytest.raises(StoreError) as refused:
+            store.get("a/c/0")
+        assert refused.value.errno == errno.EACCES and str(chunk) in str(refused.value)
+    os.unlink(chunk)
+    shutil.move(outside, chunk)
+    assert store.get("a/c/0") == np.arange(4096, dtype="<u1").tobytes()
+    (path / "chunks" / "more").mkdir()  # a directory made later is watched too
+    os.symlink(tmp_path / "secret", path / "chunks" / "more" / "x")
+    with pytest.raises(StoreError) as refused:
+        store.get("a/c/0")
+    assert str(path / "chunks" / "more" / "x") in str(refused.value)
+
+
+def test_an_object_directory_replaced_by_a_symlink_after_open_is_refused(tmp_path):
+    """The repository's own directory is watched too, when SOURCE is a symlink to it: one of its
+    object directories replaced by a symlink to elsewhere refuses the calls that follow."""
+    from zarrfs.stores.icechunk_repository import open_repository
+
+    path, chunk = repository_with_a_linked_chunk(tmp_path)
+    os.unlink(chunk)
+    shutil.move(tmp_path / "outside", chunk)
+    source = tmp_path / "source"
+    os.symlink(path, source)
+    repository = open_repository(str(source), str(source), 30.0)
+    store = repository.store(repository.version("@branch.main"))
+    assert store.get("a/c/0") == np.arange(4096, dtype="<u1").tobytes()
+    os.rename(path / "chunks", tmp_path / "elsewhere")
+    os.symlink(tmp_path / "elsewhere", path / "chunks")
+    with pytest.raises(StoreError) as refused:
+        store.get("a/c/0")
+    assert refused.value.errno == errno.EACCES and str(source / "chunks") in str(refused.value)
+
+
+def test_a_symlink_into_dev_made_after_open_is_refused_even_followed(tmp_path):
+    from zarrfs.stores.icechunk_repository import open_repository
+
+    path, chunk = repository_with_a_linked_chunk(tmp_path)
+    repository = open_repository(str(path), str(path), 30.0, follow_symlinks=True)
+    store = repository.store(repository.version("@branch.main"))
+    assert store.get("a/c/0") == np.arange(4096, dtype="<u1").tobytes()  # followed: a trusted repository
+    os.unlink(chunk)
+    os.symlink("/dev/zero", chunk)
+    with pytest.raises(StoreError) as refused:
+        store.get("a/c/0")
+    assert refused.value.errno == errno.EACCES and "/dev" in str(refused.value)
+
+
 def test_a_virtual_chunk_whose_file_leaves_its_container_is_not_read(tmp_path, caplog):
     """A container inside the repository is read; a symlink in it to a file outside is found when
     the version's store is made: one line names it, and that version's virtual chunks are refused."""
@@ -102,3 +167,96 @@ def test_a_virtual_chunk_whose_file_leaves_its_container_is_not_read(tmp_path, c
     assert store.get("linked/zarr.json") is not None  # the documents are read
     trusted = open_repository(str(path), str(path), 30.0, follow_symlinks=True)
     assert trusted.store(trusted.version(f"@{second}")).get("linked/c/0") == (values + 100).tobytes()
+
+
+def objects_of(path, chunks: int):
+    """A directory laid out as a local repository's objects, with `chunks` chunk objects."""
+    (path / "chunks").mkdir(parents=True)
+    for i in range(chunks):
+        (path / "chunks" / f"C{i:04d}").write_bytes(b"")
+    return path
+
+
+def test_a_followed_repository_of_more_objects_than_the_bound_is_walked_no_further(tmp_path, monkeypatch, caplog):
+    """-o symlinks=follow looks for symlinks into /proc, /sys and /dev among at most MAX_OBJECTS
+    objects: past them the walk stops, and one line says so."""
+    from zarrfs.stores import icechunk_contained
+
+    monkeypatch.setattr(icechunk_contained, "MAX_OBJECTS", 5)
+    path = objects_of(tmp_path / "repo", 20)
+    with pytest.raises(StoreError) as refused:
+        icechunk_contained.check_objects(str(path), "REPO", follow_symlinks=False)
+    assert refused.value.errno == errno.EACCES and "more than 5 objects" in str(refused.value)
+    caplog.clear()
+    icechunk_contained.check_objects(str(path), "REPO", follow_symlinks=True)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "REPO" in said[0] and "more than 5 objects" in said[0], said
+
+
+UNLISTABLE = r"""
+import os, sys
+from zarrfs.errors import StoreError
+from zarrfs.stores.icechunk_contained import check_objects
+import inotify_simple  # what the walk imports, imported as root: this Python's own library is root's alone
+os.setgid(65534)
+os.setuid(65534)  # nobody: the directory below is root's alone
+try:
+    check_objects(sys.argv[1], "REPO", follow_symlinks=sys.argv[2] == "follow")
+except StoreError as e:
+    print(e.errno, e)
+"""
+
+
+@pytest.mark.parametrize("follow", ["contain", "follow"])
+def test_an_object_directory_that_cannot_be_listed_is_one_line(follow):
+    """A directory among the objects the mount may not list: one line naming it, not a traceback."""
+    from helpers import reachable_directory
+
+    with reachable_directory("zarrfs-unlistable-") as shared:
+        path = objects_of(shared / "repo", 2)
+        (path / "chunks").chmod(0o700)
+        result = subprocess.run([sys.executable, "-c", UNLISTABLE, str(path), follow], capture_output=True,
+                                text=True, timeout=60)
+    assert result.returncode == 0 and not result.stderr, result.stderr
+    code, _, message = result.stdout.partition(" ")
+    assert int(code) == errno.EACCES
+    assert message.count("\n") == 1 and "REPO" in message and str(path / "chunks") in message, message
+
+
+OPENED: list[str] = []  # the files Python opened while a test listens (an audit hook cannot be removed)
+LISTENING: list[bool] = []
+
+
+def _opened(event: str, args: tuple) -> None:
+    if LISTENING and event == "open" and isinstance(args[0], str):
+        OPENED.append(args[0])
+
+
+def test_the_credentials_file_is_read_once_for_every_s3_container(tmp_path, caplog):
+    """Each s3:// virtual chunk container is read with the mount's S3 credentials: the file they
+    are in is read once for the mount, not once per container, and nothing of it is logged."""
+    from zarrfs.stores.source_url import RemoteOptions, open_source
+
+    endpoint, secret = "http://127.0.0.1:9", "s3cr3t-never-logged"
+    config = icechunk.RepositoryConfig.default()
+    for name in ("one", "two", "three"):
+        config.set_virtual_chunk_container(icechunk.VirtualChunkContainer(f"s3://bucket/{name}/", icechunk.s3_store(
+            region="us-east-1", endpoint_url=endpoint, allow_http=True, s3_compatible=True, force_path_style=True)))
+    session = icechunk.Repository.create(icechunk.local_filesystem_storage(str(tmp_path / "repo")),
+                                         config=config).writable_session("main")
+    zarr.group(session.store)
+    session.commit("root")
+    credentials = tmp_path / "credentials"
+    credentials.write_text(f"[default]\naws_access_key_id = AKEY\naws_secret_access_key = {secret}\n")
+    credentials.chmod(0o600)
+    sys.addaudithook(_opened)
+    OPENED.clear()
+    LISTENING.append(True)
+    try:
+        source = open_source(str(tmp_path / "repo"), True, RemoteOptions(endpoint=endpoint,
+                                                                         credentials_file=str(credentials)))
+    finally:
+        LISTENING.clear()
+    assert OPENED.count(str(credentials)) == 1, OPENED
+    assert source.store.get("zarr.json") is not None
+    assert secret not in caplog.text

@@ -9,7 +9,8 @@ files is (edits/hierarchy_edits.py). A file manager that stats each file of a se
 deleting it so finds every one, whatever its order. Kept in memory only: nothing is written.
 
 Files are hidden by the node's path, so a node made later at that path would find them hidden:
-the mount forgets them before it makes or moves a node there (edits/editor.py), and a listing
+the mount forgets them once the store has made or moved a node there (edits/editor.py: an edit
+the store refuses forgets nothing), and a listing
 that finds the node gone forgets them (another program deleted it). A listing is a snapshot
 taken while others may hide files: it forgets only what was hidden before it began, so a
 node made and then deleted file by file during a slow listing keeps its files hidden.

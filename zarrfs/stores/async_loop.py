@@ -17,12 +17,19 @@ class Loop:
     """One asyncio loop in a daemon thread of ours: icechunk-python's stores are zarr's async
     Store API, and the file system's threads wait on it, each call at most `timeout` seconds."""
 
-    def __init__(self, timeout: float):
+    def __init__(self, timeout: float, before_each: Callable[[], None] | None = None):
         self.timeout = timeout
+        self._before_each = before_each  # called before each call: its error is the call's (icechunk_contained.py)
         self._loop = asyncio.new_event_loop()
         threading.Thread(target=self._loop.run_forever, name="icechunk", daemon=True).start()
 
     def run(self, coroutine: Coroutine[Any, Any, T], what: str) -> T:
+        if self._before_each is not None:
+            try:
+                self._before_each()
+            except BaseException:
+                coroutine.close()  # never run: not left to warn that it was never awaited
+                raise
         future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
         try:
             return future.result(self.timeout)

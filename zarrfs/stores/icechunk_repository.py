@@ -201,9 +201,10 @@ def open_repository(source: str, root: str, timeout: float, access: AccessOf | N
     if "ICECHUNK_LOG" not in os.environ:  # its warnings are written to stderr, past our log: errors only
         icechunk.set_logs_filter("error")
     access = access or (lambda scheme: ObjectStoreAccess())
-    loop = Loop(timeout)
+    watched = None
     if not urlsplit(source).scheme:  # icechunk's local storage follows symlinks among its objects
-        check_objects(source, root, follow_symlinks)
+        watched = check_objects(source, root, follow_symlinks)
+    loop = Loop(timeout, watched.check if watched is not None else None)
     try:
         storage = repository_storage(icechunk, source, root, access)  # icechunk may refuse its settings here
         repository = loop.run(icechunk.Repository.open_async(storage), f"{root}: open")

@@ -24,7 +24,6 @@ import logging
 import os
 import shutil
 import stat
-import tempfile
 import threading
 import time
 import uuid
@@ -37,6 +36,7 @@ from zarrfs.errors import StoreError, ValueChangedError
 from zarrfs.stores.async_loop import Loop, first_line
 from zarrfs.stores.contained import key_parts
 from zarrfs.stores.contract import Capabilities, Staged, own_staged
+from zarrfs.stores.held_directories import make_held, remove_left
 from zarrfs.stores.icechunk_saved import SavedSession
 from zarrfs.stores.local import LocalStore
 
@@ -55,6 +55,8 @@ MAX_VALUE = 1 << 31  # a whole value's size without a caller's limit: what one r
 # each way, in-process: 8 streamed 204-230 MB/s, 16 177-209, the file system's 64 158-176)
 STREAM_FETCHERS = 8
 SIZES_AT_ONCE = 64  # values' sizes asked of icechunk at once in a listing (each may be a manifest's fetch)
+SPILL_PREFIX = "zarrfs-staged-"  # a mount's directory of chunks of nodes being made (not the old zarrfs-icechunk-:
+# those were held by no lock, so one a mount of an earlier zarrfs is using cannot be told from one left)
 
 
 class StagedValue(NamedTuple):
@@ -87,6 +89,7 @@ class IcechunkStore:
         self._staging: set[str] = set()  # begin_node's names of nodes being made
         self._spill: LocalStore | None = None  # their chunks, until commit_node
         self._spill_lock = threading.Lock()
+        self._spill_held = -1  # the descriptor that holds the spill's directory (held_directories.py)
         self._owner = (os.getuid(), os.getgid())
         self.capabilities = Capabilities(remote=remote, listing=True, metadata_ttl=None,
                                          read_deadline=loop.timeout if remote else None,
@@ -440,16 +443,18 @@ class IcechunkStore:
         return os.statvfs_result((4096, 4096, blocks, blocks, blocks, 1 << 32, 1 << 32, 1 << 32, 0, 1024))
 
     def remove_temporaries(self) -> int:
-        """The nodes being made by this store (their chunks in `_spill_store`), given up: icechunk
-        stages nothing outside the session, and another mount's are its own (docs/icechunk.md).
-        A remote repository's store leaves them, as the contract has every remote store leave a
-        fresh staged node (one may be mid-creation): 0."""
+        """The directories of chunks of nodes being made (`_spill_store`) that a killed mount left
+        in this one's place (held_directories.py: no living mount holds them), removed; and the
+        nodes being made by this store, given up: icechunk stages nothing outside the session, and
+        another mount's are its own (docs/icechunk.md). A remote repository's store leaves its own,
+        as the contract has every remote store leave a fresh staged node (one may be mid-creation)."""
+        removed = remove_left(self._spill_parent(), SPILL_PREFIX)
         if self.capabilities.remote:
-            return 0
+            return removed
         staging = list(self._staging)
         for name in staging:
             self.abort_node(name)
-        return len(staging)
+        return removed + len(staging)
 
     # whole nodes: made and deleted in a branch's session; moved by a commit of their own
 
@@ -498,19 +503,28 @@ class IcechunkStore:
         """Whether `key` lies below a node being made (its chunks are kept on this machine)."""
         return any(key == staging or key.startswith(f"{staging}/") for staging in self._staging)
 
+    def _spill_parent(self) -> str | None:
+        """Beside the saved session: the mount's own place (-o recovery_dir); else the system's
+        temporary directory."""
+        return self._saved.directory if self._saved is not None else None
+
     def _spill_store(self) -> LocalStore:
         with self._spill_lock:
-            if self._spill is None:  # beside the saved session: the mount's own place (-o recovery_dir)
-                directory = self._saved.directory if self._saved is not None else None
+            if self._spill is None:
+                directory = self._spill_parent()
                 if directory is not None:
                     os.makedirs(directory, mode=0o700, exist_ok=True)
-                self._spill = LocalStore(tempfile.mkdtemp(prefix="zarrfs-icechunk-", dir=directory))
+                path, self._spill_held = make_held(directory, SPILL_PREFIX)  # held: see remove_temporaries
+                self._spill = LocalStore(path)
             return self._spill
 
     def close(self) -> None:
         """Nodes being made are given up: their chunks on this machine go."""
-        if self._spill is not None:
-            shutil.rmtree(self._spill.root, ignore_errors=True)
+        with self._spill_lock:
+            spill, self._spill = self._spill, None
+        if spill is not None:
+            shutil.rmtree(spill.root, ignore_errors=True)
+            os.close(self._spill_held)  # after the removal: held while removed
 
     def delete_node(self, path: str) -> None:
         self.check_writable(path)

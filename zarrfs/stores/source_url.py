@@ -7,6 +7,7 @@ must not be readable by group or others. They are handed to obstore and never lo
 
 import configparser
 import errno
+import functools
 import os
 import re
 import stat
@@ -19,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 from zarrfs.errors import StoreError
 from zarrfs.stores.contract import Store
 from zarrfs.stores.icechunk_repository import IcechunkChoice, IcechunkRepository, is_repository, open_repository
-from zarrfs.stores.icechunk_storage import ObjectStoreAccess
+from zarrfs.stores.icechunk_storage import AccessOf, ObjectStoreAccess
 from zarrfs.stores.icechunk_store import IcechunkStore
 from zarrfs.stores.local import LocalStore
 
@@ -85,8 +86,7 @@ def open_source(source: str, read_only: bool, remote: RemoteOptions, follow_syml
     if urlsplit(source).scheme == "gs" and remote.anon and not read_only:
         raise StoreError(f"{root}: icechunk's GCS client asks the cloud's metadata server for a token before it "
                          f"writes, even with -o anon: add -o ro", errno.EROFS)
-    repository = open_repository(source, root, remote.timeout, lambda scheme: _access(scheme, remote),
-                                 follow_symlinks)
+    repository = open_repository(source, root, remote.timeout, _access_of(remote), follow_symlinks)
     version = repository.version(icechunk.name())
     if version is None:
         raise StoreError(f"{root}: no version {icechunk.name()} in this Icechunk repository", errno.ENOENT)
@@ -129,6 +129,12 @@ def _check_remote(source: str, read_only: bool, remote: RemoteOptions) -> None:
     if remote.anon and remote.credentials_file:
         raise StoreError("-o anon (unsigned requests) and -o credentials_file contradict each other: choose one",
                          errno.EINVAL)
+
+
+def _access_of(remote: RemoteOptions) -> AccessOf:
+    """_access for the mount's repository and each of its virtual chunk containers, each scheme's
+    made once: a credentials file is read once for the mount, however many containers name it."""
+    return functools.cache(lambda scheme: _access(scheme, remote))
 
 
 def _access(scheme: str, remote: RemoteOptions) -> ObjectStoreAccess:

@@ -1,0 +1,66 @@
+"""Scratch directories of this machine that a living process holds, so that the ones a killed
+process left can be told from them and removed.
+
+A directory is held by an exclusive flock(2) on a descriptor of it, open for as long as its
+process uses it: the kernel lets the lock go when the process ends, however it ends (kill -9
+too), and a process id reused later holds nothing. A directory is removed only when it is
+provably left: named with the prefix, this user's, not a symlink, and its lock free.
+"""
+
+import fcntl
+import logging
+import os
+import shutil
+import tempfile
+
+log = logging.getLogger(__name__)
+
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def make_held(parent: str | None, prefix: str) -> tuple[str, int]:
+    """A new directory in `parent` (the system's temporary directory for None) named
+    `prefix`..., and the descriptor that holds it: close it when the directory is removed."""
+    while True:
+        path = tempfile.mkdtemp(prefix=prefix, dir=parent)
+        fd = os.open(path, _DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
+                return path, fd
+        except (BlockingIOError, FileNotFoundError):  # another process's remove_left took it first
+            pass
+        os.close(fd)
+
+
+def remove_left(parent: str | None, prefix: str) -> int:
+    """Remove the directories named `prefix`... in `parent` that this user's killed processes
+    left (no process holds them); how many."""
+    parent = parent or tempfile.gettempdir()
+    try:
+        with os.scandir(parent) as listing:
+            entries = [e for e in listing if e.name.startswith(prefix) and e.is_dir(follow_symlinks=False)]
+    except FileNotFoundError:
+        return 0
+    except OSError as e:
+        log.warning("cannot look for directories left in %s: %s", parent, e.strerror)
+        return 0
+    return sum(_remove_if_left(entry.path) for entry in entries)
+
+
+def _remove_if_left(path: str) -> bool:
+    try:
+        fd = os.open(path, _DIRECTORY)
+    except OSError:  # gone meanwhile, or replaced by a symlink
+        return False
+    try:
+        if os.fstat(fd).st_uid != os.getuid():
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # a living process's
+            return False
+        shutil.rmtree(path, ignore_errors=True)  # held while removed: make_held then takes another
+        return not os.path.lexists(path)
+    finally:
+        os.close(fd)
