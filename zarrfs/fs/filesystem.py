@@ -657,12 +657,7 @@ class FileSystem:
 
     def _may_grow(self, opened: OpenArray) -> bool:
         """-o grow and the array's metadata mark it (growable.py), and it can (growth.why_fixed)."""
-        if not growable.marked(self.options.grow, opened.node, self.hierarchy):
-            return False
-        why = growth.why_fixed(opened.raw.array)
-        if why is not None:
-            log.warning("%s: marked to grow, but does not: %s", opened.node.path or "/", why)
-        return why is None
+        return growable.grows(self.options.grow, opened.node, self.hierarchy, opened.raw.array)
 
     def _reshaped(self, opened: OpenArray, moved: bool = False) -> None:
         """A write-back stored a new shape: the node's metadata is read again, and what the kernel

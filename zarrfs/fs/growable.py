@@ -9,7 +9,13 @@ grows with `grow=all` only. An array whose dimension 0 is stored as 0 (made to b
 as from a sidecar with shape [0, ...]) grows too.
 """
 
+import logging
+
+from zarrfs.engine import growth
+from zarrfs.engine.array import Array
 from zarrfs.format.v3 import ArrayMetadata
+
+log = logging.getLogger(__name__)
 
 ALL, MARKED, NONE = "all", "marked", "none"
 CHOICES = (ALL, MARKED, NONE)
@@ -21,6 +27,18 @@ def marked(rule: str, node, hierarchy) -> bool:
     if rule == NONE or not isinstance(meta, ArrayMetadata) or not meta.shape:
         return False
     return rule == ALL or meta.shape[0] == 0 or _unlimited(node, hierarchy)
+
+
+def grows(rule: str, node, hierarchy, array: Array) -> bool:
+    """Whether writes past the end of `array` (the node's) append records: marked under `rule`,
+    and able to (growth.why_fixed; a marked array that cannot is logged, once per call). The
+    mount and zarrfs.open_raw decide alike."""
+    if not marked(rule, node, hierarchy):
+        return False
+    why = growth.why_fixed(array)
+    if why is not None:
+        log.warning("%s: marked to grow, but does not: %s", node.path or "/", why)
+    return why is None
 
 
 def _unlimited(node, hierarchy) -> bool:
