@@ -20,8 +20,8 @@ import threading
 
 from zarrfs.errors import ConflictError, MetadataError, StoreError
 from zarrfs.format.v3 import load_document
-from zarrfs.nodes import reconsolidate
-from zarrfs.nodes.documents import ZARR_JSON, ZMETADATA
+from zarrfs.nodes import consolidated, reconsolidate
+from zarrfs.nodes.documents import ZARR_JSON, ZMETADATA, read_documents
 from zarrfs.stores import bounded_get
 from zarrfs.stores.contract import Store
 
@@ -71,3 +71,15 @@ class ConsolidatedCopy:
         if found is not None and isinstance(shape, list):
             self.store.set(*found)
         return True
+
+
+def copy_of(store: Store) -> ConsolidatedCopy | None:
+    """The consolidated copy of the hierarchy in `store`, None where its root has none (or one
+    too malformed to use: a mount reads every node from its own documents then)."""
+    try:
+        root = read_documents(store, "")
+        if root is None or consolidated.load(root) is None:
+            return None
+    except MetadataError:
+        return None
+    return ConsolidatedCopy(store, root.zarr_format)
