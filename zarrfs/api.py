@@ -1,16 +1,14 @@
 """The public Python API: open one array of a hierarchy as a flat byte view."""
 
-from dataclasses import replace
-
 from zarrfs.engine import growth
 from zarrfs.engine.array import open_array
 from zarrfs.engine.chunk_cache import ChunkCache
+from zarrfs.engine.consolidated_copy import copy_of
 from zarrfs.engine.flat_file import RawFile
 from zarrfs.engine.write_bound import DIRTY_LIMIT, AfterWrite, WriteBound
 from zarrfs.errors import MetadataError, UnsupportedError, ZarrfsError
-from zarrfs.format.v3 import ArrayMetadata
+from zarrfs.format.v3 import ArrayMetadata, GroupMetadata
 from zarrfs.fs import growable
-from zarrfs.fs.hierarchy import Hierarchy
 from zarrfs.nodes.documents import read_metadata
 from zarrfs.stores.local import LocalStore
 
@@ -96,10 +94,15 @@ def open_raw(root: str, path: str = "", mode: str = "r", cache_bytes: int = DEFA
     if mode == "r" or grow == growable.NONE:
         array = open_array(store, path, meta, ChunkCache(cache_bytes))
         return RawView(RawFile(array, writable=(mode == "r+")), meta, WriteBound(dirty_limit))
-    # the mount's rule and the mount's consolidated copy, which a growth keeps true
-    hierarchy = Hierarchy(store, views=())
-    copy = hierarchy.copy if hierarchy.consolidated is not None else None
-    array = open_array(store, path, meta, ChunkCache(cache_bytes), copy)
-    node = replace(hierarchy.node(path), meta=meta)  # the array's own document, as read above
+    array = open_array(store, path, meta, ChunkCache(cache_bytes), copy_of(store))  # a growth's copy follows
     return RawView(RawFile(array, writable=True), meta, WriteBound(dirty_limit),
-                   growable.grows(grow, node, hierarchy, array))
+                   growable.grows(grow, path, meta, lambda at: _metadata_at(store, at), array))
+
+
+def _metadata_at(store: LocalStore, path: str) -> ArrayMetadata | GroupMetadata | None:
+    """The node's metadata at `path` (the group defining an array's dimensions), None where
+    there is none or it cannot be read: the array is then not marked by it."""
+    try:
+        return read_metadata(store, path)
+    except ZarrfsError:
+        return None

@@ -104,3 +104,26 @@ def test_kill_9_while_appending_leaves_a_consolidated_shape_within_the_stored_ch
     copy = zarr.open_consolidated(str(root))["temperature"]
     assert 35 <= copy.shape[0] <= own.shape[0] <= 40
     assert np.array_equal(copy[...], temperature(0, copy.shape[0]))
+
+
+def test_a_second_mount_s_records_follow_the_first_one_s_in_the_consolidated_copy(seaweed, tmp_path):
+    """Mount b holds a partial record while mount a appends 3 records; b's completed records move
+    after a's (growth.rebase), and the consolidated copy, which both rewrite, shows all 9."""
+    prefix = unique_prefix("consolidated-rebase")
+    write(seaweed.zarr_store(prefix), 2)
+    mine = temperature(100, 2).tobytes()
+    with mounted(seaweed.url(prefix), tmp_path, *seaweed.mount_options("grow=all"), name="a", env=seaweed.env()) as a, \
+            mounted(seaweed.url(prefix), tmp_path, *seaweed.mount_options("grow=all"), name="b",
+                    env=seaweed.env()) as b:
+        second = os.open(b / "temperature.bin", os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(second, mine[:50])  # pending in b: never stored before it is completed
+            with open(a / "temperature.bin", "ab") as first:
+                first.write(temperature(50, 3).tobytes())
+            os.write(second, mine[50:])
+            os.fsync(second)
+        finally:
+            os.close(second)
+        assert "ERROR" not in b.settled_log()
+    copy = zarr.open_consolidated(seaweed.zarr_store(prefix))["temperature"]
+    assert np.array_equal(copy[...], np.concatenate([temperature(0, 4), temperature(50, 3), temperature(100, 2)]))

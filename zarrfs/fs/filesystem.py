@@ -24,6 +24,7 @@ from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.engine.flat_file import RawFile
 from zarrfs.engine.write_bound import DIRTY_LIMIT, AfterWrite, WriteBound
 from zarrfs.errors import AlreadyLoggedError, RoutineError, ZarrfsError
+from zarrfs.format.v3 import ArrayMetadata, GroupMetadata
 from zarrfs.fs import growable
 from zarrfs.fs.group_files import GroupFiles
 from zarrfs.fs.hierarchy import (
@@ -657,7 +658,11 @@ class FileSystem:
 
     def _may_grow(self, opened: OpenArray) -> bool:
         """-o grow and the array's metadata mark it (growable.py), and it can (growth.why_fixed)."""
-        return growable.grows(self.options.grow, opened.node, self.hierarchy, opened.raw.array)
+        return growable.grows(self.options.grow, opened.node.path, opened.node.meta, self._meta_at, opened.raw.array)
+
+    def _meta_at(self, path: str) -> ArrayMetadata | GroupMetadata | None:
+        node = self.hierarchy.node(path)
+        return None if node is None else node.meta
 
     def _reshaped(self, opened: OpenArray, moved: bool = False) -> None:
         """A write-back stored a new shape: the node's metadata is read again, and what the kernel
