@@ -15,7 +15,6 @@ object store the write is conditional on the version of the root document read (
 rewriting the copy meanwhile makes it read and write again).
 """
 
-import logging
 import threading
 
 from zarrfs.errors import ConflictError, MetadataError, StoreError
@@ -24,8 +23,6 @@ from zarrfs.nodes import consolidated, reconsolidate
 from zarrfs.nodes.documents import ZARR_JSON, ZMETADATA, read_documents
 from zarrfs.stores import bounded_get
 from zarrfs.stores.contract import Store
-
-log = logging.getLogger(__name__)
 
 ATTEMPTS = 5  # rewrites of the copy against other writers that keep rewriting it
 
@@ -47,8 +44,7 @@ class ConsolidatedCopy:
         with self.lock:
             for _ in range(ATTEMPTS):
                 try:
-                    if self._rewrite(path, document_key):
-                        return
+                    return self._rewrite(path, document_key)
                 except ConflictError:
                     continue  # another writer rewrote the copy since it was read: read it again
                 except StoreError as e:
@@ -57,20 +53,21 @@ class ConsolidatedCopy:
             raise StoreError(f"{self.key}: the consolidated metadata keeps the old shape of {path}: other "
                              f"writers rewrote it {ATTEMPTS} times while this mount did")
 
-    def _rewrite(self, path: str, document_key: str) -> bool:
-        """One read-modify-write of the copy; True when done (or nothing to do)."""
+    def _rewrite(self, path: str, document_key: str) -> None:
+        """One read-modify-write of the copy (ConflictError: another writer's came between)."""
         root = self.store.get_versioned(self.key, limit=bounded_get.DOCUMENT_LIMIT)[0]  # its version: the condition
         own = self.store.get(document_key, limit=bounded_get.DOCUMENT_LIMIT)
         if root is None or own is None:
-            return True  # no copy (or no array) any more: nothing shows a stale shape
+            return  # no copy (or no array) any more: nothing shows a stale shape
         try:
             shape = load_document(bytes(own), document_key).get("shape")
+            if not isinstance(shape, list):  # the array's own reading of it says what is wrong
+                return
             found = reconsolidate.resized(self.zarr_format, {self.key: bytes(root)}, path, shape)
         except MetadataError as e:
             raise StoreError(str(e)) from None
-        if found is not None and isinstance(shape, list):
+        if found is not None:
             self.store.set(*found)
-        return True
 
 
 def copy_of(store: Store) -> ConsolidatedCopy | None:
