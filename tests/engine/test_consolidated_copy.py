@@ -4,6 +4,7 @@ cannot be written fails the flush with one message and is written by the next on
 
 import json
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -122,3 +123,46 @@ def test_a_shrink_changes_the_copy_before_the_chunks_past_the_end_go(tmp_path, z
     assert store.get(chunk) is not None
     raw.flush()
     assert store.get(chunk) is None
+
+
+class PausedAfterRootRead(MemoryStore):
+    """A store without conditional writes (as a local one) whose first read of frames' own
+    document waits for `go`: one rewrite of the copy is held between its read and its write."""
+
+    def __init__(self):
+        super().__init__()
+        self.held, self.go = threading.Event(), threading.Event()
+
+    def get(self, key, byte_range=None, limit=None):
+        if key == "frames/zarr.json" and not self.held.is_set() and threading.current_thread().name == "first":
+            self.held.set()
+            self.go.wait(30)
+        return super().get(key, byte_range, limit)
+
+
+def test_two_arrays_of_one_hierarchy_rewrite_the_copy_in_turn(tmp_path):
+    """Two arrays growing in one process (a mount, two open_raw views) each rewrite the one
+    document holding the copy: on a store whose writes are no condition, they take turns, so
+    neither puts back the other's entry with its old shape."""
+    store = PausedAfterRootRead()
+    memory_hierarchy(tmp_path, store)
+    group = json.loads(store.get("zarr.json"))
+    group["consolidated_metadata"]["metadata"]["other"] = {**group["consolidated_metadata"]["metadata"]["frames"]}
+    store.other_writer("zarr.json", json.dumps(group).encode())
+    for key in [k for k, _ in store.files("frames")]:
+        store.other_writer(f"other/{key}", store.get(f"frames/{key}"))
+    first, second = frames(store), RawFile(open_array(store, "other", read_metadata(store, "other"), ChunkCache(1 << 20),
+                                                      ConsolidatedCopy(store, 3)), writable=True)
+    for raw in (first, second):
+        raw.write(raw.size, rows(3, 2).tobytes(), grow=True)
+    one = threading.Thread(target=first.flush, name="first")
+    one.start()
+    assert store.held.wait(30)
+    two = threading.Thread(target=second.flush)
+    two.start()
+    two.join(1.0)  # with no turns taken, the second rewrite is done by now; with them, it waits
+    store.go.set()
+    one.join(30)
+    two.join(30)
+    entries = json.loads(store.get("zarr.json"))["consolidated_metadata"]["metadata"]
+    assert entries["frames"]["shape"] == entries["other"]["shape"] == [5, ROW]

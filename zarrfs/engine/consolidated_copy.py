@@ -26,17 +26,27 @@ from zarrfs.stores.contract import Store
 
 ATTEMPTS = 5  # rewrites of the copy against other writers that keep rewriting it
 
+# store root -> the lock of this process's rewrites of its copy: every array of a hierarchy (and
+# every open_raw view of it) rewrites the one document, and a local store's write is no condition
+_locks: dict[str, threading.RLock] = {}
+_locks_lock = threading.Lock()
+
+
+def _lock_of(root: str) -> threading.RLock:
+    with _locks_lock:
+        return _locks.setdefault(root, threading.RLock())
+
 
 class ConsolidatedCopy:
     """The root's consolidated metadata of one store, rewritten one array entry at a time.
-    `lock` serialises this mount's rewrites of the copy (hierarchy edits take it too: each is
+    `lock` serialises this process's rewrites of the copy (hierarchy edits take it too: each is
     a read-modify-write of one document)."""
 
-    def __init__(self, store: Store, zarr_format: int, lock: "threading.RLock | None" = None):
+    def __init__(self, store: Store, zarr_format: int):
         self.store = store
         self.zarr_format = zarr_format
         self.key = ZARR_JSON if zarr_format == 3 else ZMETADATA  # at the root
-        self.lock = lock or threading.RLock()
+        self.lock = _lock_of(store.root)
 
     def follow(self, path: str, document_key: str) -> None:
         """The entry of the array at store path `path` takes the shape its own document
