@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import zarr
 
+import zarrfs
 from helpers import Worker, array_doc, open_raw_file, sharding
 from mounting import wait_for
 from servers.memory_store import MemoryStore
@@ -18,7 +19,7 @@ from zarrfs.engine import growth
 from zarrfs.engine.array import open_array
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.engine.flat_file import RawFile
-from zarrfs.errors import MetadataError, OutOfBoundsError, StoreError
+from zarrfs.errors import MetadataError, OutOfBoundsError, StoreError, ZarrfsError
 from zarrfs.nodes.documents import read_metadata
 from zarrfs.stores.contract import Capabilities
 from zarrfs.stores.local import TEMP_PREFIX, LocalStore
@@ -531,3 +532,31 @@ def test_two_sharded_appenders_in_random_orders_never_lose_or_reorder_a_record(t
     fall, the stored array holds every record of both, each writer's in its order."""
     for seed in range(25):
         random_appenders(seed, remote, tmp_path / str(seed))
+
+
+def test_open_raw_appends_as_a_mount_does(tmp_path):
+    """zarrfs.open_raw: a write past the end appends the records it completes to an array that
+    grows (`grow`, the rule of -o grow), stored at flush with the consolidated copy of the shape;
+    a partial record is held and refused at flush; an array that does not grow keeps its size."""
+    root = tmp_path / "g.zarr"
+    group = zarr.open_group(str(root), mode="w")
+    group.create_array("empty", shape=(0, ROW), chunks=(2, ROW), dtype="<i2", fill_value=-1)  # marked: made empty
+    group.create_array("fixed", shape=(3, ROW), chunks=(2, ROW), dtype="<i2", fill_value=-1)[...] = rows(0, 3)
+    zarr.consolidate_metadata(str(root))
+    with zarrfs.open_raw(str(root), "empty", mode="r+") as view:
+        assert view.write(0, rows(0, 2).tobytes()) == 16
+        assert view.append(rows(2, 1).tobytes()[:3]) == 3  # a partial record: held
+        assert (view.size, view.shape) == (19, (2, ROW))
+        with pytest.raises(ZarrfsError, match="the last 3 bytes written are a partial record"):
+            view.flush()
+        assert zarr.open_consolidated(str(root))["empty"].shape == (2, ROW)  # the whole records are stored
+        view.append(rows(2, 1).tobytes()[3:])
+    grown = zarr.open_consolidated(str(root))["empty"]
+    assert grown.shape == (3, ROW) and np.array_equal(grown[...], rows(0, 3))
+    with zarrfs.open_raw(str(root), "fixed", mode="r+") as view, pytest.raises(OutOfBoundsError):
+        view.append(rows(3, 1).tobytes())
+    with zarrfs.open_raw(str(root), "fixed", mode="r+", grow="all") as view:
+        view.append(rows(3, 2).tobytes())
+    assert np.array_equal(zarr.open_consolidated(str(root))["fixed"][...], rows(0, 5))
+    with zarrfs.open_raw(str(root), "empty", mode="r+", grow="none") as view, pytest.raises(OutOfBoundsError):
+        view.append(rows(3, 1).tobytes())

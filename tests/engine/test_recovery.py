@@ -56,6 +56,18 @@ def test_records_saved_past_the_stored_shape_grow_the_array(tmp_path):
     assert zarr.open_array(str(root / "a"), mode="r")[...].tolist() == [0, 0, 0, 30, 31, 32, 33]
 
 
+def test_records_replayed_past_the_stored_shape_grow_the_consolidated_copy_too(tmp_path):
+    """In a hierarchy with consolidated metadata (xarray's default) the copy's shape follows."""
+    root, _ = saved_piece(tmp_path)
+    zarr.open_group(str(root), mode="a")
+    zarr.consolidate_metadata(str(root))
+    document = json.loads((root / "a" / "zarr.json").read_text())
+    saved = recovery.save([str(tmp_path / "recovery")], str(root), "a", document,
+                          [((slice(3, 7),), np.arange(30, 34, dtype="<i4"), None)])
+    assert recovery.replay(saved, recovery.load(saved), LocalStore(str(root))) == 1
+    assert zarr.open_consolidated(str(root))["a"][...].tolist() == [0, 0, 0, 30, 31, 32, 33]
+
+
 def test_a_partial_record_is_kept_for_a_person_not_replayed(tmp_path):
     root, _ = saved_piece(tmp_path)
     document = json.loads((root / "a" / "zarr.json").read_text())

@@ -567,15 +567,3 @@ def test_a_second_mount_s_appends_follow_the_first_one_s_records_on_an_object_st
                       seaweed.mount_options(), seaweed.env())
 
 
-def test_no_growth_under_consolidated_metadata(tmp_path):
-    """A hierarchy with consolidated metadata keeps every size (its copy of the shape would go
-    stale for zarr.open_consolidated): EFBIG, and one line saying why."""
-    root = tmp_path / "g.zarr"
-    make(root, "v3-zstd", count=2)
-    zarr.consolidate_metadata(str(root))
-    with mounted(root, tmp_path, "grow=all") as m:
-        with pytest.raises(OSError) as info, open(m / "frames.bin", "ab") as f:
-            f.write(records(2, 1).tobytes())
-        assert info.value.errno == errno.EFBIG
-        assert "frames: marked to grow, but does not: the hierarchy has consolidated metadata" in m.settled_log()
-    assert zarr.open_consolidated(str(root))["frames"].shape == (2, *RECORD) == stored(root).shape

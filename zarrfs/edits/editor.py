@@ -173,8 +173,9 @@ class Editor:
     def _reconsolidate(self, edit: Edit) -> None:
         if self.hierarchy.consolidated is None:
             return
-        root = nodes.read_documents(self.store, "")
-        found = reconsolidate.rewritten(root.zarr_format, root.documents, edit)
-        if found is not None:
-            self.store.set(*found)
+        with self.hierarchy.copy.lock:  # a growth's rewrite of the copy waits (engine/consolidated_copy.py)
+            root = nodes.read_documents(self.store, "")
+            found = reconsolidate.rewritten(root.zarr_format, root.documents, edit)
+            if found is not None:
+                self.store.set(*found)
         self.hierarchy.reload_root()

@@ -22,6 +22,7 @@ from zarrfs.engine import stored_parts
 from zarrfs.engine.buffers import free, scratch
 from zarrfs.engine.chunk_cache import MISSING, ChunkCache
 from zarrfs.engine.chunk_sources import ChunkSource, ShardChunks, StoreChunks
+from zarrfs.engine.consolidated_copy import ConsolidatedCopy
 from zarrfs.engine.decodes_in_progress import NOT_SHARED
 from zarrfs.engine.writeback import WriteBack
 from zarrfs.errors import CorruptChunkError, StoreError, ValueChangedError
@@ -535,8 +536,11 @@ class Array:
         return all(end <= n for end, n in zip(ends, self.shape, strict=False))
 
 
-def open_array(store: Store, path: str, meta: ArrayMetadata, cache: ChunkCache) -> Array:
-    """The Array for `meta` stored at `path` (the node's key prefix, '' for a root array)."""
+def open_array(store: Store, path: str, meta: ArrayMetadata, cache: ChunkCache,
+               copy: ConsolidatedCopy | None = None) -> Array:
+    """The Array for `meta` stored at `path` (the node's key prefix, '' for a root array);
+    `copy`: the root's consolidated metadata, where the hierarchy has it (a growth keeps its
+    shape of the array true)."""
     where = f"{path + '/' if path else ''}{'zarr.json' if meta.zarr_format == 3 else '.zarray'}"
     spec = ChunkSpec(largest_chunk(meta.chunk_shape), meta.data_type, meta.fill_value)
     chain = CodecChain(list(meta.codecs), spec, f"{where}: codecs")
@@ -544,7 +548,8 @@ def open_array(store: Store, path: str, meta: ArrayMetadata, cache: ChunkCache) 
         chain.check_grid(meta.chunk_shape, where)
     shared = Shared(name=path or "/", cache=cache)
     cache_key = (next(_cache_namespaces),)  # never reused, unlike id(): no stale chunks of another array
-    return Array(meta.shape, meta.chunk_shape, chain, StoreChunks(store, path, meta, where, chain.stored_limit()), shared,
+    return Array(meta.shape, meta.chunk_shape, chain, StoreChunks(store, path, meta, where, chain.stored_limit(), copy),
+                 shared,
                  cache_key)
 
 

@@ -20,6 +20,7 @@ from zarrfs.codecs.chain import ShardingCodec
 from zarrfs.codecs.shard_format import EMPTY
 from zarrfs.codecs.stored_bytes import BytesLike
 from zarrfs.engine import read_budget
+from zarrfs.engine.consolidated_copy import ConsolidatedCopy
 from zarrfs.engine.shard_spans import NOT_COVERED, Spans
 from zarrfs.errors import CorruptChunkError, MetadataError, StoreError, ValueChangedError
 from zarrfs.format.v3 import ArrayMetadata, dump_document, load_document
@@ -76,14 +77,19 @@ class ShapeChangedError(StoreError):
 class StoreChunks:
     """The chunks of an array stored as values of a store, named by the chunk key encoding."""
 
-    def __init__(self, store: Store, path: str, meta: ArrayMetadata, document_key: str, limit: int | None = None):
+    def __init__(self, store: Store, path: str, meta: ArrayMetadata, document_key: str, limit: int | None = None,
+                 copy: ConsolidatedCopy | None = None):
         self.store = store
+        self.path = path
         self.prefix = f"{path}/" if path else ""
         self.encoding = meta.chunk_key_encoding
         self.document_key = document_key  # zarr.json or .zarray: its shape changes as the array grows
         # the most bytes a stored chunk can hold (CodecChain.stored_limit): a server that sends
         # more for one chunk is refused before its bytes are taken (Store contract)
         self.limit = limit
+        # the root's consolidated metadata, whose entry of the array follows its document's shape
+        # (consolidated_copy.py); None where the hierarchy has none
+        self.copy = copy
 
     def key(self, coords: tuple[int, ...]) -> str:
         return self.prefix + self.encoding.key(coords)
@@ -155,6 +161,12 @@ class StoreChunks:
         `shape`, every other member kept, as zarr-python's resize writes it; one atomic
         replacement, conditional on an object store on the version document_of read."""
         self.store.set(self.document_key, dump_document({**document, "shape": list(shape)}))
+
+    def follow_copy(self) -> None:
+        """The consolidated copy's entry of the array takes the shape its document holds now
+        (StoreError naming the copy when it cannot); nothing where the hierarchy has no copy."""
+        if self.copy is not None:
+            self.copy.follow(self.path, self.document_key)
 
     def document_of(self, stored: tuple[int, ...]) -> dict:
         """The array's document as stored now, checked to hold shape `stored` (StoreError

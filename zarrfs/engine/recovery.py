@@ -31,6 +31,7 @@ import numpy as np
 from zarrfs.engine import growth
 from zarrfs.engine.array import Array, open_array
 from zarrfs.engine.chunk_cache import ChunkCache
+from zarrfs.engine.consolidated_copy import copy_of
 from zarrfs.errors import ZarrfsError
 from zarrfs.format.v3 import ArrayMetadata, parse_object
 from zarrfs.geometry import Box
@@ -163,7 +164,7 @@ def replay(directory: str, manifest: Manifest, store: Store, force: bool = False
                               f"(--force writes it anyway)")
     if not isinstance(meta, ArrayMetadata):  # forced, but a group cannot take an array's pieces
         raise ZarrfsError(f"{manifest['store']}: {key!r} is a group now, not an array")
-    array = open_array(store, path, meta, ChunkCache(64 << 20))
+    array = open_array(store, path, meta, ChunkCache(64 << 20), copy_of(store))  # a growth's copy follows
     _grow_for(array, directory, manifest["pieces"], key)
     for record in manifest["pieces"]:
         values = np.load(os.path.join(directory, record["file"]), allow_pickle=False)

@@ -124,6 +124,9 @@ class WriteBack:
         # the array's shape as its document stores it, and as the batch in flight was written for:
         # a growth along dimension 0 (growth.py) is stored with the chunks of the batch that made it
         self.stored_shape = self._batch_shape = array.shape
+        # the shape the root's consolidated copy holds of the array, as far as this mount knows:
+        # it follows stored_shape once the document holds it (consolidated_copy.py)
+        self.copy_shape = array.shape
         self._deleted: set[tuple] = set()  # chunks (shards) to delete: wholly past a changed end
         self._deleting: set[tuple] = set()  # those the batch in flight deletes
         self._dirty: dict[tuple, np.ndarray] = {}
@@ -245,13 +248,15 @@ class WriteBack:
             self._merge_unmerged()
             with self.shared.lock:
                 self.take_batch(whole_only)
-                if not (self._flushing or self._flushing_shards or self._deleting) and \
+                if not (self._flushing or self._flushing_shards or self._deleting or self._copy_behind) and \
                         self._batch_shape == self.stored_shape:
                     return
             committed, stored = False, frozenset[str]()
             try:
                 self._commit(self._stage_batch())
                 committed = True
+                if self._copy_behind:  # after the document (a failure leaves the batch stored)
+                    self._follow_copy(self._stored_values())
             except StoreError as e:
                 stored = frozenset(e.stored)  # stored all the same: not sent again
                 if isinstance(e, ConflictError):
@@ -314,14 +319,17 @@ class WriteBack:
                 # a reader of the store sees the old array or the new one: growing, the records
                 # are stored before the shape that shows them; shrinking, the shape that hides the
                 # chunks goes first (zarr-python's resize does the same). The document is read
-                # once, before either: no record goes where another writer's are
+                # once, before either: no record goes where another writer's are. The root's
+                # consolidated copy of the shape follows the document (consolidated_copy.py)
                 try:
                     document = source.document_of(self.stored_shape) if shape != self.stored_shape else None
-                except StoreError:  # nothing of the batch is stored: its staged values go
+                    if document is not None and shape[:1] < self.stored_shape[:1]:
+                        self._publish_shape(source, document, shape)
+                    if self.copy_shape[:1] > self.stored_shape[:1]:  # shrunk: before the chunks go
+                        self._follow_copy(source)
+                except StoreError:  # no chunk of the batch is stored: its staged values go
                     source.discard(staged)
                     raise
-                if document is not None and shape[:1] < self.stored_shape[:1]:
-                    self._publish_shape(source, document, shape)
                 source.publish(staged)
                 if document is not None and shape != self.stored_shape:
                     self._publish_shape(source, document, shape)
@@ -332,6 +340,19 @@ class WriteBack:
     def _publish_shape(self, source: StoreChunks, document: dict, shape: tuple[int, ...]) -> None:
         source.publish_shape(document, shape)
         self.stored_shape = shape
+
+    @property
+    def _copy_behind(self) -> bool:
+        """The root's consolidated copy may hold another shape than the array's document."""
+        return self.copy_shape != self.stored_shape and isinstance(self.source, StoreChunks) \
+            and self.source.copy is not None
+
+    def _follow_copy(self, source: StoreChunks) -> None:
+        """The consolidated copy takes the document's shape; on failure it is tried again by
+        the next flush (the chunks and the document are stored: nothing waits on it)."""
+        shape = self.stored_shape
+        source.follow_copy()
+        self.copy_shape = shape
 
     def take_batch(self, whole_only: bool = False) -> None:
         self._batch_shape = self.shape  # the batch's chunks hold what was written for this shape

@@ -24,6 +24,7 @@ from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.engine.flat_file import RawFile
 from zarrfs.engine.write_bound import DIRTY_LIMIT, AfterWrite, WriteBound
 from zarrfs.errors import AlreadyLoggedError, RoutineError, ZarrfsError
+from zarrfs.format.v3 import ArrayMetadata, GroupMetadata
 from zarrfs.fs import growable
 from zarrfs.fs.group_files import GroupFiles
 from zarrfs.fs.hierarchy import (
@@ -214,7 +215,8 @@ class FileSystem:
         self.usage = Usage(self.store, LIFETIME if ttl is None else ttl)  # mtimes, stored sizes
         self.texts = Texts(options.cache_bytes // 4)  # rendered NAME.txt files, within the cache's bound
         self.arrays = OpenArrays(self.store, self.cache, self.usage, options.read_only, options.flush_interval,
-                                 options.recovery_dir, self._reshaped)  # arrays open through the mount, and their write-back
+                                 options.recovery_dir, self._reshaped,  # arrays open through the mount, and their write-back
+                                 lambda: self.hierarchy.copy if self.hierarchy.consolidated is not None else None)
         self.write_bound = WriteBound(options.dirty_limit)
         self._listed: dict[str, tuple[dict, int, list]] = {}  # path -> (listing, hidden files' version, entries shown)
         self.writes = 0  # writes through the file system: attributes listed before them are stale
@@ -656,14 +658,11 @@ class FileSystem:
 
     def _may_grow(self, opened: OpenArray) -> bool:
         """-o grow and the array's metadata mark it (growable.py), and it can (growth.why_fixed)."""
-        if not growable.marked(self.options.grow, opened.node, self.hierarchy):
-            return False
-        why = growth.why_fixed(opened.raw.array)
-        if why is None and self.hierarchy.consolidated is not None:  # its copy of the shape would go stale
-            why = "the hierarchy has consolidated metadata, which a growth would leave with the old shape"
-        if why is not None:
-            log.warning("%s: marked to grow, but does not: %s", opened.node.path or "/", why)
-        return why is None
+        return growable.grows(self.options.grow, opened.node.path, opened.node.meta, self._meta_at, opened.raw.array)
+
+    def _meta_at(self, path: str) -> ArrayMetadata | GroupMetadata | None:
+        node = self.hierarchy.node(path)
+        return None if node is None else node.meta
 
     def _reshaped(self, opened: OpenArray, moved: bool = False) -> None:
         """A write-back stored a new shape: the node's metadata is read again, and what the kernel
@@ -674,6 +673,8 @@ class FileSystem:
         any change of a node (group_files.py, at their next open)."""
         path = opened.node.path
         self.hierarchy.changed(path)
+        if self.hierarchy.consolidated is not None:  # the write-back rewrote its copy of the shape too
+            self.hierarchy.reload_root()
         node = self.hierarchy.node(path)
         if node is not None and node.meta is not None:
             opened.node = node

@@ -32,6 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from zarrfs.codecs.chain import ChunkSpec, CodecChain
+from zarrfs.engine.consolidated_copy import ConsolidatedCopy
 from zarrfs.errors import MetadataError, StoreError, UnsupportedError, ViewError, ZarrfsError
 from zarrfs.format.v3 import ArrayMetadata, GroupMetadata
 from zarrfs.fs.hidden_files import HiddenFiles
@@ -130,6 +131,9 @@ class Hierarchy:
         self.hidden = HiddenFiles()  # files deleted alone from nodes that stay: neither looked up nor listed
         root = self._check_root()
         self.consolidated = _consolidated(root)
+        # this mount's rewrites of that copy: the arrays' growth (one entry's shape) and the
+        # hierarchy edits, which take its lock too (each is a read-modify-write of one document)
+        self.copy = ConsolidatedCopy(store, root.zarr_format)
         self._verified: set[str] = set()  # nodes from consolidated metadata checked against their own documents
         self._nodes[""] = _parse_node("", root)  # an unsupported root is served like any unsupported node
         if self._nodes[""].kind == "group" and self.consolidated is None and not store.capabilities.listing:

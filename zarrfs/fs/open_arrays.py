@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from zarrfs.engine import growth, recovery
 from zarrfs.engine.array import open_array
 from zarrfs.engine.chunk_cache import ChunkCache
+from zarrfs.engine.consolidated_copy import ConsolidatedCopy
 from zarrfs.engine.flat_file import RawFile
 from zarrfs.errors import RefusedError, ZarrfsError
 from zarrfs.fs.hierarchy import Node
@@ -52,8 +53,10 @@ class OpenArrays:
     """Store path -> OpenArray, for every array open through the mount, and their write-back."""
 
     def __init__(self, store, cache: ChunkCache, usage: Usage, read_only: bool, flush_interval: float,
-                 recovery_dir: str, reshaped: Callable[[OpenArray, bool], None] = lambda opened, moved: None):
+                 recovery_dir: str, reshaped: Callable[[OpenArray, bool], None] = lambda opened, moved: None,
+                 copy: Callable[[], ConsolidatedCopy | None] = lambda: None):
         self.store = store
+        self.copy = copy  # the root's consolidated copy, whose shapes a growth keeps true; None: there is none
         # called after a write-back stored a new shape (growth.py); `moved`: the records appended
         # here moved after another writer's (growth.rebase), so NAME.bin's bytes changed too
         self.reshaped = reshaped
@@ -99,7 +102,7 @@ class OpenArrays:
         opened = self._arrays.get(node.path)
         if opened is None or ((opened.node is not node or self._written_elsewhere(opened))
                               and not opened.raw.array.dirty and not opened.handles):
-            array = open_array(self.store, node.path, node.meta, self.cache)
+            array = open_array(self.store, node.path, node.meta, self.cache, self.copy())
             version = self.usage.of(node.path).version if self.store.capabilities.remote else 0
             kept = opened.paths if opened is not None and opened.node is node else set()
             opened = OpenArray(RawFile(array, writable=not self.read_only), node, stored_version=version, paths=kept)

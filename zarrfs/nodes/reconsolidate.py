@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from zarrfs import names
 from zarrfs.format.v3 import dump_document, load_document
-from zarrfs.nodes.documents import ZARR_JSON, ZMETADATA
+from zarrfs.nodes.documents import ZARR_JSON, ZARRAY, ZMETADATA
 
 log = logging.getLogger(__name__)
 
@@ -86,3 +86,20 @@ def entries_below(zarr_format: int, root_documents: dict[str, bytes], prefix: st
     found = _consolidated(zarr_format, root_documents)
     entries = found[2] if found is not None else {}
     return {p: {n: dump_document(v) for n, v in d.items()} for p, d in entries.items() if _below(p, prefix)}
+
+
+def resized(zarr_format: int, root_documents: dict[str, bytes], path: str,
+            shape: list[int]) -> tuple[str, bytes] | None:
+    """(key, new bytes) of the document holding the consolidated metadata, its entry of the array
+    at `path` with `shape` (every other member kept), as zarr-python's resize followed by
+    consolidate_metadata leaves it; None when the root has no consolidated copy, the copy lists
+    no array at `path`, or its entry holds `shape` already."""
+    found = _consolidated(zarr_format, root_documents)
+    if found is None or not path:
+        return None
+    doc, member, _ = found
+    entry = member["metadata"].get(path if zarr_format == 3 else f"{path}/{ZARRAY}")
+    if not isinstance(entry, dict) or entry.get("shape") == shape:
+        return None
+    entry["shape"] = list(shape)
+    return (ZARR_JSON if zarr_format == 3 else ZMETADATA), dump_document(doc)
