@@ -167,6 +167,101 @@ def test_the_budget_bounds_what_is_decoded_ahead():
     assert ahead.nbytes == 0 and ahead.take(1) is None
 
 
+MIB = 1 << 20
+
+
+def _submit(ahead, key, gate=None) -> bool:
+    """A chunk of 1 MiB whose decode ends at once, or when `gate` is set."""
+    return ahead.submit(key, (MIB,), np.dtype("u1"), lambda out: 0 if gate is None else gate.wait(10) and 0)
+
+
+def _take(ahead, key) -> None:
+    taken = ahead.take(key)
+    assert taken is not None
+    free(taken[0])
+
+
+def test_a_window_bounds_what_is_fetched_ahead_before_the_budget_does():
+    """Where each chunk is a round trip away, a stream starts with a window of the budget:
+    the memory held ahead is what the stream needs, not all the budget allows."""
+    ahead = DecodeAhead(max_bytes=8 * MIB, workers=4, start_bytes=2 * MIB)
+    assert [_submit(ahead, i) for i in range(3)] == [True, True, False]
+    assert not ahead.room(MIB)
+    ahead.settle(10)
+    _take(ahead, 0)
+    assert ahead.room(MIB) and _submit(ahead, 2)
+    assert ahead.window == 2 * MIB  # nobody waited
+
+
+class Clock:
+    """A monotonic clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _stream(ahead, clock, keys, seconds_each: float) -> None:
+    """A stream that takes the chunks `keys`, each decoded at once, one every `seconds_each`."""
+    for key in keys:
+        assert _submit(ahead, key)
+        ahead.settle(10)
+        clock.now += seconds_each
+        _take(ahead, key)
+
+
+def _waiting_take(ahead, key) -> Worker:
+    """A reader of chunk `key`, which is not fetched yet: it waits in take()."""
+    reader = Worker(_take, ahead, key).start()
+    wait_for(lambda: key not in ahead, what="the reader waiting for its chunk")
+    return reader
+
+
+def test_the_window_widens_when_a_chunk_asked_for_in_time_is_still_late():
+    """A stream taking 1 MiB every 10 ms goes through a window of 2 MiB in 20 ms. A reader that
+    waits for a chunk asked for 10 ms ago or more (half that: here 15) shows the window shorter than the
+    fetch's latency: it doubles, up to the budget."""
+    clock = Clock()
+    ahead = DecodeAhead(max_bytes=4 * MIB, workers=4, start_bytes=2 * MIB, clock=clock)
+    _stream(ahead, clock, range(8), 0.010)
+    late = threading.Event()
+    assert _submit(ahead, 8, late)
+    clock.now += 0.015  # and the reader finds it not fetched yet
+    reader = _waiting_take(ahead, 8)
+    assert ahead.window == 4 * MIB
+    late.set()
+    assert reader.wait(10)
+    reader.join()
+    assert [_submit(ahead, key) for key in range(9, 14)] == [True, True, True, True, False]  # never past the budget
+    ahead.settle(10)
+    for key in range(9, 13):
+        _take(ahead, key)
+
+
+def test_a_chunk_asked_for_just_now_leaves_the_window_as_it_is():
+    """Waiting for a chunk asked for only just now (the first of a stream, or one a reader's lag
+    left behind) says nothing of the window: a deeper one would not have asked for it sooner."""
+    clock = Clock()
+    ahead = DecodeAhead(max_bytes=4 * MIB, workers=4, start_bytes=2 * MIB, clock=clock)
+    first = threading.Event()
+    assert _submit(ahead, 0, first)
+    reader = _waiting_take(ahead, 0)  # the first chunk of a stream
+    first.set()
+    assert reader.wait(10)
+    reader.join()
+    _stream(ahead, clock, range(1, 9), 0.010)
+    lagged = threading.Event()
+    assert _submit(ahead, 9, lagged)
+    clock.now += 0.002  # a fifth of the window's 20 ms
+    reader = _waiting_take(ahead, 9)
+    lagged.set()
+    assert reader.wait(10)
+    reader.join()
+    assert ahead.window == 2 * MIB
+
+
 def test_a_chunk_taken_while_it_decodes_stays_within_the_budget_until_its_decode_ends():
     """A reader that takes a chunk still being decoded waits for it; its memory is being
     filled all that time, so it still counts, and no new decode may start in its place."""
