@@ -229,8 +229,8 @@ def test_the_window_widens_when_a_chunk_asked_for_in_time_is_still_late():
     late = threading.Event()
     assert _submit(ahead, 8, late)
     clock.now += 0.015  # and the reader finds it not fetched yet
-    reader = _waiting_take(ahead, 8)
-    assert ahead.window == 4 * MIB
+    reader = Worker(_take, ahead, 8).start()
+    wait_for(lambda: ahead.window == 4 * MIB, what="the window twice as wide")
     late.set()
     assert reader.wait(10)
     reader.join()
