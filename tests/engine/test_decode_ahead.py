@@ -24,7 +24,7 @@ ZSTD = [{"name": "bytes"}, {"name": "zstd", "configuration": {"level": 1, "check
 N = 12
 
 
-def make(tmp_path, store_class=CountingStore, ahead_chunks=4, sharded=False):
+def make(tmp_path, store_class=CountingStore, ahead_chunks=4, sharded=False, window_chunks=None):
     codecs = ZSTD if not sharded else [{"name": "sharding_indexed", "configuration": {
         "chunk_shape": [CHUNK], "codecs": ZSTD, "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}], "index_location": "end"}}]
     write_doc(tmp_path, "", array_doc([N * CHUNK], "uint8", [4 * CHUNK if sharded else CHUNK], codecs))
@@ -35,7 +35,7 @@ def make(tmp_path, store_class=CountingStore, ahead_chunks=4, sharded=False):
     writer.flush()
     store = store_class(tmp_path)
     meta = parse_document(store.get("zarr.json"), "zarr.json")
-    cache = ChunkCache(64 << 20, ahead_chunks * CHUNK)
+    cache = ChunkCache(64 << 20, ahead_chunks * CHUNK, ahead_start=window_chunks and window_chunks * CHUNK)
     return store, RawFile(open_array(store, "", meta, cache), writable=True), values
 
 
@@ -148,6 +148,22 @@ def test_a_sharded_array_decodes_inner_chunks_ahead(tmp_path):
     raw.array.shared.cache.ahead.settle(10)  # a decode still under way has its reads counted
     ranges = [(key, tuple(r)) for key, r, _ in store.gets if r is not None]
     assert len(ranges) == len(set(ranges)) == N + N // 4  # each inner chunk once, each shard's index once
+
+
+def test_a_stream_keeps_a_window_narrower_than_the_budget_filled(tmp_path):
+    """With a window of two chunks in a budget of eight, every read of a stream asks for the
+    chunks it makes room for: the window is never left to empty before it is refilled (each read
+    looks for room before it takes its own chunk, so one chunk stays ahead), and never holds more."""
+    store, raw, values = make(tmp_path, ahead_chunks=8, window_chunks=2)
+    ahead = raw.array.shared.cache.ahead
+    out = np.empty(CHUNK, "u1")
+    for i in range(N):
+        raw.read_into(i * CHUNK, out)
+        np.testing.assert_array_equal(out, values[i * CHUNK:(i + 1) * CHUNK])
+        ahead.settle(10)
+        if 0 < i < N - 1:  # the first read starts the stream; the last has nothing after it
+            assert CHUNK <= ahead.nbytes <= 2 * CHUNK
+            assert len(set(chunk_reads(store))) <= i + 3
 
 
 def test_the_budget_bounds_what_is_decoded_ahead():
