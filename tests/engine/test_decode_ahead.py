@@ -24,7 +24,7 @@ ZSTD = [{"name": "bytes"}, {"name": "zstd", "configuration": {"level": 1, "check
 N = 12
 
 
-def make(tmp_path, store_class=CountingStore, ahead_chunks=4, sharded=False, window_chunks=None):
+def make(tmp_path, store_class=CountingStore, ahead_chunks=4, sharded=False):
     codecs = ZSTD if not sharded else [{"name": "sharding_indexed", "configuration": {
         "chunk_shape": [CHUNK], "codecs": ZSTD, "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}], "index_location": "end"}}]
     write_doc(tmp_path, "", array_doc([N * CHUNK], "uint8", [4 * CHUNK if sharded else CHUNK], codecs))
@@ -35,7 +35,7 @@ def make(tmp_path, store_class=CountingStore, ahead_chunks=4, sharded=False, win
     writer.flush()
     store = store_class(tmp_path)
     meta = parse_document(store.get("zarr.json"), "zarr.json")
-    cache = ChunkCache(64 << 20, ahead_chunks * CHUNK, ahead_start=window_chunks and window_chunks * CHUNK)
+    cache = ChunkCache(64 << 20, ahead_chunks * CHUNK)
     return store, RawFile(open_array(store, "", meta, cache), writable=True), values
 
 
@@ -150,22 +150,6 @@ def test_a_sharded_array_decodes_inner_chunks_ahead(tmp_path):
     assert len(ranges) == len(set(ranges)) == N + N // 4  # each inner chunk once, each shard's index once
 
 
-def test_a_stream_keeps_a_window_narrower_than_the_budget_filled(tmp_path):
-    """With a window of two chunks in a budget of eight, every read of a stream asks for the
-    chunks it makes room for: the window is never left to empty before it is refilled (each read
-    looks for room before it takes its own chunk, so one chunk stays ahead), and never holds more."""
-    store, raw, values = make(tmp_path, ahead_chunks=8, window_chunks=2)
-    ahead = raw.array.shared.cache.ahead
-    out = np.empty(CHUNK, "u1")
-    for i in range(N):
-        raw.read_into(i * CHUNK, out)
-        np.testing.assert_array_equal(out, values[i * CHUNK:(i + 1) * CHUNK])
-        ahead.settle(10)
-        if 0 < i < N - 1:  # the first read starts the stream; the last has nothing after it
-            assert CHUNK <= ahead.nbytes <= 2 * CHUNK
-            assert len(set(chunk_reads(store))) <= i + 3
-
-
 def test_the_budget_bounds_what_is_decoded_ahead():
     ahead = DecodeAhead(max_bytes=3 << 20, workers=2)
     gate = threading.Event()
@@ -181,101 +165,6 @@ def test_the_budget_bounds_what_is_decoded_ahead():
     ahead.forget(1)
     ahead.forget(2)
     assert ahead.nbytes == 0 and ahead.take(1) is None
-
-
-MIB = 1 << 20
-
-
-def _submit(ahead, key, gate=None) -> bool:
-    """A chunk of 1 MiB whose decode ends at once, or when `gate` is set."""
-    return ahead.submit(key, (MIB,), np.dtype("u1"), lambda out: 0 if gate is None else gate.wait(10) and 0)
-
-
-def _take(ahead, key) -> None:
-    taken = ahead.take(key)
-    assert taken is not None
-    free(taken[0])
-
-
-def test_a_window_bounds_what_is_fetched_ahead_before_the_budget_does():
-    """Where each chunk is a round trip away, a stream starts with a window of the budget:
-    the memory held ahead is what the stream needs, not all the budget allows."""
-    ahead = DecodeAhead(max_bytes=8 * MIB, workers=4, start_bytes=2 * MIB)
-    assert [_submit(ahead, i) for i in range(3)] == [True, True, False]
-    assert not ahead.room(MIB)
-    ahead.settle(10)
-    _take(ahead, 0)
-    assert ahead.room(MIB) and _submit(ahead, 2)
-    assert ahead.window == 2 * MIB  # nobody waited
-
-
-class Clock:
-    """A monotonic clock the test moves."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def _stream(ahead, clock, keys, seconds_each: float) -> None:
-    """A stream that takes the chunks `keys`, each decoded at once, one every `seconds_each`."""
-    for key in keys:
-        assert _submit(ahead, key)
-        ahead.settle(10)
-        clock.now += seconds_each
-        _take(ahead, key)
-
-
-def _waiting_take(ahead, key) -> Worker:
-    """A reader of chunk `key`, which is not fetched yet: it waits in take()."""
-    reader = Worker(_take, ahead, key).start()
-    wait_for(lambda: key not in ahead, what="the reader waiting for its chunk")
-    return reader
-
-
-def test_the_window_widens_when_a_chunk_asked_for_in_time_is_still_late():
-    """A stream taking 1 MiB every 10 ms goes through a window of 2 MiB in 20 ms. A reader that
-    waits for a chunk asked for 10 ms ago or more (half that: here 15) shows the window shorter than the
-    fetch's latency: it doubles, up to the budget."""
-    clock = Clock()
-    ahead = DecodeAhead(max_bytes=4 * MIB, workers=4, start_bytes=2 * MIB, clock=clock)
-    _stream(ahead, clock, range(8), 0.010)
-    late = threading.Event()
-    assert _submit(ahead, 8, late)
-    clock.now += 0.015  # and the reader finds it not fetched yet
-    reader = Worker(_take, ahead, 8).start()
-    wait_for(lambda: ahead.window == 4 * MIB, what="the window twice as wide")
-    late.set()
-    assert reader.wait(10)
-    reader.join()
-    assert [_submit(ahead, key) for key in range(9, 14)] == [True, True, True, True, False]  # never past the budget
-    ahead.settle(10)
-    for key in range(9, 13):
-        _take(ahead, key)
-
-
-def test_a_chunk_asked_for_just_now_leaves_the_window_as_it_is():
-    """Waiting for a chunk asked for only just now (the first of a stream, or one a reader's lag
-    left behind) says nothing of the window: a deeper one would not have asked for it sooner."""
-    clock = Clock()
-    ahead = DecodeAhead(max_bytes=4 * MIB, workers=4, start_bytes=2 * MIB, clock=clock)
-    first = threading.Event()
-    assert _submit(ahead, 0, first)
-    reader = _waiting_take(ahead, 0)  # the first chunk of a stream
-    first.set()
-    assert reader.wait(10)
-    reader.join()
-    _stream(ahead, clock, range(1, 9), 0.010)
-    lagged = threading.Event()
-    assert _submit(ahead, 9, lagged)
-    clock.now += 0.002  # a fifth of the window's 20 ms
-    reader = _waiting_take(ahead, 9)
-    lagged.set()
-    assert reader.wait(10)
-    reader.join()
-    assert ahead.window == 2 * MIB
 
 
 def test_a_chunk_taken_while_it_decodes_stays_within_the_budget_until_its_decode_ends():

@@ -3,7 +3,6 @@ local store, answered with records or typed errors; and the write bound, which t
 follows too."""
 
 import errno
-import json
 import os
 import shutil
 import stat
@@ -14,12 +13,10 @@ import pytest
 import zarr
 
 import zarrfs
-from helpers import Worker, group_doc, make_store
-from servers.memory_store import MemoryStore
+from helpers import Worker, make_store
 from zarrfs.edits.hierarchy_edits import HierarchyEdits
 from zarrfs.errors import ZarrfsError
 from zarrfs.fs.filesystem import FileSystem, Options
-from zarrfs.stores.contract import Capabilities
 from zarrfs.stores.local import LocalStore
 
 MiB = 1 << 20
@@ -291,16 +288,3 @@ def test_the_write_bound_holds_in_the_python_api(tmp_path):
         assert written_back_while_writing(view.write, 4, bounded)
     with zarrfs.open_raw(str(default), mode="r+") as view:  # the default bound: 256 MiB may wait in memory
         assert not written_back_while_writing(view.write, 4, default)
-
-
-def test_chunks_ahead_of_a_stream_start_from_a_narrow_window_only_where_each_is_a_round_trip(tmp_path):
-    """On an object store the memory fetched ahead of a stream starts at a few chunks and widens
-    as the stream waits (decode_ahead.py); on a local disk the whole budget is there at once."""
-    remote = MemoryStore(Capabilities(remote=True, conditional_writes=True, listing=True, metadata_ttl=60.0))
-    remote.set("zarr.json", json.dumps(group_doc()).encode())
-    options = Options(recovery_dir=str(tmp_path / "recovery"), read_only=True)
-    on_remote = FileSystem("memory:", options, HierarchyEdits, store=remote)
-    on_disk = FileSystem(str(make_store(tmp_path / "s.zarr")), options, HierarchyEdits)
-    assert on_remote.cache.ahead.max_bytes == options.remote.prefetch_size
-    assert on_remote.cache.ahead.window < on_remote.cache.ahead.max_bytes
-    assert on_disk.cache.ahead.window == on_disk.cache.ahead.max_bytes

@@ -3,7 +3,7 @@ the two cannot disagree)."""
 
 from zarrfs.cli.daemon_log import default_log_file
 from zarrfs.engine.write_bound import EARLY_WRITE_BACK
-from zarrfs.fs.filesystem import REMOTE_FETCHERS, REMOTE_WINDOW
+from zarrfs.fs.filesystem import REMOTE_FETCHERS
 
 # The per-user defaults as a rule, for the docs (docs/usage.md is the same for root and users)
 GENERIC_DEFAULTS = {
@@ -57,8 +57,7 @@ def option_lines(defaults, views, generic: bool = False) -> list[tuple[str, str,
          "object stores: an AWS-style credentials file (or a GCS service account, or an [azure] section); mode 600"),
         ("ca_file=PATH", "the system's CAs", "object stores: PEM certificates of CAs to trust as well, for https"),
         ("prefetch_size=SIZE", format_size(defaults.remote.prefetch_size),
-         f"object stores: chunks fetched and decoded ahead of sequential readers, {REMOTE_FETCHERS} at once, from "
-         f"{format_size(REMOTE_WINDOW)} widened while a stream waits (of cache_size, "
+         f"object stores: chunks fetched and decoded ahead of sequential readers, {REMOTE_FETCHERS} at once (of cache_size, "
          "at most a quarter); 0: off"),
         ("timeout=SECONDS", f"{defaults.remote.timeout:g}", "object stores: the longest a request may take, retries included"),
         ("metadata_ttl=SECONDS", f"{defaults.remote.metadata_ttl:g}",

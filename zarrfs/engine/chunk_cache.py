@@ -16,13 +16,11 @@ GHOSTS = 8192  # chunks read once in part and not cached, remembered by key only
 
 
 class ChunkCache:
-    def __init__(self, max_bytes: int, ahead_bytes: int = 0, ahead_workers: int | None = None,
-                 ahead_start: int | None = None):
+    def __init__(self, max_bytes: int, ahead_bytes: int = 0, ahead_workers: int | None = None):
         """max_bytes bounds everything decoded: the cached chunks, and at most ahead_bytes (and
-        at most a quarter of max_bytes) of chunks decoded ahead of sequential readers, starting
-        from a window of ahead_start (decode_ahead.py; None: all of ahead_bytes at once)."""
+        at most a quarter of max_bytes) of chunks decoded ahead of sequential readers."""
         ahead_bytes = min(ahead_bytes, max_bytes // 4)
-        self.ahead = DecodeAhead(ahead_bytes, ahead_workers, ahead_start)
+        self.ahead = DecodeAhead(ahead_bytes, ahead_workers)
         self.max_bytes = max_bytes - ahead_bytes
         self.nbytes = 0
         self._entries: OrderedDict[tuple, np.ndarray] = OrderedDict()

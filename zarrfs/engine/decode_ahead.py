@@ -12,22 +12,13 @@ else: the page cache has its bytes once read, or the chunk cache takes it); chun
 make room for newer ones after STALE seconds. Never stale after a write: a chunk written
 through the mount is forgotten (ChunkCache.pop), and Array checks the version a decode saw
 (see Array._chunk_ahead).
-
-Where each chunk is a round trip away (an object store), the bytes ahead start at a window
-(`start_bytes`) and double, up to `max_bytes`, each time a reader waits for a chunk asked for at
-least half the window's time ago (the window's bytes at the pace of the last takes): the window
-is shorter than a fetch's latency. A chunk asked for only just now (the first of a stream, one a
-reader's lag left behind) says nothing of the window. A window no deeper than the stream needs
-holds less memory at once, and memory touched anew costs a page fault per 4 KiB: a stream from
-SeaweedFS at 5 ms each way that filled 64 MiB ahead faulted 290-380 pages per MiB streamed, the
-largest share of the daemon's CPU that its own choices set (docs/object-stores.md).
 """
 
 import math
 import os
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
@@ -39,7 +30,6 @@ from zarrfs.engine.buffers import free, malloc_array
 DEFAULT_BYTES = 16 << 20  # 16 chunks of 1 MiB: a stream's next 16 MiB
 STALE = 1.0  # seconds after which a decoded chunk no read took may be dropped for a newer one
 STREAMS = 8  # sequential readers followed per file
-RATE_TAKES = 8  # the last chunks taken, whose pace is the rate a window is judged by
 
 Decoded = tuple[int, np.ndarray, int]  # (malloc'd address, the chunk over it, the array version it is valid for)
 
@@ -49,22 +39,17 @@ class Pending:
 
     __slots__ = ("nbytes", "done", "result", "orphan", "since")
 
-    def __init__(self, nbytes: int, now: float):
+    def __init__(self, nbytes: int):
         self.nbytes = nbytes
         self.done = threading.Event()
         self.result: Decoded | None = None
         self.orphan = False  # forgotten before its decode ended: the decode returns the buffer
-        self.since = now  # asked for; once done, done
+        self.since = time.monotonic()
 
 
 class DecodeAhead:
-    def __init__(self, max_bytes: int = DEFAULT_BYTES, workers: int | None = None, start_bytes: int | None = None,
-                 clock: Callable[[], float] = time.monotonic):
-        """`start_bytes`: the window to start from, widened up to `max_bytes` (None: max_bytes)."""
+    def __init__(self, max_bytes: int = DEFAULT_BYTES, workers: int | None = None):
         self.max_bytes = max_bytes
-        self.window = max_bytes if start_bytes is None else min(start_bytes, max_bytes)
-        self._takes: deque[tuple[float, int]] = deque(maxlen=RATE_TAKES)  # (when, bytes) of the last takes
-        self._clock = clock
         self.workers = workers or os.cpu_count() or 1
         self.max_in_flight = 2 * self.workers
         self.nbytes = 0  # reserved by the entries
@@ -78,7 +63,7 @@ class DecodeAhead:
     def room(self, nbytes: int) -> bool:
         """Whether a chunk of `nbytes` could be decoded ahead now (cheap: asked per request)."""
         return self.max_bytes >= nbytes and self._running < self.max_in_flight and (
-            self.nbytes + nbytes <= max(self.window, nbytes) or self._stale())
+            self.nbytes + nbytes <= self.max_bytes or self._stale())
 
     def __contains__(self, key: tuple) -> bool:
         return key in self._entries
@@ -90,12 +75,11 @@ class DecodeAhead:
         with self._lock:
             if self._closed or key in self._entries or self._running >= self.max_in_flight:
                 return False
-            window = max(self.window, nbytes) if nbytes <= self.max_bytes else self.max_bytes
-            while self.nbytes + nbytes > window and self._drop_stale():
+            while self.nbytes + nbytes > self.max_bytes and self._drop_stale():
                 pass
-            if self.nbytes + nbytes > window:
+            if self.nbytes + nbytes > self.max_bytes:
                 return False
-            entry = self._entries[key] = Pending(nbytes, self._clock())
+            entry = self._entries[key] = Pending(nbytes)
             self.nbytes += nbytes
             self._running += 1
             if self._executor is None:
@@ -127,7 +111,7 @@ class DecodeAhead:
         finally:
             with self._lock:
                 self._running -= 1
-                entry.since = self._clock()
+                entry.since = time.monotonic()
                 if (result is None or entry.orphan) and address is not None:
                     del chunk
                     free(address)
@@ -170,23 +154,10 @@ class DecodeAhead:
             entry = self._entries.pop(key, None)
             if entry is None:
                 return None
-            now = self._clock()
-            self._takes.append((now, entry.nbytes))
-            if not entry.done.is_set() and self._late(now - entry.since):
-                self.window = min(2 * self.window, self.max_bytes)
         entry.done.wait()
         with self._lock:  # counted until its decode ends: the budget bounds the memory decodes fill
             self.nbytes -= entry.nbytes
         return entry.result
-
-    def _late(self, asked_ago: float) -> bool:
-        """Under the lock: whether a chunk asked for `asked_ago` seconds ago and not fetched yet
-        had the head start of half the window (its bytes at the pace of the last takes)."""
-        if len(self._takes) < RATE_TAKES or self.window >= self.max_bytes:
-            return False
-        seconds = self._takes[-1][0] - self._takes[0][0]
-        taken = sum(nbytes for _, nbytes in self._takes) - self._takes[0][1]
-        return seconds > 0 and taken > 0 and asked_ago >= self.window * seconds / taken / 2
 
     def forget(self, key: tuple) -> None:
         """The chunk changed: drop what was decoded of it."""
@@ -226,7 +197,7 @@ class DecodeAhead:
 
     def _stale(self) -> bool:
         first = next(iter(self._entries.values()), None)
-        return first is not None and first.done.is_set() and self._clock() - first.since > STALE
+        return first is not None and first.done.is_set() and time.monotonic() - first.since > STALE
 
     def _drop_stale(self) -> bool:
         """Drop the oldest entry if no read took it for STALE seconds (its reader went away)."""

@@ -193,14 +193,14 @@ class RawFile:
         stream = self.streams.follow(offset, end)
         if stream is None:
             return False
-        # walked only when a quarter of the window is free: a walk costs Python, a submit little
-        if not ahead.room(max(self.array.leaf_nbytes, ahead.window // 4)):
+        # walked only when a quarter of the budget is free: a walk costs Python, a submit little
+        if not ahead.room(max(self.array.leaf_nbytes, ahead.max_bytes // 4)):
             return True
         reached, started = stream
         step = self.array.leaf_nbytes
         # at most MAX_READ_CHUNKS chunks a walk: tiny chunks would make the window millions of them
         position = max(reached, started)
-        stop = min(self.size, reached + ahead.window, position + read_budget.MAX_READ_CHUNKS * step)
+        stop = min(self.size, reached + ahead.max_bytes, position + read_budget.MAX_READ_CHUNKS * step)
         if self.array.reads_indexes_ahead:  # the whole window's shards, before their chunks
             for box in c_order_boxes(self.array.shape, position // self.itemsize, -(-stop // self.itemsize)):
                 self.array.read_indexes_ahead(box)

@@ -56,7 +56,6 @@ from zarrfs.views.text import Texts
 log = logging.getLogger(__name__)
 
 BLKSIZE = 1 << 20  # st_blksize: tools that honour it issue 1 MiB reads
-REMOTE_WINDOW = 4 << 20  # bytes fetched ahead of a stream at first, doubled while it waits (decode_ahead.py)
 REMOTE_FETCHERS = 64  # chunks fetched ahead at once from an object store, within prefetch_size: a thread waiting on a GET costs little, and 16 held a stream at 20 ms each way to 0.27 GB/s where 48 made 0.36
 
 
@@ -234,14 +233,12 @@ class FileSystem:
             if removed:
                 log.warning("removed %d temporary files left by an interrupted write", removed)
 
-    def _read_ahead(self) -> tuple[int, int | None, int | None]:
-        """(budget, workers, the window to start from) for chunks decoded ahead of sequential
-        readers. An object store answers after a round trip: there, many chunks are fetched at
-        once, within a window that widens up to prefetch_size as the stream needs (decode_ahead.py)."""
+    def _read_ahead(self) -> tuple[int, int | None]:
+        """(budget, workers) for chunks decoded ahead of sequential readers. An object store
+        answers after a round trip: there, many chunks are fetched at once, within prefetch_size."""
         if self.store.capabilities.remote:
-            return (self.options.remote.prefetch_size, self.store.capabilities.stream_fetchers or REMOTE_FETCHERS,
-                    REMOTE_WINDOW)
-        return self.options.ahead_bytes, self.store.capabilities.stream_fetchers, None
+            return self.options.remote.prefetch_size, self.store.capabilities.stream_fetchers or REMOTE_FETCHERS
+        return self.options.ahead_bytes, self.store.capabilities.stream_fetchers
 
     # lifecycle
 
