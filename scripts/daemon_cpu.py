@@ -14,7 +14,8 @@ each run and the median per tree. Never run it beside scripts/bench.py.
 
 With `--store s3 --delay-ms D` the array is read from SeaweedFS (`weed mini`, as
 scripts/bench_remote.py starts it) through the delaying proxy, D ms each way: the daemon's CPU
-on the fetch path, obstore's GETs included. SeaweedFS and the proxy are not counted.
+on the fetch path, obstore's GETs included. SeaweedFS is not counted; the proxy runs in this
+process, so "reader s/GiB" includes its thread there.
 """
 
 import argparse
