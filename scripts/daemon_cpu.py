@@ -11,9 +11,15 @@ the daemon's user + system time and minor page faults from /proc/PID/stat before
 stored chunk files stay in the page cache (read once before the runs), as in bench.py, where the
 in-process peers read them first: the daemon's figure is its CPU, not the disk's latency. Prints
 each run and the median per tree. Never run it beside scripts/bench.py.
+
+With `--store s3 --delay-ms D` the array is read from SeaweedFS (`weed mini`, as
+scripts/bench_remote.py starts it) through the delaying proxy, D ms each way: the daemon's CPU
+on the fetch path, obstore's GETs included. SeaweedFS is not counted; the proxy runs in this
+process, so "reader s/GiB" includes its thread there.
 """
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -38,11 +44,41 @@ def usage(pid: int) -> tuple[float, int]:
 
 
 @contextmanager
-def mounted(source: Path, tree: str, options: list[str]):
+def mounted(source: str, name: str, tree: str, options: list[str]):
     """zarrfs on `source` with `tree`'s zarrfs first on the path; yields (NAME.bin, pid)."""
-    args = [ZARRFS, str(source), "{mnt}", "-f"] + (["-o", ",".join(options)] if options else [])
-    with _mounted(args, f"{source.name}.bin", env={**os.environ, "PYTHONPATH": tree}) as (path, process):
+    args = [ZARRFS, source, "{mnt}", "-f"] + (["-o", ",".join(options)] if options else [])
+    with _mounted(args, f"{name}.bin", env={**os.environ, "PYTHONPATH": tree}) as (path, process):
         yield path, process.pid
+
+
+@contextmanager
+def local_source(root: Path, layout: str, size_mib: int):
+    """(SOURCE, the array's name in the mount, mount options): the array in `root`, its files in
+    the page cache."""
+    source = root / f"{layout}.zarr"
+    if not source.exists():
+        build(root, layout, size_mib)
+    warm_store(source)
+    yield str(source), source.name, []
+
+
+@contextmanager
+def s3_source(root: Path, layout: str, size_mib: int, delay_ms: float):
+    """(SOURCE, the array's name in the mount, mount options): the array in SeaweedFS, read
+    through the delaying proxy."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the test servers
+    from bench_remote import S3Target
+    from servers.delay_proxy import DelayProxy
+    target = S3Target(root)
+    target.start()
+    try:
+        path, _ = build(root, layout, size_mib)
+        prefix = target.upload(layout, path)
+        with DelayProxy(target.address, delay_ms / 1000) as proxy:
+            target.via(proxy)
+            yield target.source(prefix), prefix, list(target.mount_options())
+    finally:
+        target.stop()
 
 
 def warm_store(path: Path) -> None:
@@ -61,10 +97,10 @@ def drop_pages(path: Path) -> None:
         os.close(fd)
 
 
-def one_run(source: Path, tree: str, options: list[str], nbytes: int, passes: int) -> dict:
+def one_run(source: str, name: str, tree: str, options: list[str], nbytes: int, passes: int) -> dict:
     """`passes` cold reads through one fresh mount, the file's pages dropped before each but the
     first: the daemon's CPU over all of them (a 10 ms clock tick is 0.04 s/GiB of one 256 MiB read)."""
-    with mounted(source, tree, options) as (bin_path, pid):
+    with mounted(source, name, tree, options) as (bin_path, pid):
         cpu, faults = usage(pid)
         reader = time.process_time()
         started = time.perf_counter()
@@ -90,19 +126,23 @@ def main(argv=None) -> None:
     parser.add_argument("--tree", action="append", help="a zarrfs checkout (PYTHONPATH of the daemon); repeat to compare")
     parser.add_argument("-o", dest="options", action="append", default=[], help="a mount option, e.g. -o ahead_size=32M")
     parser.add_argument("--root", help="build the array here and keep it (default: a temporary directory)")
+    parser.add_argument("--store", default="local", choices=("local", "s3"), help="s3: SeaweedFS through the proxy")
+    parser.add_argument("--delay-ms", type=float, default=5.0, help="the proxy's delay each way (--store s3)")
     args = parser.parse_args(argv)
     trees = [str(Path(t).resolve()) for t in args.tree or ["."]]
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         root = Path(args.root or tmp)
-        source = root / f"{args.layout}.zarr"
-        if not source.exists():
-            build(root, args.layout, args.size_mib)
+        if args.store == "s3":
+            source, name, store_options = stack.enter_context(s3_source(root, args.layout, args.size_mib,
+                                                                         args.delay_ms))
+        else:
+            source, name, store_options = stack.enter_context(local_source(root, args.layout, args.size_mib))
+        options = store_options + args.options
         nbytes = args.size_mib << 20
-        warm_store(source)
         results: dict[str, list[dict]] = {tree: [] for tree in trees}
         for run in range(args.runs):
             for tree in trees:
-                r = one_run(source, tree, args.options, nbytes, args.passes)
+                r = one_run(source, name, tree, options, nbytes, args.passes)
                 results[tree].append(r)
                 print(f"run {run + 1} {tree}: " + ", ".join(f"{k} {v:.3f}" for k, v in r.items()), flush=True)
         for tree, rs in results.items():
