@@ -11,7 +11,10 @@ escapes are counted exactly, without splitting B, in two cases:
 - B (after the count) holds no newline, no backslash and no byte past ASCII: a length prefix
   can then fake none (a length of 10 is b"\\n\\0\\0\\0"), and ASCII is UTF-8;
 - every element has one length L (len(B) - 4 == n * (4 + L), every prefix L): the elements are
-  the columns of B after the count, each row a prefix and its element.
+  the columns of B after the count, each row a prefix and its element;
+- every element is 1 to 255 bytes long and holds no zero byte, so B's zero bytes come in n
+  runs of three, each a prefix's upper bytes after its length byte: the prefixes are found
+  at once, and proven to be the chunk's by the chain of lengths (each the next's start).
 
 Else the chunk is decoded as numcodecs does (`lines_size`), as the size pass did before, and
 that work is bounded: past `decode_limit` elements in all, BudgetError. The codec is made only
@@ -54,7 +57,8 @@ def chunk_lines_size(data: bytes, count: int) -> int | None:
         raise CorruptChunkError(f"vlen chunk of {len(data)} bytes cannot hold {count} elements")
     if body.find(b"\n") < 0 and body.find(b"\\") < 0 and body.isascii():
         return len(body) - 4 * count + count
-    return _one_length_size(body, count)
+    size = _one_length_size(body, count)
+    return _short_lengths_size(body, count) if size is None else size
 
 
 def _one_length_size(body: bytes, count: int) -> int | None:
@@ -73,6 +77,29 @@ def _one_length_size(body: bytes, count: int) -> int | None:
         lines[:, :length], lines[:, length] = rows[:, 4:], NEWLINE
         _check_utf8(lines.tobytes())
     return count * (length + 1) + escapes
+
+
+def _short_lengths_size(body: bytes, count: int) -> int | None:
+    """chunk_lines_size where every element is 1 to 255 bytes and holds no zero byte, else None."""
+    raw = np.frombuffer(body, np.uint8)
+    zeros = np.flatnonzero(raw == 0)
+    if len(zeros) != 3 * count or not count:
+        return None
+    runs = zeros.reshape(count, 3)
+    starts = runs[:, 0] - 1  # a prefix: its length byte, then the three zeros
+    if starts[0] != 0 or not ((runs[:, 1] == starts + 2) & (runs[:, 2] == starts + 3)).all():
+        return None
+    lengths = raw[starts].astype(np.int64)
+    ends = starts + 4 + lengths  # the chain: proves these are the prefixes the chunk's lengths lead to
+    if ends[-1] != len(raw) or not (ends[:-1] == starts[1:]).all():
+        return None
+    escapes = (body.count(b"\\") - int(np.count_nonzero(lengths == BACKSLASH))
+               + body.count(b"\n") - int(np.count_nonzero(lengths == NEWLINE)))
+    if not body.isascii():
+        separated = raw.copy()  # each prefix as newlines, which end any multi-byte sequence
+        separated[starts], separated[zeros] = NEWLINE, NEWLINE
+        _check_utf8(separated.tobytes())
+    return len(body) - 3 * count + escapes
 
 
 def _check_utf8(joined: bytes) -> None:
