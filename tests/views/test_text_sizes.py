@@ -372,3 +372,19 @@ def test_a_stat_decodes_no_more_elements_one_by_one_than_its_bound(tmp_path, mon
         assert c.stat("/edge.txt")["st_size"] == len(oracle(tricky[:18])) == len(c.read_bytes("/edge.txt"))
         assert len(c.read_bytes("/tricky.txt")) == len(oracle(tricky)) == c.stat("/tricky.txt")["st_size"]
         assert "WARNING" not in c.log()
+
+
+def test_a_stat_keeps_no_chunk_of_sizes_in_the_chunk_cache(tmp_path):
+    """Whole chunks are read as their lines' sizes (8 bytes an element); those of a 2-D array
+    are copied out of a chunk, and were kept in the mount's chunk cache, pushing out chunks of
+    data that are read again, for sizes no read asks for twice."""
+    from zarrfs.engine.chunk_cache import ChunkCache
+    from zarrfs.fs.hierarchy import Hierarchy
+
+    rows = textview.SIZED_ELEMENTS // 64 + 10
+    values = np.array([f"r{i}" for i in range(rows * 64)], dtype=object).reshape(rows, 64)
+    written(zarr.open_group(str(tmp_path / "s.zarr"), mode="w"), "grid", values, (1000, 16), rows, dtype=str)
+    store, cache = LocalStore(str(tmp_path / "s.zarr"), read_only=True), ChunkCache(64 << 20)
+    node = Hierarchy(store, ()).lookup("/grid.txt").node
+    assert textview.Texts().size(store, node, cache) == len(oracle(values))
+    assert cache.nbytes == 0

@@ -36,6 +36,7 @@ import numpy as np
 from zarrfs.codecs import vlen_line_sizes
 from zarrfs.engine import read_budget
 from zarrfs.engine.array import open_array
+from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.errors import BudgetError, UnsupportedError, ZarrfsError
 from zarrfs.geometry import box_shape, chunks_spanned, full_box, largest_chunk, regular, whole_chunks
 from zarrfs.views import text_as_bytes, text_lines
@@ -156,7 +157,7 @@ def _counted(store, node, cache, name: str) -> int | None:
     array = open_array(store, node.path, as_bytes or meta, cache)
     if chunks_spanned([full_box(shape)], array.leaf_grid) > LISTED_CHUNKS:
         return None  # each chunk is a request and a decode
-    sizes, inside, edges = _whole_chunk_sizes(store, node, cache, as_bytes, array.leaf_grid)
+    sizes, inside, edges = _whole_chunk_sizes(store, node, as_bytes, array.leaf_grid)
     if sum(math.prod(box_shape(box)) for box in edges) > DECODED_ELEMENTS:
         return None
     count = (lambda values: vlen_line_sizes.lines_size(values.reshape(-1).tolist())) if as_bytes else \
@@ -170,7 +171,7 @@ def _counted(store, node, cache, name: str) -> int | None:
     return size
 
 
-def _whole_chunk_sizes(store, node, cache, as_bytes, leaf_grid) -> tuple:
+def _whole_chunk_sizes(store, node, as_bytes, leaf_grid) -> tuple:
     """(the array read as each chunk's size, the box of its whole chunks, the boxes of the rest)
     for a string array of vlen-utf8 alone on a regular grid; else (None, (), [every element])."""
     shape = tuple(node.meta.shape)
@@ -182,7 +183,8 @@ def _whole_chunk_sizes(store, node, cache, as_bytes, leaf_grid) -> tuple:
     meta = text_as_bytes.sizes_view(node.meta, fill_size, DECODED_ELEMENTS - decoded)
     if meta is None:
         return None, (), [full_box(shape)]
-    return open_array(store, node.path, meta, cache), inside, edges
+    # each chunk's size is read once: kept in no cache, where it would push out chunks read again
+    return open_array(store, node.path, meta, ChunkCache(0)), inside, edges
 
 
 def _lines_size_of(values: np.ndarray, line_of) -> int:
