@@ -317,11 +317,15 @@ fixed = st.integers(0, 140).flatmap(lambda n: st.lists(st.binary(min_size=n, max
                                                        min_size=1, max_size=30))
 
 
-@given(st.lists(any_bytes, min_size=1, max_size=30) | fixed | st.lists(short_ascii, min_size=1, max_size=30))
+zeros_and_escapes = st.binary(max_size=6).map(lambda b: bytes((0, 10, 92)[c % 3] for c in b))  # fake prefixes
+
+
+@given(st.lists(any_bytes, min_size=1, max_size=30) | fixed | st.lists(short_ascii, min_size=1, max_size=30)
+       | st.lists(zeros_and_escapes, min_size=1, max_size=40))
 def test_a_chunks_size_counted_from_its_bytes_is_its_lines_size(items):
-    """Every way the codec counts a chunk (no escape in its bytes; one length; short lengths;
-    element by element) gives the size of the lines the file holds, or refuses what the file
-    refuses (bytes that are not UTF-8)."""
+    """Every way the codec counts a chunk (no escape in its bytes; one length; short lengths,
+    whose prefixes zero bytes and escapes inside elements must not fake; element by element)
+    gives the size of the lines the file holds, or refuses what the file refuses (not UTF-8)."""
     assert counted_from_bytes(items) == utf8_lines_size(items)
 
 
@@ -329,6 +333,7 @@ def test_a_chunks_size_counted_from_its_bytes_is_its_lines_size(items):
     [b"2020-01-01", b"2021-12-31"],  # one length, 10: each length prefix holds b"\n"
     [b"a\\b", b"c\nd", b"\xc3\xa9t\xc3\xa9"],  # one length, escapes and UTF-8 inside
     [b"lab7", b"lab1234567", b"x" * 92, b"caf\xc3\xa9 \\ \n"],  # short lengths: 10 and 92 in prefixes, escapes
+    [b"", b"y" * 200, b"\xc3\xa9", b"a\x00b"],  # an empty first one, a prefix past ASCII, a zero byte
     [b"plain ascii", b"labels"],  # no escape anywhere
 ])
 def test_the_chunks_without_an_object_per_element_are_counted_so(items):
@@ -337,10 +342,11 @@ def test_the_chunks_without_an_object_per_element_are_counted_so(items):
     assert vlen_line_sizes.chunk_lines_size(data, len(items)) == utf8_lines_size(items)
 
 
-@pytest.mark.parametrize("items", [[b"", b"a\\"], [b"a\x00b", b"c\n"], [b"x" * 300, b"y\\"]])
+@pytest.mark.parametrize("items", [[b"ab", b"", b"c\\"], [b"a\x00\x00\x00b", b"c\n"], [b"x" * 300, b"y\\"]])
 def test_chunks_of_other_elements_are_decoded(items):
-    """A backslash or newline with lengths that differ, and an empty element, a zero byte or a
-    length past 255: no exact case."""
+    """A backslash or newline with lengths that differ, and zero bytes that look like one more
+    prefix (an empty element after another, three zeros inside one) or a length past 255: no
+    exact case."""
     assert vlen_line_sizes.chunk_lines_size(vlen_chunk(items), len(items)) is None
     assert counted_from_bytes(items) == utf8_lines_size(items)
 

@@ -12,9 +12,10 @@ escapes are counted exactly, without splitting B, in two cases:
   can then fake none (a length of 10 is b"\\n\\0\\0\\0"), and ASCII is UTF-8;
 - every element has one length L (len(B) - 4 == n * (4 + L), every prefix L): the elements are
   the columns of B after the count, each row a prefix and its element;
-- every element is 1 to 255 bytes long and holds no zero byte, so B's zero bytes come in n
-  runs of three, each a prefix's upper bytes after its length byte: the prefixes are found
-  at once, and proven to be the chunk's by the chain of lengths (each the next's start).
+- every element is shorter than 256 bytes, so each prefix is its length byte and three zeros:
+  where B has just n places of a byte and three zeros (no empty element but the first, no three
+  zero bytes in a row inside an element), they are the prefixes, found at once and
+  proven to be the chunk's by the chain of lengths (each prefix the next one's start).
 
 Else the chunk is decoded as numcodecs does (`lines_size`), as the size pass did before, and
 that work is bounded: past `decode_limit` elements in all, BudgetError. The codec is made only
@@ -23,6 +24,7 @@ codecs). Its decoded chunk holds the chunk's size in its first element and 0 in 
 a sum over whole chunks is exact, one over part of a chunk is not (the caller reads whole chunks).
 """
 
+import codecs
 import threading
 
 import numpy as np
@@ -72,39 +74,42 @@ def _one_length_size(body: bytes, count: int) -> int | None:
         return None
     prefix = length.to_bytes(4, "little")  # every row's: its escapes counted apart from the elements'
     escapes = (body.count(b"\\") - count * prefix.count(b"\\")) + (body.count(b"\n") - count * prefix.count(b"\n"))
-    if not body.isascii() and (rows[:, 4:] >= 0x80).any():
+    if not body.isascii() and max(prefix) < 0x80:  # ASCII prefixes end any multi-byte sequence
+        _check_utf8(body)
+    elif not body.isascii() and (rows[:, 4:] >= 0x80).any():
         lines = np.empty((count, length + 1), np.uint8)
         lines[:, :length], lines[:, length] = rows[:, 4:], NEWLINE
-        _check_utf8(lines.tobytes())
+        _check_utf8(lines)
     return count * (length + 1) + escapes
 
 
 def _short_lengths_size(body: bytes, count: int) -> int | None:
-    """chunk_lines_size where every element is 1 to 255 bytes and holds no zero byte, else None."""
+    """chunk_lines_size where the prefixes are the n places of a byte and three zeros, else None."""
     raw = np.frombuffer(body, np.uint8)
-    zeros = np.flatnonzero(raw == 0)
-    if len(zeros) != 3 * count or not count:
-        return None
-    runs = zeros.reshape(count, 3)
-    starts = runs[:, 0] - 1  # a prefix: its length byte, then the three zeros
-    if starts[0] != 0 or not ((runs[:, 1] == starts + 2) & (runs[:, 2] == starts + 3)).all():
+    zero = raw == 0
+    starts = np.flatnonzero(zero[1:-2] & zero[2:-1] & zero[3:])  # a length byte, then three zeros
+    if len(starts) != count or not count or starts[0] != 0:
         return None
     lengths = raw[starts].astype(np.int64)
-    ends = starts + 4 + lengths  # the chain: proves these are the prefixes the chunk's lengths lead to
-    if ends[-1] != len(raw) or not (ends[:-1] == starts[1:]).all():
-        return None
-    escapes = (body.count(b"\\") - int(np.count_nonzero(lengths == BACKSLASH))
-               + body.count(b"\n") - int(np.count_nonzero(lengths == NEWLINE)))
+    if not (np.diff(starts) == lengths[:-1] + 4).all() or starts[-1] + 4 + int(lengths[-1]) != len(raw):
+        return None  # not the chain of lengths from the first prefix to the chunk's end: not the prefixes
+    escapes = (np.count_nonzero(raw == BACKSLASH) - np.count_nonzero(lengths == BACKSLASH)
+               + np.count_nonzero(raw == NEWLINE) - np.count_nonzero(lengths == NEWLINE))
     if not body.isascii():
-        separated = raw.copy()  # each prefix as newlines, which end any multi-byte sequence
-        separated[starts], separated[zeros] = NEWLINE, NEWLINE
-        _check_utf8(separated.tobytes())
-    return len(body) - 3 * count + escapes
+        if lengths.max() < 0x80:  # ASCII prefixes end any multi-byte sequence: the elements checked apart
+            _check_utf8(body)
+        else:
+            separated = raw.copy()  # each prefix as newlines
+            for byte in range(4):
+                separated[starts + byte] = NEWLINE
+            _check_utf8(separated)
+    return len(body) - 3 * count + int(escapes)
 
 
-def _check_utf8(joined: bytes) -> None:
+def _check_utf8(joined) -> None:
+    """Refuse bytes (any buffer) that are not UTF-8."""
     try:
-        joined.decode("utf-8")
+        codecs.utf_8_decode(joined, "strict", True)
     except UnicodeDecodeError as e:
         raise CorruptChunkError(f"a string element is not UTF-8 ({e.reason})") from None
 
