@@ -11,12 +11,15 @@ Every chunk of an array holds the same 1,048,576 elements (the first written by 
 the others copies of its file), so building 64M elements costs one chunk's encode.
 
     PYTHONPATH=$PWD .venv/bin/python scripts/bench_text_size.py [--sizes 2,16,64] [--repeat 3]
+    .venv/bin/python scripts/bench_text_size.py --ls /tmp/before --ls $PWD   # a first ls -l, two trees
 """
 
 import argparse
 import json
+import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 import warnings
@@ -30,6 +33,10 @@ from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.fs.hierarchy import Hierarchy
 from zarrfs.stores.local import LocalStore
 from zarrfs.views import text as textview
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import ZARRFS, _mounted  # noqa: E402
+from daemon_cpu import usage  # noqa: E402
 
 CHUNK = 1 << 20  # elements a chunk
 
@@ -68,7 +75,8 @@ def copies(directory: Path, first: str, keys: list[str]) -> None:
 
 
 def make(root: Path, millions: list[int]) -> list[str]:
-    """The arrays, one per kind and size; their store paths."""
+    """The arrays, one per kind and size (the v3 strings of each size in a folder of their own,
+    `2M`: what a first `ls -l` of it costs, --ls); their store paths."""
     group = zarr.open_group(str(root), mode="w")
     v2 = zarr.open_group(str(root / "v2"), mode="w", zarr_format=2)
     paths = []
@@ -78,10 +86,10 @@ def make(root: Path, millions: list[int]) -> list[str]:
             one = values(CHUNK)
             for m in millions:
                 n = m * CHUNK
-                array = group.create_array(f"{kind}_{m}M", shape=(n,), chunks=(CHUNK,), dtype=str)
+                array = group.require_group(f"{m}M").create_array(kind, shape=(n,), chunks=(CHUNK,), dtype=str)
                 array[:CHUNK] = one
-                copies(root / f"{kind}_{m}M", "c/0", [f"c/{i}" for i in range(1, m)])
-                paths.append(f"{kind}_{m}M")
+                copies(root / f"{m}M" / kind, "c/0", [f"c/{i}" for i in range(1, m)])
+                paths.append(f"{m}M/{kind}")
         for m in millions:
             n = m * CHUNK
             array = v2.create_array(f"v2_{m}M", shape=(n,), chunks=(CHUNK,), dtype=str)
@@ -115,11 +123,47 @@ def timed_pass(store: LocalStore, path: str) -> tuple[float, float, int]:
     return time.perf_counter() - start, time.process_time() - cpu, size
 
 
+def listing_cpu(root: Path, folders: list[str], tree: str) -> list[float]:
+    """The daemon's CPU seconds for a first `ls -l` of each folder (readdir, then a stat of
+    every entry), on a fresh mount of zarrfs with `tree` first on the path."""
+    args = [ZARRFS, str(root), "{mnt}", "-f", "-o", "ro"]
+    with _mounted(args, "", env={**os.environ, "PYTHONPATH": tree}) as (mnt, process):
+        spent = []
+        for folder in folders:
+            before = usage(process.pid)[0]
+            for name in os.listdir(mnt / folder):
+                os.stat(mnt / folder / name)
+            spent.append(usage(process.pid)[0] - before)
+        return spent
+
+
+def ls_runs(root: Path, millions: list[int], trees: list[str], runs: int) -> None:
+    """--ls: each tree's first `ls -l` of each size's folder, the trees interleaved run by run."""
+    folders = [f"{m}M" for m in millions]
+    spent: dict[str, list[list[float]]] = {tree: [] for tree in trees}
+    for _ in range(runs):
+        for tree in trees:
+            spent[tree].append(listing_cpu(root, folders, tree))
+    print(f"first ls -l of a folder of {', '.join(KINDS)} (daemon CPU s, median of {runs}):")
+    for tree in trees:
+        medians = [statistics.median(run[i] for run in spent[tree]) for i in range(len(folders))]
+        print(f"  {tree}: " + ", ".join(f"{folder} {cpu:.2f}" for folder, cpu in zip(folders, medians, strict=True)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="2,16,64", help="array sizes in millions of elements (2**20)")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--ls", action="append", metavar="TREE",
+                        help="instead, time a first ls -l of each size's folder through a mount of this "
+                             "zarrfs tree (repeat to compare trees; their own bounds hold)")
     args = parser.parse_args()
+    if args.ls:
+        with tempfile.TemporaryDirectory() as tmp:
+            millions = [int(m) for m in args.sizes.split(",")]
+            make(Path(tmp) / "s.zarr", millions)
+            ls_runs(Path(tmp) / "s.zarr", millions, args.ls, args.repeat)
+        return
     textview.LISTED_ELEMENTS = textview.LISTED_CHUNKS = textview.DECODED_ELEMENTS = 1 << 40  # time every size
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "s.zarr"

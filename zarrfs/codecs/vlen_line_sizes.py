@@ -86,8 +86,7 @@ def _one_length_size(body: bytes, count: int) -> int | None:
 def _short_lengths_size(body: bytes, count: int) -> int | None:
     """chunk_lines_size where the prefixes are the n places of a byte and three zeros, else None."""
     raw = np.frombuffer(body, np.uint8)
-    zero = raw == 0
-    starts = np.flatnonzero(zero[1:-2] & zero[2:-1] & zero[3:])  # a length byte, then three zeros
+    starts = _prefix_places(raw, count)
     if len(starts) != count or not count or starts[0] != 0:
         return None
     lengths = raw[starts].astype(np.int64)
@@ -104,6 +103,16 @@ def _short_lengths_size(body: bytes, count: int) -> int | None:
                 separated[starts + byte] = NEWLINE
             _check_utf8(separated)
     return len(body) - 3 * count + int(escapes)
+
+
+def _prefix_places(raw: np.ndarray, count: int) -> np.ndarray:
+    """The places of a byte then three zeros: from the zero bytes where they are 3 * count, in
+    runs of three (no empty element: the common case, and twice as fast), else looked for."""
+    zeros = np.flatnonzero(raw == 0)
+    if len(zeros) == 3 * count and (zeros[2::3] - zeros[::3] == 2).all():
+        return zeros[::3] - 1
+    zero = raw == 0
+    return np.flatnonzero(zero[1:-2] & zero[2:-1] & zero[3:])
 
 
 def _check_utf8(joined) -> None:
