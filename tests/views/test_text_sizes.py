@@ -4,6 +4,7 @@ counted a chunk at a time (views/text_lines.py), and kept for one version of the
 import dataclasses
 import errno
 import gc
+import os
 import sys
 import tracemalloc
 import warnings
@@ -16,6 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core import core_of
+from mounting import mounted
+from servers.seaweed import unique_prefix
 from zarrfs.codecs import vlen_line_sizes
 from zarrfs.codecs.base import ChunkSpec
 from zarrfs.codecs.vlen_line_sizes import VlenLineSizesCodec
@@ -394,3 +397,20 @@ def test_a_stat_keeps_no_chunk_of_sizes_in_the_chunk_cache(tmp_path):
     node = Hierarchy(store, ()).lookup("/grid.txt").node
     assert textview.Texts().size(store, node, cache) == len(oracle(values))
     assert cache.nbytes == 0
+
+
+def test_an_object_stores_texts_of_millions_list_the_size_they_read(seaweed, tmp_path):
+    """Through a real mount of an S3 server (SeaweedFS): whole chunks and inner chunks of shards
+    fetched as a read fetches them (batched, ranged), counted from their bytes, past the old
+    bound; the edge chunk decoded."""
+    prefix = unique_prefix("textsize")
+    group = zarr.open_group(seaweed.zarr_store(prefix), mode="w")
+    labels = np.array([f"lab{i}" for i in range(HUGE)], dtype=object)
+    written(group, "plain", labels, (200_000,), HUGE, dtype=str)
+    written(group, "sharded", labels, (100_000,), HUGE - 700_000, dtype=str, shards=(500_000,), fill_value="-")
+    shown = {"plain.txt": oracle(labels), "sharded.txt": oracle(np.where(np.arange(HUGE) < HUGE - 700_000, labels, "-"))}
+    with mounted(seaweed.url(prefix), tmp_path, *seaweed.mount_options("ro"), env=seaweed.env("admin")) as m:
+        sizes = {name: os.stat(m / name).st_size for name in shown}  # first stats, nothing opened
+        for name, text in shown.items():
+            assert sizes[name] == len(text) and (m / name).read_bytes() == text, name
+        assert "WARNING" not in m.settled_log() and "ERROR" not in m.log()

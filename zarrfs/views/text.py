@@ -13,10 +13,12 @@ managers type the file as empty and backups copy it again. A size depends on eve
 text, so it is worked out once per version of the array (its documents and the version of its
 stored values, as its mtime follows them) and kept (Texts.size): an array of up to
 SIZED_ELEMENTS elements is rendered (and its text kept for the open); one of up to
-LISTED_ELEMENTS elements in up to LISTED_CHUNKS chunks is read a slab of chunks at a time, each
-slab's lines counted at once without being made (text_lines.py) and let go (text_size), so
-memory stays that of one slab; a larger one shows 0 until first opened (readdir gives every
-entry's size, so a listing must not decode arrays without bound). On a remote store the pass
+LISTED_ELEMENTS elements in up to LISTED_CHUNKS chunks is read a slab of chunks at a time and
+let go (text_size), so memory stays that of one slab: the whole chunks of a vlen-utf8 string
+array read as their lines' sizes, counted from their stored bytes with no object per element
+(text_as_bytes.sizes_view), the rest decoded and each slab's lines counted at once without
+being made (text_lines.py), at most DECODED_ELEMENTS of them. A larger one shows 0 until first
+opened (readdir gives every entry's size, so a listing must not decode arrays without bound). On a remote store the pass
 is one read's budget: past -o timeout it stops, and the size shows 0. Reads are served with
 direct I/O, so a reader never sees pages of an older rendering.
 This module is the seam for a view-file registry: `render(array)` is a pure function of the
@@ -47,8 +49,14 @@ TEXT_LIMIT = 1 << 30  # bytes of text made for one file: a larger array is refus
 SIZED_ELEMENTS = 1 << 18  # arrays up to this many elements are rendered to tell their size, the text kept
 SLAB_ELEMENTS = 1 << 18  # a larger array's size is counted this many elements (whole chunk rows) at a time
 # The bounds of what a stat reads to tell a text's size: readdir gives every entry's attributes, so
-# `ls` of a folder of string arrays reads each once per version. MEASURED-PLACEHOLDER
-LISTED_ELEMENTS = 1 << 26
+# `ls -l` of a folder of string arrays reads each once per version. Measured (scripts/bench_text_size.py,
+# CPU on a 2-core machine shared with other work, chunks of 1M elements): whole chunks of vlen-utf8
+# strings counted from their bytes (codecs/vlen_line_sizes.py) cost about 25 ns an element (dates: one
+# length), 40 (ASCII labels of 3 to 20 bytes) and 70 (labels of 8 to 24 characters, some non-ASCII),
+# zstd's decode 13 ns of it: an array of LISTED_ELEMENTS 0.45 to 1.2 s at its first stat. Elements
+# decoded one by one (edge chunks, chunks no exact case counts; JSON values, bytes) cost 150 to 320 ns:
+# at most DECODED_ELEMENTS of them, 0.3 to 0.7 s. Past either, 0 until opened (docs/views.md).
+LISTED_ELEMENTS = 1 << 24
 DECODED_ELEMENTS = 1 << 21
 LISTED_CHUNKS = read_budget.MAX_READ_CHUNKS  # each chunk a request (remote) and a decode call
 SIZES_KEPT = 1 << 16  # sizes kept, of arrays not changed since (path, key, int: about 200 bytes each)
