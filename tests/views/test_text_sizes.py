@@ -369,8 +369,8 @@ def test_a_stat_decodes_no_more_elements_one_by_one_than_its_bound(tmp_path, mon
     monkeypatch.setattr(textview, "DECODED_ELEMENTS", 20)
     plain = np.array([f"label{i}" for i in range(64)], dtype=object)  # no escape: counted from the bytes
     tricky = plain.copy()
-    tricky[::8] = ""  # an empty element and a backslash in every chunk: decoded
-    tricky[1::8] = "back\\slash"
+    tricky[1::8] = ""  # an empty element after another and a backslash in every chunk: decoded
+    tricky[2::8] = "back\\slash"
     group = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
     written(group, "plain", plain, (8,), 64, dtype=str)
     written(group, "tricky", tricky, (8,), 64, dtype=str)
