@@ -6,7 +6,9 @@ it needs every element's line size, and numcodecs' decode of a chunk makes one P
 per element: most of the 150 ns an element the size pass cost. The stored form (numcodecs'
 VLenUTF8 and VLenBytes, zarr v3's vlen-utf8) is a u32 count n, then per element a u32 length
 and the bytes, so with B the chunk's bytes the elements hold len(B) - 4 - 4n bytes. Their
-escapes are counted exactly, without splitting B, in two cases:
+escapes are counted exactly, without splitting B, in three cases, each checking that the chunk's
+elements are UTF-8 as the open does (a chunk whose lengths do not add up to B in the first case
+is found when the file is opened):
 
 - B (after the count) holds no newline, no backslash and no byte past ASCII: a length prefix
   can then fake none (a length of 10 is b"\\n\\0\\0\\0"), and ASCII is UTF-8;
@@ -14,8 +16,8 @@ escapes are counted exactly, without splitting B, in two cases:
   the columns of B after the count, each row a prefix and its element;
 - every element is shorter than 256 bytes, so each prefix is its length byte and three zeros:
   where B has just n places of a byte and three zeros (no empty element but the first, no three
-  zero bytes in a row inside an element), they are the prefixes, found at once and
-  proven to be the chunk's by the chain of lengths (each prefix the next one's start).
+  zero bytes in a row inside an element), they are the prefixes, found at once and proven to be
+  the chunk's by the chain of lengths (each prefix the next one's start).
 
 Else the chunk is decoded as numcodecs does (`lines_size`), as the size pass did before, and
 that work is bounded: past `decode_limit` elements in all, BudgetError. The codec is made only

@@ -18,8 +18,8 @@ let go (text_size), so memory stays that of one slab: the whole chunks of a vlen
 array read as their lines' sizes, counted from their stored bytes with no object per element
 (text_as_bytes.sizes_view), the rest decoded and each slab's lines counted at once without
 being made (text_lines.py), at most DECODED_ELEMENTS of them. A larger one shows 0 until first
-opened (readdir gives every entry's size, so a listing must not decode arrays without bound). On a remote store the pass
-is one read's budget: past -o timeout it stops, and the size shows 0. Reads are served with
+opened (readdir gives every entry's size, so a listing must not decode arrays without bound).
+On a remote store the pass is one read's budget: past -o timeout it stops, and the size shows 0. Reads are served with
 direct I/O, so a reader never sees pages of an older rendering.
 This module is the seam for a view-file registry: `render(array)` is a pure function of the
 decoded elements.
