@@ -414,3 +414,21 @@ def test_an_object_stores_texts_of_millions_list_the_size_they_read(seaweed, tmp
         for name, text in shown.items():
             assert sizes[name] == len(text) and (m / name).read_bytes() == text, name
         assert "WARNING" not in m.settled_log() and "ERROR" not in m.log()
+
+
+def test_a_chunk_counted_from_its_bytes_that_is_not_utf8_is_named_at_the_stat(tmp_path):
+    """Past the old bound a stat read nothing; now a chunk that is not UTF-8 (Latin-1 labels of
+    one length, and of lengths that differ) gives size 0 and one line naming the file and the
+    chunk, and the open is refused, as for any chunk decoded."""
+    group = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
+    labels = np.array([f"lab{i}" for i in range(HUGE)], dtype=object)
+    for name, latin1 in (("one_length", [b"caf\xe9"] * 100_000), ("lengths", [b"caf\xe9" * (i % 5 + 1) for i in range(100_000)])):
+        written(group, name, labels, (100_000,), HUGE, dtype=str, compressors=None)
+        (tmp_path / "s.zarr" / name / "c" / "7").write_bytes(vlen_chunk(latin1))
+    with core_of(tmp_path / "s.zarr", tmp_path, "ro") as c:
+        for name in ("one_length", "lengths"):
+            assert c.stat(f"/{name}.txt")["st_size"] == 0
+            assert [line for line in c.log().splitlines() if f"{name}: chunk {name}/c/7" in line and "not UTF-8" in line]
+            with pytest.raises(OSError) as refused:
+                c.read_bytes(f"/{name}.txt")
+            assert refused.value.errno == errno.EIO
