@@ -1,5 +1,6 @@
 """NAME.txt's size at the first stat: exactly the bytes read, for arrays of millions of elements,
-counted a chunk at a time (views/text_lines.py), and kept for one version of the stored values."""
+whole chunks of strings counted from their stored bytes (codecs/vlen_line_sizes.py), the rest a
+slab at a time (views/text_lines.py), and kept for one version of the stored values."""
 
 import dataclasses
 import errno
