@@ -28,6 +28,13 @@ class CorruptChunkError(ZarrfsError):
     errno = errno.EIO
 
 
+class BudgetError(ZarrfsError):
+    """Work refused because it would pass a bound its caller set (a stat's size pass decodes at
+    most so many elements): no fault of the data, which the same work without the bound reads."""
+
+    errno = errno.EFBIG
+
+
 class OutOfBoundsError(ZarrfsError):
     """A write that would pass the end of the array's flat view; the size never changes."""
 

@@ -88,6 +88,16 @@ def full_box(shape: tuple[int, ...]) -> Box:
     return tuple(slice(0, n) for n in shape)
 
 
+def whole_chunks(shape: tuple[int, ...], chunk_shape: tuple[int, ...]) -> tuple[Box, list[Box]]:
+    """An array of `shape` in a regular grid of `chunk_shape` as the box of its whole chunks (from
+    the origin to the last chunk boundary inside it along each dimension) and the boxes, apart,
+    that cover the rest: the edge chunks' parts inside the array. Empty boxes are left out."""
+    ends = tuple(n // c * c for n, c in zip(shape, chunk_shape, strict=True))
+    inside = tuple(slice(0, e) for e in ends)
+    edges = [(*inside[:k], slice(ends[k], shape[k]), *full_box(shape[k + 1:])) for k in range(len(shape))]
+    return inside, [box for box in edges if all(s.start < s.stop for s in box)]
+
+
 def grid_shape(shape: tuple[int, ...], chunk_shape: ChunkShape) -> tuple[int, ...]:
     """Chunks per dimension: those that hold any element (a rectilinear grid may declare more)."""
     return tuple(-(-n // c) if isinstance(c, int) else min(len(c), bisect.bisect_left(c.starts, n))

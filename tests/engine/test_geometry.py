@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zarrfs.geometry import box_shape, c_order_boxes, chunk_parts, chunks_spanned, full_box
+from zarrfs.geometry import box_shape, c_order_boxes, chunk_parts, chunks_spanned, full_box, whole_chunks
 
 shapes = st.lists(st.integers(0, 6), min_size=0, max_size=4).map(tuple)
 
@@ -67,3 +67,17 @@ def test_flat_index_is_numpys_c_order_position():
         for index in itertools.product(*[range(n) for n in shape]):
             assert flat_index(index, shape) == np.ravel_multi_index(index, shape)
     assert flat_index((), ()) == 0
+
+
+@given(shapes.filter(bool), st.data())
+def test_whole_chunks_and_the_edges_cover_the_array_once(shape, data):
+    """The box of whole chunks meets only whole chunks; it and the edge boxes cover every element once."""
+    chunk_shape = tuple(data.draw(st.integers(1, 4)) for _ in shape)
+    inside, edges = whole_chunks(shape, chunk_shape)
+    covered = np.zeros(shape, int)
+    for box in [inside, *edges]:
+        covered[box] += 1
+    assert (covered == 1).all()
+    assert all(part.complete and box_shape(part.chunk_box) == chunk_shape
+               for part in chunk_parts(inside, chunk_shape, shape))
+    assert all(all(s.start < s.stop for s in box) for box in edges)

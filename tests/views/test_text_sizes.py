@@ -1,9 +1,11 @@
 """NAME.txt's size at the first stat: exactly the bytes read, for arrays of millions of elements,
-counted a chunk at a time (views/text_lines.py), and kept for one version of the stored values."""
+whole chunks of strings counted from their stored bytes (codecs/vlen_line_sizes.py), the rest a
+slab at a time (views/text_lines.py), and kept for one version of the stored values."""
 
 import dataclasses
 import errno
 import gc
+import os
 import sys
 import tracemalloc
 import warnings
@@ -16,6 +18,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core import core_of
+from mounting import mounted
+from servers.seaweed import unique_prefix
+from zarrfs.codecs import vlen_line_sizes
+from zarrfs.codecs.base import ChunkSpec
+from zarrfs.codecs.vlen_line_sizes import VlenLineSizesCodec
+from zarrfs.errors import CorruptChunkError
+from zarrfs.format.data_types import DataType
 from zarrfs.stores.local import LocalStore
 from zarrfs.views import text as textview
 from zarrfs.views import text_lines
@@ -84,6 +93,47 @@ def test_a_text_lists_the_size_it_reads_below_and_far_above_the_old_bound(tmp_pa
         text = c.read_bytes("/raw.txt")
         assert sizes["/raw.txt"] == len(text) and text.count(b"\n") == len(raw)
         assert text.startswith(b"\n\\xff\\xfecaf\xc3\xa9\\\\\n")  # element 0 is empty (the 13th), then element 1
+        assert "WARNING" not in c.log() and "ERROR" not in c.log()
+
+
+BOUND_BEFORE = 1 << 21  # elements a stat read at most before chunks were counted from their bytes
+HUGE = BOUND_BEFORE + 50_001  # past it, in a ragged last chunk
+
+
+def dates(n: int) -> np.ndarray:
+    """Dates as text, 10 characters each (a length whose prefix in a vlen chunk is b"\\n\\0\\0\\0"),
+    a few with a backslash or a newline inside."""
+    days = np.datetime64("1970-01-01") + np.arange(n) % 40_000
+    values = np.array(days.astype(str).tolist(), dtype=object)
+    values[7::100_003], values[11::200_003] = "2020\\01-01", "2020-01\n01"
+    return values
+
+
+def test_texts_of_millions_of_labels_list_the_size_they_read(tmp_path):
+    """A NAME.txt of more than 2,097,152 elements listed 0 until opened. Whole chunks are now
+    counted from their stored bytes (codecs/vlen_line_sizes.py): dates (one length), labels of
+    lengths that differ (short, some 10 bytes long, a few non-ASCII, escapes), in v2 and v3,
+    sharded, with missing chunks, an edge chunk, and a chunk that is decoded element by element
+    (an empty element among elements of other lengths and an escape)."""
+    labels = np.array([f"lab{i}" for i in range(HUGE)], dtype=object)
+    labels[:100_000] = [f"l{i % 1000}" for i in range(100_000)]  # a chunk of no escape at all
+    labels[300_000:300_000 + 10] = ["Zürich", "a\\b", "c\nd", "€", "x" * 92, "y" * 200, "z", "é", "ü\\", "12345678"]
+    labels[1_500_000], labels[1_500_001] = "", "has \\"  # decoded one by one
+    group = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
+    shown = {
+        "/dates.txt": written(group, "dates", dates(HUGE), (100_000,), HUGE - 250_000, dtype=str, fill_value="n/a"),
+        "/labels.txt": written(group, "labels", labels, (100_000,), HUGE, dtype=str),
+        "/sharded.txt": written(group, "sharded", labels, (100_000,), HUGE - 600_000, dtype=str, shards=(500_000,),
+                                fill_value="ü"),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        old = zarr.open_group(str(tmp_path / "s.zarr" / "old"), mode="w", zarr_format=2)
+    shown["/old/labels.txt"] = written(old, "labels", labels, (100_000,), HUGE, dtype=str)
+    with core_of(tmp_path / "s.zarr", tmp_path, "ro") as c:
+        sizes = {path: c.stat(path)["st_size"] for path in shown}  # first stats, nothing opened
+        for path, values in shown.items():
+            assert sizes[path] == len(oracle(values)) == len(c.read_bytes(path)), path
         assert "WARNING" not in c.log() and "ERROR" not in c.log()
 
 
@@ -236,3 +286,150 @@ def test_a_listing_of_small_texts_costs_the_same_for_each(tmp_path):
             return lambda: [c.stat(f"/{folder}/{name}") for name in c.listdir(f"/{folder}")]  # ls -l
         first, second = lines_of_text_py_run(listed("few")), lines_of_text_py_run(listed("many"))
     assert first > 0 and second < 2.5 * first, (first, second)
+
+
+def vlen_chunk(items: list) -> bytes:
+    """A chunk as numcodecs and zarr v3's vlen-utf8 and vlen-bytes store it: a count, then each element's length and bytes."""
+    return bytes(numcodecs.VLenBytes().encode(objects(items)))
+
+
+def utf8_lines_size(items: list) -> int | None:
+    """The size of NAME.txt's lines of these elements' text (None: one is not UTF-8, refused)."""
+    try:
+        return len(oracle([item.decode("utf-8") for item in items]))
+    except UnicodeDecodeError:
+        return None
+
+
+def counted_from_bytes(items: list) -> int | None:
+    """What the stat's codec (codecs/vlen_line_sizes.py) counts for a chunk of `items`: the size
+    in the decoded chunk's first element, None where it refuses the chunk (not UTF-8)."""
+    shape = (len(items),)
+    spec = ChunkSpec(shape, DataType("int64", np.dtype("<i8")), np.array(0, "<i8"))
+    codec = VlenLineSizesCodec({"decode_limit": len(items)}, spec, "x")
+    try:
+        decoded = codec.decode(vlen_chunk(items))
+    except CorruptChunkError:
+        return None
+    assert not decoded.reshape(-1)[1:].any()  # the chunk's size is in its first element
+    return int(decoded.sum())
+
+
+short_ascii = st.binary(min_size=1, max_size=40).map(lambda b: bytes(c % 127 or 1 for c in b))  # no zero byte
+any_bytes = st.binary(max_size=300) | st.sampled_from([b"\n", b"\\", b"\xc3\xa9", b"\xc3", b"\xa9", b"\x00", b""])
+fixed = st.integers(0, 140).flatmap(lambda n: st.lists(st.binary(min_size=n, max_size=n) | st.just(b"2020-01-0\n"[:n].ljust(n, b"\\")),
+                                                       min_size=1, max_size=30))
+
+
+zeros_and_escapes = st.binary(max_size=6).map(lambda b: bytes((0, 10, 92)[c % 3] for c in b))  # fake prefixes
+
+
+@given(st.lists(any_bytes, min_size=1, max_size=30) | fixed | st.lists(short_ascii, min_size=1, max_size=30)
+       | st.lists(zeros_and_escapes, min_size=1, max_size=40))
+def test_a_chunks_size_counted_from_its_bytes_is_its_lines_size(items):
+    """Every way the codec counts a chunk (no escape in its bytes; one length; short lengths,
+    whose prefixes zero bytes and escapes inside elements must not fake; element by element)
+    gives the size of the lines the file holds, or refuses what the file refuses (not UTF-8)."""
+    assert counted_from_bytes(items) == utf8_lines_size(items)
+
+
+@pytest.mark.parametrize("items", [
+    [b"2020-01-01", b"2021-12-31"],  # one length, 10: each length prefix holds b"\n"
+    [b"a\\b", b"c\nd", b"\xc3\xa9t\xc3\xa9"],  # one length, escapes and UTF-8 inside
+    [b"lab7", b"lab1234567", b"x" * 92, b"caf\xc3\xa9 \\ \n"],  # short lengths: 10 and 92 in prefixes, escapes
+    [b"", b"y" * 200, b"\xc3\xa9", b"a\x00b"],  # an empty first one, a prefix past ASCII, a zero byte
+    [b"plain ascii", b"labels"],  # no escape anywhere
+])
+def test_the_chunks_without_an_object_per_element_are_counted_so(items):
+    """The exact cases are taken (none decodes the chunk element by element) and count right."""
+    data = vlen_chunk(items)
+    assert vlen_line_sizes.chunk_lines_size(data, len(items)) == utf8_lines_size(items)
+
+
+@pytest.mark.parametrize("items", [[b"ab", b"", b"c\\"], [b"a\x00\x00\x00b", b"c\n"], [b"x" * 300, b"y\\"]])
+def test_chunks_of_other_elements_are_decoded(items):
+    """A backslash or newline with lengths that differ, and zero bytes that look like one more
+    prefix (an empty element after another, three zeros inside one) or a length past 255: no
+    exact case."""
+    assert vlen_line_sizes.chunk_lines_size(vlen_chunk(items), len(items)) is None
+    assert counted_from_bytes(items) == utf8_lines_size(items)
+
+
+@pytest.mark.parametrize("items", [[b"caf\xe9", b"th\xe9"], [b"caf\xe9", b"a"], [b"\xc3", b"\xa9"]])
+def test_a_chunk_that_is_not_utf8_is_refused_by_every_case(items):
+    """Latin-1 of one length, of short lengths; halves of one character apart (joined they would be UTF-8)."""
+    with pytest.raises(CorruptChunkError, match="not UTF-8"):
+        vlen_line_sizes.chunk_lines_size(vlen_chunk(items), len(items))
+
+
+def test_a_stat_decodes_no_more_elements_one_by_one_than_its_bound(tmp_path, monkeypatch):
+    """Chunks no exact case counts are decoded element by element, as every chunk was: a stat
+    does so for at most DECODED_ELEMENTS elements (edge chunks included), past them the file
+    shows 0 until opened, with no warning; chunks counted from their bytes are not bounded so."""
+    monkeypatch.setattr(textview, "SIZED_ELEMENTS", 4)
+    monkeypatch.setattr(textview, "DECODED_ELEMENTS", 20)
+    plain = np.array([f"label{i}" for i in range(64)], dtype=object)  # no escape: counted from the bytes
+    tricky = plain.copy()
+    tricky[1::8] = ""  # an empty element after another and a backslash in every chunk: decoded
+    tricky[2::8] = "back\\slash"
+    group = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
+    written(group, "plain", plain, (8,), 64, dtype=str)
+    written(group, "tricky", tricky, (8,), 64, dtype=str)
+    written(group, "edge", tricky[:18], (8,), 18, dtype=str)  # two chunks and the edge decoded: 18 elements
+    with core_of(tmp_path / "s.zarr", tmp_path, "ro") as c:
+        assert c.stat("/plain.txt")["st_size"] == len(oracle(plain))
+        assert c.stat("/tricky.txt")["st_size"] == 0  # 64 elements to decode
+        assert c.stat("/edge.txt")["st_size"] == len(oracle(tricky[:18])) == len(c.read_bytes("/edge.txt"))
+        assert len(c.read_bytes("/tricky.txt")) == len(oracle(tricky)) == c.stat("/tricky.txt")["st_size"]
+        assert "WARNING" not in c.log()
+
+
+def test_a_stat_keeps_no_chunk_of_sizes_in_the_chunk_cache(tmp_path):
+    """Whole chunks are read as their lines' sizes (8 bytes an element); those of a 2-D array
+    are copied out of a chunk, and were kept in the mount's chunk cache, pushing out chunks of
+    data that are read again, for sizes no read asks for twice."""
+    from zarrfs.engine.chunk_cache import ChunkCache
+    from zarrfs.fs.hierarchy import Hierarchy
+
+    rows = textview.SIZED_ELEMENTS // 64 + 10
+    values = np.array([f"r{i}" for i in range(rows * 64)], dtype=object).reshape(rows, 64)
+    written(zarr.open_group(str(tmp_path / "s.zarr"), mode="w"), "grid", values, (1000, 16), rows, dtype=str)
+    store, cache = LocalStore(str(tmp_path / "s.zarr"), read_only=True), ChunkCache(64 << 20)
+    node = Hierarchy(store, ()).lookup("/grid.txt").node
+    assert textview.Texts().size(store, node, cache) == len(oracle(values))
+    assert cache.nbytes == 0
+
+
+def test_an_object_stores_texts_of_millions_list_the_size_they_read(seaweed, tmp_path):
+    """Through a real mount of an S3 server (SeaweedFS): whole chunks and inner chunks of shards
+    fetched as a read fetches them (batched, ranged), counted from their bytes, past the old
+    bound; the edge chunk decoded."""
+    prefix = unique_prefix("textsize")
+    group = zarr.open_group(seaweed.zarr_store(prefix), mode="w")
+    labels = np.array([f"lab{i}" for i in range(HUGE)], dtype=object)
+    written(group, "plain", labels, (200_000,), HUGE, dtype=str)
+    written(group, "sharded", labels, (100_000,), HUGE - 700_000, dtype=str, shards=(500_000,), fill_value="-")
+    shown = {"plain.txt": oracle(labels), "sharded.txt": oracle(np.where(np.arange(HUGE) < HUGE - 700_000, labels, "-"))}
+    with mounted(seaweed.url(prefix), tmp_path, *seaweed.mount_options("ro"), env=seaweed.env("admin")) as m:
+        sizes = {name: os.stat(m / name).st_size for name in shown}  # first stats, nothing opened
+        for name, text in shown.items():
+            assert sizes[name] == len(text) and (m / name).read_bytes() == text, name
+        assert "WARNING" not in m.settled_log() and "ERROR" not in m.log()
+
+
+def test_a_chunk_counted_from_its_bytes_that_is_not_utf8_is_named_at_the_stat(tmp_path):
+    """Past the old bound a stat read nothing; now a chunk that is not UTF-8 (Latin-1 labels of
+    one length, and of lengths that differ) gives size 0 and one line naming the file and the
+    chunk, and the open is refused, as for any chunk decoded."""
+    group = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
+    labels = np.array([f"lab{i}" for i in range(HUGE)], dtype=object)
+    for name, latin1 in (("one_length", [b"caf\xe9"] * 100_000), ("lengths", [b"caf\xe9" * (i % 5 + 1) for i in range(100_000)])):
+        written(group, name, labels, (100_000,), HUGE, dtype=str, compressors=None)
+        (tmp_path / "s.zarr" / name / "c" / "7").write_bytes(vlen_chunk(latin1))
+    with core_of(tmp_path / "s.zarr", tmp_path, "ro") as c:
+        for name in ("one_length", "lengths"):
+            assert c.stat(f"/{name}.txt")["st_size"] == 0
+            assert [line for line in c.log().splitlines() if f"{name}: chunk {name}/c/7" in line and "not UTF-8" in line]
+            with pytest.raises(OSError) as refused:
+                c.read_bytes(f"/{name}.txt")
+            assert refused.value.errno == errno.EIO

@@ -40,6 +40,9 @@ class Codec:
     # A codec that holds codecs of its own (conditional, n5_default) is given the chain builder as
     # `build_chain`: it lives above the codecs in chain.py, so they cannot import it.
     nests_chains: bool = False
+    # array->bytes: its stored form holds elements of any length (vlen) though its decoded chunk
+    # does not (vlen_line_sizes.py): the chunk's shape bounds neither its stored nor its decoded bytes
+    variable_length: bool = False
 
     def __init__(self, config: dict, spec: ChunkSpec, where: str):
         self.where = where

@@ -39,6 +39,8 @@ from zarrfs.codecs.packbits import PackbitsCodec
 from zarrfs.codecs.reshape import ReshapeCodec
 from zarrfs.codecs.scale_offset import ScaleOffsetCodec
 from zarrfs.codecs.stored_bytes import BytesLike
+from zarrfs.codecs.vlen_line_sizes import NAME as VLEN_LINE_SIZES
+from zarrfs.codecs.vlen_line_sizes import VlenLineSizesCodec
 from zarrfs.codecs.zfp import ZfpCodec
 from zarrfs.errors import CorruptChunkError, MetadataError, UnsupportedError
 from zarrfs.format import ml_types
@@ -370,6 +372,7 @@ CODECS: dict[str, type[Codec]] = {
     "conditional": ConditionalCodec,
     "n5_default": N5DefaultCodec,
     "zfp": ZfpCodec,
+    VLEN_LINE_SIZES: VlenLineSizesCodec,
 }
 _ORDER = {"array->array": 0, "array->bytes": 1, "bytes->bytes": 2}
 
@@ -403,7 +406,7 @@ class CodecChain:
         for codec in self.array_array:  # numcodecs' astype and delta may widen the elements
             nbytes = codec.encoded_size(nbytes) or nbytes
         exact = self.array_bytes.encoded_size(nbytes)
-        bound = None if self.spec.data_type.numpy.kind == "O" else 2 * nbytes + (1 << 20)
+        bound = None if self.variable_length else 2 * nbytes + (1 << 20)
         for codec in self.bytes_bytes:
             codec.decoded_limit = exact if exact is not None else bound
             exact = None if exact is None else codec.encoded_size(exact)
@@ -416,7 +419,7 @@ class CodecChain:
         index and every inner chunk at their most; else what _bound_decoders gives the
         compressors, and a quarter more (plus STORED_SLACK) for what each bytes->bytes codec
         may add: no real compressor grows incompressible data by that much."""
-        if self.spec.data_type.numpy.kind == "O":
+        if self.variable_length:
             return None
         nbytes = self.spec.nbytes
         for codec in self.array_array:
@@ -470,6 +473,11 @@ class CodecChain:
     def rebound(self, shape: tuple[int, ...]) -> "CodecChain":
         """The same codecs bound to chunks of another shape (a rectilinear grid's chunks)."""
         return CodecChain(self.codecs, ChunkSpec(tuple(shape), self.spec.data_type, self.spec.fill_value), self.where)
+
+    @property
+    def variable_length(self) -> bool:
+        """Elements of any length are stored (strings, bytes), which the chunk's shape does not bound."""
+        return self.spec.data_type.numpy.kind == "O" or self.array_bytes.variable_length
 
     @property
     def sharding(self) -> ShardingCodec | None:

@@ -13,16 +13,19 @@ managers type the file as empty and backups copy it again. A size depends on eve
 text, so it is worked out once per version of the array (its documents and the version of its
 stored values, as its mtime follows them) and kept (Texts.size): an array of up to
 SIZED_ELEMENTS elements is rendered (and its text kept for the open); one of up to
-LISTED_ELEMENTS elements in up to LISTED_CHUNKS chunks is read a slab of chunks at a time, each
-slab's lines counted at once without being made (text_lines.py) and let go (text_size), so
-memory stays that of one slab; a larger one shows 0 until first opened (readdir gives every
-entry's size, so a listing must not decode arrays without bound). On a remote store the pass
-is one read's budget: past -o timeout it stops, and the size shows 0. Reads are served with
+LISTED_ELEMENTS elements in up to LISTED_CHUNKS chunks is read a slab of chunks at a time and
+let go (text_size), so memory stays that of one slab: the whole chunks of a vlen-utf8 string
+array read as their lines' sizes, counted from their stored bytes with no object per element
+(text_as_bytes.sizes_view), the rest decoded and each slab's lines counted at once without
+being made (text_lines.py), at most DECODED_ELEMENTS of them. A larger one shows 0 until first
+opened (readdir gives every entry's size, so a listing must not decode arrays without bound).
+On a remote store the pass is one read's budget: past -o timeout it stops, and the size shows 0. Reads are served with
 direct I/O, so a reader never sees pages of an older rendering.
 This module is the seam for a view-file registry: `render(array)` is a pure function of the
 decoded elements.
 """
 
+import functools
 import json
 import logging
 import math
@@ -32,10 +35,12 @@ from collections import OrderedDict
 
 import numpy as np
 
+from zarrfs.codecs import vlen_line_sizes
 from zarrfs.engine import read_budget
 from zarrfs.engine.array import open_array
-from zarrfs.errors import UnsupportedError, ZarrfsError
-from zarrfs.geometry import chunks_spanned, largest_chunk
+from zarrfs.engine.chunk_cache import ChunkCache
+from zarrfs.errors import BudgetError, UnsupportedError, ZarrfsError
+from zarrfs.geometry import box_shape, chunks_spanned, full_box, largest_chunk, regular, whole_chunks
 from zarrfs.views import text_as_bytes, text_lines
 
 log = logging.getLogger(__name__)
@@ -43,12 +48,16 @@ log = logging.getLogger(__name__)
 TEXT_LIMIT = 1 << 30  # bytes of text made for one file: a larger array is refused, not rendered
 SIZED_ELEMENTS = 1 << 18  # arrays up to this many elements are rendered to tell their size, the text kept
 SLAB_ELEMENTS = 1 << 18  # a larger array's size is counted this many elements (whole chunk rows) at a time
-# The bound of what a stat decodes to tell a text's size: readdir gives every entry's attributes, so
-# `ls` of a folder of string arrays decodes each once per version. Measured (scripts/bench_text_size.py,
-# a 2-core machine shared with other work): about 150 ns of CPU an element of vlen-utf8 strings, v2 or
-# v3, read as bytes (text_as_bytes.py), decode and join most of it; 320 ns of JSON values; so an array
-# of LISTED_ELEMENTS costs about 0.3 s at its first stat. Above it, 0 until opened (docs/views.md).
-LISTED_ELEMENTS = 1 << 21
+# The bounds of what a stat reads to tell a text's size: readdir gives every entry's attributes, so
+# `ls -l` of a folder of string arrays reads each once per version. Measured (scripts/bench_text_size.py,
+# CPU on a 2-core machine shared with other work, chunks of 1M elements): whole chunks of vlen-utf8
+# strings counted from their bytes (codecs/vlen_line_sizes.py) cost about 25 ns an element (dates: one
+# length), 40 (ASCII labels of 3 to 20 bytes) and 70 (labels of 8 to 24 characters, some non-ASCII),
+# zstd's decode 13 ns of it: an array of LISTED_ELEMENTS 0.45 to 1.2 s at its first stat. Elements
+# decoded one by one (edge chunks, chunks no exact case counts; JSON values, bytes) cost 150 to 320 ns:
+# at most DECODED_ELEMENTS of them, 0.3 to 0.7 s. Past either, 0 until opened (docs/views.md).
+LISTED_ELEMENTS = 1 << 24
+DECODED_ELEMENTS = 1 << 21
 LISTED_CHUNKS = read_budget.MAX_READ_CHUNKS  # each chunk a request (remote) and a decode call
 SIZES_KEPT = 1 << 16  # sizes kept, of arrays not changed since (path, key, int: about 200 bytes each)
 PIECE_ELEMENTS = 1 << 16  # elements whose lines are made at once when rendering
@@ -93,18 +102,15 @@ def render(elements: np.ndarray, name: str, line_of=escape) -> bytes:
     return b"".join(pieces)
 
 
-def text_size(array, shape: tuple, rows: int, name: str, line_of=escape, size_of=None) -> int:
-    """len(render(elements)) of the array's elements, read `rows` of the first axis at a time
-    (array.read(box)), so that only one slab's elements and no text are held; each slab's lines
-    counted at once (text_lines.py), by size_of(elements) if given."""
-    def counted(elements: list) -> int:
-        return _lines_size(elements, line_of) if size_of is None else size_of(elements)
-    if not shape:
-        return _checked(counted(array.read(()).reshape(-1).tolist()), name)
-    size = 0
-    for start in range(0, shape[0], max(rows, 1)):
-        box = (slice(start, min(start + rows, shape[0])), *(slice(0, n) for n in shape[1:]))
-        size = _checked(size + counted(array.read(box).reshape(-1).tolist()), name)
+def text_size(array, box: tuple, rows: int, name: str, count, size: int = 0) -> int:
+    """`size` and the size of the lines of the box's elements, read `rows` of the first axis at a
+    time (array.read), so that only one slab's elements and no text are held; count(elements)
+    gives a slab's (text_lines.py counts a slab's lines at once). Past TEXT_LIMIT, refused."""
+    if not box:
+        return _checked(size + count(array.read(())), name)
+    for start in range(box[0].start, box[0].stop, max(rows, 1)):
+        slab = (slice(start, min(start + rows, box[0].stop)), *box[1:])
+        size = _checked(size + count(array.read(slab)), name)
     return size
 
 
@@ -149,6 +155,50 @@ def slab_rows(shape: tuple, chunk_shape) -> int:
     return max(chunk_rows, SLAB_ELEMENTS // row // chunk_rows * chunk_rows)
 
 
+def _counted(store, node, cache, name: str) -> int | None:
+    """The text's size, counted a slab at a time: the whole chunks of a vlen-utf8 string array
+    from their stored bytes (text_as_bytes.sizes_view), its edge chunks and any other text
+    element by element (strings as the bytes they store); None past the listing bounds
+    (LISTED_CHUNKS, DECODED_ELEMENTS elements decoded one by one), before any chunk is read."""
+    meta, shape = node.meta, tuple(node.meta.shape)
+    as_bytes = text_as_bytes.bytes_view(meta)  # strings counted from their bytes: no str made
+    array = open_array(store, node.path, as_bytes or meta, cache)
+    if chunks_spanned([full_box(shape)], array.leaf_grid) > LISTED_CHUNKS:
+        return None  # each chunk is a request and a decode
+    sizes, inside, edges = _whole_chunk_sizes(store, node, as_bytes, array.leaf_grid)
+    if sum(math.prod(box_shape(box)) for box in edges) > DECODED_ELEMENTS:
+        return None
+    count = (lambda values: vlen_line_sizes.lines_size(values.reshape(-1).tolist())) if as_bytes else \
+        functools.partial(_lines_size_of, line_of=lines_of(meta.data_type.name)[0])
+    rows, size = slab_rows(shape, array.leaf_grid), 0
+    with read_budget.reading(name, 0, 0, array.source.capabilities.read_deadline, "its text's size"):
+        if sizes is not None:
+            size = text_size(sizes, inside, rows, name, lambda values: int(values.sum()))
+        for box in edges:
+            size = text_size(array, box, rows, name, count, size)
+    return size
+
+
+def _whole_chunk_sizes(store, node, as_bytes, leaf_grid) -> tuple:
+    """(the array read as each chunk's size, the box of its whole chunks, the boxes of the rest)
+    for a string array of vlen-utf8 alone on a regular grid; else (None, (), [every element])."""
+    shape = tuple(node.meta.shape)
+    inside, edges = whole_chunks(shape, leaf_grid) if regular(leaf_grid) else ((), [])
+    decoded = sum(math.prod(box_shape(box)) for box in edges)
+    if as_bytes is None or not inside or not math.prod(box_shape(inside)) or decoded > DECODED_ELEMENTS:
+        return None, (), [full_box(shape)]
+    fill_size = vlen_line_sizes.lines_size([as_bytes.fill_value.item()])
+    meta = text_as_bytes.sizes_view(node.meta, fill_size, DECODED_ELEMENTS - decoded)
+    if meta is None:
+        return None, (), [full_box(shape)]
+    # each chunk's size is read once: kept in no cache, where it would push out chunks read again
+    return open_array(store, node.path, meta, ChunkCache(0)), inside, edges
+
+
+def _lines_size_of(values: np.ndarray, line_of) -> int:
+    return _lines_size(values.reshape(-1).tolist(), line_of)
+
+
 def unescape(line: str) -> bytes:
     """The element bytes of one line (without its newline): the inverse of escape, for readers."""
     out, i = bytearray(), 0
@@ -181,8 +231,8 @@ class Texts:
         """The text's size in bytes, worked out once per version of the array: its node (its
         documents) and `version`, what its stored values are (stored_usage.Stored.version), so
         that another program's write shows as a mtime does. Within SIZED_ELEMENTS it is
-        rendered for this; up to LISTED_ELEMENTS (and LISTED_CHUNKS), counted a slab at a time
-        (text_size); above, 0 until it is first opened. A text that cannot be made (too large, a
+        rendered for this; above, counted a slab at a time (_counted) within the listing
+        bounds; past them, 0 until it is first opened. A text that cannot be made (too large, a
         corrupt chunk, a remote store past -o timeout) shows 0: opening it reports the error."""
         known = self._sizes.get(node.path)
         if known is not None and known[0] is node and known[1] == version:
@@ -193,14 +243,12 @@ class Texts:
         try:
             if math.prod(node.meta.shape) <= SIZED_ELEMENTS:
                 return len(self.text(store, node, cache, version))
-            as_bytes = text_as_bytes.bytes_view(node.meta)  # strings counted from their bytes: no str made
-            array = open_array(store, node.path, as_bytes or node.meta, cache)
-            shape = tuple(node.meta.shape)
-            if chunks_spanned([tuple(slice(0, n) for n in shape)], array.leaf_grid) > LISTED_CHUNKS:
-                return 0  # as an array of more elements: each chunk is a request and a decode
-            with read_budget.reading(name, 0, 0, array.source.capabilities.read_deadline, "its text's size"):
-                size = text_size(array, shape, slab_rows(shape, node.meta.chunk_shape), name,
-                                 lines_of(node.meta.data_type.name)[0], as_bytes and text_lines.utf8_size)
+            size = _counted(store, node, cache, name)
+            if size is None:
+                return 0  # as an array of more elements: no chunk read
+        except BudgetError as e:  # more to decode one by one than a stat may: as above, kept for this version
+            log.debug("%s: its text's size is not counted at a stat (%s): shown as 0 until opened", name, e)
+            size = 0
         except ZarrfsError as e:
             log.warning("%s: its text's size is not known (%s): shown as 0", name, e)
             size = 0

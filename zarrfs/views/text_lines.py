@@ -18,8 +18,6 @@ element.
 import json
 import re
 
-from zarrfs.errors import CorruptChunkError
-
 _SURROGATE = re.compile("[\udc80-\udcff]")  # bytes that were not UTF-8, from surrogateescape
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -35,21 +33,6 @@ def escaped_size(elements: list) -> int | None:
     not_utf8 = 0 if isinstance(elements[0], str) else _bytes_not_utf8(joined)
     newlines_inside = joined.count(b"\n") - (count - 1)
     return len(joined) + 1 + joined.count(b"\\") + newlines_inside + 3 * not_utf8
-
-
-def utf8_size(elements: list) -> int:
-    """escaped_size of the str elements these bytes (a string array read as bytes, see
-    text_as_bytes.py) are the UTF-8 of; bytes that are not UTF-8 are refused, as decoding them
-    to str when the file is opened refuses them."""
-    count = len(elements)
-    if not count:
-        return 0
-    joined = b"\n".join(elements)
-    try:
-        joined.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise CorruptChunkError(f"a string element is not UTF-8 ({e.reason})") from None
-    return len(joined) + 1 + joined.count(b"\\") + joined.count(b"\n") - (count - 1)
 
 
 def escaped_lines(elements: list) -> bytes | None:
