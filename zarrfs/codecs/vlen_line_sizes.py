@@ -28,6 +28,7 @@ a sum over whole chunks is exact, one over part of a chunk is not (the caller re
 
 import codecs
 import threading
+from typing import cast
 
 import numpy as np
 
@@ -117,7 +118,7 @@ def _prefix_places(raw: np.ndarray, count: int) -> np.ndarray:
     return np.flatnonzero(zero[1:-2] & zero[2:-1] & zero[3:])
 
 
-def _check_utf8(joined) -> None:
+def _check_utf8(joined: BytesLike) -> None:
     """Refuse bytes (any buffer) that are not UTF-8."""
     try:
         codecs.utf_8_decode(joined, "strict", True)
@@ -142,7 +143,9 @@ class VlenLineSizesCodec(ArrayBytesCodec):
         self.count = int(np.prod(spec.shape))
         # the fallback: numcodecs' decode through its adapter, which checks the chunk as a read does
         bytes_spec = ChunkSpec(spec.shape, DataType("bytes", np.dtype(object)), np.array(b"", dtype=object))
-        self.vlen: ArrayBytesCodec = codec_class("vlen-bytes", where)({}, bytes_spec, where)  # type: ignore[misc]
+        adapter = codec_class("vlen-bytes", where)
+        assert adapter is not None  # numcodecs always has vlen-bytes
+        self.vlen = cast(ArrayBytesCodec, adapter({}, bytes_spec, where))
         self._decoded, self._lock = 0, threading.Lock()
 
     def decode(self, data: BytesLike) -> np.ndarray:
