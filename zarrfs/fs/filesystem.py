@@ -333,7 +333,7 @@ class FileSystem:
         """NAME.bin of an array open here: its size as written (records appended, a partial one);
         else, and every view, as the stored metadata says (a growth shows there once stored)."""
         opened = self.arrays.get(entry.node.path) if not entry.view else None
-        if opened is not None and not opened.retired and (opened.node is entry.node or opened.raw.array.dirty or
+        if opened is not None and not opened.retired and (opened.shows(entry.node) or opened.raw.array.dirty or
                                                           opened.raw.pending):
             return opened.raw.file_size
         return 0 if entry.node.meta is None else entry.node.meta.nbytes + len(self.hierarchy.prefix(entry))
@@ -676,7 +676,7 @@ class FileSystem:
         self.hierarchy.changed(path)
         node = self.hierarchy.node(path)
         if node is not None and node.meta is not None:
-            opened.node = node
+            opened.renewed(node)  # a getattr holding the old node still answers the size written here
         self._listed_stale()
         stems = {os.path.splitext(p)[0] for p in opened.paths}
         for stem in sorted(stems):
