@@ -3,7 +3,6 @@ takes from getattr never goes back to a smaller stored one, even when a write-ba
 new shape (and swaps the array's node) in the middle of the getattr."""
 
 import os
-import shutil
 
 import numpy as np
 import pytest
@@ -48,12 +47,3 @@ def test_a_getattr_that_a_write_back_of_a_growth_overtakes_answers_the_grown_siz
     assert fs.getattr("/a.bin")["st_size"] == 24
     fs.release(fh)
 
-
-def test_an_array_replaced_by_another_program_while_open_here_shows_its_stored_size(core, tmp_path):
-    fs, root = core
-    fh = fs.open("/a.bin", os.O_RDONLY)
-    assert fs.getattr("/a.bin")["st_size"] == 16
-    shutil.rmtree(root / "a")
-    zarr.create_array(str(root / "a"), shape=(10,), chunks=(5,), dtype="<i4", fill_value=0)
-    assert fs.getattr("/a.bin")["st_size"] == 40
-    fs.release(fh)
