@@ -38,6 +38,7 @@ in inner chunks (moving rows through two levels of shards is not done).
 
 import itertools
 import math
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -129,10 +130,11 @@ def _listed(source: StoreChunks, grid: tuple[int, ...], rows: range) -> set[tupl
     across = math.prod(grid[1:])
     if len(rows) * across <= STATS:
         return {c for i in rows for rest in np.ndindex(*grid[1:]) if source.is_stored(c := (i, *rest))}
+    keys: Iterable[str]
     if len(rows) <= ROW_LISTINGS and source.rows_are_directories(len(grid)):
         keys = itertools.chain.from_iterable(source.row_keys(i) for i in rows)
     else:
-        keys = source.stored_keys()
+        keys = source.stored_keys() or ()  # the caller checked that the store lists
     found = (holes.coords_of(key, source.encoding, grid) for key in keys)
     return {c for c in found if c is not None and c[0] in rows}
 
