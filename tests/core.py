@@ -258,7 +258,7 @@ class Core:
         """One READ, answered as the adapter answers it (read_buf): from the ranges of stored
         files the core gives, read as libfuse reads them (and short where a file is), else with
         the bytes the core makes."""
-        stored = self.fs.stored_ranges(fh, offset, size)
+        stored = self.fs.read_source(fh, offset, size)[0]
         if stored is None:
             return self.fs.read(fh, offset, size)
         try:

@@ -184,6 +184,34 @@ def test_a_shrink_deletes_the_chunks_stored_past_the_end_and_no_other(listing):
     assert np.frombuffer(raw.read(0, 1000 * ROW * 2), "<i2").tolist() == [0, 1, 2, 3] + [-1] * 999 * ROW
 
 
+@pytest.mark.parametrize("columns", [1, 20], ids=["chunks-asked", "rows-listed"])
+def test_a_grow_by_truncate_asks_the_store_only_about_the_rows_it_adds(columns):
+    """A truncate holds appenders off while it looks for chunks a crash left in the rows it
+    adds: it asks only about those rows (each chunk of a few, or a listing of each row), never
+    lists the whole array; and the leftover it finds is deleted."""
+    width = 2 * columns
+    store = MemoryStore(REMOTE)
+    store.set("zarr.json", json.dumps(array_doc([1000, width], "int16", [2, 2], fill_value=-1)).encode())
+    raw = open_raw_file(store)
+    raw.write(0, np.arange(1000 * width, dtype="<i2").tobytes())
+    raw.flush()
+    store.set("c/501/0", store.get("c/0/0"))  # a crash's: stored past the end, without its shape
+    asked, files, stat = [], store.files, store.stat
+
+    def listing(prefix, *args, **kwargs):
+        for relative, found in files(prefix, *args, **kwargs):
+            asked.append(f"{prefix}/{relative}" if prefix else relative)
+            yield relative, found
+
+    store.files = listing
+    store.stat = lambda key: (asked.append(key), stat(key))[1]
+    raw.truncate(1003 * width * 2)
+    assert asked and all(key.startswith(("c/500/", "c/501/")) for key in asked), sorted(asked)[:5]
+    raw.flush()
+    assert store.get("c/501/0") is None
+    assert np.frombuffer(raw.read(1000 * width * 2, 3 * width * 2), "<i2").tolist() == [-1] * 3 * width
+
+
 def test_the_size_of_a_file_being_written_is_answered_while_a_write_waits_for_the_store():
     """stat of an open NAME.bin (file_size) takes no lock: a write holds the array's lock while
     it reads an edge chunk from the store, and a stat must not wait for that GET."""
@@ -244,21 +272,21 @@ class WatchedLock:
 
 
 def test_an_append_racing_a_truncate_waits_for_it():
-    """truncate takes the append lock: an append arriving while a grow by truncate lists the
-    store waits, then lands where the grown file has it. Without the lock it ran in between and
+    """truncate takes the append lock: an append arriving while a grow by truncate asks the
+    store about the rows it adds waits, then lands where the grown file has it. Without the lock it ran in between and
     the grow's fill of the edge chunk (rows 9 and 10 in one chunk) covered the record it wrote."""
     store, raw = memory_file(9)
     raw.array.shared.lock = lock = WatchedLock()
     appender = threading.Thread(target=raw.write, args=(9 * ROW * 2, rows(9, 1).tobytes()), kwargs={"grow": True})
-    files = store.files
+    stat = store.stat
 
-    def listing(prefix, *args, **kwargs):  # the truncate's one listing: the append comes now
+    def asked(key):  # the truncate asks whether a chunk a crash left is stored: the append comes now
         if not appender.is_alive() and appender.ident is None:
             appender.start()
             wait_for(lambda: not appender.is_alive() or lock.contended.is_set(), 60, "the append to end or wait")
-        return files(prefix, *args, **kwargs)
+        return stat(key)
 
-    store.files = listing
+    store.stat = asked
     raw.truncate(14 * ROW * 2)
     appender.join(60)
     assert not appender.is_alive() and raw.size == 14 * ROW * 2

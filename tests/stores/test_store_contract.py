@@ -69,6 +69,30 @@ class TestMemoryStore(StoreContractTests):
         return Subject(store, store.other_writer)
 
 
+class LeavesDiscardedValues(MemoryStore):
+    """A store whose discard leaves what it staged under a place of its own (staging/KEY),
+    outside the values' directory: the contract must find it."""
+
+    def discard(self, staged) -> None:
+        super().discard(staged)
+        for value in staged:
+            if value.data is not None:
+                self.other_writer(f"staging/{value.key}", value.data)
+
+
+class LeftoverContract(StoreContractTests):  # not collected: run by the test below
+    def make_store(self, tmp_path, request) -> Subject:
+        store = LeavesDiscardedValues(Capabilities())
+        return Subject(store, store.other_writer)
+
+
+def test_the_contract_finds_a_discard_that_leaves_values_elsewhere_under_the_root(tmp_path):
+    suite = LeftoverContract()
+    store = suite.make_store(tmp_path, None).store
+    with pytest.raises(AssertionError, match="staging/"):
+        suite.test_discard_leaves_nothing(store)
+
+
 def icechunk_writer(path: Path, keys: ZarrKeys):
     """Another writer of an Icechunk repository's branch main: its own session, one commit a
     value (with the document of the value's node where its session has none)."""

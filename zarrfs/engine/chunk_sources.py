@@ -7,6 +7,7 @@ import bisect
 import errno
 import logging
 import math
+import stat
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -149,6 +150,23 @@ class StoreChunks:
         if not self.store.capabilities.listing:
             return None
         return (relative for relative, _ in self.store.files(self.prefix.rstrip("/")))
+
+    def rows_are_directories(self, ndim: int) -> bool:
+        """Whether the chunks of one index along dimension 0 are the values below one key
+        prefix ("c/5/..."), which row_keys lists alone: with separator "/" and more than one
+        dimension."""
+        return ndim > 1 and self.encoding.separator == "/"
+
+    def row_keys(self, row: int) -> Iterator[str]:
+        """The keys, relative to the array, of the values stored below chunk row `row` (see
+        rows_are_directories), from a listing of that row alone."""
+        below = self.encoding.key((row,))
+        return (f"{below}/{relative}" for relative, _ in self.store.files(self.prefix + below))
+
+    def is_stored(self, coords: tuple[int, ...]) -> bool:
+        """Whether the chunk is stored, asked of the store alone (a stat; a HEAD on an object store)."""
+        found = self.store.stat(self.key(coords))
+        return found is not None and stat.S_ISREG(found.st_mode)
 
     def publish(self, staged: Sequence[Staged]) -> None:
         self.store.publish(staged)

@@ -36,7 +36,9 @@ held (a grow by truncate, or a failed write-back that stored some of them), and 
 in inner chunks (moving rows through two levels of shards is not done).
 """
 
+import itertools
 import math
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -47,6 +49,8 @@ from zarrfs.geometry import grid_shape, regular
 
 MAX_RECORD = 64 << 20  # bytes of one record: a partial one is held in memory until completed
 MAX_CLEARED = 1 << 16  # chunks a grown region may find stored (a crash's) and delete, at most
+STATS = 16  # chunks a truncate asks after one by one (a stat each) rather than list
+ROW_LISTINGS = 16  # chunk rows a truncate lists one by one rather than the whole array
 REBASES = 5  # write-backs of one append against other writers that keep growing the array
 
 
@@ -106,18 +110,33 @@ def _fill(array: Array, start: int, stop: int) -> None:
 
 def _stored_in(array: Array, high: int, first: int, stop: int, shrink: bool) -> set[tuple[int, ...]]:
     """Coordinates of the chunks (shards) stored whose index along dimension 0 is in [first,
-    stop), of the grid `high` records long: from one listing of the array's values (a shrink of
-    a large sparse array deletes only what is there). Where the store has no listing, every
-    chunk of those rows; for a grown region, none past MAX_CLEARED of them (only a crash leaves
-    chunks there)."""
+    stop), of the grid `high` records long, asked of the store (_listed). Where the store has
+    no listing, every chunk of those rows; for a grown region, none past MAX_CLEARED of them
+    (only a crash leaves chunks there)."""
     grid = grid_shape((high, *array.shape[1:]), array.chunk_shape)
     source = array.source
-    if isinstance(source, StoreChunks) and (keys := source.stored_keys()) is not None:
-        found = (holes.coords_of(key, source.encoding, grid) for key in keys)
-        return {c for c in found if c is not None and first <= c[0] < stop}
+    if isinstance(source, StoreChunks) and source.capabilities.listing:
+        return _listed(source, grid, range(first, stop))
     if not shrink and (stop - first) * math.prod(grid[1:]) > MAX_CLEARED:
         return set()
     return {(i, *rest) for i in range(first, stop) for rest in np.ndindex(*grid[1:])}
+
+
+def _listed(source: StoreChunks, grid: tuple[int, ...], rows: range) -> set[tuple[int, ...]]:
+    """The chunks stored in chunk rows `rows`, found by asking only about those rows, as the
+    truncate holds appenders off meanwhile: a few chunks one by one (a grow by a few records),
+    a few rows each listed alone where a row is a directory; else one listing of the array's
+    values (a shrink of a large sparse array then deletes only what is there)."""
+    across = math.prod(grid[1:])
+    if len(rows) * across <= STATS:
+        return {c for i in rows for rest in np.ndindex(*grid[1:]) if source.is_stored(c := (i, *rest))}
+    keys: Iterable[str]
+    if len(rows) <= ROW_LISTINGS and source.rows_are_directories(len(grid)):
+        keys = itertools.chain.from_iterable(source.row_keys(i) for i in rows)
+    else:
+        keys = source.stored_keys() or ()  # the caller checked that the store lists
+    found = (holes.coords_of(key, source.encoding, grid) for key in keys)
+    return {c for c in found if c is not None and c[0] in rows}
 
 
 def rebase(array: Array, changed: ShapeChangedError) -> None:

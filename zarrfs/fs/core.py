@@ -12,11 +12,8 @@ from typing import Any, NoReturn, Protocol
 import numpy as np
 
 from zarrfs.engine import stored_as_is
-from zarrfs.engine.flat_file import RawFile
-from zarrfs.fs.filesystem import Attributes, FileSystemStats, Options
+from zarrfs.fs.filesystem import Attributes, DataFile, FileSystemStats, Options
 from zarrfs.fs.kernel_caching import KernelCaching
-from zarrfs.views import hdf5
-from zarrfs.views.prefixed_file import PrefixedFile
 
 
 class FileSystemCore(Protocol):
@@ -75,9 +72,7 @@ class FileSystemCore(Protocol):
 
     def read_into(self, fh: int, offset: int, out: np.ndarray) -> int: ...
 
-    def data_file(self, fh: int) -> RawFile | PrefixedFile | hdf5.GroupFile | None: ...
-
-    def stored_ranges(self, fh: int, offset: int, size: int) -> stored_as_is.Opened | None: ...
+    def read_source(self, fh: int, offset: int, size: int) -> tuple[stored_as_is.Opened | None, DataFile | None]: ...
 
     def lseek(self, fh: int, offset: int, whence: int) -> int: ...
 

@@ -178,12 +178,15 @@ class EditsFactory(Protocol):
                  dirty_limit: int, remote_timeout: float) -> HierarchyChanges: ...
 
 
+DataFile = RawFile | PrefixedFile | hdf5.GroupFile  # an open file's bytes, computed as read
+
+
 @dataclass
 class Handle:
     entry: Entry | None  # None for a draft
     content: bytes = b""  # sidecars, documents and headers: a snapshot
     array: OpenArray | None = None
-    file: RawFile | PrefixedFile | hdf5.GroupFile | None = None  # the array's bytes as this entry shows them
+    file: DataFile | None = None  # the array's bytes as this entry shows them
     siblings: tuple = ("", ())  # its path, and those of the other files showing the same bytes
     writable: bool = False
     appends: bool = False  # opened with O_APPEND: every write goes at the end of the file
@@ -335,7 +338,7 @@ class FileSystem:
         """NAME.bin of an array open here: its size as written (records appended, a partial one);
         else, and every view, as the stored metadata says (a growth shows there once stored)."""
         opened = self.arrays.get(entry.node.path) if not entry.view else None
-        if opened is not None and not opened.retired and (opened.node is entry.node or opened.raw.array.dirty or
+        if opened is not None and not opened.retired and (opened.shows(entry.node) or opened.raw.array.dirty or
                                                           opened.raw.pending):
             return opened.raw.file_size
         return 0 if entry.node.meta is None else entry.node.meta.nbytes + len(self.hierarchy.prefix(entry))
@@ -517,21 +520,25 @@ class FileSystem:
             return self._data_file(handle).read(offset, size)
         return handle.content[offset:offset + size]
 
-    def data_file(self, fh: int) -> RawFile | PrefixedFile | hdf5.GroupFile | None:
+    def data_file(self, fh: int) -> DataFile | None:
         """The open file's data as a file of bytes computed as read (an array's, a group file),
         for reads straight into a reply; None for a file whose bytes read() gives."""
         handle = self._handle(fh)
         return None if handle.file is None else self._data_file(handle)
 
-    def stored_ranges(self, fh: int, offset: int, size: int) -> stored_as_is.Opened | None:
-        """Descriptors of the stored files and the ranges of them that hold bytes [offset,
-        offset + size) of the open file as they are (engine/stored_as_is.py), the caller's to
-        close: a reply libfuse reads from them itself. None where the bytes must be made
-        (decoded, a header, a file made when opened) or -o nozerocopy turned this off."""
+    def read_source(self, fh: int, offset: int, size: int) -> tuple[stored_as_is.Opened | None, DataFile | None]:
+        """What a reply of bytes [offset, offset + size) of the open file is made from, in one
+        look at the handle (a read's only call here): (descriptors of the stored files and the
+        ranges of them that hold the bytes as they are (engine/stored_as_is.py), the caller's
+        to close, and the file) for a reply libfuse reads from them itself; else (None, the
+        file's data as a file of bytes computed as read: data_file); else (None, None), a file
+        whose bytes read() gives. No stored files where the bytes must be made (decoded, a
+        header, a file made when opened) or -o nozerocopy turned this off."""
         handle = self._handle(fh)
-        if not self.options.zero_copy or handle.file is None:
-            return None
-        return self._data_file(handle).stored_ranges(offset, size)
+        if handle.file is None:
+            return None, None
+        file = self._data_file(handle)
+        return (file.stored_ranges(offset, size) if self.options.zero_copy else None), file
 
     def read_into(self, fh: int, offset: int, out: np.ndarray) -> int:
         """Bytes at `offset` decoded straight into `out` (a reply buffer); how many."""
@@ -677,7 +684,7 @@ class FileSystem:
             self.hierarchy.reload_root()
         node = self.hierarchy.node(path)
         if node is not None and node.meta is not None:
-            opened.node = node
+            opened.renewed(node)  # a getattr holding the old node still answers the size written here
         self._listed_stale()
         stems = {os.path.splitext(p)[0] for p in opened.paths}
         for stem in sorted(stems):

@@ -9,6 +9,7 @@ import os
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -44,9 +45,22 @@ class OpenArray:
     grows: bool | None = None
     shown_shape: tuple = ()  # the shape its node's metadata shows: a write-back that stores another tells
     shown_rebases: int = 0  # raw.rebases when the kernel was last told: records appended here that moved
+    # the nodes this one replaced as its own write-backs stored new shapes, while something holds them
+    former: list = field(default_factory=list)
 
     def __post_init__(self):
         self.shown_shape = self.raw.array.write_back.stored_shape
+
+    def renewed(self, node: Node) -> None:
+        """Its own write-back stored a new shape, which `node` shows: the old node is kept
+        (weakly) as one of its own, for a request that looked it up just before."""
+        self.former = [ref for ref in self.former if ref() is not None] + [weakref.ref(self.node)]
+        self.node = node
+
+    def shows(self, node: Node) -> bool:
+        """Whether `node` is this array as opened here, or as it was before its own write-backs
+        stored a new shape; not when another program replaced the array since."""
+        return node is self.node or any(ref() is node for ref in self.former)
 
 
 class OpenArrays:

@@ -404,17 +404,11 @@ class VersionedFileSystem:
         core, inner = self._handle(fh)
         return core.read(inner, offset, size)
 
-    def data_file(self, fh: int):
+    def read_source(self, fh: int, offset: int, size: int):
         if fh in self._texts:
-            return None  # read() gives its bytes
+            return None, None  # made when opened: read() gives its bytes
         core, inner = self._handle(fh)
-        return core.data_file(inner)
-
-    def stored_ranges(self, fh: int, offset: int, size: int):
-        if fh in self._texts:
-            return None  # made when opened: no stored file holds it
-        core, inner = self._handle(fh)
-        return core.stored_ranges(inner, offset, size)
+        return core.read_source(inner, offset, size)
 
     def read_into(self, fh: int, offset: int, out) -> int:
         if fh in self._texts:

@@ -148,10 +148,9 @@ class Operations(mfusepy.Operations):
     def read_buf(self, fh, bufpp, size, offset) -> int:
         """The binding's read: the stored files' ranges the core gives, which libfuse reads
         itself; else a reply of memory libfuse frees, a chunk decoded ahead as it is."""
-        stored = self.core.stored_ranges(fh, offset, size)
+        stored, file = self.core.read_source(fh, offset, size)
         if stored is not None:
             return replies.read_stored(stored, bufpp)
-        file = self.core.data_file(fh)
         if file is None:
             return replies.read_buf(self.core.read(fh, offset, size), bufpp, size, 0)
         return replies.read_buf(file, bufpp, size, offset)

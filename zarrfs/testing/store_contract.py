@@ -265,9 +265,12 @@ class StoreContractTests:
         assert store.list_dir(directory) == (names if store.capabilities.listing else [])
 
     def test_discard_leaves_nothing(self, store):
+        """Nothing a discarded stage made is left: not in the values' directory, nor anywhere
+        else under the store's root (a staging place of the store's own, say)."""
         if not self.writes(store):
             return
         self.put(store, "a/keep", b"keep")
+        before = sorted(key for key, _ in store.files("")) if store.capabilities.listing else []
         new, keep = self.k("a/new"), self.k("a/keep")
         staged = [store.stage(new, b"new"), store.stage(keep, b"changed"), store.stage(self.k("a/keep2"), None)]
         store.discard(staged)
@@ -276,6 +279,8 @@ class StoreContractTests:
             directory, names = self.names("a/keep")
             assert store.list_dir(directory) == names
             assert [key for key, _ in store.files(directory)] == names
+            after = sorted(key for key, _ in store.files(""))
+            assert after == before, f"a discard left {sorted(set(after) - set(before))} under the store's root"
 
     def test_a_value_another_store_staged_is_refused(self, store: Store) -> None:
         """A store reads only the staged values it made (each store's are its own type): one made
