@@ -62,12 +62,13 @@ class Editor:
     def commit(self, staging: str, path: str, documents: dict[str, bytes]) -> None:
         """Publish a node staged with begin_node (its chunks written below `staging`)."""
         with self.lock, self._intent([path]):
+            forgotten = self.hierarchy.hidden.forget(path)  # a node there before hid them; before the new one shows
             try:
                 self.store.commit_node(staging, path, documents)
             except BaseException:
+                self.hierarchy.hidden.restore(forgotten)  # refused: the node there keeps its files hidden
                 self.store.abort_node(staging)
                 raise
-            self._forget_hidden(path)
             self._reconsolidate(Edit(put={path: documents}))
             self.hierarchy.changed(path)
         log.info("created %s", path)
@@ -83,8 +84,12 @@ class Editor:
         with self.lock, self._intent([src, dst]):
             moved = self._consolidated_below(src)
             self._reconsolidate(Edit(removed=[src]))
-            self.store.move_node(src, dst)
-            self._forget_hidden(dst)
+            forgotten = self.hierarchy.hidden.forget(dst)  # a node there before hid them; before the moved one shows
+            try:
+                self.store.move_node(src, dst)
+            except BaseException:
+                self.hierarchy.hidden.restore(forgotten)  # refused: the node there keeps its files hidden
+                raise
             self._reconsolidate(Edit(put={dst + p[len(src):]: docs for p, docs in moved.items()}))
             self.hierarchy.changed(src, dst)
         log.info("moved %s to %s", src, dst)
@@ -156,13 +161,6 @@ class Editor:
                         found[path] = {n: d for n, d in docs.documents.items() if n != nodes.ZMETADATA}
         self._reconsolidate(Edit(removed=paths, put=found))
         self.hierarchy.changed(*paths)
-
-    def _forget_hidden(self, path: str) -> None:
-        """The files a node there before hid are shown on the node just made or moved to `path`.
-        Only once the store took it: a refused edit (EEXIST: another program's node is there)
-        leaves that node's hidden files hidden. Forgotten before the hierarchy is told of the
-        change, which is what drops its cached answers for `path`."""
-        self.hierarchy.hidden.forget(path)
 
     def _consolidated_below(self, path: str) -> dict[str, dict[str, bytes]]:
         if self.hierarchy.consolidated is None:

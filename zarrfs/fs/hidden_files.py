@@ -9,8 +9,9 @@ files is (edits/hierarchy_edits.py). A file manager that stats each file of a se
 deleting it so finds every one, whatever its order. Kept in memory only: nothing is written.
 
 Files are hidden by the node's path, so a node made later at that path would find them hidden:
-the mount forgets them once the store has made or moved a node there (edits/editor.py: an edit
-the store refuses forgets nothing), and a listing
+the mount forgets them before it makes or moves a node there (edits/editor.py: a file of the
+new node may be hidden the moment it shows) and hides them again if the store refuses the edit
+(EEXIST: the node there stays as it was), and a listing
 that finds the node gone forgets them (another program deleted it). A listing is a snapshot
 taken while others may hide files: it forgets only what was hidden before it began, so a
 node made and then deleted file by file during a slow listing keeps its files hidden.
@@ -39,11 +40,17 @@ class HiddenFiles:
             self._hidden.pop((node_path, name), None)
             self.version += 1
 
-    def forget(self, node_path: str) -> None:
+    def forget(self, node_path: str) -> list[tuple[str, str]]:
         """The node at `node_path` and every node below it are gone or moved, or a node is about
-        to be made there: their files, if made again at that path, are shown."""
+        to be made there: their files, if made again at that path, are shown. Answers what it
+        forgot (restore() hides them again where the node could not be made)."""
         below = node_path + "/"
-        self._forget(lambda path, _: path == node_path or path.startswith(below))
+        return self._forget(lambda path, _: path == node_path or path.startswith(below))
+
+    def restore(self, forgotten: list[tuple[str, str]]) -> None:
+        """Hide again what forget() answered: the store refused the node made there."""
+        for node_path, name in forgotten:
+            self.hide(node_path, name)
 
     def keep_present(self, directory: str, present: set[str], listed_at: int) -> None:
         """A listing of the group at store path `directory`, begun at version `listed_at`, found
@@ -58,7 +65,7 @@ class HiddenFiles:
             return prefix + path[len(prefix):].split("/", 1)[0] not in present  # the child it lies in
         self._forget(gone)
 
-    def _forget(self, which) -> None:
+    def _forget(self, which) -> list[tuple[str, str]]:
         """Show again every file whose node path and version hidden satisfy which(path, when)."""
         with self._lock:
             keys = [key for key, when in self._hidden.items() if which(key[0], when)]
@@ -66,3 +73,4 @@ class HiddenFiles:
                 del self._hidden[key]
             if keys:
                 self.version += 1
+            return keys
