@@ -23,7 +23,10 @@ def make_held(parent: str | None, prefix: str) -> tuple[str, int]:
     `prefix`..., and the descriptor that holds it: close it when the directory is removed."""
     while True:
         path = tempfile.mkdtemp(prefix=prefix, dir=parent)
-        fd = os.open(path, _DIRECTORY)
+        try:  # not held yet: another process's remove_left may take it first, and remove it
+            fd = os.open(path, _DIRECTORY)
+        except FileNotFoundError:
+            continue
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             if os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino:
