@@ -1,5 +1,8 @@
 """Scratch directories held by a lock while their process lives (stores/held_directories.py)."""
 
+import errno
+import fcntl
+import logging
 import os
 import tempfile
 
@@ -27,3 +30,28 @@ def test_a_directory_another_mount_removes_as_it_is_made_is_made_anew(tmp_path, 
         os.close(fd)
     assert remove_left(str(tmp_path), "held-") == 1  # let go: left
 
+
+def test_where_no_lock_can_be_taken_a_directory_is_made_and_never_removed(tmp_path, monkeypatch, caplog):
+    """flock(2) refused for another reason than another holder (NFS emulates it with byte-range
+    locks, and an exclusive one needs a descriptor open for writing, which a directory's never
+    is: EBADF): the directory is made all the same, one line saying it is not held; and one left
+    there is not removed (not provably left), in one line, rather than fail the mount."""
+    lock = fcntl.flock
+
+    def refused(fd, operation):
+        if operation & fcntl.LOCK_EX:
+            raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+        return lock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", refused)
+    with caplog.at_level(logging.WARNING, "zarrfs.stores.held_directories"):
+        path, fd = make_held(str(tmp_path), "held-")
+        os.close(fd)
+        assert os.path.isdir(path)
+        said = [r.getMessage() for r in caplog.records]
+        assert len(said) == 1 and path in said[0] and os.strerror(errno.EBADF) in said[0], said
+        caplog.clear()
+        assert remove_left(str(tmp_path), "held-") == 0
+        assert os.path.isdir(path)
+        said = [r.getMessage() for r in caplog.records]
+        assert len(said) == 1 and str(tmp_path) in said[0] and os.strerror(errno.EBADF) in said[0], said

@@ -5,6 +5,11 @@ A directory is held by an exclusive flock(2) on a descriptor of it, open for as 
 process uses it: the kernel lets the lock go when the process ends, however it ends (kill -9
 too), and a process id reused later holds nothing. A directory is removed only when it is
 provably left: named with the prefix, this user's, not a symlink, and its lock free.
+
+Where flock(2) is refused for another reason than another holder (NFS emulates it with
+byte-range locks, and an exclusive one needs a descriptor open for writing, which a directory's
+never is), a directory is made and used unheld, in one line, and none there is ever removed:
+none can be proved left.
 """
 
 import fcntl
@@ -33,6 +38,10 @@ def make_held(parent: str | None, prefix: str) -> tuple[str, int]:
                 return path, fd
         except (BlockingIOError, FileNotFoundError):  # another process's remove_left took it first
             pass
+        except OSError as e:  # no lock here: no remove_left takes it either
+            log.warning("%s cannot be locked (%s): it is not held, and if this process is killed it is left "
+                        "for you to remove", path, e.strerror)
+            return path, fd
         os.close(fd)
 
 
@@ -48,10 +57,20 @@ def remove_left(parent: str | None, prefix: str) -> int:
     except OSError as e:
         log.warning("cannot look for directories left in %s: %s", parent, e.strerror)
         return 0
-    return sum(_remove_if_left(entry.path) for entry in entries)
+    removed, unlockable = 0, None
+    for entry in entries:
+        try:
+            removed += _remove_if_left(entry.path)
+        except OSError as e:  # flock refused: not provably left
+            unlockable = unlockable or e.strerror
+    if unlockable:
+        log.warning("directories %s* in %s cannot be locked (%s): none is removed, as none can be told left",
+                    prefix, parent, unlockable)
+    return removed
 
 
 def _remove_if_left(path: str) -> bool:
+    """Remove directory `path` if no process holds it; OSError if its lock cannot be asked for."""
     try:
         fd = os.open(path, _DIRECTORY)
     except OSError:  # gone meanwhile, or replaced by a symlink
