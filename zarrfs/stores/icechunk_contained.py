@@ -15,7 +15,8 @@ is listed), and WatchedObjects.check, which the repository's loop calls before e
 icechunk, looks at every entry made or moved into one since: a symlink the mount may not follow
 refuses that call and every later one while it is there (EACCES, one line naming it), a new
 directory is walked and watched. A symlink made between that look and icechunk's open of the
-file is not seen: the watch narrows the window, only icechunk could close it.
+file is not seen: the watch narrows the window, only icechunk could close it. Nor is one
+another machine makes on a network or FUSE file system: inotify sees this kernel's changes.
 
 Virtual chunks are read from the file:// containers icechunk_repository.virtual_containers
 allows, by their locations' names: a location whose real path leaves its container (a symlink
