@@ -55,3 +55,23 @@ def test_where_no_lock_can_be_taken_a_directory_is_made_and_never_removed(tmp_pa
         assert os.path.isdir(path)
         said = [r.getMessage() for r in caplog.records]
         assert len(said) == 1 and str(tmp_path) in said[0] and os.strerror(errno.EBADF) in said[0], said
+
+
+def test_on_a_file_system_other_machines_may_share_no_directory_is_removed(tmp_path, caplog):
+    """NFS, SMB and FUSE file systems may show the same directory to processes of another
+    machine, which this kernel's flock(2) does not bind (NFS's local_lock, a FUSE file system
+    that handles no locks): an unheld directory there is not proof that it is left, and none is
+    removed, in one line. Here a FUSE file system (a zarrfs mount, whose groups are directories)."""
+    import zarr
+
+    from mounting import mounted
+
+    zarr.create_group(str(tmp_path / "s.zarr"))
+    with mounted(tmp_path / "s.zarr", tmp_path) as m:
+        os.mkdir(m / "held-left")  # a group
+        with caplog.at_level(logging.WARNING, "zarrfs.stores.held_directories"):
+            assert remove_left(str(m.path), "held-") == 0
+        assert (m / "held-left").is_dir()
+        said = [r.getMessage() for r in caplog.records]
+        assert len(said) == 1 and str(m.path) in said[0], said
+    assert remove_left(str(tmp_path), "held-") == 0  # on this machine's disk: looked at (none there)

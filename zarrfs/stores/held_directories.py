@@ -6,6 +6,10 @@ process uses it: the kernel lets the lock go when the process ends, however it e
 too), and a process id reused later holds nothing. A directory is removed only when it is
 provably left: named with the prefix, this user's, not a symlink, and its lock free.
 
+Only on a disk file system of this machine (local_disk.py) does a free lock prove that: on
+NFS, SMB or a FUSE file system, processes of another machine may use the directory, and this
+kernel's lock need not bind them; there none is removed, in one line.
+
 Where flock(2) is refused for another reason than another holder (NFS emulates it with
 byte-range locks, and an exclusive one needs a descriptor open for writing, which a directory's
 never is), a directory is made and used unheld, in one line, and none there is ever removed:
@@ -17,6 +21,8 @@ import logging
 import os
 import shutil
 import tempfile
+
+from zarrfs.stores.local_disk import on_local_disk
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +62,10 @@ def remove_left(parent: str | None, prefix: str) -> int:
         return 0
     except OSError as e:
         log.warning("cannot look for directories left in %s: %s", parent, e.strerror)
+        return 0
+    if entries and not on_local_disk(parent):
+        log.warning("directories %s* in %s are not removed: on a file system other machines may share, a free "
+                    "lock does not prove one left (remove those a crash left by hand)", prefix, parent)
         return 0
     removed, unlockable = 0, None
     for entry in entries:
