@@ -588,3 +588,48 @@ def test_open_raw_appends_as_a_mount_does(tmp_path):
     assert np.array_equal(zarr.open_consolidated(str(root))["fixed"][...], rows(0, 5))
     with zarrfs.open_raw(str(root), "empty", mode="r+", grow="none") as view, pytest.raises(OutOfBoundsError):
         view.append(rows(3, 1).tobytes())
+
+
+class SecondEntryWaits:
+    """A flush lock whose second taking by another thread than its maker's waits for `go`: that
+    thread's flush has failed once and comes back for the lock, while the test lets its own
+    flush run first."""
+
+    def __init__(self):
+        self.maker, self.lock, self.entries = threading.current_thread(), threading.Lock(), 0
+        self.waiting, self.go = threading.Event(), threading.Event()
+
+    def __enter__(self):
+        if threading.current_thread() is not self.maker:
+            self.entries += 1
+            if self.entries == 2:
+                self.waiting.set()
+                assert self.go.wait(60)
+        self.lock.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.lock.release()
+
+
+def test_a_flush_whose_shape_error_another_flush_has_rebased_and_stored_meanwhile_stores_nothing_again(tmp_path):
+    """Two flushes of the second appender (a background write-back and an fsync) both find the
+    first appender's shape; one moves the records after the first's and stores them before the
+    other takes the flush lock again. The other's error is stale: it neither moves the records
+    again nor fails, and each record is stored once, in order."""
+    first, second = raw_file(tmp_path), reopened(tmp_path)
+    second.write(3 * ROW * 2, rows(100, 3).tobytes(), grow=True)
+    first.write(3 * ROW * 2, rows(50, 2).tobytes(), grow=True)
+    first.flush()
+    gate = SecondEntryWaits()
+    second.array.shared.flush_lock = gate
+    background = Worker(second.flush).start()
+    assert gate.waiting.wait(60)  # its flush failed: the shape is the first appender's
+    second.flush()  # the fsync's: moved and stored
+    gate.go.set()
+    assert background.wait(60)
+    background.join()
+    expected = np.concatenate([rows(0, 3), rows(50, 2), rows(100, 3)])
+    assert np.array_equal(zarr.open_array(str(tmp_path / "s.zarr"))[...], expected)
+    assert stored_shape(tmp_path) == [8, ROW] and second.rebases == 1
+    assert second.read(0, 1000) == expected.tobytes()

@@ -260,3 +260,45 @@ def test_the_credentials_file_is_read_once_for_every_s3_container(tmp_path, capl
     assert OPENED.count(str(credentials)) == 1, OPENED
     assert source.store.get("zarr.json") is not None
     assert secret not in caplog.text
+
+
+def inotify_instances() -> int:
+    """This process's inotify instances: its descriptors that are one."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify"
+        except FileNotFoundError:  # closed since the listing (the listing's own descriptor)
+            pass
+    return count
+
+
+def test_a_stopped_mount_and_a_refused_open_let_their_watch_go(tmp_path):
+    """A user has at most fs.inotify.max_user_instances (128 by default) of them: a process that
+    mounts a local repository in turn (the Python API, a test run) must not keep one per mount,
+    nor one per repository it failed to open."""
+    from zarrfs.edits.hierarchy_edits import HierarchyEdits
+    from zarrfs.fs.filesystem import Options
+    from zarrfs.fs.versions import mount_core
+    from zarrfs.stores.icechunk_repository import IcechunkChoice, open_repository
+
+    path, chunk = repository_with_a_linked_chunk(tmp_path)
+    before = inotify_instances()
+    with pytest.raises(StoreError):  # a symlink among its objects
+        open_repository(str(path), str(path), 30.0)
+    assert inotify_instances() == before
+    os.unlink(chunk)
+    shutil.move(tmp_path / "outside", chunk)
+    for read_only in (True, False):
+        core = mount_core(str(path), Options(read_only=read_only, recovery_dir=str(tmp_path / "recovery")),
+                          HierarchyEdits)
+        assert inotify_instances() == before + 1  # watched while mounted
+        core.stop()
+        assert inotify_instances() == before
+    with pytest.raises(StoreError):  # no such branch
+        mount_core(str(path), Options(read_only=True, icechunk=IcechunkChoice(branch="none")), HierarchyEdits)
+    assert inotify_instances() == before
+    (path / "repo").write_bytes(b"not a repository file")
+    with pytest.raises(StoreError):
+        open_repository(str(path), str(path), 30.0)
+    assert inotify_instances() == before

@@ -68,11 +68,12 @@ class ChunkSource(Protocol):
 
 class ShapeChangedError(StoreError):
     """The array's document holds another shape than the one this writer stored: another writer
-    resized the array. `found`: the shape stored now (None: no document, or no shape in it)."""
+    resized the array. `found`: the shape stored now (None: no document, or no shape in it);
+    `expected`: the one the writer checked for, its stored shape then (None: not said)."""
 
-    def __init__(self, message: str, found: tuple[int, ...] | None):
+    def __init__(self, message: str, found: tuple[int, ...] | None, expected: tuple[int, ...] | None = None):
         super().__init__(message, errno.EIO)
-        self.found = found
+        self.found, self.expected = found, expected
 
 
 class StoreChunks:
@@ -200,7 +201,7 @@ class StoreChunks:
             found = None if document is None else document.get("shape")
             shape = tuple(found) if isinstance(found, list) and all(type(n) is int and n >= 0 for n in found) else None
             raise ShapeChangedError(f"{self.document_key}: shape {found} where this mount stored {list(stored)} "
-                                    f"(another writer changed the array)", shape)
+                                    f"(another writer changed the array)", shape, tuple(stored))
         return document
 
 

@@ -340,7 +340,8 @@ class RawFile:
     def flush(self, whole_only: bool = False) -> None:
         """Store what is written. When another writer appended to the stored array meanwhile,
         the records appended here move after its records (growth.rebase) and the write-back is
-        done again, at most growth.REBASES times; `rebases` counts the moves."""
+        done again, at most growth.REBASES times; `rebases` counts the moves. A flush whose
+        error another flush has answered meanwhile (the records moved, or stored) moves nothing."""
         for attempt in range(growth.REBASES + 1):
             try:
                 return self.array.flush(whole_only)
@@ -349,6 +350,8 @@ class RawFile:
                     raise
                 shared = self.array.shared
                 with shared.flush_lock, shared.lock:  # no batch in flight; appends wait
+                    if e.expected != self.array.write_back.stored_shape:
+                        continue  # another flush moved the records (or stored them) meanwhile: stale
                     before = self.array.write_back.stored_shape[0]
                     growth.rebase(self.array, e)
                     self.resized(self.pending)

@@ -64,7 +64,12 @@ def mount_core(source: str, options: Options, edits: EditsFactory,
     shows every version of it."""
     opened = open_source(source, options.read_only, options.remote, options.follow_symlinks, options.icechunk,
                          options.recovery_dir)
-    main = FileSystem(source, options, edits, kernel, store=opened.store)
+    try:
+        main = FileSystem(source, options, edits, kernel, store=opened.store)
+    except BaseException:
+        if opened.repository is not None:
+            opened.repository.close()  # its watch let go: a process may go on (the Python API, tests)
+        raise
     if opened.repository is None:
         return main
     return VersionedFileSystem(main, opened.repository, edits, opened.commits)
@@ -127,17 +132,23 @@ class VersionedFileSystem:
         self.main.start()
 
     def stop(self) -> None:
-        self.main.stop()  # every write stored in the session; a version is read-only: nothing of it to store
-        self._stop_versions()
-        if self.commits is None:
-            return
+        try:
+            self.main.stop()  # every write stored in the session; a version is read-only: nothing of it to store
+            self._stop_versions()
+            if self.commits is not None:
+                self._stop_commits(self.commits)
+        finally:
+            self.repository.close()  # last: the commit at unmount calls into icechunk
+
+    def _stop_commits(self, commits: IcechunkStore) -> None:
+        """The mount's branch: committed if -o commit_on_unmount says so, its arrays being made given up."""
         message = self.options.icechunk.commit_on_unmount
-        if message and self.commits.changed():
+        if message and commits.changed():
             try:
                 self.commit(message)
             except ZarrfsError as e:  # a conflict says where the writes are kept; any other failure loses them
                 log.error("at unmount: %s", e)
-        self.commits.close()  # arrays being made and not finished are given up, as drafts are
+        commits.close()  # arrays being made and not finished are given up, as drafts are
 
     def _stop_versions(self) -> None:
         """Every version's file system stops, a branch's older heads still open included: their

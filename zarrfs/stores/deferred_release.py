@@ -13,31 +13,20 @@ held under a hidden name (.nfsXXXX, .fuse_hiddenXXXX) until it is let go, which 
 an rmdir meanwhile would meet.
 """
 
-import ctypes
 import os
 import queue
 import threading
 
+from zarrfs.stores.local_disk import on_local_disk
+
 MAX_HELD = 64
-# statfs f_type of file systems that free an unlinked file's blocks at its last close, and
-# show nothing meanwhile: ext2/3/4, XFS, Btrfs, tmpfs, F2FS, ZFS, bcachefs, overlayfs
-DISK_FILE_SYSTEMS = {0xEF53, 0x58465342, 0x9123683E, 0x01021994, 0xF2F52010, 0x2FC12FC1, 0xCA451A4E, 0x794C7630}
-
-
-class _StatFS(ctypes.Structure):  # struct statfs: f_type first
-    _fields_ = [("f_type", ctypes.c_long), ("rest", ctypes.c_long * 15)]
 
 
 def worth_holding(path: str) -> bool:
-    """Whether replaced values at `path` are freed off the write-back path (see above)."""
-    buffer = _StatFS()
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.statfs(os.fsencode(path), ctypes.byref(buffer)) != 0:
-            return False
-    except (OSError, AttributeError):
-        return False
-    return buffer.f_type & 0xFFFFFFFF in DISK_FILE_SYSTEMS
+    """Whether replaced values at `path` are freed off the write-back path (see above): on a
+    disk file system, which frees an unlinked file's blocks at its last close and shows nothing
+    meanwhile (local_disk.py)."""
+    return on_local_disk(path)
 
 
 class Releases:

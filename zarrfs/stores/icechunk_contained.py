@@ -15,7 +15,8 @@ is listed), and WatchedObjects.check, which the repository's loop calls before e
 icechunk, looks at every entry made or moved into one since: a symlink the mount may not follow
 refuses that call and every later one while it is there (EACCES, one line naming it), a new
 directory is walked and watched. A symlink made between that look and icechunk's open of the
-file is not seen: the watch narrows the window, only icechunk could close it.
+file is not seen: the watch narrows the window, only icechunk could close it. Nor is one
+another machine makes on a network or FUSE file system: inotify sees this kernel's changes.
 
 Virtual chunks are read from the file:// containers icechunk_repository.virtual_containers
 allows, by their locations' names: a location whose real path leaves its container (a symlink
@@ -68,9 +69,13 @@ class WatchedObjects:
         except OSError as e:  # EMFILE: fs.inotify.max_user_instances
             raise StoreError(f"{root}: its objects cannot be watched for symlinks ({e.strerror}: "
                              f"fs.inotify.max_user_instances)", errno.EACCES) from None
-        self._watch(source, follow=True)  # SOURCE itself may be a symlink, as a local store's may
-        self._walk_objects()
-        self._refuse_found()
+        try:
+            self._watch(source, follow=True)  # SOURCE itself may be a symlink, as a local store's may
+            self._walk_objects()
+            self._refuse_found()
+        except BaseException:
+            self._inotify.close()
+            raise
 
     def check(self) -> None:
         """The entries made in the watched directories since the last check looked at: StoreError
@@ -78,6 +83,8 @@ class WatchedObjects:
         from inotify_simple import flags
 
         with self._lock:
+            if self._inotify.closed:  # no longer watched: nothing may be read through icechunk
+                raise StoreError(f"{self._root}: the repository is closed", errno.EIO)
             events = self._inotify.read(timeout=0)
             self._lost = self._lost or any(event.mask & flags.Q_OVERFLOW for event in events)
             try:
@@ -96,6 +103,12 @@ class WatchedObjects:
                 raise
             self._refused = {path: why for path, why in self._refused.items() if os.path.islink(path)}
             self._refuse_found()
+
+    def close(self) -> None:
+        """The watch let go: a user's inotify instances are few (fs.inotify.max_user_instances)."""
+        with self._lock:
+            if not self._inotify.closed:
+                self._inotify.close()
 
     def _look_at(self, path: str, directory: bool) -> None:
         """An entry made or moved into a watched directory: a directory walked, anything else

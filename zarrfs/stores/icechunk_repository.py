@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 from zarrfs.errors import StoreError
 from zarrfs.stores.async_loop import Loop, first_line
 from zarrfs.stores.contained import never_followed_into
-from zarrfs.stores.icechunk_contained import check_objects, escaping_locations
+from zarrfs.stores.icechunk_contained import WatchedObjects, check_objects, escaping_locations
 from zarrfs.stores.icechunk_saved import SavedSession
 from zarrfs.stores.icechunk_storage import AccessOf, ObjectStoreAccess, repository_storage, s3_container_credentials
 from zarrfs.stores.icechunk_store import IcechunkStore
@@ -89,11 +89,18 @@ class IcechunkRepository:
     """The versions of one repository, and a read-only store of each (IcechunkStore)."""
 
     def __init__(self, source: str, root: str, repository: "Repository", loop: Loop, remote: bool,
-                 allowed: tuple[str, ...] = (), follow_symlinks: bool = False):
+                 allowed: tuple[str, ...] = (), follow_symlinks: bool = False,
+                 watched: WatchedObjects | None = None):
         self.source, self.root, self._repository, self.loop, self.remote = source, root, repository, loop, remote
+        self._watched = watched  # a local repository's objects, watched for symlinks (icechunk_contained.py)
         self._allowed, self._follow_symlinks = allowed, follow_symlinks  # virtual chunk containers read
         self._versions: tuple[float, dict[str, Version]] | None = None
         self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Its watch let go (an inotify instance: a user has few): no call into icechunk is made after."""
+        if self._watched is not None:
+            self._watched.close()
 
     def version(self, name: str) -> Version | None:
         """The version a directory name shows, None for no such version. A branch's is its head
@@ -206,6 +213,20 @@ def open_repository(source: str, root: str, timeout: float, access: AccessOf | N
         watched = check_objects(source, root, follow_symlinks)
     loop = Loop(timeout, watched.check if watched is not None else None)
     try:
+        repository, allowed = _opened(icechunk, loop, source, root, access, follow_symlinks)
+    except BaseException:
+        if watched is not None:
+            watched.close()
+        raise
+    local = tuple(prefix for prefix in allowed if urlsplit(prefix).scheme == "file")
+    return IcechunkRepository(source, root, repository, loop, urlsplit(source).scheme != "", local, follow_symlinks,
+                              watched)
+
+
+def _opened(icechunk: ModuleType, loop: Loop, source: str, root: str, access: AccessOf,
+            follow_symlinks: bool) -> tuple["Repository", dict[str, Any]]:
+    """icechunk's repository at `source`, and the virtual chunk containers it reads."""
+    try:
         storage = repository_storage(icechunk, source, root, access)  # icechunk may refuse its settings here
         repository = loop.run(icechunk.Repository.open_async(storage), f"{root}: open")
         allowed = virtual_containers(icechunk, repository, source, root, follow_symlinks, access)
@@ -218,8 +239,7 @@ def open_repository(source: str, root: str, timeout: float, access: AccessOf | N
     except Exception as e:
         raise StoreError(f"{root}: not an Icechunk repository that can be opened: {first_line(e)}",
                          _errno_of(e)) from None
-    local = tuple(prefix for prefix in allowed if urlsplit(prefix).scheme == "file")
-    return IcechunkRepository(source, root, repository, loop, urlsplit(source).scheme != "", local, follow_symlinks)
+    return repository, allowed
 
 
 def virtual_containers(icechunk: ModuleType, repository: "Repository", source: str, root: str,

@@ -87,9 +87,19 @@ def open_source(source: str, read_only: bool, remote: RemoteOptions, follow_syml
         raise StoreError(f"{root}: icechunk's GCS client asks the cloud's metadata server for a token before it "
                          f"writes, even with -o anon: add -o ro", errno.EROFS)
     repository = open_repository(source, root, remote.timeout, _access_of(remote), follow_symlinks)
+    try:
+        return _version_source(repository, icechunk, read_only, recovery_dir)
+    except BaseException:
+        repository.close()  # its watch let go: a process may go on (the Python API, tests)
+        raise
+
+
+def _version_source(repository: IcechunkRepository, icechunk: IcechunkChoice, read_only: bool,
+                    recovery_dir: str | None) -> Source:
     version = repository.version(icechunk.name())
     if version is None:
-        raise StoreError(f"{root}: no version {icechunk.name()} in this Icechunk repository", errno.ENOENT)
+        raise StoreError(f"{repository.root}: no version {icechunk.name()} in this Icechunk repository",
+                         errno.ENOENT)
     if read_only:
         return Source(repository.store(version), repository)
     branch = repository.branch_store(version, recovery_dir)
