@@ -331,7 +331,9 @@ class ShardChunks:
         """(offset, nbytes) of the stored inner chunks of the run the one at `offset` belongs to,
         in the order they are stored (shard_spans.py); the runs are cut once per index."""
         if self._runs is None or self._runs[0] is not index:
-            self._runs = (index, *stored_runs(index, self.spans.span_bytes, self.spans.span_chunks))
+            stored = index[index[:, 0] != EMPTY, 1]
+            bounds = self.spans.run_bounds(int(stored.sum()), len(stored))
+            self._runs = (index, *stored_runs(index, *bounds))
         return run_at(*self._runs[1:], offset)
 
     def read_many(self, coords_list: list[tuple[int, ...]], max_bytes: int) -> Fetched:
@@ -350,6 +352,8 @@ class ShardChunks:
             offset, nbytes = (int(v) for v in index[self.flat(coords)])
             if offset == EMPTY:
                 found[coords] = None
+            elif streamed and self.spans.taken(offset, nbytes):
+                continue  # a decode ahead took it while this request waited: read one by one, it is found decoded
             elif streamed:
                 try:
                     data = self._from_run(index, version, offset, nbytes)
