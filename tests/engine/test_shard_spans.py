@@ -11,7 +11,7 @@ from helpers import Worker, write_sharded
 from servers.fault_proxy import FaultProxy
 from servers.memory_store import MemoryStore
 from servers.seaweed import unique_prefix
-from zarrfs.byte_ranges import Range
+from zarrfs.byte_ranges import Range, Suffix
 from zarrfs.codecs.shard_format import EMPTY
 from zarrfs.engine import read_budget, shard_spans
 from zarrfs.engine.array import open_array
@@ -63,10 +63,11 @@ def test_a_stream_through_remote_shards_reads_runs_of_inner_chunks_at_once():
     values = np.arange(INNER * PER_SHARD * SHARDS, dtype="u1")
     store = sharded_store(values, REMOTE)
     assert stream(store, values.size) == values.tobytes()
-    chunk_reads = [r for key, r in store.reads if key.startswith("c/") and isinstance(r, Range)]
-    # one ranged read per inner chunk before; now a stream's decodes share ranges of several
-    assert len(chunk_reads) < SHARDS * PER_SHARD // 2
-    assert max(r.length for r in chunk_reads) > INNER
+    shard_reads = [r for key, r in store.reads if key.startswith("c/")]
+    # one ranged read per inner chunk before; now a stream's decodes share ranges of several (a
+    # shard that fits the read-ahead budget comes whole with its index: a suffix of the budget)
+    assert len(shard_reads) < SHARDS * PER_SHARD // 2
+    assert max(r.length for r in shard_reads) > INNER
 
 
 def test_the_waiting_decodes_share_one_read():
@@ -218,6 +219,23 @@ def test_a_chunk_taken_twice_leaves_the_span_to_the_chunks_not_yet_taken():
     assert spans.taken(20, 10) and not spans._spans  # each taken: gone, and remembered
 
 
+def test_a_decode_ahead_whose_chunk_a_request_took_makes_no_read():
+    """On a busy machine a request outruns the decodes ahead and takes its chunk from their span;
+    that chunk's decode ahead, starting after the span was taken whole, has nothing left to do:
+    it made a GET of that one chunk (a dozen of them through a throttled mount)."""
+    values = np.random.default_rng(6).integers(0, 255, INNER * PER_SHARD, dtype="u1")
+    store = sharded_store(values, REMOTE)
+    cache = ChunkCache(64 << 20, ahead_bytes=16 << 20, ahead_workers=4)
+    source = open_array(store, "", parse_document(store.get("zarr.json"), "zarr.json"), cache).shard_view((0,)).source
+    assert source.read_ahead((0,)) == values[:INNER].tobytes()  # the first decode reads the shard
+    assert source.read((1,)) == values[INNER:2 * INNER].tobytes()  # the request that outran the decodes
+    for i in range(2, PER_SHARD):
+        assert source.read_ahead((i,)) == values[i * INNER:(i + 1) * INNER].tobytes()
+    reads = len(store.reads)
+    assert source.read_ahead((1,)) is None  # the request has it
+    assert len(store.reads) == reads
+
+
 def test_a_shard_that_fits_the_budget_is_one_run():
     """Whole where its stored bytes and the bytes its chunks decode to fit the read-ahead budget
     (one GET, as tensorstore reads a shard); else runs of half the budget, one in flight while
@@ -265,6 +283,25 @@ def test_a_stream_reads_each_shard_that_fits_the_budget_in_one_request_after_its
     assert scaled_stream(store, values.size) == values.tobytes()
     shard_reads = [key for key, _ in store.reads if key.startswith("c/")] + batched
     assert len(shard_reads) <= 2 * SCALED_SHARDS + 1, (store.reads, batched)
+
+
+def test_a_stream_reads_the_index_with_the_shard_once_the_arrays_shards_fit():
+    """The first shard's index says the array's shards fit the read-ahead budget, index and all:
+    the stream then reads each next shard whole with its index, one GET (a suffix one byte
+    longer than the budget, which a shorter value answers whole), as tensorstore does."""
+    values = np.random.default_rng(5).integers(0, 255, SCALED_INNER * SCALED_PER_SHARD * SCALED_SHARDS, dtype="u1")
+    store = MemoryStore(REMOTE)
+    write_sharded(store, values, SCALED_INNER, SCALED_PER_SHARD)
+    store.reads.clear()
+    ahead = 2 * SCALED_INNER * SCALED_PER_SHARD  # room for a whole shard and its index
+    cache = ChunkCache(256 << 20, ahead_bytes=ahead, ahead_workers=32)
+    assert stream(store, values.size, 128 << 10, cache) == values.tobytes()
+    reads = [(key, r) for key, r in store.reads if key.startswith("c/")]
+    later = [(key, r) for key, r in reads if key != "c/0"]
+    assert later == [(f"c/{s}", Suffix(ahead + 1)) for s in range(1, SCALED_SHARDS)], reads
+    # the first shard: its index, read before any stream, then the stream's span (the first
+    # read's own chunks come in one call of several ranges, get_ranges, not counted here)
+    assert [r for key, r in reads if key == "c/0"] == [Suffix(16 * SCALED_PER_SHARD + 4), Range(128 << 10, ahead // 2 - (128 << 10))]
 
 
 def test_a_small_read_of_a_remote_shard_fetches_its_index_and_one_inner_chunk():

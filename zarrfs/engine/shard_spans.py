@@ -28,7 +28,8 @@ A request reads the chunks no decode ahead was started for. A request that conti
 new span over their run. A reader that outruns its decodes ahead (on a busy machine their threads
 start late) so joins the run's GET, or makes it for them, instead of fetching its own chunks
 alone and the decodes the rest of the run after them (31 GETs where 13 did); a chunk of its
-batch that a decode ahead took from the span while it waited is left to that decode (taken()).
+batch that a decode ahead took from the span while it waited is left to that decode, and a
+decode ahead whose chunk such a request took gives up (taken()).
 Any other request
 takes a chunk a span holds from it (covered) and reads the others alone. A span taken whole, and
 a chunk a request read alone, are remembered (their range, not their bytes) for STALE seconds,
@@ -72,6 +73,21 @@ class _Span:
         # (counted twice, the span went before its last chunks were taken, and those were read alone)
         self.left = chunks
         self.read_at: float | None = None  # monotonic time its read ended, or a chunk was last taken
+
+
+class WholeShards:
+    """Whether an array's shards fit the read-ahead budget with their index, learnt from each
+    index read: where they do, a stream reads a shard's index with the whole shard, in one GET
+    (ShardChunks._layout), as tensorstore reads a shard. The shards of one array are much alike;
+    one that does not fit ends it for the array (a read that brought the budget's bytes for its
+    index: at most once per shard whose index a stream reads before the first is known)."""
+
+    def __init__(self) -> None:
+        self.fit: bool | None = None  # None: no index read yet
+
+    def learn(self, fits: bool) -> None:
+        if self.fit is not False:
+            self.fit = fits
 
 
 class Spans:
@@ -118,6 +134,17 @@ class Spans:
         if new:
             self._fill(span, read_range)
         return self._take(span, offset, nbytes)
+
+    def hold(self, data: bytes | memoryview, chunks: list[int]) -> None:
+        """The whole shard, `data`, read with its index (ShardChunks._layout): a span over all of
+        it, from which the decodes take the chunks stored at `chunks` (offsets)."""
+        span = _Span(0, len(data), set(chunks))
+        span.read_at = time.monotonic()
+        span.future.set_result(data)
+        with self._lock:
+            while self._spans and sum(s.stop - s.start for s in self._spans) + len(data) > self.max_held:
+                self._spans.pop(0)
+            self._spans.append(span)
 
     def covered(self, offset: int, nbytes: int) -> memoryview | None | Literal[_NotCovered.NOT_COVERED]:
         """The bytes [offset, offset + nbytes) from a span that holds them (waiting for its read),
