@@ -390,8 +390,9 @@ def bench_values(n: int) -> np.ndarray:
 def test_a_sharded_stream_makes_at_most_twice_tensorstores_requests(seaweed, tmp_path, monkeypatch):
     """A cold stream through the mount, with a round trip of a few ms, against tensorstore
     reading the same array through the same counting proxy (one GET a shard, and the array's
-    document). A shard whose stored bytes fit the read-ahead budget is one GET after its index;
-    in runs of half the budget it was three, and twice tensorstore's count was out of reach."""
+    document). A shard that fits the read-ahead budget with its index is one GET, its index read
+    with it; in runs of half the budget after its index it was three, and twice tensorstore's
+    count was out of reach."""
     import tensorstore as ts
 
     from servers.delay_proxy import DelayProxy
@@ -425,7 +426,8 @@ def test_a_sharded_stream_makes_at_most_twice_tensorstores_requests(seaweed, tmp
             zarrfs = proxy.reset().requests
     # a reader of whole shards (the remote bench: 24 per GiB of 64 MiB shards), or the bound is lax
     assert tensorstore <= BENCH_SHARDS + 1
-    # each shard's index and the shard, the first read (no stream yet) its own chunks: 9 (13 before)
+    # each shard with its index, but the first read's (no stream yet: its index, its own chunks,
+    # the rest of its shard): 4-6, on a daemon throttled to 8% of a core too (13 before)
     assert zarrfs <= 2 * tensorstore, (zarrfs, tensorstore)
 
 
