@@ -24,6 +24,7 @@ from zarrfs.engine.chunk_cache import MISSING, ChunkCache
 from zarrfs.engine.chunk_sources import ChunkSource, ShardChunks, StoreChunks
 from zarrfs.engine.consolidated_copy import ConsolidatedCopy
 from zarrfs.engine.decodes_in_progress import NOT_SHARED
+from zarrfs.engine.shard_spans import WholeShards
 from zarrfs.engine.writeback import WriteBack
 from zarrfs.errors import CorruptChunkError, StoreError, ValueChangedError
 from zarrfs.format.v3 import ArrayMetadata
@@ -72,6 +73,7 @@ class Array:
         self.regular = regular(self.chunk_shape)
         self._chains: dict[tuple, CodecChain] = {}  # rectilinear grids: chunk shape -> its chain
         self._shards: OrderedDict[tuple, Array] = OrderedDict()
+        self._whole_shards = WholeShards()  # whether its shards fit the read-ahead budget (shard_spans.py)
         self.write_back = WriteBack(self)  # the chunks written and not yet stored, and their flush
         # a store where each request is a round trip: a read's chunks are fetched together (batched_fetch.py)
         self._batched = not self.sharding and source.capabilities.batched_reads
@@ -372,7 +374,7 @@ class Array:
         for part in chunk_parts(box, self.chunk_shape, self.shape):
             source = self.shard_view(part.coords).source
             if not source.index_known():
-                self.shared.cache.ahead.fetch(self.cache_key + (part.coords, "index"), source.index)
+                self.shared.cache.ahead.fetch(self.cache_key + (part.coords, "index"), source.index_ahead)
 
     def _decode_ahead(self, coords, out: np.ndarray) -> int | None:
         """Decode stored chunk `coords` into `out`; the version it is valid for, None when
@@ -462,7 +464,7 @@ class Array:
                              sharding, key,
                              read_ranges=lambda ranges, expect=None: self.source.read_ranges(coords, ranges, expect),
                              capabilities=capabilities, spans_held=self.shared.cache.ahead.max_bytes,
-                             chunk_nbytes=sharding.inner_chain.spec.nbytes)
+                             chunk_nbytes=sharding.inner_chain.spec.nbytes, whole=self._whole_shards)
         return Array(shape, sharding.inner_chunk_shape, sharding.inner_chain, source,
                      self.shared, self.cache_key + (coords,))
 

@@ -22,7 +22,7 @@ from zarrfs.codecs.shard_format import EMPTY
 from zarrfs.codecs.stored_bytes import BytesLike
 from zarrfs.engine import read_budget
 from zarrfs.engine.consolidated_copy import ConsolidatedCopy
-from zarrfs.engine.shard_spans import NOT_COVERED, Spans
+from zarrfs.engine.shard_spans import NOT_COVERED, Spans, WholeShards
 from zarrfs.errors import CorruptChunkError, MetadataError, StoreError, ValueChangedError
 from zarrfs.format.v3 import ArrayMetadata, dump_document, load_document
 from zarrfs.geometry import flat_index
@@ -217,7 +217,8 @@ class ShardChunks:
 
     def __init__(self, read_value: Callable[..., tuple[Encoded | None, object]], codec: ShardingCodec, key: str,
                  read_ranges: Callable[..., list[bytes] | None] | None = None,
-                 capabilities: Capabilities | None = None, spans_held: int = 0, chunk_nbytes: int = 1):
+                 capabilities: Capabilities | None = None, spans_held: int = 0, chunk_nbytes: int = 1,
+                 whole: WholeShards | None = None):
         self.read_value = read_value
         self.read_ranges = read_ranges  # several ranges of the shard in one call (batched_fetch.py)
         # remote: written by other machines too (its writers keep written masks); metadata_ttl:
@@ -230,6 +231,7 @@ class ShardChunks:
         self._version: object = None  # the shard's version the index was read from
         self._runs: Runs | None = None  # the index's stored chunks cut into runs (_run_of)
         self.spans = Spans(spans_held, chunk_nbytes, key)  # runs of inner chunks read together ahead of a stream
+        self.whole = whole or WholeShards()  # whether the array's shards fit the budget: read whole with the index
         self._loaded = False
         self._loaded_at = 0.0
         self._lock = threading.Lock()  # decode-ahead threads start on a shard's inner chunks together
@@ -253,20 +255,54 @@ class ShardChunks:
         """The (n, 2) index, None when the shard does not exist."""
         return self._layout()[0]
 
-    def _layout(self) -> tuple[np.ndarray | None, object]:
-        """(the index, the shard's version it was read from), read once whichever thread comes first."""
+    def index_ahead(self) -> None:
+        """The index, read for a stream's decodes ahead (Array.read_indexes_ahead): with the
+        whole shard where the array's shards fit the read-ahead budget."""
+        self._layout(streamed=True)
+
+    def _layout(self, streamed: bool = False) -> tuple[np.ndarray | None, object]:
+        """(the index, the shard's version it was read from), read once whichever thread comes
+        first. `streamed`: for a stream, which reads the shard whole where it fits the budget
+        and the array's shards read so far did: one GET for the index and the chunks (a span)."""
         if not self._fresh():
             with self._lock:
                 if not self._fresh():
                     size = self.codec.index_nbytes
                     if size is None:  # ShardingCodec refuses index_codecs without a fixed size when it is made
                         raise MetadataError(f"{self.shard_key}: the shard index has no fixed size")
-                    raw, version = self.read_value(Range(0, size) if self.codec.index_location == "start" else Suffix(size))
+                    whole = streamed and not self._loaded and self._spanned() and self._fits()
+                    raw, version, shard = self._read_index(size, whole)
                     self._index = None if raw is None else self.codec.decode_index(raw)
                     self._version = version
                     self._loaded_at = time.monotonic()
                     self._loaded = True
+                    if self._index is not None:
+                        stored = self._index[self._index[:, 0] != EMPTY]
+                        self.whole.learn(int(stored[:, 1].sum()) + size <= self.spans.whole_bytes)
+                        if shard is not None and len(stored):
+                            self.spans.hold(shard, stored[:, 0].tolist())
         return self._index, self._version
+
+    def _fits(self) -> bool:
+        """Whether this shard likely fits the read-ahead budget with its index: as the array's
+        shards read so far did; before any, where its chunks decoded fit (compressed, they are
+        rarely more)."""
+        if self.whole.fit is not None:
+            return self.whole.fit
+        return bool(math.prod(self.codec.chunks_per_shard) <= self.spans.whole_chunks)
+
+    def _read_index(self, size: int, whole: bool) -> tuple[Encoded | None, object, Encoded | None]:
+        """(the index's bytes, the version read, the whole shard or None). `whole`: the read asks
+        for one byte more than the budget, from the index's end of the shard: a shard that fits
+        comes whole (a suffix longer than a value is all of it); of a longer one, only the index
+        is kept (the index a copy: a view would hold the whole read)."""
+        start = self.codec.index_location == "start"
+        most = self.spans.whole_bytes + 1 if whole else size
+        raw, version = self.read_value(Range(0, most) if start else Suffix(most))
+        if raw is None or not whole:
+            return raw, version, None
+        index = bytes(raw[:size] if start else raw[-size:])
+        return index, version, (raw if len(raw) < most else None)
 
     def index_known(self) -> bool:
         """Whether index() would answer without reading the store."""
@@ -292,10 +328,10 @@ class ShardChunks:
         """The position of inner chunk `coords` in the flat order of the index."""
         return flat_index(coords, self.codec.chunks_per_shard)
 
-    def _entry(self, coords: tuple[int, ...]) -> tuple[np.ndarray, object, int, int] | None:
+    def _entry(self, coords: tuple[int, ...], streamed: bool = False) -> tuple[np.ndarray, object, int, int] | None:
         """(index, version, offset, nbytes) of a stored inner chunk; None when it is empty or the
-        shard is not stored."""
-        index, version = self._layout()
+        shard is not stored. `streamed`: for a stream (_layout)."""
+        index, version = self._layout(streamed)
         if index is None:
             return None
         offset, nbytes = (int(v) for v in index[self.flat(coords)])
@@ -310,7 +346,7 @@ class ShardChunks:
 
     def read(self, coords: tuple[int, ...], byte_range: ByteRange = None) -> Encoded | None:
         """The encoded inner chunk (or a range of it), None when it is empty."""
-        entry = self._entry(coords)
+        entry = self._entry(coords, read_budget.streaming())
         if entry is None:
             return None
         _, version, offset, nbytes = entry
@@ -346,10 +382,12 @@ class ShardChunks:
         which the decodes of those then take."""
         if not self._spanned():
             return self.read(coords)
-        entry = self._entry(coords)
+        entry = self._entry(coords, streamed=True)
         if entry is None:
             return None
         _, _, offset, nbytes = entry
+        if self.spans.taken(offset, nbytes):  # a request that outran this decode took it: nothing left to do
+            return None
         return self._checked(self._from_run(*entry), nbytes, offset, nbytes)
 
     def _from_run(self, index: np.ndarray, version: object, offset: int, nbytes: int) -> Encoded | None:
@@ -362,7 +400,9 @@ class ShardChunks:
         """(offset, nbytes) of the stored inner chunks of the run the one at `offset` belongs to,
         in the order they are stored (shard_spans.py); the runs are cut once per index."""
         if self._runs is None or self._runs[0] is not index:
-            self._runs = (index, *stored_runs(index, self.spans.span_bytes, self.spans.span_chunks))
+            stored = index[index[:, 0] != EMPTY, 1]
+            bounds = self.spans.run_bounds(int(stored.sum()), len(stored))
+            self._runs = (index, *stored_runs(index, *bounds))
         return run_at(*self._runs[1:], offset)
 
     def read_many(self, coords_list: list[tuple[int, ...]], max_bytes: int) -> Fetched:
@@ -370,7 +410,7 @@ class ShardChunks:
         from one ranged read of several ranges. Entries that do not fit the shard are left out:
         read one by one, they raise the precise error. None of them when the shard changed since
         its index was read: read one by one, they read it again."""
-        index, version = self._layout()
+        index, version = self._layout(read_budget.streaming())
         if index is None:
             return {coords: None for coords in coords_list}
         found: Fetched = {}
@@ -381,6 +421,8 @@ class ShardChunks:
             offset, nbytes = (int(v) for v in index[self.flat(coords)])
             if offset == EMPTY:
                 found[coords] = None
+            elif streamed and self.spans.taken(offset, nbytes):
+                continue  # a decode ahead took it while this request waited: read one by one, it is found decoded
             elif streamed:
                 try:
                     data = self._from_run(index, version, offset, nbytes)

@@ -102,7 +102,9 @@ class Store(Protocol):
     # key and the sizes, raised before memory is taken for the bytes (a server's word is
     # untrusted: stores/bounded_get.py).
     def get(self, key: str, byte_range: ByteRange = None, limit: int | None = None) -> bytes | None:
-        """The value (or a range or suffix of it); None when there is no such key."""
+        """The value (or a range or suffix of it; a suffix longer than the value is all of it,
+        as HTTP answers one: a stream reads a shard with its index so); None when there is no
+        such key."""
 
     def get_versioned(self, key: str, byte_range: ByteRange = None, expect: object = None,
                       limit: int | None = None) -> tuple[bytes | None, object]:

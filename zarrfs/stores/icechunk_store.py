@@ -141,15 +141,21 @@ class IcechunkStore:
         return data
 
     async def _get_range(self, key: str, request: "RangeByteRequest | SuffixByteRequest | None") -> "Buffer | None":
-        """icechunk's get; a range reaching past the value's end is cut there, as pread cuts it
-        (icechunk refuses it whole)."""
+        """icechunk's get; a range reaching past the value's end is cut there, as pread cuts it,
+        and a suffix longer than the value is all of it, as HTTP answers it (icechunk refuses
+        either whole)."""
         from icechunk import InvalidInputError
-        from zarr.abc.store import RangeByteRequest
+        from zarr.abc.store import RangeByteRequest, SuffixByteRequest
         from zarr.core.buffer import default_buffer_prototype
 
         try:
             return await self._store.get(key, default_buffer_prototype(), request)
         except InvalidInputError:
+            if isinstance(request, SuffixByteRequest):
+                size = await self._size(key)
+                if size is None or request.suffix <= size:
+                    raise
+                return await self._store.get(key, default_buffer_prototype(), None)
             if not isinstance(request, RangeByteRequest):
                 raise
             size = await self._size(key)

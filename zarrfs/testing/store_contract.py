@@ -213,6 +213,7 @@ class StoreContractTests:
         assert store.get(v) == VALUE
         assert store.get(v, Range(10, 5)) == VALUE[10:15]
         assert store.get(v, Suffix(3)) == VALUE[-3:]
+        assert store.get(v, Suffix(len(VALUE) + 1)) == VALUE  # longer than the value: all of it
         assert store.get(v, Range(98, 10)) == VALUE[98:]  # short at the end, as pread
         assert store.get(v, Range(200, 10)) == b""  # wholly past the end
         assert store.get(self.k("a/missing")) is None
