@@ -18,6 +18,7 @@ from zarrfs.engine.flat_file import RawFile
 from zarrfs.errors import StoreError
 from zarrfs.nodes.documents import read_metadata
 from zarrfs.stores.contract import Capabilities
+from zarrfs.stores.local import LocalStore
 
 ROW = 4  # int16 elements a record: 8 bytes
 
@@ -166,3 +167,38 @@ def test_two_arrays_of_one_hierarchy_rewrite_the_copy_in_turn(tmp_path):
     two.join(30)
     entries = json.loads(store.get("zarr.json"))["consolidated_metadata"]["metadata"]
     assert entries["frames"]["shape"] == entries["other"]["shape"] == [5, ROW]
+
+
+class ZarrPythonConsolidatesMeanwhile(LocalStore):
+    """A local store (writes are no condition) where zarr-python, once, adds an array `labels`
+    to the group and consolidates its metadata just as this store stages the root's zarr.json:
+    between the copy's read and its write."""
+
+    armed = False
+
+    def stage(self, key, data):
+        if self.armed and key == "zarr.json":
+            self.armed = False
+            group = zarr.open_group(self.root, mode="r+")
+            group.create_array("labels", shape=(2,), chunks=(2,), dtype="<i4")
+            zarr.consolidate_metadata(self.root)
+        return super().stage(key, data)
+
+
+def test_a_local_copy_keeps_what_zarr_python_consolidated_while_it_was_rewritten(tmp_path):
+    """On a local store the copy is compared before it is renamed over: zarr-python's
+    consolidate_metadata that came between its read and its write is kept, not overwritten."""
+    root = tmp_path / "g.zarr"
+    group = zarr.open_group(str(root), mode="w", zarr_format=3)
+    group.create_array("frames", shape=(3, ROW), chunks=(2, ROW), dtype="<i2", fill_value=-1)[...] = rows(0, 3)
+    zarr.consolidate_metadata(str(root))
+    store = ZarrPythonConsolidatesMeanwhile(str(root))
+    raw = frames(store)
+    raw.write(raw.size, rows(3, 2).tobytes(), grow=True)
+    store.armed = True
+    raw.flush()
+    assert not store.armed  # zarr-python wrote between the copy's read and its write
+    reopened = zarr.open_consolidated(str(root), mode="r")
+    assert sorted(reopened.array_keys()) == ["frames", "labels"]
+    assert np.array_equal(reopened["frames"][...], rows(0, 5))
+    assert not [name for name in os.listdir(root) if name not in ("zarr.json", "frames", "labels")]  # no temporary left
