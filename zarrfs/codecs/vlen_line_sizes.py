@@ -7,8 +7,9 @@ per element: most of the 150 ns an element the size pass cost. The stored form (
 VLenUTF8 and VLenBytes, zarr v3's vlen-utf8) is a u32 count n, then per element a u32 length
 and the bytes, so with B the chunk's bytes the elements hold len(B) - 4 - 4n bytes. Their
 escapes are counted exactly, without splitting B, in three cases, each checking that the chunk's
-elements are UTF-8 as the open does (a chunk whose lengths do not add up to B in the first case
-is found when the file is opened):
+elements are UTF-8 as the open does (the first case walks no length: a chunk whose lengths pass
+its end is refused when the file is opened, but bytes after its last element, which numcodecs
+ignores, are counted, and the size is too large until the open renders the text):
 
 - B (after the count) holds no newline, no backslash and no byte past ASCII: a length prefix
   can then fake none (a length of 10 is b"\\n\\0\\0\\0"), and ASCII is UTF-8;
