@@ -202,3 +202,30 @@ def test_a_local_copy_keeps_what_zarr_python_consolidated_while_it_was_rewritten
     assert sorted(reopened.array_keys()) == ["frames", "labels"]
     assert np.array_equal(reopened["frames"][...], rows(0, 5))
     assert not [name for name in os.listdir(root) if name not in ("zarr.json", "frames", "labels")]  # no temporary left
+
+
+class CountingRootWrites(MemoryStore):
+    """Counts the writes of the root's zarr.json, the document holding the copy."""
+
+    root_writes = 0
+
+    def publish(self, staged):
+        self.root_writes += sum(s.key == "zarr.json" for s in staged)
+        super().publish(staged)
+
+
+def test_early_write_backs_of_a_long_append_leave_the_copy_to_the_next_full_one(tmp_path):
+    """The copy is the whole root document (megabytes, for a hierarchy of many arrays): the
+    early write-backs a long append starts every few MiB (whole_only) store its records and
+    shape, and the copy follows once, at the next full write-back (fsync, close, the flusher's
+    tick), not once per early one."""
+    store = CountingRootWrites()
+    memory_hierarchy(tmp_path, store)
+    raw = frames(store)
+    for first in range(3, 23, 4):  # five early write-backs, two chunks each
+        raw.write(raw.size, rows(first, 4).tobytes(), grow=True)
+        raw.flush(whole_only=True)
+    assert own_shape(store) == [23, ROW] and copied_shape(store) == [3, ROW]  # within the stored chunks
+    assert store.root_writes == 0
+    raw.flush()
+    assert store.root_writes == 1 and copied_shape(store) == [23, ROW]
