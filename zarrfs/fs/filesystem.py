@@ -673,9 +673,11 @@ class FileSystem:
         any change of a node (group_files.py, at their next open)."""
         path = opened.node.path
         self.hierarchy.changed(path)
-        if self.hierarchy.consolidated is not None:  # the write-back rewrote its copy of the shape too
+        if self.hierarchy.consolidated is not None:  # its copy of the shape may lag: the node's own documents
             self.hierarchy.reload_root()
-        node = self.hierarchy.node(path)
+            node = self.hierarchy.reread(path)
+        else:
+            node = self.hierarchy.node(path)
         if node is not None and node.meta is not None:
             opened.node = node
         self._listed_stale()
