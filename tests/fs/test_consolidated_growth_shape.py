@@ -76,3 +76,33 @@ def test_a_copy_that_cannot_be_written_leaves_the_mount_showing_the_stored_shape
         assert shown_shape(c) == FIVE
         c.close(fh)
         assert copied(store) == [5, 3]
+
+
+class CountingRootReads(MemoryStore):
+    """Counts the reads of the root's zarr.json, the document holding the copy."""
+
+    root_reads = 0
+
+    def get_versioned(self, key, byte_range=None, expect=None, limit=None):
+        self.root_reads += key == "zarr.json"
+        return super().get_versioned(key, byte_range, expect, limit)
+
+
+def test_the_root_is_read_again_when_the_copy_follows_not_at_each_early_write_back(tmp_path):
+    """The root document (megabytes, for many arrays) is read and parsed again once the copy
+    has followed, so the mount's own reading of the copy holds the new shape, and not at the
+    early write-backs that leave the copy as it was."""
+    store, source = CountingRootReads(), consolidated(tmp_path)
+    for key, _ in source.files(""):
+        store.other_writer(key, source.get(key))
+    with core_of(tmp_path / "g.zarr", tmp_path, "grow=all", store=store) as c:
+        fh = c.open("/a.bin", os.O_WRONLY | os.O_APPEND)
+        before = store.root_reads
+        for first in range(3, 13, 2):
+            c.pwrite(fh, records(first, 2).tobytes(), first * RECORD)
+            c.fs.arrays.flush_all(whole_only=True)
+        assert store.root_reads == before  # five early write-backs: the copy, and the root, as they were
+        c.close(fh)
+        assert copied(store) == [13, 3]
+        entry = json.loads(c.fs.hierarchy.consolidated.entries["a"].documents["zarr.json"])
+        assert entry["shape"] == [13, 3]  # the mount's reading of the copy followed it
