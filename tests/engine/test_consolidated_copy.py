@@ -18,6 +18,7 @@ from zarrfs.engine.flat_file import RawFile
 from zarrfs.errors import StoreError
 from zarrfs.nodes.documents import read_metadata
 from zarrfs.stores.contract import Capabilities
+from zarrfs.stores.local import LocalStore
 
 ROW = 4  # int16 elements a record: 8 bytes
 
@@ -166,3 +167,65 @@ def test_two_arrays_of_one_hierarchy_rewrite_the_copy_in_turn(tmp_path):
     two.join(30)
     entries = json.loads(store.get("zarr.json"))["consolidated_metadata"]["metadata"]
     assert entries["frames"]["shape"] == entries["other"]["shape"] == [5, ROW]
+
+
+class ZarrPythonConsolidatesMeanwhile(LocalStore):
+    """A local store (writes are no condition) where zarr-python, once, adds an array `labels`
+    to the group and consolidates its metadata just as this store stages the root's zarr.json:
+    between the copy's read and its write."""
+
+    armed = False
+
+    def stage(self, key, data):
+        if self.armed and key == "zarr.json":
+            self.armed = False
+            group = zarr.open_group(self.root, mode="r+")
+            group.create_array("labels", shape=(2,), chunks=(2,), dtype="<i4")
+            zarr.consolidate_metadata(self.root)
+        return super().stage(key, data)
+
+
+def test_a_local_copy_keeps_what_zarr_python_consolidated_while_it_was_rewritten(tmp_path):
+    """On a local store the copy is compared before it is renamed over: zarr-python's
+    consolidate_metadata that came between its read and its write is kept, not overwritten."""
+    root = tmp_path / "g.zarr"
+    group = zarr.open_group(str(root), mode="w", zarr_format=3)
+    group.create_array("frames", shape=(3, ROW), chunks=(2, ROW), dtype="<i2", fill_value=-1)[...] = rows(0, 3)
+    zarr.consolidate_metadata(str(root))
+    store = ZarrPythonConsolidatesMeanwhile(str(root))
+    raw = frames(store)
+    raw.write(raw.size, rows(3, 2).tobytes(), grow=True)
+    store.armed = True
+    raw.flush()
+    assert not store.armed  # zarr-python wrote between the copy's read and its write
+    reopened = zarr.open_consolidated(str(root), mode="r")
+    assert sorted(reopened.array_keys()) == ["frames", "labels"]
+    assert np.array_equal(reopened["frames"][...], rows(0, 5))
+    assert not [name for name in os.listdir(root) if name not in ("zarr.json", "frames", "labels")]  # no temporary left
+
+
+class CountingRootWrites(MemoryStore):
+    """Counts the writes of the root's zarr.json, the document holding the copy."""
+
+    root_writes = 0
+
+    def publish(self, staged):
+        self.root_writes += sum(s.key == "zarr.json" for s in staged)
+        super().publish(staged)
+
+
+def test_early_write_backs_of_a_long_append_leave_the_copy_to_the_next_full_one(tmp_path):
+    """The copy is the whole root document (megabytes, for a hierarchy of many arrays): the
+    early write-backs a long append starts every few MiB (whole_only) store its records and
+    shape, and the copy follows once, at the next full write-back (fsync, close, the flusher's
+    tick), not once per early one."""
+    store = CountingRootWrites()
+    memory_hierarchy(tmp_path, store)
+    raw = frames(store)
+    for first in range(3, 23, 4):  # five early write-backs, two chunks each
+        raw.write(raw.size, rows(first, 4).tobytes(), grow=True)
+        raw.flush(whole_only=True)
+    assert own_shape(store) == [23, ROW] and copied_shape(store) == [3, ROW]  # within the stored chunks
+    assert store.root_writes == 0
+    raw.flush()
+    assert store.root_writes == 1 and copied_shape(store) == [23, ROW]

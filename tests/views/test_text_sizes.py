@@ -355,6 +355,22 @@ def test_chunks_of_other_elements_are_decoded(items):
     assert counted_from_bytes(items) == utf8_lines_size(items)
 
 
+def test_a_chunk_of_zero_bytes_is_counted_in_memory_of_a_few_times_its_size():
+    """Elements of zero bytes (a chunk decompressed to its bound, up to 2 GiB, from a hostile
+    server or a careless writer) are no exact case: finding that takes a few bytes of memory per
+    chunk byte, not an index (8 bytes) per zero byte."""
+    items = [b"\n" + bytes(3000 + i % 2000) for i in range(1000)]  # lengths past 255, a newline: no exact case
+    data = vlen_chunk(items)
+    nbytes = len(data)
+    tracemalloc.start()
+    try:
+        assert vlen_line_sizes.chunk_lines_size(data, len(items)) is None
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * nbytes, (peak, nbytes)
+
+
 @pytest.mark.parametrize("items", [[b"caf\xe9", b"th\xe9"], [b"caf\xe9", b"a"], [b"\xc3", b"\xa9"]])
 def test_a_chunk_that_is_not_utf8_is_refused_by_every_case(items):
     """Latin-1 of one length, of short lengths; halves of one character apart (joined they would be UTF-8)."""

@@ -7,8 +7,9 @@ per element: most of the 150 ns an element the size pass cost. The stored form (
 VLenUTF8 and VLenBytes, zarr v3's vlen-utf8) is a u32 count n, then per element a u32 length
 and the bytes, so with B the chunk's bytes the elements hold len(B) - 4 - 4n bytes. Their
 escapes are counted exactly, without splitting B, in three cases, each checking that the chunk's
-elements are UTF-8 as the open does (a chunk whose lengths do not add up to B in the first case
-is found when the file is opened):
+elements are UTF-8 as the open does (the first case walks no length: a chunk whose lengths pass
+its end is refused when the file is opened, but bytes after its last element, which numcodecs
+ignores, are counted, and the size is too large until the open renders the text):
 
 - B (after the count) holds no newline, no backslash and no byte past ASCII: a length prefix
   can then fake none (a length of 10 is b"\\n\\0\\0\\0"), and ASCII is UTF-8;
@@ -110,12 +111,20 @@ def _short_lengths_size(body: bytes, count: int) -> int | None:
 
 def _prefix_places(raw: np.ndarray, count: int) -> np.ndarray:
     """The places of a byte then three zeros: from the zero bytes where they are 3 * count, in
-    runs of three (no empty element: the common case, and twice as fast), else looked for."""
-    zeros = np.flatnonzero(raw == 0)
-    if len(zeros) == 3 * count and (zeros[2::3] - zeros[::3] == 2).all():
-        return zeros[::3] - 1
+    runs of three (no empty element: the common case, and twice as fast), else looked for. The
+    places are listed only where they can be the `count` prefixes: a chunk of zero bytes costs
+    a few masks of its size, not an index (8 bytes) per zero byte."""
     zero = raw == 0
-    return np.flatnonzero(zero[1:-2] & zero[2:-1] & zero[3:])
+    if np.count_nonzero(zero) == 3 * count:
+        zeros = np.flatnonzero(zero)
+        if (zeros[2::3] - zeros[::3] == 2).all():
+            return zeros[::3] - 1
+        del zeros
+    places = zero[1:-2] & zero[2:-1]
+    places &= zero[3:]
+    if np.count_nonzero(places) != count:
+        return np.empty(0, np.intp)  # not the prefixes
+    return np.flatnonzero(places)
 
 
 def _check_utf8(joined: BytesLike) -> None:

@@ -12,7 +12,12 @@ Between two steps a reader of the copy sees the old shape.
 The shape written is the one the array's own document holds when the copy is rewritten, read
 after the copy: a write of the copy never puts back a shape another writer has replaced. On an
 object store the write is conditional on the version of the root document read (another mount
-rewriting the copy meanwhile makes it read and write again).
+rewriting the copy meanwhile makes it read and write again). A local store's write is no
+condition, and another program (zarr-python's consolidate_metadata, an attribute edit) may
+rewrite the root document while the copy is worked out: so the new copy is staged first, the
+root read again and compared with what was read, and the copy renamed over it only if they
+agree (else read and written again). Another program's rewrite is lost only if it lands in the
+instant between that comparison and the rename.
 """
 
 import threading
@@ -77,7 +82,21 @@ class ConsolidatedCopy:
         except MetadataError as e:
             raise StoreError(str(e)) from None
         if found is not None:
-            self.store.set(*found)
+            self._write(*found, read=bytes(root))
+
+    def _write(self, key: str, data: bytes, read: bytes) -> None:
+        """Replace the copy, which was `read`: conditionally on an object store, on a local one
+        only if it still holds `read` when the new one is staged (ConflictError otherwise)."""
+        if self.store.capabilities.conditional_writes:
+            return self.store.set(key, data)
+        staged = [self.store.stage(key, data)]
+        try:
+            if self.store.get(key, limit=bounded_get.DOCUMENT_LIMIT) != read:
+                raise ConflictError(f"{key}: rewritten by another writer meanwhile", keys=(key,))
+        except StoreError:
+            self.store.discard(staged)
+            raise
+        self.store.publish(staged)
 
 
 def copy_of(store: Store) -> ConsolidatedCopy | None:

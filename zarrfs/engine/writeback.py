@@ -185,7 +185,8 @@ class WriteBack:
         whole_only leaves out shards not wholly dirty, which would have to be merged with their
         stored selves: early write-back while a writer is still filling them. Of a growing
         array, the shard row holding the stored end goes once it is filled, and nothing past
-        a shard left out (_shards_taken).
+        a shard left out (_shards_taken); the root's consolidated copy of its shape waits for
+        the next full flush (_copy_due).
 
         When another writer changed a value meanwhile (an object store's conditional PUT
         failed), the flush is done again: a shard is then merged anew with its stored self, so
@@ -248,14 +249,14 @@ class WriteBack:
             self._merge_unmerged()
             with self.shared.lock:
                 self.take_batch(whole_only)
-                if not (self._flushing or self._flushing_shards or self._deleting or self._copy_behind) and \
-                        self._batch_shape == self.stored_shape:
+                if not (self._flushing or self._flushing_shards or self._deleting or self._copy_due(whole_only)) \
+                        and self._batch_shape == self.stored_shape:
                     return
             committed, stored = False, frozenset[str]()
             try:
                 self._commit(self._stage_batch())
                 committed = True
-                if self._copy_behind:  # after the document (a failure leaves the batch stored)
+                if self._copy_due(whole_only):  # after the document (a failure leaves the batch stored)
                     self._follow_copy(self._stored_values())
             except StoreError as e:
                 stored = frozenset(e.stored)  # stored all the same: not sent again
@@ -346,6 +347,12 @@ class WriteBack:
         """The root's consolidated copy may hold another shape than the array's document."""
         return self.copy_shape != self.stored_shape and isinstance(self.source, StoreChunks) \
             and self.source.copy is not None
+
+    def _copy_due(self, whole_only: bool) -> bool:
+        """The copy is behind and this write-back is a full one: an early one (whole_only, every
+        few MiB of a long append) leaves it to the next full one (fsync, close, the flusher's
+        tick), as each rewrite costs the whole root document. A shrink's copy goes in _commit."""
+        return self._copy_behind and not whole_only
 
     def _follow_copy(self, source: StoreChunks) -> None:
         """The consolidated copy takes the document's shape; on failure it is tried again by

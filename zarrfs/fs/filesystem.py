@@ -672,17 +672,23 @@ class FileSystem:
         return None if node is None else node.meta
 
     def _reshaped(self, opened: OpenArray, moved: bool = False) -> None:
-        """A write-back stored a new shape: the node's metadata is read again, and what the kernel
-        holds of the array's other files (its views' sizes and headers, the sidecar) is dropped.
+        """A write-back stored a new shape (or the root's consolidated copy of it, which follows
+        at full write-backs: the root is read again then, not at each early one): the node's
+        metadata is read again from its own documents, and what the kernel holds of the array's
+        other files (its views' sizes and headers, the sidecar) is dropped.
         Not NAME.bin's, whose size the kernel made itself, by the writes; unless `moved`: the
         records appended here moved after another writer's (growth.rebase), so its size and the
         bytes at the old end changed under the kernel. Group files (zarr.h5) follow as they do
         any change of a node (group_files.py, at their next open)."""
         path = opened.node.path
         self.hierarchy.changed(path)
-        if self.hierarchy.consolidated is not None:  # the write-back rewrote its copy of the shape too
-            self.hierarchy.reload_root()
-        node = self.hierarchy.node(path)
+        if self.hierarchy.consolidated is not None:  # its copy of the shape may lag: the node's own documents
+            write_back = opened.raw.array.write_back
+            if write_back.copy_shape == write_back.stored_shape:  # the copy followed: the root is read again
+                self.hierarchy.reload_root()
+            node = self.hierarchy.reread(path)
+        else:
+            node = self.hierarchy.node(path)
         if node is not None and node.meta is not None:
             opened.renewed(node)  # a getattr holding the old node still answers the size written here
         self._listed_stale()

@@ -242,6 +242,20 @@ class Hierarchy:
             self._directories.clear()
         return replace(entry, node=fresh) if fresh.kind == node.kind else entry
 
+    def reread(self, path: str) -> Node | None:
+        """The node at `path` from its own documents, kept as verified: the mount has just stored
+        them (a growth), and the consolidated copy may not follow yet (engine/consolidated_copy.py
+        follows at full write-backs, and a failure leaves it behind): no stale copy to warn of."""
+        try:
+            own = nodes.read_documents(self.store, path)
+        except StoreError as e:
+            return self._unreadable(path, path, e)
+        if own is None:
+            return None
+        node = self._nodes[path] = _parse_node(path, own)
+        self._verified.add(path)
+        return node
+
     def changed(self, *paths: str) -> None:
         """The mount changed these nodes (each with everything below it): forget what was read
         of them and of their parents' listings. The root changing means reading it again."""

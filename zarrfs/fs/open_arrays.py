@@ -45,11 +45,13 @@ class OpenArray:
     grows: bool | None = None
     shown_shape: tuple = ()  # the shape its node's metadata shows: a write-back that stores another tells
     shown_rebases: int = 0  # raw.rebases when the kernel was last told: records appended here that moved
+    shown_copy: tuple = ()  # the shape the root's consolidated copy held when the core was last told
     # the nodes this one replaced as its own write-backs stored new shapes, while something holds them
     former: list = field(default_factory=list)
 
     def __post_init__(self):
         self.shown_shape = self.raw.array.write_back.stored_shape
+        self.shown_copy = self.raw.array.write_back.copy_shape
 
     def renewed(self, node: Node) -> None:
         """Its own write-back stored a new shape, which `node` shows: the old node is kept
@@ -285,11 +287,13 @@ class OpenArrays:
         self._own_flush(opened)
 
     def _show_shape(self, opened: OpenArray) -> None:
-        """The store holds a new shape, or the records appended here moved: the core is told."""
-        stored, rebases = opened.raw.array.write_back.stored_shape, opened.raw.rebases
-        if opened.shown_shape != stored or opened.shown_rebases != rebases:
+        """The store holds a new shape (in the array's document, or in the root's consolidated
+        copy, which follows it later), or the records appended here moved: the core is told."""
+        write_back, rebases = opened.raw.array.write_back, opened.raw.rebases
+        stored, copied = write_back.stored_shape, write_back.copy_shape
+        if (opened.shown_shape, opened.shown_copy, opened.shown_rebases) != (stored, copied, rebases):
             moved = opened.shown_rebases != rebases
-            opened.shown_shape, opened.shown_rebases = stored, rebases
+            opened.shown_shape, opened.shown_copy, opened.shown_rebases = stored, copied, rebases
             self.reshaped(opened, moved)
 
     def _own_flush(self, opened: OpenArray, whole_only: bool = False) -> None:
