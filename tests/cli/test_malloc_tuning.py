@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from zarrfs.cli.command import ARENA_MAX
+
 pytestmark = pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's mallopt")
 
 PROBE = """
@@ -42,3 +44,33 @@ def test_chunk_sized_blocks_come_from_the_heap_and_stay_there_once_freed():
     probe = json.loads(out)
     assert probe["mapped"] == 0  # glibc's default maps every block of 128 KiB and more on its own
     assert probe["kept_mib"] >= 60  # its default trims a heap's free top beyond 128 KiB (then 2 MiB)
+
+
+ARENAS_PROBE = """
+import ctypes, threading
+from zarrfs.cli.command import keep_freed_chunk_memory
+
+libc = ctypes.CDLL(None)
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+keep_freed_chunk_memory()
+all_holding = threading.Barrier(32)
+
+def hold_a_chunk():  # as the threads fetching ahead of a stream do, all at once
+    block = libc.malloc(1 << 20)
+    all_holding.wait()
+    libc.free(block)
+
+threads = [threading.Thread(target=hold_a_chunk) for _ in range(32)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+libc.malloc_stats()  # a paragraph per arena on stderr
+"""
+
+
+def test_the_threads_of_a_stream_share_few_arenas():
+    err = subprocess.run([sys.executable, "-c", ARENAS_PROBE], capture_output=True, text=True, check=True).stderr
+    arenas = err.count("Arena ")
+    assert 1 <= arenas <= ARENA_MAX  # glibc's default: a new arena per thread up to 8 per core
