@@ -7,7 +7,8 @@ than the wall time it took.
 Builds a float32 array as scripts/bench.py does (1 MiB chunks; benchlib.build), then per run and
 per tree: a fresh mount of `zarrfs` with PYTHONPATH=TREE, --passes reads of NAME.bin in 1 MiB
 blocks (the kernel's pages of it dropped between them: each is cold),
-the daemon's user + system time and minor page faults from /proc/PID/stat before and after. The
+the daemon's user + system time and minor page faults from /proc/PID/stat before and after,
+its peak RSS (VmHWM) and its RSS once the reads are done (VmRSS: what it keeps after a stream). The
 stored chunk files stay in the page cache (read once before the runs), as in bench.py, where the
 in-process peers read them first: the daemon's figure is its CPU, not the disk's latency. Prints
 each run and the median per tree. Never run it beside scripts/bench.py.
@@ -35,6 +36,12 @@ from benchlib import GIB, ZARRFS, _mounted, build, read_through  # noqa: E402
 def stat_fields(pid: int) -> list[str]:
     """/proc/PID/stat from field 3 (state) on: field N is at index N - 3."""
     return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+
+
+def rss_mib(pid: int) -> tuple[float, float]:
+    """(peak RSS, RSS now) of a process in MiB: VmHWM and VmRSS of /proc/PID/status."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    return int(fields["VmHWM"].split()[0]) / 1024, int(fields["VmRSS"].split()[0]) / 1024
 
 
 def usage(pid: int) -> tuple[float, int]:
@@ -111,10 +118,12 @@ def one_run(source: str, name: str, tree: str, options: list[str], nbytes: int, 
         seconds = time.perf_counter() - started
         reader = time.process_time() - reader
         cpu_after, faults_after = usage(pid)
+        peak_rss, rss = rss_mib(pid)
     nbytes *= passes
     scale = GIB / nbytes
     return {"daemon s/GiB": (cpu_after - cpu) * scale, "reader s/GiB": reader * scale,
-            "faults/MiB": (faults_after - faults) * (1 << 20) / nbytes, "GB/s": nbytes / seconds / 1e9}
+            "faults/MiB": (faults_after - faults) * (1 << 20) / nbytes, "GB/s": nbytes / seconds / 1e9,
+            "peak RSS MiB": peak_rss, "RSS after MiB": rss}
 
 
 def main(argv=None) -> None:

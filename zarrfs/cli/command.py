@@ -291,15 +291,26 @@ def check_directory(path: str, what: str) -> None:
         raise UsageError(f"{path}: {what}: permission denied")
 
 
+# glibc's malloc, set once in the daemon before any of its threads take an arena (keep_freed_chunk_memory)
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8  # malloc.h
+MMAP_THRESHOLD = 32 << 20  # glibc's ceiling (half its 64 MiB heaps): every chunk-sized block from a heap
+TRIM_THRESHOLD = 128 << 20  # free memory a heap keeps at its top before giving it back
+ARENA_MAX = 2  # its default, 8 per core, spreads a stream's blocks in flight over up to 16 heaps
+
+
 def keep_freed_chunk_memory() -> None:
     """Ask glibc to reuse freed chunk-sized blocks instead of returning them to the kernel
     (its defaults mmap blocks from 128 KiB and trim heaps early). Memory the daemon touches
     anew costs a page fault per 4 KiB; a flush frees whole batches of chunks that the next
-    writes can take again. The peak stays what the caches and dirty_size allow."""
+    writes can take again, and a remote stream frees each body, its decode and its reply for
+    the next chunk's. Fewer arenas: the blocks in flight share heaps, so fewer pages are ever
+    touched (docs/object-stores.md). The peak stays what the caches, prefetch_size and
+    dirty_size allow."""
     try:
         libc = ctypes.CDLL(None)
-        libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD
-        libc.mallopt(-1, 128 << 20)  # M_TRIM_THRESHOLD
+        libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+        libc.mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD)
+        libc.mallopt(M_ARENA_MAX, ARENA_MAX)
     except (OSError, AttributeError):
         pass  # not glibc: its defaults stay
 
@@ -402,6 +413,7 @@ def fuse_mount(source: str, options: Options, mountpoint: str, fuse_options: dic
     """The mount of `source`: the FUSE adapter and the binding are imported here, so that only
     making a mount loads libfuse (mfusepy), and parsing options (zarrfs-recover, the core's
     tests) never does."""
+    keep_freed_chunk_memory()  # before opening the store starts its threads
     from zarrfs.fuse.binding import ZarrFUSE
     from zarrfs.fuse.operations import Operations
     from zarrfs.fuse.tracing import TracingFUSE, quiet_binding
@@ -441,7 +453,6 @@ class Mount:
                   "max_idle_threads": MAX_THREADS, **self.fuse_options}
         if self.operations.options.read_only:
             kwargs["ro"] = True
-        keep_freed_chunk_memory()
         gc.set_threshold(GC_THRESHOLD, 20, 20)
         try:
             self.binding(self.operations, self.mountpoint, foreground=True, **kwargs)
