@@ -64,6 +64,9 @@ class Desktop:
             self.processes.append(subprocess.Popen(["dbus-run-session", "--", *command], env=self.env,
                                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
 
+    def ended(self) -> bool:
+        return any(p.poll() is not None for p in self.processes)
+
     def output(self) -> str:
         """What the sessions started have written so far, and how each has ended if it has."""
         ended = [f"{p.args[2]} exited with {p.returncode}" for p in self.processes if p.poll() is not None]
@@ -146,7 +149,10 @@ def answered(server: subprocess.Popen, display: str) -> bool:
 
 def xvfb() -> tuple[subprocess.Popen, str]:
     read, write = os.pipe()
-    server = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-screen", "0", "1280x800x24", "-nolisten", "tcp"],
+    # -noreset: by default Xvfb resets when its last client leaves (xdpyinfo's check below), and a
+    # client connecting during the reset, long on a loaded machine, got "Cannot open display"
+    server = subprocess.Popen(["Xvfb", "-displayfd", str(write), "-screen", "0", "1280x800x24", "-nolisten", "tcp",
+                               "-noreset"],
                               pass_fds=[write], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               start_new_session=True)
     os.close(write)
@@ -226,11 +232,17 @@ def traced(m, operation: str, path: str) -> bool:
 
 
 def window_of(desktop, pattern: str) -> str:
+    """The window titled `pattern`, once shown; an error at once, with the sessions' output, if a
+    program started has ended (it will show nothing)."""
+    def shown() -> bool:
+        return desktop.ended() or desktop.titled(pattern) is not None
     try:
-        wait_for(lambda: desktop.titled(pattern) is not None, DEADLINE, what=f"a window titled {pattern!r}")
+        wait_for(shown, DEADLINE, what=f"a window titled {pattern!r}")
     except TimeoutError as e:
         raise TimeoutError(f"{e}; windows shown: {sorted(desktop.windows().values())}\n{desktop.output()}") from None
-    return desktop.titled(pattern)
+    window = desktop.titled(pattern)
+    assert window is not None, f"no window titled {pattern!r}: a program ended\n{desktop.output()}"
+    return window
 
 
 def finished_without_a_dialog(desktop, main: str) -> None:
