@@ -295,7 +295,8 @@ class OpenArrays:
             try:
                 opened.raw.flush(whole_only)
             finally:
-                self.usage.forget(path)
+                if stores:  # else nothing changed: what was listed holds (and a listing across stays void)
+                    self.usage.forget(path)
                 self._show_shape(opened)  # a rebase may be followed by a failure: shown all the same
             if current:
                 self._take_stored_version(opened)
