@@ -435,6 +435,7 @@ class FileSystem:
 
     def _shared_raw(self, node: Node) -> RawFile:
         """The array's flat bytes as every file showing them reads them (group files too)."""
+        self.notice_stored_change(node.path, wait=False)
         return self.arrays.open(node, hold=False).raw
 
     def _edited(self, paths: list[str]) -> None:
@@ -451,6 +452,7 @@ class FileSystem:
         """NAME.png, rendered from the array sampled (written data included) once per version."""
         path, the_plan = self.hierarchy.previews.of(entry.node)
         source = entry.node if path == entry.node.path else self.hierarchy.node(path)
+        self.notice_stored_change(path, wait=False)
         opened = self.arrays.open(source, hold=False)
         version = (source, self.usage.of(path).mtime_ns, opened.mtime)
         return self.previews.get(path, version, lambda: preview.image(preview.sample(opened.raw.array, the_plan),

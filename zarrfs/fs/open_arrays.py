@@ -96,11 +96,11 @@ class OpenArrays:
             return [(path, opened.mtime) for path, opened in self._arrays.items()]
 
     def _open_array(self, node: Node) -> OpenArray:
-        """The array's shared view; made anew, with no cached chunk, when its node changed or
-        (on a remote store, which other machines write) a stored value is newer than it."""
+        """The array's shared view; made anew, with no cached chunk, when its node changed.
+        (Another writer's change to its stored values is stored_change's: the kernel's pages of
+        its files go with its cached chunks, which a view made anew here would not tell.)"""
         opened = self._arrays.get(node.path)
-        if opened is None or ((opened.node is not node or self._written_elsewhere(opened))
-                              and not opened.raw.array.dirty and not opened.handles):
+        if opened is None or (opened.node is not node and not opened.raw.array.dirty and not opened.handles):
             array = open_array(self.store, node.path, node.meta, self.cache)
             version = self.usage.of(node.path).version
             kept = opened.paths if opened is not None and opened.node is node else set()
