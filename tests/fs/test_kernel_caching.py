@@ -24,12 +24,21 @@ def test_a_read_only_mount_of_a_local_store_drops_pages_for_a_new_mtime(tmp_path
     assert caching.keep_pages and caching.drop_pages_on_change
 
 
-def test_a_remote_store_rechecks_pages_and_names_after_its_metadata_ttl():
-    quick = kernel_caching(Capabilities(remote=True, metadata_ttl=5.0))
+def test_a_read_only_mount_of_a_remote_store_rechecks_pages_and_names_after_its_metadata_ttl():
+    quick = kernel_caching(Capabilities(remote=True, metadata_ttl=5.0), read_only=True)
     assert not quick.keep_pages and quick.recheck_pages_after == 5.0 and quick.drop_pages_on_change
     assert quick.attr_timeout == quick.entry_timeout == 5.0  # what other machines write shows within the ttl
-    slow = kernel_caching(Capabilities(remote=True, metadata_ttl=600.0))
+    slow = kernel_caching(Capabilities(remote=True, metadata_ttl=600.0), read_only=True)
     assert slow.recheck_pages_after == 600.0 and slow.attr_timeout == slow.entry_timeout == ENTRY_TIMEOUT
+
+
+def test_a_writable_mount_of_a_remote_store_leaves_dropping_pages_to_the_file_system():
+    """The mount's own writes move the mtime: neither auto_inval_data nor auto_cache, which drop
+    the pages for it (racing the next write: kernel_caching.py); the file system drops them for
+    another writer's change. Names and attributes still go after the metadata_ttl."""
+    caching = kernel_caching(Capabilities(remote=True, metadata_ttl=5.0))
+    assert caching.keep_pages and not caching.drop_pages_on_change and caching.recheck_pages_after is None
+    assert caching.attr_timeout == caching.entry_timeout == 5.0
 
 
 def test_a_remote_store_with_no_other_writer_keeps_pages_as_a_local_one():

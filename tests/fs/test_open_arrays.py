@@ -112,3 +112,46 @@ def test_a_truncate_is_stored_by_the_tables_write_back_and_known_as_this_mounts_
     arrays.flush(opened)
     assert json.loads(store.get("a/zarr.json"))["shape"] == [3, 2]
     assert arrays.stored_change("a") == []
+
+
+def test_on_a_local_store_another_programs_change_is_told_from_the_mounts_own(root, tmp_path):
+    """The mount's own write-back changes the stored values and is not taken for another
+    writer's change; zarr-python's rewrite of a chunk is, and the files showing the array that
+    were opened are given for the kernel to drop their pages, its cached chunks forgotten."""
+    arrays, hierarchy = table(root, tmp_path)
+    opened = arrays.open(hierarchy.node("a"))
+    opened.paths.update({"/a.bin", "/a.npy"})
+    assert opened.raw.read(0, 16) == np.array([0, 1, 2, 3], "<i4").tobytes()  # its chunks cached
+    opened.raw.write(4, np.array([9], "<i4").tobytes())
+    arrays.flush(opened)
+    arrays.usage.forget("a")  # listed again at once, not after the listing's lifetime
+    assert arrays.stored_change("a") == []
+    zarr.open_array(str(root / "a"), mode="r+")[2] = 7
+    arrays.usage.forget("a")
+    assert arrays.stored_change("a") == ["/a.bin", "/a.npy"]
+    assert opened.raw.read(0, 16) == np.array([0, 9, 7, 3], "<i4").tobytes()
+    assert arrays.stored_change("a") == []  # told once
+
+
+def test_a_listing_across_the_mounts_own_write_back_is_not_kept(root):
+    """A listing of an array's stored values during which the mount's write-back ended (it forgot
+    them) may hold part of that write-back: it is answered but not kept, so the next look lists
+    again, rather than taking the whole write-back, listed later, for another writer's change."""
+    store = LocalStore(str(root))
+    listings = []
+
+    class WriteBackEndsWhileListing:
+        capabilities = store.capabilities
+
+        def files(self, path, directories=False):
+            listings.append(path)
+            for index, item in enumerate(store.files(path, directories=directories)):
+                if index == 0 and len(listings) == 1:
+                    usage.forget(path)
+                yield item
+
+    usage = Usage(WriteBackEndsWhileListing())
+    first = usage.of("a")
+    assert usage.of("a") == first and listings == ["a", "a"]
+    usage.of("a")
+    assert listings == ["a", "a"]  # the second listing, across no write-back, is kept

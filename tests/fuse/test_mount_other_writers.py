@@ -1,6 +1,9 @@
 """What a mount of a local store shows of another program's writes to the store (zarr-python
 writing it directly while it is mounted): a read-only mount, which no write of its own goes
-through, shows them once the file's mtime follows them (fs/kernel_caching.py)."""
+through, shows them once the file's mtime follows them; a writable one once it finds stored
+values it did not store itself (fs/kernel_caching.py)."""
+
+import os
 
 import numpy as np
 import zarr
@@ -29,3 +32,41 @@ def test_a_read_only_mount_shows_values_another_program_rewrote(tmp_path):
         # kernel's attributes' (30 s): bounded well past both
         for name in ("raw", "packed"):
             wait_for(lambda name=name: (m / f"{name}.bin").read_bytes() == new.tobytes(), 150, f"{name}.bin's new values")
+
+
+def test_a_writable_mount_shows_a_chunk_another_program_rewrote(tmp_path):
+    """A writable mount serves two arrays whose pages a reader holds (after a write through the
+    mount moved their mtimes): of `held` by a descriptor kept open, of `reopened` by reading the
+    whole file. zarr-python rewrites one chunk of each in place (same shape). The held descriptor
+    (which sends no request for pages the kernel holds) and a new open read the new values and
+    the mount's own write beside them. The pages of a writable mount were kept until a remount:
+    its own writes move the mtime, so a new one said nothing."""
+    root = tmp_path / "g.zarr"
+    old = np.arange(40 * 1024, dtype="<i4").reshape(40, 1024)
+    group = zarr.open_group(root, mode="w", zarr_format=3)
+    for name in ("held", "reopened"):
+        group.create_array(name, shape=old.shape, chunks=(10, 1024), dtype="<i4", compressors="auto")[...] = old
+    mine, theirs = np.full((10, 1024), 5, "<i4"), np.full((10, 1024), 9, "<i4")
+    before, expected = np.concatenate([old[:30], mine]), np.concatenate([theirs, old[10:30], mine])
+    with mounted(root, tmp_path) as m:
+        for name in ("held", "reopened"):
+            with open(m / f"{name}.bin", "r+b") as f:
+                os.pwrite(f.fileno(), mine.tobytes(), 30 * 1024 * 4)  # the last chunk, through the mount
+                os.fsync(f.fileno())
+        held = os.open(m / "held.bin", os.O_RDONLY)
+        try:
+            assert os.pread(held, old.nbytes, 0) == before.tobytes()  # now in the kernel's pages
+            assert (m / "reopened.bin").read_bytes() == before.tobytes()
+            for name in ("held", "reopened"):
+                zarr.open_array(root / name, mode="r+")[:10] = theirs
+            # the stored values are listed again after their lifetime (30 s, stored_usage.py) and a
+            # held array looked at as often (FileSystem._watch_stored_changes): bounded well past both
+            wait_for(lambda: os.pread(held, old.nbytes, 0) == expected.tobytes(), 150,
+                     "the held descriptor to read the new chunk")
+            wait_for(lambda: (m / "reopened.bin").read_bytes() == expected.tobytes(), 150,
+                     "a new open to read the new chunk")
+        finally:
+            os.close(held)
+        assert "ERROR" not in m.settled_log()
+    for name in ("held", "reopened"):
+        assert np.array_equal(zarr.open_array(root / name, mode="r")[...], expected)

@@ -1,5 +1,5 @@
 """Readers on other machines see changes (issue 28, section 5): two mounts of one SeaweedFS
-prefix, a read-only reader (metadata_ttl=2) that holds the array open, by a descriptor and by a
+prefix, a reader (metadata_ttl=2, read-only or writable) that holds the array open, by a descriptor and by a
 memory map, and a writer. Once the reader's daemon learns that the stored values changed, the
 kernel's pages and attributes of every file showing the array are dropped: new opens, the held
 descriptor and the map all see the write."""
@@ -7,6 +7,7 @@ descriptor and the map all see the write."""
 import os
 
 import numpy as np
+import pytest
 import zarr
 from zarr.codecs import ZstdCodec
 
@@ -25,12 +26,15 @@ def region_of(data: bytes) -> bytes:
     return data[REGION]
 
 
-def test_a_reader_holding_the_array_open_sees_another_mounts_write(seaweed, tmp_path):
+@pytest.mark.parametrize("mode", ["ro", "rw"])
+def test_a_reader_holding_the_array_open_sees_another_mounts_write(seaweed, tmp_path, mode):
+    """`mode` "rw": the reader's mount is writable, so the kernel drops no page for a new mtime
+    (its own writes move it: fs/kernel_caching.py); its daemon drops them for the other's write."""
     prefix = unique_prefix("readers")
     zarr.open_group(seaweed.zarr_store(prefix), mode="w").create_array(
         "a", shape=SHAPE, chunks=(8, 512), dtype="u2", compressors=[ZstdCodec(level=1)])[...] = 1
     new = np.full(4 * 512, 7, "<u2").tobytes()
-    with mount(seaweed, prefix, tmp_path, "ro", "metadata_ttl=2", name="reader") as reader, \
+    with mount(seaweed, prefix, tmp_path, mode, "metadata_ttl=2", name="reader") as reader, \
             mount(seaweed, prefix, tmp_path, name="writer") as writer:
         held = open(reader / "a.bin", "rb")
         mapped = np.memmap(reader / "a.bin", mode="r", dtype="<u2", shape=SHAPE)

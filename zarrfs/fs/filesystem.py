@@ -191,6 +191,7 @@ class Handle:
     writable: bool = False
     appends: bool = False  # opened with O_APPEND: every write goes at the end of the file
     wrote: bool = False
+    pages_current: bool = True  # False: opened after another writer changed the array, and the kernel's pages with it
     draft: object = None  # a file being written that is no array's data yet (drafts.py)
 
 
@@ -248,9 +249,11 @@ class FileSystem:
     # lifecycle
 
     def start(self) -> None:
-        """Serving begins: the flusher, and on a remote store the watcher of arrays held open."""
+        """Serving begins: the flusher, and the watcher of arrays held open (another writer's
+        change drops the kernel's pages: kernel_caching.py); a read-only mount of a local store
+        needs none, the kernel dropping its pages for a new mtime."""
         self.arrays.start()
-        if self.store.capabilities.remote:
+        if self.store.capabilities.remote or not self.options.read_only:
             threading.Thread(target=self._watch_stored_changes, name="watcher", daemon=True).start()
 
     def stop(self) -> None:
@@ -407,15 +410,17 @@ class FileSystem:
             return self._add_handle(Handle(entry, content=self.hierarchy.content(entry)))
         if entry.node.error is not None:  # logged once, naming the file, when the node was read
             raise AlreadyLoggedError(str(entry.node.error), entry.node.error.errno)
+        # before the array is opened (which would take the new stored values as its own): the
+        # kernel's pages of this file go with the open's answer, those of its other views now
+        changed = self.notice_stored_change(entry.node.path, wait=False)
         opened = self.arrays.open(entry.node)
         prefix = self.hierarchy.prefix(entry)
         file = PrefixedFile(opened.raw, prefix, path) if prefix else opened.raw
         self.kernel.opened(path)
         siblings = _siblings(path, self.hierarchy.data_names(entry) + self.group_files.above(path, entry.node))
         opened.paths.add(path)
-        self.notice_stored_change(entry.node.path, wait=False)  # held open elsewhere: other views' caches
         return self._add_handle(Handle(entry, array=opened, file=file, writable=writable, siblings=siblings,
-                                       appends=bool(flags & os.O_APPEND)))
+                                       appends=bool(flags & os.O_APPEND), pages_current=not changed))
 
     def _text(self, entry: Entry, path: str) -> bytes:
         """NAME.txt's text. Should it differ in size from the text listed (a stored change
@@ -435,6 +440,7 @@ class FileSystem:
 
     def _shared_raw(self, node: Node) -> RawFile:
         """The array's flat bytes as every file showing them reads them (group files too)."""
+        self.notice_stored_change(node.path, wait=False)
         return self.arrays.open(node, hold=False).raw
 
     def _edited(self, paths: list[str]) -> None:
@@ -451,31 +457,34 @@ class FileSystem:
         """NAME.png, rendered from the array sampled (written data included) once per version."""
         path, the_plan = self.hierarchy.previews.of(entry.node)
         source = entry.node if path == entry.node.path else self.hierarchy.node(path)
+        self.notice_stored_change(path, wait=False)
         opened = self.arrays.open(source, hold=False)
         version = (source, self.usage.of(path).mtime_ns, opened.mtime)
         return self.previews.get(path, version, lambda: preview.image(preview.sample(opened.raw.array, the_plan),
                                                                       the_plan))
 
-    def notice_stored_change(self, path: str, wait: bool = True) -> None:
-        """When the stored values of the array at store path `path`, held open here, changed
-        elsewhere (another machine wrote them): its cached chunks are forgotten (OpenArrays), and
-        the kernel's pages and attributes of every file showing it that was opened are dropped,
-        open or not, so that new opens, held descriptors and memory maps all read the new values."""
+    def notice_stored_change(self, path: str, wait: bool = True) -> bool:
+        """When the stored values of the array at store path `path`, opened here before, changed
+        and this mount did not change them (another program or machine wrote them): its cached
+        chunks are forgotten (OpenArrays.stored_change), and the kernel's pages and attributes of
+        every file showing it that was opened are dropped, open or not, so that new opens, held
+        descriptors and memory maps all read the new values. Whether they changed."""
         paths = self.arrays.stored_change(path)
         if not paths:
-            return
+            return False
         log.info("%s changed in the store: cached chunks and pages of %s dropped", path or "/", ", ".join(paths))
         if wait:
             self.kernel.drop(paths)
         else:
             for view in paths:
                 self.kernel.refresh(view)
+        return True
 
     def _watch_stored_changes(self) -> None:
-        """While arrays are held open, look at their stored values every metadata_ttl: a reader
-        that only touches pages of a memory map sends no request that would tell us."""
-        ttl = max(self.store.capabilities.metadata_ttl or 0, 1.0)
-        while not self.arrays.stopping(ttl):
+        """While arrays are held open, look at their stored values each time they may have
+        changed (metadata_ttl, the lifetime of a stored listing): a reader that only touches pages
+        of a memory map, or reads pages the kernel holds, sends no request that would tell us."""
+        while not self.arrays.stopping(max(self.usage.lifetime, 1.0)):
             for path in self.arrays.held():
                 try:
                     self.notice_stored_change(path)
@@ -498,6 +507,12 @@ class FileSystem:
         handle = self._handles.get(fh)
         entry = handle.entry if handle is not None else None
         return entry is not None and (entry.kind in (TEXT, PREVIEW) or (entry.kind == GROUPFILE and entry.view == PYRAMID))
+
+    def pages_current(self, fh: int) -> bool:
+        """Whether the kernel's pages of the file opened as `fh` (if it holds any) show the stored
+        values: not when the open found them changed by another writer (notice_stored_change)."""
+        handle = self._handles.get(fh)
+        return handle is None or handle.pages_current
 
     def node_of(self, fh: int) -> str:
         """What an open file is, for log lines: its path for an array's data file, else the node

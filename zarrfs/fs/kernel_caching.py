@@ -1,16 +1,25 @@
 """How long the kernel may keep what the file system shows (attributes, names, pages), from what
-the store is: a writable mount's writes go through the kernel's pages, so on a local store the
-pages are kept across opens and never dropped for a new mtime; other machines write a remote
-store, so its pages are kept only while a file's mtime and size stay the same, looked at again
-after metadata_ttl. A read-only mount's pages are dropped for a new mtime: no write of its own
-moves it, so a new one is another program's change (zarr-python writing the store directly).
+the store is and whether the mount writes.
 
-Dropping a file's pages when a getattr shows a new mtime (the kernel's auto_inval_data, on by
-default in libfuse 3) is wrong where only this daemon writes: every write through the mount
-moves the mtime, and the drop races the next write, whose bytes the kernel has copied into a
-page it has not yet sent. A reader then reads that page again from the daemon before the write
-arrives, and keeps the old bytes (zeros past the old end of a file being appended to) once the
-write is answered and the size grows over them."""
+A writable mount keeps a file's pages across opens and never lets the kernel drop them for a new
+mtime (libfuse's auto_inval_data, on by default in libfuse 3, and auto_cache): every write
+through the mount moves the mtime, and such a drop races the next write, whose bytes the kernel
+has copied into a page it has not yet sent. A reader then reads that page again from the daemon
+before the write arrives, and keeps the old bytes (zeros past the old end of a file being
+appended to) once the write is answered and the size grows over them.
+
+The file system drops a file's pages itself when the array's stored values changed and the
+mount did not change them (another program, or another machine on an object store: see
+OpenArrays.stored_change, which takes the stored version the mount's own write-backs make for
+its own). It looks at an open (the open's answer then has the kernel drop the file's pages, as
+auto_cache did), at a getattr (as auto_inval_data did), and every metadata_ttl (30 s on a local
+store) for arrays held open (FileSystem._watch_stored_changes), a memory map's reader sending no
+request that would tell. A stored listing is trusted for metadata_ttl (30 s on a local store),
+the attributes the kernel keeps as long: another program's change shows within about twice that.
+
+A read-only mount writes nothing, so a new mtime is another program's change: its pages are
+dropped for one (auto_inval_data), and on an object store kept only while a file's mtime and size
+stay the same, looked at again after metadata_ttl (auto_cache)."""
 
 from dataclasses import dataclass
 
@@ -25,10 +34,11 @@ class KernelCaching:
     attr_timeout: float
     entry_timeout: float
     negative_timeout: float
-    keep_pages: bool  # libfuse's kernel_cache: pages kept across opens
+    # pages kept across opens (the open's keep_cache), but for an open at which the file system
+    # finds the stored values changed by another writer (FileSystem.pages_current)
+    keep_pages: bool
     # the kernel's auto_inval_data: pages dropped when a getattr shows a new mtime or size (only
-    # where no write of the mount's own moves the mtime, or another machine may have changed the
-    # file: see above)
+    # where no write of the mount's own moves the mtime: see above)
     drop_pages_on_change: bool
     # libfuse's auto_cache: pages kept while mtime and size are unchanged, those looked at again
     # after this many seconds; None: not used
@@ -37,9 +47,11 @@ class KernelCaching:
 
 def kernel_caching(capabilities: Capabilities, read_only: bool = False) -> KernelCaching:
     """`read_only`: the mount writes nothing (-o ro), so an mtime that moves is another writer's."""
-    if not capabilities.remote or capabilities.metadata_ttl is None:
-        # a remote store with no ttl has no other writer (an Icechunk snapshot, a branch's own session)
-        return KernelCaching(ENTRY_TIMEOUT, ENTRY_TIMEOUT, NEGATIVE_TIMEOUT, True, read_only, None)
-    ttl = capabilities.metadata_ttl
-    timeout = min(ENTRY_TIMEOUT, ttl)
+    # a remote store with no ttl has no other writer (an Icechunk snapshot, a branch's own session)
+    ttl = capabilities.metadata_ttl if capabilities.remote else None
+    timeout = ENTRY_TIMEOUT if ttl is None else min(ENTRY_TIMEOUT, ttl)
+    if not read_only:  # the file system drops the pages another writer's change makes stale
+        return KernelCaching(timeout, timeout, NEGATIVE_TIMEOUT, True, False, None)
+    if ttl is None:
+        return KernelCaching(timeout, timeout, NEGATIVE_TIMEOUT, True, True, None)
     return KernelCaching(timeout, timeout, NEGATIVE_TIMEOUT, False, True, ttl)

@@ -37,7 +37,9 @@ class OpenArray:
     mtime: float = 0.0  # of the last write through the mount
     error: ZarrfsError | None = None  # a background flush failure, reported at the next fsync/close
     failing: str = ""  # the last write-back failure, until one succeeds
-    stored_version: int = 0  # on a remote store: its stored values' fingerprint when opened
+    stored_version: int = 0  # its stored values' fingerprint as this mount last read or stored them
+    flushing: int = 0  # write-backs of this mount's in progress: the stored values change under them
+    flushed: int = 0  # write-backs of this mount's done: a look at the stored values across one is void
     retired: bool = False  # the array was deleted or moved through the mount: its handles are stale
     paths: set = field(default_factory=set)  # the files showing it that were opened: their kernel caches
     # whether NAME.bin's writes and truncates change dimension 0: decided at the first of them
@@ -113,29 +115,32 @@ class OpenArrays:
             return [(path, opened.mtime) for path, opened in self._arrays.items()]
 
     def _open_array(self, node: Node) -> OpenArray:
-        """The array's shared view; made anew, with no cached chunk, when its node changed or
-        (on a remote store, which other machines write) a stored value is newer than it."""
+        """The array's shared view; made anew, with no cached chunk, when its node changed.
+        (Another writer's change to its stored values is stored_change's: the kernel's pages of
+        its files go with its cached chunks, which a view made anew here would not tell.)"""
         opened = self._arrays.get(node.path)
-        if opened is None or ((opened.node is not node or self._written_elsewhere(opened))
-                              and not opened.raw.array.dirty and not opened.handles):
+        if opened is None or (opened.node is not node and not opened.raw.array.dirty and not opened.handles):
             array = open_array(self.store, node.path, node.meta, self.cache, self.copy())
-            version = self.usage.of(node.path).version if self.store.capabilities.remote else 0
+            version = self.usage.of(node.path).version
             kept = opened.paths if opened is not None and opened.node is node else set()
             opened = OpenArray(RawFile(array, writable=not self.read_only), node, stored_version=version, paths=kept)
             self._arrays[node.path] = opened
         return opened
 
     def stored_change(self, path: str) -> list[str]:
-        """When the stored values of the open array at store path `path` changed since this mount
-        read them (another machine wrote them): its cached chunks and shard indexes are forgotten,
-        and the files showing it that were opened are returned, for the adapter to drop the
-        kernel's caches of. [] when nothing changed, or on a store nobody else writes."""
+        """When the stored values of the array at store path `path`, opened here before, changed
+        since this mount read or stored them (another program or machine wrote them): its cached
+        chunks and shard indexes are forgotten, and the files showing it that were opened are
+        returned, for the adapter to drop the kernel's caches of. [] when nothing changed, or
+        while a write-back of the mount's own is changing them (it takes what it stored)."""
         opened = self._arrays.get(path)
-        if opened is None or not self.store.capabilities.remote:
+        if opened is None or opened.flushing:
             return []
-        version = self.usage.of(path).version
+        flushed = opened.flushed
+        version = self.usage.of(path).version  # may list part of a write-back that starts meanwhile
         with self._lock:
-            if version == opened.stored_version or self._arrays.get(path) is not opened:
+            if (version == opened.stored_version or opened.flushing or opened.flushed != flushed
+                    or self._arrays.get(path) is not opened):
                 return []
             opened.raw.array.forget_stored()
             opened.stored_version = version
@@ -151,7 +156,7 @@ class OpenArrays:
         return self._stop.wait(timeout)
 
     def _written_elsewhere(self, opened: OpenArray) -> bool:
-        return self.store.capabilities.remote and self.usage.of(opened.node.path).version != opened.stored_version
+        return self.usage.of(opened.node.path).version != opened.stored_version
 
     def retire(self, path: str, keep: bool, wait: float) -> None:
         """Arrays open at or below store path `path` stop serving (their handles get ESTALE from
@@ -297,26 +302,42 @@ class OpenArrays:
             self.reshaped(opened, moved)
 
     def _own_flush(self, opened: OpenArray, whole_only: bool = False) -> None:
-        """Write back, then (on a remote store) take the stored values as this mount now knows
-        them: its own PUTs change the stored fingerprint, and taken for another writer's they
-        would drop every cached chunk and kernel page at each flush. Only when no other change
-        was seen before the flush, which stays to be noticed; what another writer stores in the
-        moment between the flush and this look is the one change that may wait for the next."""
+        """Write back, then take the stored values as this mount now knows them: its own writes
+        change the stored fingerprint, and taken for another writer's they would drop every cached
+        chunk and kernel page at each flush, racing the writes that follow (kernel_caching.py).
+        Only when no other change was seen before the flush, which stays to be noticed; what
+        another writer stores during the flush, or in the moment between it and this look, is
+        taken for the mount's own, and shows with the next change."""
         path = opened.node.path
-        # an array with nothing to store (the flusher visits every open one) costs no LIST
-        current = self.store.capabilities.remote and opened.raw.array.dirty and not self._written_elsewhere(opened)
+        stores = opened.raw.array.dirty  # else the flush stores nothing (the flusher visits every open array)
+        current = stores and not self._written_elsewhere(opened)  # nothing to store costs no listing
+        self._flushing(opened, stores, 1)
         try:
-            opened.raw.flush(whole_only)
-        finally:
-            self.usage.forget(path)
-            self._show_shape(opened)  # a rebase may be followed by a failure: shown all the same
-        if current:
             try:
-                version = self.usage.of(path).version
-            except ZarrfsError:  # stored, but not looked at: the next look drops the caches, needlessly
-                return
+                opened.raw.flush(whole_only)
+            finally:
+                if stores:  # else nothing changed: what was listed holds (and a listing across stays void)
+                    self.usage.forget(path)
+                self._show_shape(opened)  # a rebase may be followed by a failure: shown all the same
+            if current:
+                self._take_stored_version(opened)
+        finally:
+            self._flushing(opened, stores, -1)
+
+    def _flushing(self, opened: OpenArray, stores: bool, step: int) -> None:
+        """A write-back that `stores` starts (`step` 1) or ends (-1): stored_change looks past it."""
+        if stores:
             with self._lock:
-                opened.stored_version = version
+                opened.flushing += step
+                opened.flushed += step < 0
+
+    def _take_stored_version(self, opened: OpenArray) -> None:
+        try:
+            version = self.usage.of(opened.node.path).version
+        except ZarrfsError:  # stored, but not looked at: the next look drops the caches, needlessly
+            return
+        with self._lock:
+            opened.stored_version = version
 
 
 def _settle(opened: OpenArray, keep: bool, wait: float) -> None:

@@ -86,6 +86,7 @@ class Usage:
         self.lifetime = lifetime
         self._stored = Expiring(STORED_ENTRIES)
         self._seen: OrderedDict = OrderedDict()  # path -> (fingerprint, mtime) last reported
+        self._forgets: OrderedDict = OrderedDict()  # path -> times forgotten (a listing across one is not kept)
         self._lock = threading.Lock()
         self.presences = Expiring(presence_chunks)  # weighed by stored chunks: memory stays bounded
 
@@ -94,15 +95,19 @@ class Usage:
         cached = self._stored.get(path)
         if cached is not None:
             return cached
+        forgets = self._forgets.get(path, 0)
         tally = Tally()
         for relative, st in self.store.files(path, directories=True):  # a deleted chunk changes its directory
             tally.add(relative, st)
-        return self._record(path, tally)
+        return self._record(path, tally, forgets)
 
-    def _record(self, path: str, tally: Tally) -> Stored:
+    def _record(self, path: str, tally: Tally, forgets: int) -> Stored:
         """The array's figures. Its mtime moves on whenever its values changed, even when no
         stored time did: an object store's times are whole seconds, and a change within the
-        second of the last one must still reach rsync and the kernel's cached pages."""
+        second of the last one must still reach rsync and the kernel's cached pages. Not kept
+        when the mount changed the array while it was listed (`forgets`, as it was before the
+        listing, is out of date): the listing may hold part of that write-back, which kept would
+        be taken for another writer's change once the whole of it is listed (open_arrays.py)."""
         mtime = tally.newest
         with self._lock:
             previous = self._seen.pop(path, None)
@@ -114,7 +119,8 @@ class Usage:
             if len(self._seen) > STORED_ENTRIES:
                 self._seen.popitem(last=False)
         stored = Stored(mtime, tally.nbytes, tally.fingerprint)
-        self._stored.put(path, stored, self.lifetime)
+        if self._forgets.get(path, 0) == forgets:
+            self._stored.put(path, stored, self.lifetime)
         return stored
 
     def warm(self, directory: str, paths: list[str]) -> None:
@@ -148,6 +154,7 @@ class Usage:
         relative to the array, its directories too, the array's own as "/")."""
         below = f"{directory}/" if directory else ""
         found = {path[len(below):]: Tally() for path in paths}  # array path relative to directory -> figures
+        forgets = {path: self._forgets.get(path, 0) for path in paths}
         try:
             for count, (relative, st) in enumerate(self.store.files(directory, directories=True)):
                 if count == WARM_KEYS:
@@ -158,7 +165,7 @@ class Usage:
         except Exception:
             return False  # each array's own listing reports the error for its entry
         for name, tally in found.items():
-            self._record(below + name, tally)
+            self._record(below + name, tally, forgets[below + name])
         return True
 
     def _try(self, path: str) -> None:
@@ -180,6 +187,10 @@ class Usage:
 
     def forget(self, path: str) -> None:
         """The mount changed the array's stored values: look again next time."""
+        with self._lock:
+            self._forgets[path] = self._forgets.pop(path, 0) + 1
+            if len(self._forgets) > STORED_ENTRIES:  # a listing across a forgotten count is not kept either
+                self._forgets.popitem(last=False)
         self._stored.pop(path)
         self.presences.pop(path)
 

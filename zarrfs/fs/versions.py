@@ -399,6 +399,10 @@ class VersionedFileSystem:
         found = self._handles.get(fh)
         return found is not None and self._core(found[0]).uncached(found[1])
 
+    def pages_current(self, fh: int) -> bool:
+        found = self._handles.get(fh)
+        return found is None or self._core(found[0]).pages_current(found[1])
+
     def node_of(self, fh: int) -> str:
         if fh in self._texts:
             return LISTING

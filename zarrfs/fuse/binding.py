@@ -47,11 +47,14 @@ class ZarrFUSE(mfusepy.FUSE):
 
     def open(self, path, fip):
         """Some files are served with direct I/O (FileSystem.uncached): text, whose size is not
-        known before it is made, and IMAGE.ome.tif, whose reads must not be read ahead."""
+        known before it is made, and IMAGE.ome.tif, whose reads must not be read ahead. Others
+        keep the kernel's pages across opens unless another writer changed the file
+        (Operations.keeps_pages): libfuse's kernel_cache is off so that an open can say so."""
         fi = fip.contents
         fi.fh = self.operations.open(path.decode(self.encoding, self.errors), fi.flags)
         if self.operations.uncached(fi.fh):
             fi.direct_io = 1
+        fi.keep_cache = int(self.operations.keeps_pages(fi.fh))
         return 0
 
     def write(self, path, buf, size, offset, fip):

@@ -34,6 +34,7 @@ class Operations(mfusepy.Operations):
         # a FileSystem, or for an Icechunk repository a VersionedFileSystem: mypy holds both to the protocol here
         self.core: FileSystemCore = mount_core(source, options, HierarchyEdits, self.siblings)
         self.on_ready = self.on_stop = None  # callbacks: the mount is live / is going away
+        self.caching: KernelCaching | None = None  # decided in init_with_config, before any open
 
     # what the binding and the command line read of the core
 
@@ -57,6 +58,11 @@ class Operations(mfusepy.Operations):
     def uncached(self, fh) -> bool:
         return self.core.uncached(fh)
 
+    def keeps_pages(self, fh) -> bool:
+        """Whether the kernel keeps the pages it holds of the file just opened as `fh` (the open's
+        keep_cache): not when the core found the stored values changed by another writer."""
+        return self.caching is not None and self.caching.keep_pages and self.core.pages_current(fh)
+
     def node_of(self, fh) -> str:
         """What an open file is, for the errno boundary's log lines."""
         return self.core.node_of(fh)
@@ -64,7 +70,7 @@ class Operations(mfusepy.Operations):
     # lifecycle
 
     def init_with_config(self, conn, config):
-        caching = self.core.kernel_caching()
+        caching = self.caching = self.core.kernel_caching()
         if conn is not None:
             conn.max_read = BLKSIZE
             conn.max_readahead = BLKSIZE
@@ -87,7 +93,7 @@ class Operations(mfusepy.Operations):
     def _configure_caching(config, caching: KernelCaching) -> None:
         config.attr_timeout, config.entry_timeout = caching.attr_timeout, caching.entry_timeout
         config.negative_timeout = caching.negative_timeout
-        config.kernel_cache = int(caching.keep_pages)
+        config.kernel_cache = 0  # each open says whether the pages are kept (ZarrFUSE.open, keeps_pages)
         if caching.recheck_pages_after is not None:
             config.auto_cache, config.ac_attr_timeout_set = 1, 1
             config.ac_attr_timeout = caching.recheck_pages_after
