@@ -83,13 +83,28 @@ def _mounted(command: list[str], name: str, log: Path | None = None, env: dict[s
             time.sleep(0.01)
         yield mnt / name, process
     finally:
-        subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+        _unmount(mnt)
         try:
             process.wait(60)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
         os.rmdir(mnt)
+
+
+def _unmount(mnt: Path, wait: float = 30.0) -> None:
+    """Unmount `mnt`, trying again while it is busy (a reader's descriptor closing late on a loaded
+    machine made fusermount's only try fail with EBUSY, and the rmdir after it), then lazily."""
+    deadline = time.monotonic() + wait
+    while os.path.ismount(mnt):
+        done = subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True, text=True)
+        if done.returncode == 0:
+            return
+        if time.monotonic() > deadline:
+            print(f"{mnt}: unmounted lazily, busy for {wait:.0f} s: {done.stderr.strip()}", file=sys.stderr)
+            subprocess.run(["fusermount3", "-uz", str(mnt)], capture_output=True)
+            return
+        time.sleep(0.1)
 
 
 def read_through(path: Path) -> float:
