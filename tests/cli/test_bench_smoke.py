@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 BENCH = Path(__file__).parents[2] / "scripts" / "bench.py"
-LAYOUTS = ["uncompressed", "zstd", "sharded", "blosc"]
+LAYOUTS = ["uncompressed", "sharded"]  # two of the four: every row shows, in half the time (CI minutes)
 
 
 def test_bench_smoke_run(tmp_path):
