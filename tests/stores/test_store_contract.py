@@ -65,7 +65,7 @@ class TestLocalStore(StoreContractTests):
 
 class TestMemoryStore(StoreContractTests):
     def make_store(self, tmp_path, request) -> Subject:
-        store = MemoryStore(Capabilities(conditional_writes=True, batched_reads=True))
+        store = MemoryStore(Capabilities(conditional_writes=True, conditional_documents=True, batched_reads=True))
         return Subject(store, store.other_writer)
 
 
