@@ -1,7 +1,7 @@
 """Key-value storage of a Zarr hierarchy: byte-range reads and atomic replacement of values.
 
 Metadata documents are written conditionally among zarrfs processes (capabilities
-.conditional_documents): get_versioned remembers the content of a document it read whole (a
+.conditional_documents): a read remembers the content of a document it read whole (a
 hash of its bytes: inode numbers are reused and mtimes are coarse, while a document is small),
 and a publish of that document, under the lock of its directory (directory_locks.py), reads the
 bytes there now and renames the new value over them only if they are the ones read, else
@@ -98,13 +98,14 @@ class LocalStore:
 
         A range that reaches past the end is answered short, as POSIX pread does.
         """
-        return self._read(key, byte_range, None, limit)[0]
+        return self.get_versioned(key, byte_range, limit=limit)[0]
 
     def get_versioned(self, key: str, byte_range: ByteRange = None, expect: object = None,
                       limit: int | None = None) -> tuple[bytes | None, object]:
         """As get(), with the version read (the file's inode, size and mtime: values are replaced
         by renaming, so an open descriptor reads one version whole); see the Store contract. A
-        document read whole is remembered by its content: its next publish is conditional on it."""
+        document read whole is remembered by its content: its next publish is conditional on it
+        (as an object store's PUT is on the ETag it last read whole)."""
         data, version = self._read(key, byte_range, expect, limit)
         if byte_range is None and _is_document(key):
             with self._versions_lock:
@@ -175,8 +176,8 @@ class LocalStore:
         return {key: self.get(key, limit=limit) for key in keys}
 
     def version_known(self, key: str) -> bool:
-        """Whether a write of `key` is conditional on a version read: a document read whole by
-        get_versioned; never a chunk (written unconditionally: always True)."""
+        """Whether a write of `key` is conditional on a version read: a document read whole
+        since its last write; never a chunk (written unconditionally: always True)."""
         if not _is_document(key):
             return True
         with self._versions_lock:
@@ -269,7 +270,7 @@ class LocalStore:
 
     def _replace_document(self, key: str, temporary: str, directory: int) -> None:
         """Rename a document's new value over it under its directory's lock, conditionally: if
-        get_versioned read it, only when the bytes there are still the ones read."""
+        it was read whole since its last write, only when the bytes there are still the ones read."""
         with self._versions_lock:
             expected = self._versions.pop(key, ...)  # one write per read: the next one reads again
         name = _split(key)[1]

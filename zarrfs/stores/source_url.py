@@ -99,7 +99,7 @@ def open_source(source: str, read_only: bool, remote: RemoteOptions, follow_syml
 def open_store(source: str, read_only: bool, remote: RemoteOptions,
                follow_symlinks: bool = False) -> Store:
     if not is_remote(source):
-        return LocalStore(source, read_only=read_only, follow_symlinks=follow_symlinks)
+        return LocalStore(source, read_only=read_only, follow_symlinks=follow_symlinks, lock_deadline=remote.timeout)
     from zarrfs.stores.object_store import ObjectStore  # obstore is needed only for remote sources
 
     scheme = urlsplit(source).scheme
