@@ -109,6 +109,10 @@ class Subject:
     store: Store
     other_writer: Callable[[str, bytes | None], None]
     source: str | None = None
+    # Another process writing `key` through its own store of the same source (a read, then a
+    # write conditional on it), where its writes to documents must be seen as another writer's:
+    # a local store's, which are conditional among processes. None: other_writer stands for it.
+    other_process: Callable[[str, bytes], None] | None = None
 
 
 class StoreContractTests:
@@ -465,7 +469,7 @@ class StoreContractTests:
             return
         assert store.get_versioned(document)[0] == self.stored("a/zarr.json", b"first")  # the version built on
         assert store.version_known(document)
-        subject.other_writer(document, self.stored("a/zarr.json", b"theirs"))
+        (subject.other_process or subject.other_writer)(document, self.stored("a/zarr.json", b"theirs"))
         with pytest.raises(ConflictError) as caught:
             store.publish([store.stage(document, self.stored("a/zarr.json", b"mine"))])
         assert caught.value.keys == (document,) and document in str(caught.value)
