@@ -5,11 +5,13 @@ holds the lock of the document's directory while it writes."""
 import errno
 import multiprocessing
 import multiprocessing.synchronize
+import os
 import threading
 
 import pytest
 
 from zarrfs.errors import ConflictError, StoreError
+from zarrfs.stores import directory_locks
 from zarrfs.stores.local import LocalStore
 
 DOCUMENT = "a/zarr.json"
@@ -89,3 +91,21 @@ def test_a_chunk_is_written_whatever_another_process_holds(tmp_path):
     with OtherProcess(str(tmp_path), None):
         store.set("a/c/0", b"chunk")  # chunks are not conditional: no lock taken
     assert store.get("a/c/0") == b"chunk"
+
+
+def test_a_file_system_without_flock_writes_documents_unlocked_and_says_so_once(tmp_path, monkeypatch, caplog):
+    # no file system here refuses flock (tmpfs, ext4, FUSE all take it): NFS without lockd does
+    def no_flock(fd, operation):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(directory_locks.fcntl, "flock", no_flock)
+    store = LocalStore(str(tmp_path))
+    store.set(DOCUMENT, b"first")
+    store.get_versioned(DOCUMENT)
+    store.set(DOCUMENT, b"second")  # conditional still: on the bytes read
+    with store.exclusive(DOCUMENT):
+        store.set(DOCUMENT, b"third")
+    assert store.get(DOCUMENT) == b"third"
+    lines = [r.getMessage() for r in caplog.records if "takes no lock" in r.getMessage()]
+    assert lines == [f"{tmp_path / 'a'}: its file system takes no lock (No locks available): other zarrfs "
+                     f"processes' writes of its documents are not held off"]

@@ -16,6 +16,7 @@ such lock (zarr-python) is not held off by it.
 
 import errno
 import fcntl
+import logging
 import os
 import threading
 import time
@@ -25,6 +26,9 @@ from contextlib import contextmanager
 from zarrfs.errors import StoreError
 
 POLL = 0.005  # seconds between tries of a lock another process holds (flock has no timeout)
+NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL}  # a file system that takes no flock
+log = logging.getLogger(__name__)
+_said: set[str] = set()  # directories whose missing flock was logged
 
 
 class _Held:
@@ -98,9 +102,22 @@ def _flock(directory: int, name: str, until: float, deadline: float) -> int:
                 if time.monotonic() >= until:
                     raise _timed_out(name, deadline) from None
                 time.sleep(POLL)
+            except OSError as e:
+                if e.errno not in NO_FLOCK:
+                    raise
+                _say_unlocked(name, e)  # a file system without flock: the writes go on unlocked
+                return fd
     except BaseException:
         os.close(fd)
         raise
+
+
+def _say_unlocked(name: str, error: OSError) -> None:
+    """One log line per directory whose file system takes no flock."""
+    if name not in _said:
+        _said.add(name)
+        log.warning("%s: its file system takes no lock (%s): other zarrfs processes' writes of its documents "
+                    "are not held off", name, error.strerror)
 
 
 def _timed_out(name: str, deadline: float) -> StoreError:
