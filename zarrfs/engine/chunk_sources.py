@@ -69,11 +69,13 @@ class ChunkSource(Protocol):
 
 class ShapeChangedError(StoreError):
     """The array's document holds another shape than the one this writer stored: another writer
-    resized the array. `found`: the shape stored now (None: no document, or no shape in it)."""
+    resized the array. `found`: the shape stored now (None: no document, or no shape in it);
+    `expected`: the one this writer had stored, which the document was checked against."""
 
-    def __init__(self, message: str, found: tuple[int, ...] | None):
+    def __init__(self, message: str, found: tuple[int, ...] | None, expected: tuple[int, ...] | None = None):
         super().__init__(message, errno.EIO)
         self.found = found
+        self.expected = expected
 
 
 class StoreChunks:
@@ -206,7 +208,7 @@ class StoreChunks:
             found = None if document is None else document.get("shape")
             shape = tuple(found) if isinstance(found, list) and all(type(n) is int and n >= 0 for n in found) else None
             raise ShapeChangedError(f"{self.document_key}: shape {found} where this mount stored {list(stored)} "
-                                    f"(another writer changed the array)", shape)
+                                    f"(another writer changed the array)", shape, stored)
         return document
 
 

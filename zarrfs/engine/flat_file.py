@@ -356,9 +356,13 @@ class RawFile:
                     self._rebase(e)
 
     def _rebase(self, e: ShapeChangedError) -> None:
-        """Move the records appended here after those another writer stored (growth.rebase)."""
+        """Move the records appended here after those another writer stored (growth.rebase),
+        unless another flush of this array (the background write-back, a second fsync) stored
+        or moved them since `e` was raised: its shape is then not the one `e` checked."""
         shared = self.array.shared
         with shared.flush_lock, shared.lock:  # no batch in flight; appends wait
+            if e.expected is not None and self.array.write_back.stored_shape != e.expected:
+                return  # flushed again as it is
             before = self.array.write_back.stored_shape[0]
             growth.rebase(self.array, e)
             self.resized(self.pending)

@@ -58,8 +58,8 @@ class LocalStore:
         self.root = os.path.abspath(root)
         self.read_only = read_only
         self.lock_deadline = lock_deadline  # as a remote store's request timeout (-o timeout)
-        # document key -> the hash of its bytes as get_versioned last read it whole (None: absent),
-        # which its next publish is conditional on
+        # document key -> the hash of its bytes as last read whole (None: absent), which its next
+        # publish is conditional on
         self._versions: OrderedDict[str, bytes | None] = OrderedDict()
         self._versions_lock = threading.Lock()
         try:
@@ -275,10 +275,26 @@ class LocalStore:
             expected = self._versions.pop(key, ...)  # one write per read: the next one reads again
         name = _split(key)[1]
         with directory_locks.replacing(directory, self.path(_split(key)[0]), self.lock_deadline):
-            if expected is not ... and _digest_of(name, directory) != expected:
+            if expected is not ... and self._digest_now(key) != expected:
                 raise ConflictError(f"{self.path(key)}: changed by another writer since it was read",
                                     errno.EAGAIN, [key])
             os.rename(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
+
+    def _digest_now(self, key: str) -> bytes | None:
+        """The hash of the document `key` as stored now, opened as a read opens it; None when
+        there is none. One larger than any document read (DOCUMENT_LIMIT) is hashed as far as
+        that: it differs all the same."""
+        fd = self.open_value(key)
+        if fd is None:
+            return None
+        try:
+            digest, left = hashlib.sha256(), bounded_get.DOCUMENT_LIMIT + 1
+            while left and (part := os.read(fd, min(left, 1 << 20))):
+                digest.update(part)
+                left -= len(part)
+            return digest.digest()
+        finally:
+            os.close(fd)
 
     def _hold(self, name: str, directory: int, replaced: list[int]) -> None:
         """Take a reference to the value about to be replaced; a publish keeps at most
@@ -437,23 +453,6 @@ def _is_document(key: str) -> bool:
 
 def _digest(data: BytesLike) -> bytes:
     return hashlib.sha256(data).digest()
-
-
-def _digest_of(name: str, directory: int) -> bytes | None:
-    """The hash of the document `name` in `directory` as it is now, None when there is none. One
-    larger than any document read (DOCUMENT_LIMIT) is hashed as far as that: it differs all the same."""
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
-    except FileNotFoundError:
-        return None
-    try:
-        digest, left = hashlib.sha256(), bounded_get.DOCUMENT_LIMIT + 1
-        while left and (part := os.read(fd, min(left, 1 << 20))):
-            digest.update(part)
-            left -= len(part)
-        return digest.digest()
-    finally:
-        os.close(fd)
 
 
 def _split(key: str) -> tuple[str, str]:
