@@ -633,3 +633,40 @@ def test_a_flush_whose_shape_error_another_flush_has_rebased_and_stored_meanwhil
     assert np.array_equal(zarr.open_array(str(tmp_path / "s.zarr"))[...], expected)
     assert stored_shape(tmp_path) == [8, ROW] and second.rebases == 1
     assert second.read(0, 1000) == expected.tobytes()
+
+
+class PausedBeforeRebase(LocalStore):
+    """Its second exclusive() (a flush's hold of the document before it moves its records, after
+    the first one's write-back met another writer's shape) waits for `go`."""
+
+    def __init__(self, root: str):
+        super().__init__(root)
+        self.calls = 0
+        self.paused, self.go = threading.Event(), threading.Event()
+
+    def exclusive(self, key):
+        self.calls += 1
+        if self.calls == 2:
+            self.paused.set()
+            assert self.go.wait(60)
+        return super().exclusive(key)
+
+
+def test_a_flush_whose_records_another_flush_of_the_array_moved_meanwhile_stores_them_once(tmp_path):
+    """The background write-back and an fsync both flush the array and both meet another
+    writer's shape: the one that moves the records second finds them moved and stored by the
+    first, and flushes again rather than refusing on the shape it met (EIO at the fsync)."""
+    first = raw_file(tmp_path)
+    store = PausedBeforeRebase(str(tmp_path / "s.zarr"))
+    second = RawFile(open_array(store, "", read_metadata(store, ""), ChunkCache(1 << 20)), writable=True)
+    second.write(3 * ROW * 2, rows(100, 1).tobytes(), grow=True)
+    first.write(3 * ROW * 2, rows(50, 2).tobytes(), grow=True)
+    first.flush()
+    background = Worker(second.flush).start()  # meets shape 5, then waits before it moves its records
+    assert store.paused.wait(60)
+    second.flush()  # the fsync: moves them and stores them
+    store.go.set()
+    background.join()  # raises what the background flush raised
+    expected = np.concatenate([rows(0, 3), rows(50, 2), rows(100, 1)])
+    assert np.array_equal(zarr.open_array(str(tmp_path / "s.zarr"))[...], expected)
+    assert second.rebases == 1

@@ -17,6 +17,7 @@ import stat as stat_module
 import threading
 import time
 from collections import OrderedDict
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -147,6 +148,10 @@ class MemoryStore:
         for key in keys:
             self._fault("get_many", key)
         return {key: self.get(key, limit=limit) for key in keys}
+
+    def exclusive(self, key: str) -> AbstractContextManager[None]:
+        """Nothing held: its other writer is this test's, and its writes are conditional where declared."""
+        return nullcontext()
 
     def version_known(self, key: str) -> bool:
         if not self.capabilities.conditional_writes:

@@ -6,6 +6,7 @@ stores.source_url.open_store, as a mount opens it; below, the URL forms and thei
 
 import asyncio
 import errno
+import multiprocessing
 import os
 import uuid
 from pathlib import Path
@@ -56,16 +57,37 @@ def environment(request, **variables) -> None:
         monkeypatch.setenv(name, value)
 
 
+def write_through_a_store(source: str, key: str, data: bytes) -> None:
+    """In another process: `key` read and written through a store of `source` of its own."""
+    store = open_store(source, False, RemoteOptions())
+    store.get_versioned(key)
+    store.set(key, data)
+
+
+def process_writer(source: str):
+    """Another process writing (a real one, spawned) through its own store of `source`."""
+    def write(key: str, data: bytes) -> None:
+        process = multiprocessing.get_context("spawn").Process(target=write_through_a_store, args=(source, key, data))
+        process.start()
+        process.join(120)
+        if process.is_alive():
+            process.kill()
+            process.join()
+        assert process.exitcode == 0
+    return write
+
+
 class TestLocalStore(StoreContractTests):
     def make_store(self, tmp_path, request) -> Subject:
         source = str(tmp_path / "data")
         Path(source).mkdir()
-        return Subject(open_store(source, False, RemoteOptions()), files_writer(Path(source)), source)
+        return Subject(open_store(source, False, RemoteOptions()), files_writer(Path(source)), source,
+                       process_writer(source))
 
 
 class TestMemoryStore(StoreContractTests):
     def make_store(self, tmp_path, request) -> Subject:
-        store = MemoryStore(Capabilities(conditional_writes=True, batched_reads=True))
+        store = MemoryStore(Capabilities(conditional_writes=True, conditional_documents=True, batched_reads=True))
         return Subject(store, store.other_writer)
 
 

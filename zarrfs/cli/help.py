@@ -59,7 +59,8 @@ def option_lines(defaults, views, generic: bool = False) -> list[tuple[str, str,
         ("prefetch_size=SIZE", format_size(defaults.remote.prefetch_size),
          f"object stores: chunks fetched and decoded ahead of sequential readers, {REMOTE_FETCHERS} at once (of cache_size, "
          "at most a quarter); 0: off"),
-        ("timeout=SECONDS", f"{defaults.remote.timeout:g}", "object stores: the longest a request may take, retries included"),
+        ("timeout=SECONDS", f"{defaults.remote.timeout:g}", "object stores: the longest a request may take, retries "
+         "included; a local store: the longest a write waits for another zarrfs process's lock of a document"),
         ("metadata_ttl=SECONDS", f"{defaults.remote.metadata_ttl:g}",
          "object stores: how long listings and metadata documents are trusted before they are asked for again; "
          "Icechunk: how long a branch's directory shows the head it last looked up"),

@@ -11,6 +11,7 @@ import stat
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import Callable, Protocol
 
@@ -180,6 +181,11 @@ class StoreChunks:
         `shape`, every other member kept, as zarr-python's resize writes it; one atomic
         replacement, conditional on an object store on the version document_of read."""
         self.store.set(self.document_key, dump_document({**document, "shape": list(shape)}))
+
+    def exclusive(self) -> AbstractContextManager[None]:
+        """The array's document held against other zarrfs processes' writes (Store.exclusive):
+        a growth's look at the stored shape, its chunks and its new shape are one step."""
+        return self.store.exclusive(self.document_key)
 
     def follow_copy(self) -> None:
         """The consolidated copy's entry of the array takes the shape its document holds now

@@ -12,12 +12,10 @@ Between two steps a reader of the copy sees the old shape.
 The shape written is the one the array's own document holds when the copy is rewritten, read
 after the copy: a write of the copy never puts back a shape another writer has replaced. On an
 object store the write is conditional on the version of the root document read (another mount
-rewriting the copy meanwhile makes it read and write again). A local store's write is no
-condition, and another program (zarr-python's consolidate_metadata, an attribute edit) may
-rewrite the root document while the copy is worked out: so the new copy is staged first, the
-root read again and compared with what was read, and the copy renamed over it only if they
-agree (else read and written again). Another program's rewrite is lost only if it lands in the
-instant between that comparison and the rename.
+rewriting the copy meanwhile makes it read and write again); on a local store the write is
+conditional on the bytes of the root document read, and other zarrfs processes' rewrites wait
+for this one (stores/local.py). A store with neither (Icechunk's session: one writer) has the
+copy staged, the root read again and compared, and the copy renamed over it only if they agree.
 """
 
 import threading
@@ -32,7 +30,8 @@ from zarrfs.stores.contract import Store
 ATTEMPTS = 5  # rewrites of the copy against other writers that keep rewriting it
 
 # store root -> the lock of this process's rewrites of its copy: every array of a hierarchy (and
-# every open_raw view of it) rewrites the one document, and a local store's write is no condition
+# every open_raw view of it) rewrites the one document, and a local store's lock of it holds
+# other processes off, not this one's threads (stores/directory_locks.py)
 _locks: dict[str, threading.RLock] = {}
 _locks_lock = threading.Lock()
 
@@ -69,7 +68,14 @@ class ConsolidatedCopy:
                              f"writers rewrote it {ATTEMPTS} times while this mount did")
 
     def _rewrite(self, path: str, document_key: str) -> None:
-        """One read-modify-write of the copy (ConflictError: another writer's came between)."""
+        """One read-modify-write of the copy (ConflictError: another writer's came between),
+        the root held meanwhile where the store holds documents (Store.exclusive: another zarrfs
+        process's rewrite then waits, and a read of the root by this one meanwhile cannot move
+        the version the write is conditional on past theirs)."""
+        with self.store.exclusive(self.key):
+            self._read_modify_write(path, document_key)
+
+    def _read_modify_write(self, path: str, document_key: str) -> None:
         root = self.store.get_versioned(self.key, limit=bounded_get.DOCUMENT_LIMIT)[0]  # its version: the condition
         own = self.store.get(document_key, limit=bounded_get.DOCUMENT_LIMIT)
         if root is None or own is None:
@@ -85,9 +91,9 @@ class ConsolidatedCopy:
             self._write(*found, read=bytes(root))
 
     def _write(self, key: str, data: bytes, read: bytes) -> None:
-        """Replace the copy, which was `read`: conditionally on an object store, on a local one
-        only if it still holds `read` when the new one is staged (ConflictError otherwise)."""
-        if self.store.capabilities.conditional_writes:
+        """Replace the copy, which was `read`: conditionally where the store writes documents so
+        (ConflictError), elsewhere only if it still holds `read` once the new one is staged."""
+        if self.store.capabilities.conditional_documents:
             return self.store.set(key, data)
         staged = [self.store.stage(key, data)]
         try:

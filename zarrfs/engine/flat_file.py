@@ -8,7 +8,7 @@ import functools
 import logging
 import math
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 
 import numpy as np
 
@@ -340,21 +340,32 @@ class RawFile:
     def flush(self, whole_only: bool = False) -> None:
         """Store what is written. When another writer appended to the stored array meanwhile,
         the records appended here move after its records (growth.rebase) and the write-back is
-        done again, at most growth.REBASES times; `rebases` counts the moves. A flush whose
-        error another flush has answered meanwhile (the records moved, or stored) moves nothing."""
-        for attempt in range(growth.REBASES + 1):
-            try:
-                return self.array.flush(whole_only)
-            except ShapeChangedError as e:
-                if attempt == growth.REBASES:
-                    raise
-                shared = self.array.shared
-                with shared.flush_lock, shared.lock:  # no batch in flight; appends wait
-                    if e.expected != self.array.write_back.stored_shape:
-                        continue  # another flush moved the records (or stored them) meanwhile: stale
-                    before = self.array.write_back.stored_shape[0]
-                    growth.rebase(self.array, e)
-                    self.resized(self.pending)
-                    self.rebases += 1
-                    log.info("%s: another writer appended records %d to %d: those appended here follow them",
-                             shared.name, before, self.array.write_back.stored_shape[0])
+        done again, at most growth.REBASES times; `rebases` counts the moves. From the first
+        move on, the array's document is held (growth.held: on a local store, other zarrfs
+        processes store no new shape until this one's is stored), so that the flush after a
+        move is not beaten again by a writer that appends as often."""
+        with ExitStack() as held:
+            for attempt in range(growth.REBASES + 1):
+                try:
+                    return self.array.flush(whole_only)
+                except ShapeChangedError as e:
+                    if attempt == growth.REBASES:
+                        raise
+                    if attempt == 0:
+                        held.enter_context(growth.held(self.array))
+                    self._rebase(e)
+
+    def _rebase(self, e: ShapeChangedError) -> None:
+        """Move the records appended here after those another writer stored (growth.rebase),
+        unless another flush of this array (the background write-back, a second fsync) stored
+        or moved them since `e` was raised: its shape is then not the one `e` checked."""
+        shared = self.array.shared
+        with shared.flush_lock, shared.lock:  # no batch in flight; appends wait
+            if e.expected is not None and self.array.write_back.stored_shape != e.expected:
+                return  # flushed again as it is
+            before = self.array.write_back.stored_shape[0]
+            growth.rebase(self.array, e)
+            self.resized(self.pending)
+            self.rebases += 1
+            log.info("%s: another writer appended records %d to %d: those appended here follow them",
+                     shared.name, before, self.array.write_back.stored_shape[0])

@@ -39,6 +39,7 @@ in inner chunks (moving rows through two levels of shards is not done).
 import itertools
 import math
 from collections.abc import Iterable
+from contextlib import AbstractContextManager, nullcontext
 
 import numpy as np
 
@@ -137,6 +138,13 @@ def _listed(source: StoreChunks, grid: tuple[int, ...], rows: range) -> set[tupl
         keys = source.stored_keys() or ()  # the caller checked that the store lists
     found = (holes.coords_of(key, source.encoding, grid) for key in keys)
     return {c for c in found if c is not None and c[0] in rows}
+
+
+def held(array: Array) -> AbstractContextManager[None]:
+    """The array's document held against other zarrfs processes' new shapes (Store.exclusive:
+    a local store's directory lock; nothing elsewhere) while this writer moves its records and
+    stores them."""
+    return array.source.exclusive() if isinstance(array.source, StoreChunks) else nullcontext()
 
 
 def rebase(array: Array, changed: ShapeChangedError) -> None:

@@ -20,6 +20,7 @@ import os
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack
 from typing import Protocol
 
 import numpy as np
@@ -314,15 +315,18 @@ class WriteBack:
         """Publish the staged values. Writers go on meanwhile (the batch is read-only, and
         readers find it in _flushing); a read that raced the change retries (see _chunk)."""
         source, shape = self._stored_values(), self._batch_shape
-        with self.shared.commit_lock:
+        with self.shared.commit_lock, ExitStack() as held:
             self.shared.version += 1  # odd: readers retry whatever they read meanwhile
             try:
                 # a reader of the store sees the old array or the new one: growing, the records
                 # are stored before the shape that shows them; shrinking, the shape that hides the
                 # chunks goes first (zarr-python's resize does the same). The document is read
-                # once, before either: no record goes where another writer's are. The root's
-                # consolidated copy of the shape follows the document (consolidated_copy.py)
+                # once, before either, and (a local store) other zarrfs processes store nothing
+                # of it until the new shape is: no record goes where another writer's are. The
+                # root's consolidated copy of the shape follows the document (consolidated_copy.py)
                 try:
+                    if shape != self.stored_shape:
+                        held.enter_context(source.exclusive())
                     document = source.document_of(self.stored_shape) if shape != self.stored_shape else None
                     if document is not None and shape[:1] < self.stored_shape[:1]:
                         self._publish_shape(source, document, shape)

@@ -17,6 +17,7 @@ never a credential.
 import errno
 import os
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
@@ -31,8 +32,13 @@ class Capabilities:
     # state is looked at again after metadata_ttl, writers keep the elements they wrote to merge.
     remote: bool = False
     # A value can be replaced only if it is still the version this mount read (ETag, generation):
-    # publish() raises ConflictError otherwise, and the writer merges.
+    # publish() raises ConflictError otherwise, and the writer merges. Every key.
     conditional_writes: bool = False
+    # As conditional_writes, for metadata documents only (zarr.json, .zarray, .zgroup, .zattrs,
+    # .zmetadata): a publish of one is conditional on the version this store last read whole
+    # (get, get_versioned), if it read one (a local store: among zarrfs processes, which take
+    # its directory's lock). Chunks are not.
+    conditional_documents: bool = False
     # get_ranges() and get_many() fetch several values or ranges in one call.
     batched_reads: bool = False
     # list_dir() and files() work (an HTTP server without listings cannot).
@@ -130,7 +136,14 @@ class Store(Protocol):
 
     def version_known(self, key: str) -> bool:
         """Whether a conditional write of `key` knows the version it builds on (always True
-        without conditional_writes)."""
+        for a key whose writes are not conditional)."""
+
+    def exclusive(self, key: str) -> AbstractContextManager[None]:
+        """A context in which the documents beside `key` (in its directory) are written by this
+        caller alone among zarrfs processes of this machine: a read of a document and the
+        writes built on it (a growth's chunks, then its new shape) are one step for them. Stores
+        whose other writers are other machines (object stores: their writes are conditional
+        instead) or no one (an Icechunk branch) give a context that holds nothing."""
 
     def check_writable(self, key: str) -> None:
         """StoreError(EROFS) naming `key` on a read-only store; nothing otherwise."""

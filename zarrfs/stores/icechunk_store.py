@@ -28,6 +28,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn, TypeVar
 
 from zarrfs.byte_ranges import ByteRange, Range, Suffix
@@ -187,6 +188,10 @@ class IcechunkStore:
 
     def version_known(self, key: str) -> bool:
         return True
+
+    def exclusive(self, key: str) -> AbstractContextManager[None]:
+        """Nothing held: only this mount writes its branch's session (a commit is icechunk's own step)."""
+        return nullcontext()
 
     # writes: into the writable session of a branch; a snapshot's refuse them
 

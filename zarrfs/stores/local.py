@@ -1,16 +1,30 @@
-"""Key-value storage of a Zarr hierarchy: byte-range reads and atomic replacement of values."""
+"""Key-value storage of a Zarr hierarchy: byte-range reads and atomic replacement of values.
+
+Metadata documents are written conditionally among zarrfs processes (capabilities
+.conditional_documents): a read remembers the content of a document it read whole (a
+hash of its bytes: inode numbers are reused and mtimes are coarse, while a document is small),
+and a publish of that document, under the lock of its directory (directory_locks.py), reads the
+bytes there now and renames the new value over them only if they are the ones read, else
+ConflictError. `exclusive(key)` holds that lock across a read and the writes built on it (a
+growth's chunks and new shape). Chunks are written unconditionally, as before.
+"""
 
 import errno
+import hashlib
 import itertools
 import logging
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import NamedTuple
 
 from zarrfs.byte_ranges import ByteRange, Range, Suffix
 from zarrfs.codecs.stored_bytes import BytesLike
-from zarrfs.errors import StoreError, ValueChangedError
-from zarrfs.stores import contract
+from zarrfs.errors import ConflictError, StoreError, ValueChangedError
+from zarrfs.nodes.documents import DOCUMENT_NAMES
+from zarrfs.stores import bounded_get, contract, directory_locks
 from zarrfs.stores import local_nodes as localtree
 from zarrfs.stores.contained import Beneath, key_parts
 from zarrfs.stores.contract import Capabilities, own_staged
@@ -21,6 +35,8 @@ log = logging.getLogger(__name__)
 
 _temporaries = itertools.count()  # unique names without mkstemp's random tries
 HELD_AT_ONCE = 32  # references to replaced values a publish holds before handing them over
+VERSIONS = 1 << 12  # documents whose content read is remembered for a conditional write
+LOCK_DEADLINE = 30.0  # seconds a write waits for another process's lock of a document's directory
 
 
 class Staged(NamedTuple):
@@ -37,16 +53,23 @@ class LocalStore:
     `follow_symlinks` (a trusted store that shares chunks), symlinks out of it are read through,
     and nothing outside is ever written."""
 
-    def __init__(self, root: str, read_only: bool = False, follow_symlinks: bool = False):
+    def __init__(self, root: str, read_only: bool = False, follow_symlinks: bool = False,
+                 lock_deadline: float = LOCK_DEADLINE):
         self.root = os.path.abspath(root)
         self.read_only = read_only
+        self.lock_deadline = lock_deadline  # as a remote store's request timeout (-o timeout)
+        # document key -> the hash of its bytes as last read whole (None: absent), which its next
+        # publish is conditional on
+        self._versions: OrderedDict[str, bytes | None] = OrderedDict()
+        self._versions_lock = threading.Lock()
         try:
             self.beneath = Beneath(self.root, follow_symlinks)
         except OSError as e:
             raise StoreError(f"{self.root}: {e.strerror}", e.errno) from None
         self.hold_replaced = worth_holding(self.root)  # deferred_release.py
-        # a local directory: no round trips, no other writer expected; its values are files
-        self.capabilities = Capabilities(file_values=True, hold_open=self.hold_replaced)
+        # a local directory: no round trips, no other machine writes; its values are files; other
+        # zarrfs processes of this machine are held off a document read for a write (see above)
+        self.capabilities = Capabilities(file_values=True, hold_open=self.hold_replaced, conditional_documents=True)
         self.nodes = LocalNodes(self.beneath, self.set_many, self.check_writable)  # whole nodes: local_nodes.py
 
     # whole nodes (see local_nodes.py for how each is one rename)
@@ -80,7 +103,20 @@ class LocalStore:
     def get_versioned(self, key: str, byte_range: ByteRange = None, expect: object = None,
                       limit: int | None = None) -> tuple[bytes | None, object]:
         """As get(), with the version read (the file's inode, size and mtime: values are replaced
-        by renaming, so an open descriptor reads one version whole); see the Store contract."""
+        by renaming, so an open descriptor reads one version whole); see the Store contract. A
+        document read whole is remembered by its content: its next publish is conditional on it
+        (as an object store's PUT is on the ETag it last read whole)."""
+        data, version = self._read(key, byte_range, expect, limit)
+        if byte_range is None and _is_document(key):
+            with self._versions_lock:
+                self._versions[key] = None if data is None else _digest(data)
+                self._versions.move_to_end(key)
+                if len(self._versions) > VERSIONS:
+                    self._versions.popitem(last=False)
+        return data, version
+
+    def _read(self, key: str, byte_range: ByteRange, expect: object,
+              limit: int | None) -> tuple[bytes | None, object]:
         fd = self.open_value(key)
         if fd is None:
             if expect is not None:
@@ -140,8 +176,27 @@ class LocalStore:
         return {key: self.get(key, limit=limit) for key in keys}
 
     def version_known(self, key: str) -> bool:
-        """Always: no write of a local store is conditional on a version."""
-        return True
+        """Whether a write of `key` is conditional on a version read: a document read whole
+        since its last write; never a chunk (written unconditionally: always True)."""
+        if not _is_document(key):
+            return True
+        with self._versions_lock:
+            return key in self._versions
+
+    @contextmanager
+    def exclusive(self, key: str) -> Iterator[None]:
+        """Hold the lock of the directory holding `key` (see directory_locks.py): other zarrfs
+        processes publish no document there meanwhile, nor hold it themselves."""
+        parent = _split(key)[0]
+        try:
+            fd = self.beneath.open_directory(parent)
+        except OSError as e:
+            raise StoreError.from_os("cannot lock the directory of", key, e) from None
+        try:
+            with directory_locks.locked(fd, self.path(parent), self.lock_deadline):
+                yield
+        finally:
+            os.close(fd)
 
     def set(self, key: str, data: bytes) -> None:
         self.set_many({key: data})
@@ -188,13 +243,23 @@ class LocalStore:
                 parent, name = _split(key)
                 fd = directories.get(parent) or directories.setdefault(parent, self.beneath.open_directory(parent))
                 self._hold(name, fd, replaced)
-                os.rename(temporary, name, src_dir_fd=fd, dst_dir_fd=fd)
+                if _is_document(key):
+                    self._replace_document(key, temporary, fd)
+                else:
+                    os.rename(temporary, name, src_dir_fd=fd, dst_dir_fd=fd)
                 pending.pop()
             for key, written in own:
                 if written is None:  # a deletion
                     self._unlink(key, directories, replaced)
             for fd in directories.values():
                 os.fsync(fd)
+        except StoreError as e:  # a document changed since it was read, or its lock not had in time
+            self.discard([Staged(k, t) for k, t in pending])
+            left = {k for k, _ in pending}
+            stored = [s.key for s in own if s.temporary is not None and s.key not in left]
+            if isinstance(e, ConflictError):
+                raise ConflictError(str(e), e.errno, e.keys, stored) from None
+            raise StoreError(str(e), e.errno, stored) from None
         except OSError as e:
             self.discard([Staged(k, t) for k, t in pending])
             raise StoreError.from_os("cannot write", key, e) from None
@@ -202,6 +267,34 @@ class LocalStore:
             releases.release(replaced)
             for fd in directories.values():
                 os.close(fd)
+
+    def _replace_document(self, key: str, temporary: str, directory: int) -> None:
+        """Rename a document's new value over it under its directory's lock, conditionally: if
+        it was read whole since its last write, only when the bytes there are still the ones read."""
+        with self._versions_lock:
+            expected = self._versions.pop(key, ...)  # one write per read: the next one reads again
+        name = _split(key)[1]
+        with directory_locks.replacing(directory, self.path(_split(key)[0]), self.lock_deadline):
+            if expected is not ... and self._digest_now(key) != expected:
+                raise ConflictError(f"{self.path(key)}: changed by another writer since it was read",
+                                    errno.EAGAIN, [key])
+            os.rename(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
+
+    def _digest_now(self, key: str) -> bytes | None:
+        """The hash of the document `key` as stored now, opened as a read opens it; None when
+        there is none. One larger than any document read (DOCUMENT_LIMIT) is hashed as far as
+        that: it differs all the same."""
+        fd = self.open_value(key)
+        if fd is None:
+            return None
+        try:
+            digest, left = hashlib.sha256(), bounded_get.DOCUMENT_LIMIT + 1
+            while left and (part := os.read(fd, min(left, 1 << 20))):
+                digest.update(part)
+                left -= len(part)
+            return digest.digest()
+        finally:
+            os.close(fd)
 
     def _hold(self, name: str, directory: int, replaced: list[int]) -> None:
         """Take a reference to the value about to be replaced; a publish keeps at most
@@ -352,6 +445,14 @@ class LocalStore:
     def check_writable(self, key: str) -> None:
         if self.read_only:
             raise StoreError(f"cannot write {key!r}: the store is read-only", errno.EROFS)
+
+
+def _is_document(key: str) -> bool:
+    return _split(key)[1] in DOCUMENT_NAMES
+
+
+def _digest(data: BytesLike) -> bytes:
+    return hashlib.sha256(data).digest()
 
 
 def _split(key: str) -> tuple[str, str]:

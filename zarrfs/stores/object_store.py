@@ -32,6 +32,7 @@ import zlib
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -102,7 +103,8 @@ class ObjectStore:
         # each request is a round trip (a read's chunks are fetched together), other machines write
         # it too (stored state is looked at again after metadata_ttl), PUTs are conditional on ETags
         self.metadata_ttl = metadata_ttl  # as capabilities.metadata_ttl, which is never None here
-        self.capabilities = Capabilities(remote=True, conditional_writes=True, batched_reads=True,
+        self.capabilities = Capabilities(remote=True, conditional_writes=True, conditional_documents=True,
+                                         batched_reads=True,
                                          listing=can_list, metadata_ttl=metadata_ttl, read_deadline=timeout)
         self._listings: dict[str, _Listing] = {}
         self._documents: dict[str, _Document] = {}
@@ -208,6 +210,10 @@ class ObjectStore:
     def version_known(self, key: str) -> bool:
         """Whether a PUT of `key` would be conditional (on its ETag, or on its absence)."""
         return key in self._etags
+
+    def exclusive(self, key: str) -> AbstractContextManager[None]:
+        """Nothing held: other writers are other machines, and each PUT is conditional."""
+        return nullcontext()
 
     def _set_etag(self, key: str, e_tag: "UpdateVersion | None") -> None:
         """Remembered for the ETAGS keys read or written last: a write follows its read closely

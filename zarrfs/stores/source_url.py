@@ -109,7 +109,7 @@ def _version_source(repository: IcechunkRepository, icechunk: IcechunkChoice, re
 def open_store(source: str, read_only: bool, remote: RemoteOptions,
                follow_symlinks: bool = False) -> Store:
     if not is_remote(source):
-        return LocalStore(source, read_only=read_only, follow_symlinks=follow_symlinks)
+        return LocalStore(source, read_only=read_only, follow_symlinks=follow_symlinks, lock_deadline=remote.timeout)
     from zarrfs.stores.object_store import ObjectStore  # obstore is needed only for remote sources
 
     scheme = urlsplit(source).scheme

@@ -109,6 +109,10 @@ class Subject:
     store: Store
     other_writer: Callable[[str, bytes | None], None]
     source: str | None = None
+    # Another process writing `key` through its own store of the same source (a read, then a
+    # write conditional on it), where its writes to documents must be seen as another writer's:
+    # a local store's, which are conditional among processes. None: other_writer stands for it.
+    other_process: Callable[[str, bytes], None] | None = None
 
 
 class StoreContractTests:
@@ -452,6 +456,28 @@ class StoreContractTests:
             store.publish([store.stage(v, b"mine")])
         assert caught.value.keys == (v,) and v in str(caught.value)
         assert store.get(v) == b"theirs"
+
+    def test_a_document_another_writer_changed_is_a_conflict_and_theirs_survives(self, subject, store):
+        if not self.writes(store):
+            return
+        assert store.capabilities.conditional_documents or not store.capabilities.conditional_writes
+        document = self.k("a/zarr.json")
+        self.put(store, "a/zarr.json", b"first")
+        if not store.capabilities.conditional_documents:  # what it declares instead: the last writer wins
+            subject.other_writer(document, self.stored("a/zarr.json", b"theirs"))
+            store.publish([store.stage(document, self.stored("a/zarr.json", b"mine"))])
+            assert store.get(document) == self.stored("a/zarr.json", b"mine")
+            return
+        assert store.get_versioned(document)[0] == self.stored("a/zarr.json", b"first")  # the version built on
+        assert store.version_known(document)
+        (subject.other_process or subject.other_writer)(document, self.stored("a/zarr.json", b"theirs"))
+        with pytest.raises(ConflictError) as caught:
+            store.publish([store.stage(document, self.stored("a/zarr.json", b"mine"))])
+        assert caught.value.keys == (document,) and document in str(caught.value)
+        assert store.get(document) == self.stored("a/zarr.json", b"theirs")
+        store.get_versioned(document)  # read again: the next write builds on theirs
+        store.set(document, self.stored("a/zarr.json", b"mine"))
+        assert store.get(document) == self.stored("a/zarr.json", b"mine")
 
     def test_reads_that_ask_for_a_version_get_it_or_are_told_it_changed(self, subject, store):
         self.given(subject, "v", VALUE)

@@ -1,0 +1,111 @@
+"""A local store's conditional writes of metadata documents among zarrfs processes
+(stores/local.py, stores/directory_locks.py): the other writer is a real second process, which
+holds the lock of the document's directory while it writes."""
+
+import errno
+import multiprocessing
+import multiprocessing.synchronize
+import os
+import threading
+
+import pytest
+
+from zarrfs.errors import ConflictError, StoreError
+from zarrfs.stores import directory_locks
+from zarrfs.stores.local import LocalStore
+
+DOCUMENT = "a/zarr.json"
+
+
+def hold_and_write(root: str, held: multiprocessing.synchronize.Event, go: multiprocessing.synchronize.Event,
+                   data: bytes | None) -> None:
+    """Another zarrfs process: holds the document's directory, and on `go` writes `data` there
+    (None: writes nothing) and lets the lock go."""
+    store = LocalStore(root)
+    with store.exclusive(DOCUMENT):
+        held.set()
+        go.wait(120)
+        if data is not None:
+            store.get_versioned(DOCUMENT)
+            store.set(DOCUMENT, data)
+
+
+class OtherProcess:
+    def __init__(self, root: str, data: bytes | None):
+        spawn = multiprocessing.get_context("spawn")
+        self.held, self.go = spawn.Event(), spawn.Event()
+        self.process = spawn.Process(target=hold_and_write, args=(root, self.held, self.go, data))
+
+    def __enter__(self):
+        self.process.start()
+        assert self.held.wait(120)
+        return self
+
+    def __exit__(self, *exc):
+        self.go.set()
+        self.process.join(120)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        assert exc[0] is not None or self.process.exitcode == 0
+
+
+def test_a_document_write_waits_for_the_other_process_and_loses_to_its_write(tmp_path):
+    store = LocalStore(str(tmp_path))
+    store.set(DOCUMENT, b"first")
+    assert store.get_versioned(DOCUMENT)[0] == b"first"
+    outcome: list[BaseException | None] = []
+
+    def publish() -> None:
+        try:
+            store.set(DOCUMENT, b"mine")
+            outcome.append(None)
+        except BaseException as e:
+            outcome.append(e)
+
+    with OtherProcess(str(tmp_path), b"theirs") as other:
+        writer = threading.Thread(target=publish)
+        writer.start()  # it waits for the other process's lock, which then writes
+        other.go.set()
+        writer.join(120)
+    assert isinstance(outcome[0], ConflictError) and DOCUMENT in str(outcome[0])
+    assert store.get(DOCUMENT) == b"theirs"
+    assert not [p.name for p in (tmp_path / "a").iterdir() if p.name != "zarr.json"]  # no temporary left
+
+
+def test_a_lock_held_past_the_deadline_fails_the_write_naming_the_directory(tmp_path):
+    store = LocalStore(str(tmp_path), lock_deadline=0.2)
+    store.set(DOCUMENT, b"first")
+    with OtherProcess(str(tmp_path), None):
+        with pytest.raises(StoreError) as caught:
+            store.set(DOCUMENT, b"mine")
+    assert caught.value.errno == errno.ETIMEDOUT
+    assert str(tmp_path / "a") in str(caught.value) and "another zarrfs process" in str(caught.value)
+    assert store.get(DOCUMENT) == b"first"
+    assert not [p.name for p in (tmp_path / "a").iterdir() if p.name != "zarr.json"]
+
+
+def test_a_chunk_is_written_whatever_another_process_holds(tmp_path):
+    store = LocalStore(str(tmp_path), lock_deadline=0.2)
+    store.set(DOCUMENT, b"first")
+    with OtherProcess(str(tmp_path), None):
+        store.set("a/c/0", b"chunk")  # chunks are not conditional: no lock taken
+    assert store.get("a/c/0") == b"chunk"
+
+
+def test_a_file_system_without_flock_writes_documents_unlocked_and_says_so_once(tmp_path, monkeypatch, caplog):
+    # no file system here refuses flock (tmpfs, ext4, FUSE all take it): NFS without lockd does
+    def no_flock(fd, operation):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr(directory_locks.fcntl, "flock", no_flock)
+    store = LocalStore(str(tmp_path))
+    store.set(DOCUMENT, b"first")
+    store.get_versioned(DOCUMENT)
+    store.set(DOCUMENT, b"second")  # conditional still: on the bytes read
+    with store.exclusive(DOCUMENT):
+        store.set(DOCUMENT, b"third")
+    assert store.get(DOCUMENT) == b"third"
+    lines = [r.getMessage() for r in caplog.records if "takes no lock" in r.getMessage()]
+    assert lines == [f"{tmp_path / 'a'}: its file system takes no lock (No locks available): other zarrfs "
+                     f"processes' writes of its documents are not held off"]
