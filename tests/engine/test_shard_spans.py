@@ -13,7 +13,7 @@ from servers.memory_store import MemoryStore
 from servers.seaweed import unique_prefix
 from zarrfs.byte_ranges import Range, Suffix
 from zarrfs.codecs.shard_format import EMPTY
-from zarrfs.engine import read_budget, shard_spans
+from zarrfs.engine import decode_ahead, read_budget, shard_spans
 from zarrfs.engine.array import open_array
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.engine.chunk_sources import run_at, stored_runs
@@ -25,6 +25,18 @@ from zarrfs.stores.object_store import ObjectStore
 
 REMOTE = Capabilities(remote=True, conditional_writes=True, batched_reads=True, metadata_ttl=60)
 INNER, PER_SHARD, SHARDS = 4096, 16, 4  # uint8 elements: 16 inner chunks of 4 KiB per shard
+
+
+@pytest.fixture(autouse=True)
+def reader_keeps_up(monkeypatch):
+    """The streams here read on before what they fetched is STALE seconds old, as a reader that
+    keeps up does, however busy the machine. A second's stall of a loaded machine between two
+    reads would otherwise change what is fetched (the counts below would count a paused reader):
+    the spans forget the chunks the first read fetched (its run is read again from its start,
+    test_a_reader_that_pauses_after_its_first_read_...), and the next walk drops the chunks
+    decoded ahead for the reader as left behind."""
+    monkeypatch.setattr(decode_ahead, "STALE", 3600.0)
+    monkeypatch.setattr(shard_spans, "STALE", 3600.0)
 
 
 def sharded_store(values: np.ndarray, capabilities: Capabilities) -> MemoryStore:
@@ -297,11 +309,41 @@ def test_a_stream_reads_the_index_with_the_shard_once_the_arrays_shards_fit():
     cache = ChunkCache(256 << 20, ahead_bytes=ahead, ahead_workers=32)
     assert stream(store, values.size, 128 << 10, cache) == values.tobytes()
     reads = [(key, r) for key, r in store.reads if key.startswith("c/")]
-    later = [(key, r) for key, r in reads if key != "c/0"]
-    assert later == [(f"c/{s}", Suffix(ahead + 1)) for s in range(1, SCALED_SHARDS)], reads
+    assert_each_later_shard_whole_with_its_index(reads, ahead)
     # the first shard: its index, read before any stream, then the stream's span (the first
     # read's own chunks come in one call of several ranges, get_ranges, not counted here)
     assert [r for key, r in reads if key == "c/0"] == [Suffix(16 * SCALED_PER_SHARD + 4), Range(128 << 10, ahead // 2 - (128 << 10))]
+
+
+def assert_each_later_shard_whole_with_its_index(reads: list[tuple[str, Range | Suffix]], ahead: int) -> None:
+    """Each shard after the first read in one GET, whatever the order the shards' reads came in
+    (the index reads ahead run on the pool's threads, beside the stream's span of shard 0)."""
+    later = sorted(((key, r) for key, r in reads if key != "c/0"), key=lambda read: int(read[0][2:]))
+    assert later == [(f"c/{s}", Suffix(ahead + 1)) for s in range(1, SCALED_SHARDS)], reads
+
+
+def test_a_reader_that_pauses_after_its_first_read_reads_the_first_shards_run_again_at_most(monkeypatch):
+    """The spans remember the chunks a request read alone for STALE seconds: a reader whose
+    second read comes later (a loaded machine stalls it; here STALE is 0) has its stream's span
+    of the first shard planned from the run's start, the first read's chunks again: one GET all
+    the same, at most the shard once more, and the later shards still whole with their index."""
+    values = np.random.default_rng(5).integers(0, 255, SCALED_INNER * SCALED_PER_SHARD * SCALED_SHARDS, dtype="u1")
+    store = MemoryStore(REMOTE)
+    write_sharded(store, values, SCALED_INNER, SCALED_PER_SHARD)
+    store.reads.clear()
+    ahead = 2 * SCALED_INNER * SCALED_PER_SHARD
+    cache = ChunkCache(256 << 20, ahead_bytes=ahead, ahead_workers=32)
+    meta = parse_document(store.get("zarr.json"), "zarr.json")
+    raw = RawFile(open_array(store, "", meta, cache))
+    piece = 128 << 10
+    assert raw.read(0, piece) == values[:piece].tobytes()  # no stream yet: its own chunks
+    monkeypatch.setattr(shard_spans, "STALE", 0.0)  # the pause: what the first read brought is forgotten
+    for offset in range(piece, values.size, piece):
+        assert raw.read(offset, piece) == values[offset:offset + piece].tobytes()
+        cache.ahead.settle(10)
+    reads = [(key, r) for key, r in store.reads if key.startswith("c/")]
+    assert_each_later_shard_whole_with_its_index(reads, ahead)
+    assert [r for key, r in reads if key == "c/0"] == [Suffix(16 * SCALED_PER_SHARD + 4), Range(0, ahead // 2)], reads
 
 
 def test_a_small_read_of_a_remote_shard_fetches_its_index_and_one_inner_chunk():
