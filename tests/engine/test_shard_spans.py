@@ -426,3 +426,39 @@ def test_a_request_waits_for_a_span_no_longer_than_its_reads_deadline():
     assert outcome and isinstance(outcome[0], read_budget.ReadBudgetError), outcome
     assert "c/0 bytes [0, 20)" in str(outcome[0]) and "a.bin" in str(outcome[0])
     assert spans.covered(10, 10) == b"\0" * 10  # the span arrived all the same, for whoever comes next
+
+
+class Clock:
+    """decode_ahead's clock, moved on by the test: a pause between two reads, with no wait."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def test_a_reader_that_pauses_between_its_reads_takes_what_was_decoded_for_it(monkeypatch):
+    """A reader that comes back to its stream after more than STALE seconds (a consumer that
+    works on each piece; a loaded machine's stall) finds the chunks decoded for it: the walk its
+    read starts made room for the chunks further on by dropping them as left behind, and the
+    read fetched each of them again alone (over 100 GETs here, where a reader that keeps up
+    makes one a shard)."""
+    clock = Clock()
+    monkeypatch.setattr(decode_ahead, "STALE", 1.0)
+    monkeypatch.setattr(decode_ahead, "time", clock)
+    values = np.random.default_rng(5).integers(0, 255, SCALED_INNER * SCALED_PER_SHARD * SCALED_SHARDS, dtype="u1")
+    store = MemoryStore(REMOTE)
+    write_sharded(store, values, SCALED_INNER, SCALED_PER_SHARD)
+    store.reads.clear()
+    ahead = 2 * SCALED_INNER * SCALED_PER_SHARD
+    cache = ChunkCache(256 << 20, ahead_bytes=ahead, ahead_workers=32)
+    raw = RawFile(open_array(store, "", parse_document(store.get("zarr.json"), "zarr.json"), cache))
+    piece = 128 << 10
+    for offset in range(0, values.size, piece):
+        assert raw.read(offset, piece) == values[offset:offset + piece].tobytes()
+        cache.ahead.settle(10)
+        clock.now += 2 * decode_ahead.STALE  # the pause: every chunk decoded so far is as old as a gone reader's
+    reads = [(key, r) for key, r in store.reads if key.startswith("c/")]
+    assert_each_later_shard_whole_with_its_index(reads, ahead)
+    assert [r for key, r in reads if key == "c/0"] == [Suffix(16 * SCALED_PER_SHARD + 4), Range(piece, ahead // 2 - piece)]
