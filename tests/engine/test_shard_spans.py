@@ -462,3 +462,31 @@ def test_a_reader_that_pauses_between_its_reads_takes_what_was_decoded_for_it(mo
     reads = [(key, r) for key, r in store.reads if key.startswith("c/")]
     assert_each_later_shard_whole_with_its_index(reads, ahead)
     assert [r for key, r in reads if key == "c/0"] == [Suffix(16 * SCALED_PER_SHARD + 4), Range(piece, ahead // 2 - piece)]
+
+
+def test_a_reader_ahead_of_its_decodes_and_index_reads_still_reads_each_shard_whole_with_its_index():
+    """The decode-ahead pool's one thread held busy while the stream starts: the second read's
+    walk queues the index reads of the next shards and the decodes of the first shard's run, and
+    the read plans the run's span itself. The stream then reads as when the decodes plan it: the
+    first shard's index and its run, each later shard whole with its index."""
+    values = np.random.default_rng(5).integers(0, 255, SCALED_INNER * SCALED_PER_SHARD * SCALED_SHARDS, dtype="u1")
+    store = MemoryStore(REMOTE)
+    write_sharded(store, values, SCALED_INNER, SCALED_PER_SHARD)
+    store.reads.clear()
+    ahead = 2 * SCALED_INNER * SCALED_PER_SHARD
+    cache = ChunkCache(256 << 20, ahead_bytes=ahead, ahead_workers=1)
+    raw = RawFile(open_array(store, "", parse_document(store.get("zarr.json"), "zarr.json"), cache))
+    busy, piece = threading.Event(), 128 << 10
+    cache.ahead.fetch(("busy",), lambda: busy.wait(60))  # the pool's one thread
+    try:
+        assert raw.read(0, piece) == values[:piece].tobytes()  # starts the stream
+        assert raw.read(piece, piece) == values[piece:2 * piece].tobytes()  # its walk's work all queued
+        assert [key for key, _ in store.reads if key.startswith("c/") and key != "c/0"] == []  # none ran
+    finally:
+        busy.set()
+    for offset in range(2 * piece, values.size, piece):
+        cache.ahead.settle(10)
+        assert raw.read(offset, piece) == values[offset:offset + piece].tobytes()
+    reads = [(key, r) for key, r in store.reads if key.startswith("c/")]
+    assert_each_later_shard_whole_with_its_index(reads, ahead)
+    assert [r for key, r in reads if key == "c/0"] == [Suffix(16 * SCALED_PER_SHARD + 4), Range(piece, ahead // 2 - piece)]
