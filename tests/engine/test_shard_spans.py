@@ -2,6 +2,7 @@
 requests, the same bytes, one read shared by the decodes that wait for it, bounded memory."""
 
 import threading
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -314,6 +315,15 @@ def test_a_stream_reads_the_index_with_the_shard_once_the_arrays_shards_fit():
     # read's own chunks come in one call of several ranges, get_ranges, not counted here)
     assert [r for key, r in reads if key == "c/0"] == [Suffix(16 * SCALED_PER_SHARD + 4), Range(128 << 10, ahead // 2 - (128 << 10))]
 
+class Clock:
+    """A module's clock (its `time`), moved on by the test: a pause between two reads, with no wait."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
 
 def assert_each_later_shard_whole_with_its_index(reads: list[tuple[str, Range | Suffix]], ahead: int) -> None:
     """Each shard after the first read in one GET, whatever the order the shards' reads came in
@@ -324,9 +334,9 @@ def assert_each_later_shard_whole_with_its_index(reads: list[tuple[str, Range | 
 
 def test_a_reader_that_pauses_after_its_first_read_reads_the_first_shards_run_again_at_most(monkeypatch):
     """The spans remember the chunks a request read alone for STALE seconds: a reader whose
-    second read comes later (a loaded machine stalls it; here STALE is 0) has its stream's span
-    of the first shard planned from the run's start, the first read's chunks again: one GET all
-    the same, at most the shard once more, and the later shards still whole with their index."""
+    second read comes later (a loaded machine stalls it; here the spans' clock is moved on) has
+    its stream's span of the first shard planned from the run's start, the first read's chunks
+    again: one GET all the same, and the later shards still whole with their index."""
     values = np.random.default_rng(5).integers(0, 255, SCALED_INNER * SCALED_PER_SHARD * SCALED_SHARDS, dtype="u1")
     store = MemoryStore(REMOTE)
     write_sharded(store, values, SCALED_INNER, SCALED_PER_SHARD)
@@ -337,7 +347,9 @@ def test_a_reader_that_pauses_after_its_first_read_reads_the_first_shards_run_ag
     raw = RawFile(open_array(store, "", meta, cache))
     piece = 128 << 10
     assert raw.read(0, piece) == values[:piece].tobytes()  # no stream yet: its own chunks
-    monkeypatch.setattr(shard_spans, "STALE", 0.0)  # the pause: what the first read brought is forgotten
+    clock = Clock()
+    monkeypatch.setattr(shard_spans, "time", clock)  # from now on: the first read was long ago
+    clock.now = time.monotonic() + 2 * shard_spans.STALE  # the pause: what it brought is forgotten
     for offset in range(piece, values.size, piece):
         assert raw.read(offset, piece) == values[offset:offset + piece].tobytes()
         cache.ahead.settle(10)
@@ -427,15 +439,6 @@ def test_a_request_waits_for_a_span_no_longer_than_its_reads_deadline():
     assert "c/0 bytes [0, 20)" in str(outcome[0]) and "a.bin" in str(outcome[0])
     assert spans.covered(10, 10) == b"\0" * 10  # the span arrived all the same, for whoever comes next
 
-
-class Clock:
-    """decode_ahead's clock, moved on by the test: a pause between two reads, with no wait."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def monotonic(self) -> float:
-        return self.now
 
 
 def test_a_reader_that_pauses_between_its_reads_takes_what_was_decoded_for_it(monkeypatch):
