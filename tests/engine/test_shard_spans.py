@@ -493,3 +493,26 @@ def test_a_reader_ahead_of_its_decodes_and_index_reads_still_reads_each_shard_wh
     reads = [(key, r) for key, r in store.reads if key.startswith("c/")]
     assert_each_later_shard_whole_with_its_index(reads, ahead)
     assert [r for key, r in reads if key == "c/0"] == [Suffix(16 * SCALED_PER_SHARD + 4), Range(piece, ahead // 2 - piece)]
+
+
+def test_a_shards_index_is_known_only_once_the_shard_read_with_it_is_held(monkeypatch):
+    """A decode ahead that finds the index known takes its chunk from the spans without the
+    shard's lock: were the index known before the whole shard read with it is held, the decode
+    planned a span of its own and read the shard again (once in 30 runs of this module beside
+    two CPU burners, a later shard was read whole and then again)."""
+    values = np.random.default_rng(5).integers(0, 255, SCALED_INNER * SCALED_PER_SHARD * SCALED_SHARDS, dtype="u1")
+    store = MemoryStore(REMOTE)
+    write_sharded(store, values, SCALED_INNER, SCALED_PER_SHARD)
+    cache = ChunkCache(256 << 20, ahead_bytes=2 * SCALED_INNER * SCALED_PER_SHARD, ahead_workers=1)
+    source = open_array(store, "", parse_document(store.get("zarr.json"), "zarr.json"), cache).shard_view((1,)).source
+    known_while_held, hold = [], Spans.hold
+
+    def holding(spans, data, chunks):
+        known_while_held.append(source.index_known())  # what another thread sees at this moment
+        hold(spans, data, chunks)
+    monkeypatch.setattr(Spans, "hold", holding)
+    store.reads.clear()
+    source.index_ahead()
+    assert known_while_held == [False]
+    assert source.read_ahead((5,)) == values[SCALED_INNER * (SCALED_PER_SHARD + 5):SCALED_INNER * (SCALED_PER_SHARD + 6)].tobytes()
+    assert len(store.reads) == 1  # the shard with its index, the chunk from it
