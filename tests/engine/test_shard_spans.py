@@ -2,6 +2,7 @@
 requests, the same bytes, one read shared by the decodes that wait for it, bounded memory."""
 
 import threading
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -13,7 +14,7 @@ from servers.memory_store import MemoryStore
 from servers.seaweed import unique_prefix
 from zarrfs.byte_ranges import Range, Suffix
 from zarrfs.codecs.shard_format import EMPTY
-from zarrfs.engine import read_budget, shard_spans
+from zarrfs.engine import decode_ahead, read_budget, shard_spans
 from zarrfs.engine.array import open_array
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.engine.chunk_sources import run_at, stored_runs
@@ -25,6 +26,18 @@ from zarrfs.stores.object_store import ObjectStore
 
 REMOTE = Capabilities(remote=True, conditional_writes=True, batched_reads=True, metadata_ttl=60)
 INNER, PER_SHARD, SHARDS = 4096, 16, 4  # uint8 elements: 16 inner chunks of 4 KiB per shard
+
+
+@pytest.fixture(autouse=True)
+def reader_keeps_up(monkeypatch):
+    """The streams here read on before what they fetched is STALE seconds old, as a reader that
+    keeps up does, however busy the machine. A second's stall of a loaded machine between two
+    reads would otherwise change what is fetched (the counts below would count a paused reader):
+    the spans forget the chunks the first read fetched (its run is read again from its start,
+    test_a_reader_that_pauses_after_its_first_read_...), and the next walk drops the chunks
+    decoded ahead for the reader as left behind."""
+    monkeypatch.setattr(decode_ahead, "STALE", 3600.0)
+    monkeypatch.setattr(shard_spans, "STALE", 3600.0)
 
 
 def sharded_store(values: np.ndarray, capabilities: Capabilities) -> MemoryStore:
@@ -297,11 +310,52 @@ def test_a_stream_reads_the_index_with_the_shard_once_the_arrays_shards_fit():
     cache = ChunkCache(256 << 20, ahead_bytes=ahead, ahead_workers=32)
     assert stream(store, values.size, 128 << 10, cache) == values.tobytes()
     reads = [(key, r) for key, r in store.reads if key.startswith("c/")]
-    later = [(key, r) for key, r in reads if key != "c/0"]
-    assert later == [(f"c/{s}", Suffix(ahead + 1)) for s in range(1, SCALED_SHARDS)], reads
+    assert_each_later_shard_whole_with_its_index(reads, ahead)
     # the first shard: its index, read before any stream, then the stream's span (the first
     # read's own chunks come in one call of several ranges, get_ranges, not counted here)
     assert [r for key, r in reads if key == "c/0"] == [Suffix(16 * SCALED_PER_SHARD + 4), Range(128 << 10, ahead // 2 - (128 << 10))]
+
+class Clock:
+    """A module's clock (its `time`), moved on by the test: a pause between two reads, with no wait."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+def assert_each_later_shard_whole_with_its_index(reads: list[tuple[str, Range | Suffix]], ahead: int) -> None:
+    """Each shard after the first read in one GET, whatever the order the shards' reads came in
+    (the index reads ahead run on the pool's threads, beside the stream's span of shard 0)."""
+    later = sorted(((key, r) for key, r in reads if key != "c/0"), key=lambda read: int(read[0][2:]))
+    assert later == [(f"c/{s}", Suffix(ahead + 1)) for s in range(1, SCALED_SHARDS)], reads
+
+
+def test_a_reader_that_pauses_after_its_first_read_reads_the_first_shards_run_again_at_most(monkeypatch):
+    """The spans remember the chunks a request read alone for STALE seconds: a reader whose
+    second read comes later (a loaded machine stalls it; here the spans' clock is moved on) has
+    its stream's span of the first shard planned from the run's start, the first read's chunks
+    again: one GET all the same, and the later shards still whole with their index."""
+    values = np.random.default_rng(5).integers(0, 255, SCALED_INNER * SCALED_PER_SHARD * SCALED_SHARDS, dtype="u1")
+    store = MemoryStore(REMOTE)
+    write_sharded(store, values, SCALED_INNER, SCALED_PER_SHARD)
+    store.reads.clear()
+    ahead = 2 * SCALED_INNER * SCALED_PER_SHARD
+    cache = ChunkCache(256 << 20, ahead_bytes=ahead, ahead_workers=32)
+    meta = parse_document(store.get("zarr.json"), "zarr.json")
+    raw = RawFile(open_array(store, "", meta, cache))
+    piece = 128 << 10
+    assert raw.read(0, piece) == values[:piece].tobytes()  # no stream yet: its own chunks
+    clock = Clock()
+    monkeypatch.setattr(shard_spans, "time", clock)  # from now on: the first read was long ago
+    clock.now = time.monotonic() + 2 * shard_spans.STALE  # the pause: what it brought is forgotten
+    for offset in range(piece, values.size, piece):
+        assert raw.read(offset, piece) == values[offset:offset + piece].tobytes()
+        cache.ahead.settle(10)
+    reads = [(key, r) for key, r in store.reads if key.startswith("c/")]
+    assert_each_later_shard_whole_with_its_index(reads, ahead)
+    assert [r for key, r in reads if key == "c/0"] == [Suffix(16 * SCALED_PER_SHARD + 4), Range(0, ahead // 2)], reads
 
 
 def test_a_small_read_of_a_remote_shard_fetches_its_index_and_one_inner_chunk():
@@ -384,3 +438,81 @@ def test_a_request_waits_for_a_span_no_longer_than_its_reads_deadline():
     assert outcome and isinstance(outcome[0], read_budget.ReadBudgetError), outcome
     assert "c/0 bytes [0, 20)" in str(outcome[0]) and "a.bin" in str(outcome[0])
     assert spans.covered(10, 10) == b"\0" * 10  # the span arrived all the same, for whoever comes next
+
+
+
+def test_a_reader_that_pauses_between_its_reads_takes_what_was_decoded_for_it(monkeypatch):
+    """A reader that comes back to its stream after more than STALE seconds (a consumer that
+    works on each piece; a loaded machine's stall) finds the chunks decoded for it: the walk its
+    read starts made room for the chunks further on by dropping them as left behind, and the
+    read fetched each of them again alone (over 100 GETs here, where a reader that keeps up
+    makes one a shard)."""
+    clock = Clock()
+    monkeypatch.setattr(decode_ahead, "STALE", 1.0)
+    monkeypatch.setattr(decode_ahead, "time", clock)
+    values = np.random.default_rng(5).integers(0, 255, SCALED_INNER * SCALED_PER_SHARD * SCALED_SHARDS, dtype="u1")
+    store = MemoryStore(REMOTE)
+    write_sharded(store, values, SCALED_INNER, SCALED_PER_SHARD)
+    store.reads.clear()
+    ahead = 2 * SCALED_INNER * SCALED_PER_SHARD
+    cache = ChunkCache(256 << 20, ahead_bytes=ahead, ahead_workers=32)
+    raw = RawFile(open_array(store, "", parse_document(store.get("zarr.json"), "zarr.json"), cache))
+    piece = 128 << 10
+    for offset in range(0, values.size, piece):
+        assert raw.read(offset, piece) == values[offset:offset + piece].tobytes()
+        cache.ahead.settle(10)
+        clock.now += 2 * decode_ahead.STALE  # the pause: every chunk decoded so far is as old as a gone reader's
+    reads = [(key, r) for key, r in store.reads if key.startswith("c/")]
+    assert_each_later_shard_whole_with_its_index(reads, ahead)
+    assert [r for key, r in reads if key == "c/0"] == [Suffix(16 * SCALED_PER_SHARD + 4), Range(piece, ahead // 2 - piece)]
+
+
+def test_a_reader_ahead_of_its_decodes_and_index_reads_still_reads_each_shard_whole_with_its_index():
+    """The decode-ahead pool's one thread held busy while the stream starts: the second read's
+    walk queues the index reads of the next shards and the decodes of the first shard's run, and
+    the read plans the run's span itself. The stream then reads as when the decodes plan it: the
+    first shard's index and its run, each later shard whole with its index."""
+    values = np.random.default_rng(5).integers(0, 255, SCALED_INNER * SCALED_PER_SHARD * SCALED_SHARDS, dtype="u1")
+    store = MemoryStore(REMOTE)
+    write_sharded(store, values, SCALED_INNER, SCALED_PER_SHARD)
+    store.reads.clear()
+    ahead = 2 * SCALED_INNER * SCALED_PER_SHARD
+    cache = ChunkCache(256 << 20, ahead_bytes=ahead, ahead_workers=1)
+    raw = RawFile(open_array(store, "", parse_document(store.get("zarr.json"), "zarr.json"), cache))
+    busy, piece = threading.Event(), 128 << 10
+    cache.ahead.fetch(("busy",), lambda: busy.wait(60))  # the pool's one thread
+    try:
+        assert raw.read(0, piece) == values[:piece].tobytes()  # starts the stream
+        assert raw.read(piece, piece) == values[piece:2 * piece].tobytes()  # its walk's work all queued
+        assert [key for key, _ in store.reads if key.startswith("c/") and key != "c/0"] == []  # none ran
+    finally:
+        busy.set()
+    for offset in range(2 * piece, values.size, piece):
+        cache.ahead.settle(10)
+        assert raw.read(offset, piece) == values[offset:offset + piece].tobytes()
+    reads = [(key, r) for key, r in store.reads if key.startswith("c/")]
+    assert_each_later_shard_whole_with_its_index(reads, ahead)
+    assert [r for key, r in reads if key == "c/0"] == [Suffix(16 * SCALED_PER_SHARD + 4), Range(piece, ahead // 2 - piece)]
+
+
+def test_a_shards_index_is_known_only_once_the_shard_read_with_it_is_held(monkeypatch):
+    """A decode ahead that finds the index known takes its chunk from the spans without the
+    shard's lock: were the index known before the whole shard read with it is held, the decode
+    planned a span of its own and read the shard again (once in 30 runs of this module beside
+    two CPU burners, a later shard was read whole and then again)."""
+    values = np.random.default_rng(5).integers(0, 255, SCALED_INNER * SCALED_PER_SHARD * SCALED_SHARDS, dtype="u1")
+    store = MemoryStore(REMOTE)
+    write_sharded(store, values, SCALED_INNER, SCALED_PER_SHARD)
+    cache = ChunkCache(256 << 20, ahead_bytes=2 * SCALED_INNER * SCALED_PER_SHARD, ahead_workers=1)
+    source = open_array(store, "", parse_document(store.get("zarr.json"), "zarr.json"), cache).shard_view((1,)).source
+    known_while_held, hold = [], Spans.hold
+
+    def holding(spans, data, chunks):
+        known_while_held.append(source.index_known())  # what another thread sees at this moment
+        hold(spans, data, chunks)
+    monkeypatch.setattr(Spans, "hold", holding)
+    store.reads.clear()
+    source.index_ahead()
+    assert known_while_held == [False]
+    assert source.read_ahead((5,)) == values[SCALED_INNER * (SCALED_PER_SHARD + 5):SCALED_INNER * (SCALED_PER_SHARD + 6)].tobytes()
+    assert len(store.reads) == 1  # the shard with its index, the chunk from it

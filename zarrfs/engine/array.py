@@ -363,6 +363,14 @@ class Array:
                 return False
         return True
 
+    def keep_ahead(self, box: Box) -> None:
+        """The chunks `box` touches that were decoded ahead are wanted still (DecodeAhead.wanted)."""
+        for part in chunk_parts(box, self.chunk_shape, self.shape):
+            if self.sharding:
+                self.shard_view(part.coords).keep_ahead(part.chunk_box)
+            else:
+                self.shared.cache.ahead.wanted(self.cache_key + (part.coords,))
+
     @property
     def reads_indexes_ahead(self) -> bool:
         return self.sharding is not None and self.source.capabilities.remote

@@ -280,13 +280,15 @@ class ShardChunks:
                     raw, version, shard = self._read_index(size, whole)
                     self._index = None if raw is None else self.codec.decode_index(raw)
                     self._version = version
-                    self._loaded_at = time.monotonic()
-                    self._loaded = True
                     if self._index is not None:
                         stored = self._index[self._index[:, 0] != EMPTY]
                         self.whole.learn(int(stored[:, 1].sum()) + size <= self.spans.whole_bytes)
                         if shard is not None and len(stored):
                             self.spans.hold(shard, stored[:, 0].tolist())
+                    # known only now: a decode that found it known before the shard was held planned
+                    # a span of its own, and read the shard a second time (a test met it under load)
+                    self._loaded_at = time.monotonic()
+                    self._loaded = True
         return self._index, self._version
 
     def _fits(self) -> bool:

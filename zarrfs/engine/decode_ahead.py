@@ -9,7 +9,8 @@ and a request then finds its chunk decoded, or being decoded.
 Bounded: at most `max_bytes` of chunks being decoded or waiting (taken out of cache_size), at
 most MAX_IN_FLIGHT decodes queued or running. A reader takes a chunk out (it is kept nowhere
 else: the page cache has its bytes once read, or the chunk cache takes it); chunks nobody took
-make room for newer ones after STALE seconds. Never stale after a write: a chunk written
+make room for newer ones after STALE seconds, unless their stream comes back for them first (a
+reader that paused: the walk its next read starts keeps them, Array.keep_ahead). Never stale after a write: a chunk written
 through the mount is forgotten (ChunkCache.pop), and Array checks the version a decode saw
 (see Array._chunk_ahead).
 """
@@ -143,6 +144,18 @@ class DecodeAhead:
         except RuntimeError:  # no thread to be had (or shut down): the decode reads it itself
             with self._lock:
                 self._fetching.discard(key)
+
+    def left_behind(self) -> bool:
+        """Whether the oldest chunk decoded ahead is STALE: the next walk may drop it (cheap)."""
+        return self._stale()
+
+    def wanted(self, key: tuple) -> None:
+        """The chunk decoded ahead for `key` is wanted still: its stream came back to it (a reader
+        that paused longer than STALE is not one that went away), so it is not dropped as stale."""
+        entry = self._entries.get(key)
+        if entry is not None:
+            with self._lock:
+                entry.since = max(entry.since, time.monotonic())
 
     def take(self, key: tuple) -> Decoded | None:
         """(address, chunk, version) decoded ahead for `key`, waiting for a decode under way;

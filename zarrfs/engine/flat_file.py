@@ -197,6 +197,9 @@ class RawFile:
         if not ahead.room(max(self.array.leaf_nbytes, ahead.max_bytes // 4)):
             return True
         reached, started = stream
+        if ahead.left_behind():  # back after a pause: what was decoded for it is not a gone reader's
+            for box in c_order_boxes(self.array.shape, offset // self.itemsize, -(-max(started, end) // self.itemsize)):
+                self.array.keep_ahead(box)
         step = self.array.leaf_nbytes
         # at most MAX_READ_CHUNKS chunks a walk: tiny chunks would make the window millions of them
         position = max(reached, started)
