@@ -483,28 +483,13 @@ def memory_sharded_file(count: int) -> tuple[MemoryStore, RawFile]:
     return store, raw
 
 
-def test_a_sharded_rebase_on_an_object_store_keeps_what_the_other_writer_changed_in_the_edge_shard():
-    """As for unsharded arrays: the first writer rewrites record 2 (in the inner chunk holding
-    the old end) and appends one; after the second's rebase, record 2 stays the first's."""
-    store, first = memory_sharded_file(3)
-    second = open_raw_file(store)
-    second.write(3 * ROW * 2, rows(100, 2).tobytes(), grow=True)
-    first.write(2 * ROW * 2, rows(60, 1).tobytes())
-    first.write(3 * ROW * 2, rows(50, 1).tobytes(), grow=True)
-    first.flush()
-    second.flush()
-    expected = np.concatenate([rows(0, 2), rows(60, 1), rows(50, 1), rows(100, 2)])
-    assert np.frombuffer(open_raw_file(store, writable=False).read(0, 1000), "<i2").tolist() == \
-        expected.ravel().tolist()
-    assert json.loads(store.get("zarr.json"))["shape"] == [6, ROW] and second.rebases == 1
-
-
-def test_a_rebase_on_an_object_store_keeps_what_the_other_writer_changed_in_the_edge_chunk():
-    """The first writer rewrites record 2 (in the chunk that holds the old end) and appends one;
-    the second appended two, holding record 2 as it read it. After the rebase the edge chunk's
-    PUT is conditional on the version read then, and takes every element the second did not
-    write from it: record 2 stays the first writer's."""
-    store, first = memory_file(3)
+@pytest.mark.parametrize("make", [memory_file, memory_sharded_file], ids=["chunk", "shard"])
+def test_a_rebase_on_an_object_store_keeps_what_the_other_writer_changed_at_the_edge(make):
+    """The first writer rewrites record 2 (in the chunk, or the shard's inner chunk, that holds
+    the old end) and appends one; the second appended two, holding record 2 as it read it. After
+    the rebase the edge's PUT is conditional on the version read then, and takes every element
+    the second did not write from it: record 2 stays the first writer's."""
+    store, first = make(3)
     second = open_raw_file(store)
     second.write(3 * ROW * 2, rows(100, 2).tobytes(), grow=True)
     first.write(2 * ROW * 2, rows(60, 1).tobytes())

@@ -273,6 +273,14 @@ def test_a_shards_chunks_are_cut_into_runs_by_the_index_alone():
 SCALED_INNER, SCALED_PER_SHARD, SCALED_SHARDS = 16 << 10, 64, 4
 
 
+def scaled_shards(seed: int) -> tuple[np.ndarray, MemoryStore]:
+    """Random bytes in SCALED_SHARDS shards of the bench's proportions, on a remote-like store."""
+    values = np.random.default_rng(seed).integers(0, 255, SCALED_INNER * SCALED_PER_SHARD * SCALED_SHARDS, dtype="u1")
+    store = MemoryStore(REMOTE)
+    write_sharded(store, values, SCALED_INNER, SCALED_PER_SHARD)
+    return values, store
+
+
 def scaled_stream(store: MemoryStore, size: int) -> bytes:
     ahead = SCALED_INNER * SCALED_PER_SHARD  # a read-ahead budget of one shard
     return stream(store, size, 128 << 10, ChunkCache(256 << 20, ahead_bytes=ahead, ahead_workers=32))
@@ -283,9 +291,7 @@ def test_a_stream_reads_each_shard_that_fits_the_budget_in_one_request_after_its
     read-ahead budget is read in one span after its index, however its decodes ahead are
     scheduled (they start in any order: a span covers its whole run); the first read, before
     any stream, reads its own chunks. In runs of half the budget it was 13 requests."""
-    values = np.random.default_rng(2).integers(0, 255, SCALED_INNER * SCALED_PER_SHARD * SCALED_SHARDS, dtype="u1")
-    store = MemoryStore(REMOTE)
-    write_sharded(store, values, SCALED_INNER, SCALED_PER_SHARD)
+    values, store = scaled_shards(2)
     store.reads.clear()
     batched, get_ranges = [], store.get_ranges  # a request's own inner chunks: one call, a GET at least
 
@@ -302,9 +308,7 @@ def test_a_stream_reads_the_index_with_the_shard_once_the_arrays_shards_fit():
     """The first shard's index says the array's shards fit the read-ahead budget, index and all:
     the stream then reads each next shard whole with its index, one GET (a suffix one byte
     longer than the budget, which a shorter value answers whole), as tensorstore does."""
-    values = np.random.default_rng(5).integers(0, 255, SCALED_INNER * SCALED_PER_SHARD * SCALED_SHARDS, dtype="u1")
-    store = MemoryStore(REMOTE)
-    write_sharded(store, values, SCALED_INNER, SCALED_PER_SHARD)
+    values, store = scaled_shards(5)
     store.reads.clear()
     ahead = 2 * SCALED_INNER * SCALED_PER_SHARD  # room for a whole shard and its index
     cache = ChunkCache(256 << 20, ahead_bytes=ahead, ahead_workers=32)
@@ -337,9 +341,7 @@ def test_a_reader_that_pauses_after_its_first_read_reads_the_first_shards_run_ag
     second read comes later (a loaded machine stalls it; here the spans' clock is moved on) has
     its stream's span of the first shard planned from the run's start, the first read's chunks
     again: one GET all the same, and the later shards still whole with their index."""
-    values = np.random.default_rng(5).integers(0, 255, SCALED_INNER * SCALED_PER_SHARD * SCALED_SHARDS, dtype="u1")
-    store = MemoryStore(REMOTE)
-    write_sharded(store, values, SCALED_INNER, SCALED_PER_SHARD)
+    values, store = scaled_shards(5)
     store.reads.clear()
     ahead = 2 * SCALED_INNER * SCALED_PER_SHARD
     cache = ChunkCache(256 << 20, ahead_bytes=ahead, ahead_workers=32)
@@ -359,9 +361,7 @@ def test_a_reader_that_pauses_after_its_first_read_reads_the_first_shards_run_ag
 
 
 def test_a_small_read_of_a_remote_shard_fetches_its_index_and_one_inner_chunk():
-    values = np.random.default_rng(3).integers(0, 255, SCALED_INNER * SCALED_PER_SHARD * SCALED_SHARDS, dtype="u1")
-    store = MemoryStore(REMOTE)
-    write_sharded(store, values, SCALED_INNER, SCALED_PER_SHARD)
+    values, store = scaled_shards(3)
     meta = parse_document(store.get("zarr.json"), "zarr.json")
     cache = ChunkCache(256 << 20, ahead_bytes=SCALED_INNER * SCALED_PER_SHARD, ahead_workers=32)
     raw = RawFile(open_array(store, "", meta, cache))
@@ -450,9 +450,7 @@ def test_a_reader_that_pauses_between_its_reads_takes_what_was_decoded_for_it(mo
     clock = Clock()
     monkeypatch.setattr(decode_ahead, "STALE", 1.0)
     monkeypatch.setattr(decode_ahead, "time", clock)
-    values = np.random.default_rng(5).integers(0, 255, SCALED_INNER * SCALED_PER_SHARD * SCALED_SHARDS, dtype="u1")
-    store = MemoryStore(REMOTE)
-    write_sharded(store, values, SCALED_INNER, SCALED_PER_SHARD)
+    values, store = scaled_shards(5)
     store.reads.clear()
     ahead = 2 * SCALED_INNER * SCALED_PER_SHARD
     cache = ChunkCache(256 << 20, ahead_bytes=ahead, ahead_workers=32)
@@ -472,9 +470,7 @@ def test_a_reader_ahead_of_its_decodes_and_index_reads_still_reads_each_shard_wh
     walk queues the index reads of the next shards and the decodes of the first shard's run, and
     the read plans the run's span itself. The stream then reads as when the decodes plan it: the
     first shard's index and its run, each later shard whole with its index."""
-    values = np.random.default_rng(5).integers(0, 255, SCALED_INNER * SCALED_PER_SHARD * SCALED_SHARDS, dtype="u1")
-    store = MemoryStore(REMOTE)
-    write_sharded(store, values, SCALED_INNER, SCALED_PER_SHARD)
+    values, store = scaled_shards(5)
     store.reads.clear()
     ahead = 2 * SCALED_INNER * SCALED_PER_SHARD
     cache = ChunkCache(256 << 20, ahead_bytes=ahead, ahead_workers=1)
@@ -500,9 +496,7 @@ def test_a_shards_index_is_known_only_once_the_shard_read_with_it_is_held(monkey
     shard's lock: were the index known before the whole shard read with it is held, the decode
     planned a span of its own and read the shard again (once in 30 runs of this module beside
     two CPU burners, a later shard was read whole and then again)."""
-    values = np.random.default_rng(5).integers(0, 255, SCALED_INNER * SCALED_PER_SHARD * SCALED_SHARDS, dtype="u1")
-    store = MemoryStore(REMOTE)
-    write_sharded(store, values, SCALED_INNER, SCALED_PER_SHARD)
+    values, store = scaled_shards(5)
     cache = ChunkCache(256 << 20, ahead_bytes=2 * SCALED_INNER * SCALED_PER_SHARD, ahead_workers=1)
     source = open_array(store, "", parse_document(store.get("zarr.json"), "zarr.json"), cache).shard_view((1,)).source
     known_while_held, hold = [], Spans.hold
