@@ -360,7 +360,7 @@ class HierarchyEdits:
         if entry.node.meta is None:
             raise RefusedError(f"{path}: the node cannot be read, so it cannot be edited", errno.EIO)
         self.editor.edit_attributes(entry.node.path, change)
-        self._drop(self._names_of(entry, path) if entry.kind != DIR else [path])
+        self._drop(self._names_of(entry, path) if entry.kind != DIR else self._group_documents(entry, path))
 
     # helpers
 
@@ -404,6 +404,14 @@ class HierarchyEdits:
             names = self.hierarchy.file_names(entry.stem)
         return [posixpath.join(directory, n) for n in names
                 if (found := listing.get(n)) is not None and found.node.path == entry.node.path]
+
+    def _group_documents(self, entry: Entry, path: str) -> list[str]:
+        """A group's folder and the files in it that show the group itself (zarr.json, .zattrs,
+        zarr.h5...): an attribute set on the folder changes their bytes, and a size the kernel
+        kept would cut a read of the longer document short."""
+        own = [posixpath.join(path, n) for n, e in self.hierarchy.entries_of(entry).items()
+               if e.kind in (DOCUMENT, GROUPFILE) and e.node.path == entry.node.path]
+        return [path, *own]
 
     def _names_near(self, path: str) -> list[str]:
         stem = _stem(posixpath.basename(path))[0] or posixpath.basename(path)
