@@ -155,3 +155,24 @@ def test_a_listing_across_the_mounts_own_write_back_is_not_kept(root):
     assert usage.of("a") == first and listings == ["a", "a"]
     usage.of("a")
     assert listings == ["a", "a"]  # the second listing, across no write-back, is kept
+
+
+def test_a_write_that_lands_as_the_flusher_finds_the_array_clean_is_the_mounts_own(root, tmp_path):
+    """The flusher visits every open array; a write that lands after it found this one clean
+    and before it took its batch is stored by that very visit. That store is the mount's own:
+    the next look at the stored values (listed anew) tells no change, and so drops no kernel page
+    of a file that may be written to at that moment (kernel_caching.py)."""
+    arrays, hierarchy = table(root, tmp_path)
+    opened = arrays.open(hierarchy.node("a"))
+    opened.paths.add("/a.bin")
+    flush = opened.raw.flush
+
+    def written_meanwhile(*args, **kwargs):  # the write lands between the look and the batch
+        opened.raw.write(4, np.array([9], "<i4").tobytes())
+        return flush(*args, **kwargs)
+
+    opened.raw.flush = written_meanwhile
+    arrays.flush_all()
+    assert stored(root) == [0, 9, 2, 3]
+    arrays.usage.forget("a")  # listed again at once, not after the listing's lifetime
+    assert arrays.stored_change("a") == []
