@@ -109,3 +109,15 @@ def test_a_file_system_without_flock_writes_documents_unlocked_and_says_so_once(
     lines = [r.getMessage() for r in caplog.records if "takes no lock" in r.getMessage()]
     assert lines == [f"{tmp_path / 'a'}: its file system takes no lock (No locks available): other zarrfs "
                      f"processes' writes of its documents are not held off"]
+
+
+def test_the_holds_of_directories_written_are_let_go_with_their_locks(tmp_path):
+    """A long-lived mount writes documents in ever new directories (arrays made, moved,
+    deleted): what it keeps of each directory's lock goes with its last hold, so its memory
+    does not grow with every directory it ever wrote."""
+    store = LocalStore(str(tmp_path))
+    for i in range(50):
+        store.set(f"a{i}/zarr.json", b"{}")
+        with store.exclusive(f"a{i}/zarr.json"), store.exclusive(f"a{i}/zarr.json"):
+            store.set(f"a{i}/zarr.json", b"{ }")
+    assert directory_locks._held == {}

@@ -40,48 +40,61 @@ class _Held:
         self.replacing = threading.Lock()  # one document's compare and rename at a time
         self.fd: int | None = None
         self.count = 0
+        self.users = 0  # threads holding or waiting for it (under _held_lock): it goes with the last
 
 
-_held: dict[tuple[int, int], _Held] = {}  # (st_dev, st_ino) of a directory -> its hold
+_held: dict[tuple[int, int], _Held] = {}  # (st_dev, st_ino) of a directory held or waited for -> its hold
 _held_lock = threading.Lock()
 
 
-def _hold_of(directory: int) -> _Held:
+@contextmanager
+def _hold_of(directory: int) -> Iterator[_Held]:
+    """The process's one hold of `directory` while the caller uses it; dropped from _held when
+    no thread does (a mount writes in ever new directories), never while one does (a second
+    hold would take a second flock, which the first holds off)."""
     st = os.fstat(directory)
+    key = (st.st_dev, st.st_ino)
     with _held_lock:
-        return _held.setdefault((st.st_dev, st.st_ino), _Held())
+        held = _held.setdefault(key, _Held())
+        held.users += 1
+    try:
+        yield held
+    finally:
+        with _held_lock:
+            held.users -= 1
+            if not held.users:
+                del _held[key]
 
 
 @contextmanager
 def locked(directory: int, name: str, deadline: float) -> Iterator[None]:
     """Hold the lock of `directory` (a descriptor of it, which the caller keeps open meanwhile;
     `name` says which, for the message) against other zarrfs processes."""
-    held = _hold_of(directory)
-    until = time.monotonic() + deadline
-    if not held.mutex.acquire(timeout=deadline):
-        raise _timed_out(name, deadline)
-    try:
-        if held.count == 0:
-            held.fd = _flock(directory, name, until, deadline)
-        held.count += 1
-    finally:
-        held.mutex.release()
-    try:
-        yield
-    finally:
-        with held.mutex:
-            held.count -= 1
-            if held.count == 0 and held.fd is not None:
-                os.close(held.fd)  # the flock goes with its last descriptor
-                held.fd = None
+    with _hold_of(directory) as held:
+        until = time.monotonic() + deadline
+        if not held.mutex.acquire(timeout=deadline):
+            raise _timed_out(name, deadline)
+        try:
+            if held.count == 0:
+                held.fd = _flock(directory, name, until, deadline)
+            held.count += 1
+        finally:
+            held.mutex.release()
+        try:
+            yield
+        finally:
+            with held.mutex:
+                held.count -= 1
+                if held.count == 0 and held.fd is not None:
+                    os.close(held.fd)  # the flock goes with its last descriptor
+                    held.fd = None
 
 
 @contextmanager
 def replacing(directory: int, name: str, deadline: float) -> Iterator[None]:
     """The lock of `directory` held, and this thread alone of its process replacing a document
     there: a conditional write's compare and rename are one step."""
-    with locked(directory, name, deadline):
-        held = _hold_of(directory)
+    with locked(directory, name, deadline), _hold_of(directory) as held:
         if not held.replacing.acquire(timeout=deadline):
             raise _timed_out(name, deadline)
         try:
