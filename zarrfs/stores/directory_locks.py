@@ -10,8 +10,10 @@ again (a write-back holds the array's directory across its document read and its
 the store's publish of the document takes it again). So no thread of a process ever waits for
 another of its threads here, whatever order it took its other locks in. `replacing()` is the
 short lock of one document's compare and rename among the threads. Every wait is bounded:
-past `deadline` seconds, StoreError (ETIMEDOUT) naming the directory. A program that takes no
-such lock (zarr-python) is not held off by it.
+past `deadline` seconds, StoreError (ETIMEDOUT) naming the directory and the process that held
+it (any process that can open the directory can take its flock: another user's `flock DIR sleep`
+fails this mount's document writes until it lets go). A program that takes no such lock
+(zarr-python) is not held off by it.
 """
 
 import errno
@@ -113,7 +115,7 @@ def _flock(directory: int, name: str, until: float, deadline: float) -> int:
                 return fd
             except BlockingIOError:
                 if time.monotonic() >= until:
-                    raise _timed_out(name, deadline) from None
+                    raise _timed_out(name, deadline, _holders(fd)) from None
                 time.sleep(POLL)
             except OSError as e:
                 if e.errno not in NO_FLOCK:
@@ -133,6 +135,21 @@ def _say_unlocked(name: str, error: OSError) -> None:
                     "are not held off", name, error.strerror)
 
 
-def _timed_out(name: str, deadline: float) -> StoreError:
-    return StoreError(f"{name}: another zarrfs process held the lock of its documents for {deadline:g} s; "
-                      f"nothing was written", errno.ETIMEDOUT)
+def _holders(fd: int) -> list[int]:
+    """The processes holding the flock of the directory open as `fd`, as /proc/locks lists them
+    (`ID: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE 0 EOF`, waiters marked `->`); [] where it cannot
+    be read."""
+    st = os.fstat(fd)
+    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks") as listed:
+            rows = [line.split() for line in listed]
+    except OSError:
+        return []
+    return [int(row[4]) for row in rows if len(row) > 5 and row[1] == "FLOCK" and row[5] == where]
+
+
+def _timed_out(name: str, deadline: float, holders: list[int] | None = None) -> StoreError:
+    who = f"process {', '.join(map(str, holders))}" if holders else "another process"
+    return StoreError(f"{name}: {who} held the lock of its documents for {deadline:g} s; nothing was written",
+                      errno.ETIMEDOUT)
