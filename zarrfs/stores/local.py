@@ -308,6 +308,8 @@ class LocalStore:
             replaced.clear()
 
     def _unlink(self, key: str, directories: dict[str, int], replaced: list[int]) -> None:
+        with self._versions_lock:  # its own delete: the next write of it is no other writer's conflict
+            self._versions.pop(key, None)
         parent, name = _split(key)
         if parent not in directories:
             try:
