@@ -55,11 +55,13 @@ class OtherProcess:
 def test_a_document_write_waits_for_the_other_process_and_loses_to_its_write(tmp_path):
     store = LocalStore(str(tmp_path))
     store.set(DOCUMENT, b"first")
-    assert store.get_versioned(DOCUMENT)[0] == b"first"
     outcome: list[BaseException | None] = []
+    read = threading.Event()
 
-    def publish() -> None:
+    def publish() -> None:  # a write is conditional on what its own thread read
         try:
+            assert store.get_versioned(DOCUMENT)[0] == b"first"
+            read.set()
             store.set(DOCUMENT, b"mine")
             outcome.append(None)
         except BaseException as e:
@@ -68,6 +70,7 @@ def test_a_document_write_waits_for_the_other_process_and_loses_to_its_write(tmp
     with OtherProcess(str(tmp_path), b"theirs") as other:
         writer = threading.Thread(target=publish)
         writer.start()  # it waits for the other process's lock, which then writes
+        assert read.wait(60)
         other.go.set()
         writer.join(120)
     assert isinstance(outcome[0], ConflictError) and DOCUMENT in str(outcome[0])
@@ -153,3 +156,33 @@ def test_any_program_that_holds_the_directory_fails_the_write_in_time_and_is_nam
     assert f"{tmp_path / 'a'}: process {holder.pid} held the lock" in str(caught.value)
     store.set(DOCUMENT, b"mine")  # once it let go
     assert store.get(DOCUMENT) == b"mine"
+
+
+def test_of_two_threads_that_read_one_document_the_second_to_write_is_a_conflict(tmp_path):
+    """A process's threads share the directory's lock, so what keeps one thread's write from
+    undoing another's is the comparison: each write is conditional on what its own thread read
+    (an attribute edit and a growth's new shape of one zarr.json, in one mount). The second
+    writer's document, built on the bytes before the first one's, is a conflict, not stored."""
+    store = LocalStore(str(tmp_path))
+    store.set(DOCUMENT, b"first")
+    read, written = threading.Event(), threading.Event()
+    outcome: list[BaseException | None] = []
+
+    def edit() -> None:  # reads, then writes once the other thread has written
+        store.get_versioned(DOCUMENT)
+        read.set()
+        written.wait(60)
+        try:
+            store.set(DOCUMENT, b"built on first")
+            outcome.append(None)
+        except BaseException as e:
+            outcome.append(e)
+
+    editor = threading.Thread(target=edit)
+    editor.start()
+    assert read.wait(60)
+    store.get_versioned(DOCUMENT)
+    store.set(DOCUMENT, b"grown")
+    written.set()
+    editor.join(60)
+    assert isinstance(outcome[0], ConflictError) and store.get(DOCUMENT) == b"grown"

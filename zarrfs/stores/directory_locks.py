@@ -5,7 +5,8 @@ A lock is an exclusive flock(2) on the directory itself, opened O_RDONLY|O_DIREC
 is created in the user's store, and the kernel lets it go when the process dies. It holds
 other processes off, not other threads of this one: the process's threads share one hold
 (one descriptor, counted), as they already take turns by the engine's own locks (an array's
-flush lock, the consolidated copy's lock), and a thread that holds a directory may take it
+flush lock, the consolidated copy's lock) and each thread's write of a document is conditional
+on what that thread read (local.py), and a thread that holds a directory may take it
 again (a write-back holds the array's directory across its document read and its writes, and
 the store's publish of the document takes it again). So no thread of a process ever waits for
 another of its threads here, whatever order it took its other locks in. `replacing()` is the
