@@ -314,7 +314,7 @@ class OpenArrays:
         of the flusher)."""
         path, array = opened.node.path, opened.raw.array
         stores = array.dirty
-        current = not stores or not self._written_elsewhere(opened)  # nothing to store costs no listing
+        current = not stores or self._seen_current(opened)  # nothing to store costs no listing
         commits = array.shared.version  # moved by every commit, even a failed one (writeback.py)
         stored = False
         self._flushing(opened, 1)
@@ -338,6 +338,17 @@ class OpenArrays:
         with self._lock:
             opened.flushing += step
             opened.flushed += stored
+
+    def _seen_current(self, opened: OpenArray) -> bool:
+        """Whether a look at the stored values finds no other writer's change: none found, or the
+        look was void, another write-back of the mount's own storing meanwhile (its chunks,
+        listed, are no other writer's: a write-back that took them for one would then not take
+        its own, and a later look would drop the kernel's pages for it)."""
+        with self._lock:
+            flushing, flushed = opened.flushing, opened.flushed
+        changed = self._written_elsewhere(opened)
+        with self._lock:
+            return not changed or bool(flushing or opened.flushing) or opened.flushed != flushed
 
     def _take_stored_version(self, opened: OpenArray) -> None:
         try:
