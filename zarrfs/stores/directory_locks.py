@@ -8,9 +8,11 @@ other processes off, not other threads of this one: the process's threads share 
 flush lock, the consolidated copy's lock) and each thread's write of a document is conditional
 on what that thread read (local.py), and a thread that holds a directory may take it
 again (a write-back holds the array's directory across its document read and its writes, and
-the store's publish of the document takes it again). So no thread of a process ever waits for
-another of its threads here, whatever order it took its other locks in. `replacing()` is the
-short lock of one document's compare and rename among the threads. Every wait is bounded:
+the store's publish of the document takes it again). So no thread of a process waits here for
+what another of its threads does while holding the directory, whatever order it took its other
+locks in: only, for at most the deadline, for the one taking the flock from another process,
+or for `replacing()`, the short lock of one document's compare and rename among the threads
+(a thread holding it waits on nothing of its process). Every wait is bounded:
 past `deadline` seconds, StoreError (ETIMEDOUT) naming the directory and the process that held
 it (any process that can open the directory can take its flock: another user's `flock DIR sleep`
 fails this mount's document writes until it lets go). A program that takes no such lock
