@@ -3,6 +3,7 @@ handles, retiring an array that is deleted or moved, and the write-back at unmou
 
 import errno
 import json
+import threading
 
 import numpy as np
 import pytest
@@ -155,3 +156,65 @@ def test_a_listing_across_the_mounts_own_write_back_is_not_kept(root):
     assert usage.of("a") == first and listings == ["a", "a"]
     usage.of("a")
     assert listings == ["a", "a"]  # the second listing, across no write-back, is kept
+
+
+def test_a_write_that_lands_as_the_flusher_finds_the_array_clean_is_the_mounts_own(root, tmp_path):
+    """The flusher visits every open array; a write that lands after it found this one clean
+    and before it took its batch is stored by that very visit. That store is the mount's own:
+    the next look at the stored values (listed anew) tells no change, and so drops no kernel page
+    of a file that may be written to at that moment (kernel_caching.py)."""
+    arrays, hierarchy = table(root, tmp_path)
+    opened = arrays.open(hierarchy.node("a"))
+    opened.paths.add("/a.bin")
+    flush = opened.raw.flush
+
+    def written_meanwhile(*args, **kwargs):  # the write lands between the look and the batch
+        opened.raw.write(4, np.array([9], "<i4").tobytes())
+        return flush(*args, **kwargs)
+
+    opened.raw.flush = written_meanwhile
+    arrays.flush_all()
+    assert stored(root) == [0, 9, 2, 3]
+    arrays.usage.forget("a")  # listed again at once, not after the listing's lifetime
+    assert arrays.stored_change("a") == []
+
+
+def test_a_flush_that_looked_during_another_flush_of_the_mount_takes_its_own_store(root, tmp_path):
+    """Two write-backs of one array (the flusher's and an fsync's): the second looks at the stored
+    values while the first is storing, and sees the first one's chunks, which are the mount's own,
+    not another writer's. It still takes what it stored as the mount's own, so no later look
+    drops the kernel's pages for it."""
+    store = LocalStore(str(root))
+    arrays = OpenArrays(store, ChunkCache(1 << 20), Usage(store, lifetime=0), read_only=False, flush_interval=600.0,
+                        recovery_dir=str(tmp_path / "recovery"))
+    opened = arrays.open(Hierarchy(store).node("a"))
+    opened.paths.add("/a.bin")
+    flush, calls = opened.raw.flush, []
+    first_stored, second_waits, first_ends, second_goes = (threading.Event() for _ in range(4))
+
+    def in_turn(*args, **kwargs):
+        calls.append(None)
+        if len(calls) == 1:  # the first: stores, then waits for the second to have looked
+            flush(*args, **kwargs)
+            first_stored.set()
+            assert first_ends.wait(60)
+        else:  # the second: looked already, stores once the first is done
+            second_waits.set()
+            assert second_goes.wait(60)
+            flush(*args, **kwargs)
+
+    opened.raw.flush = in_turn
+    opened.raw.write(4, np.array([9], "<i4").tobytes())
+    first = threading.Thread(target=arrays.flush, args=(opened,))
+    first.start()
+    assert first_stored.wait(60)
+    opened.raw.write(8, np.array([8], "<i4").tobytes())
+    second = threading.Thread(target=arrays.flush, args=(opened,))
+    second.start()
+    assert second_waits.wait(60)
+    first_ends.set()
+    first.join(60)
+    second_goes.set()
+    second.join(60)
+    assert stored(root) == [0, 9, 8, 3]
+    assert arrays.stored_change("a") == []

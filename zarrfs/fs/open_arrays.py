@@ -307,29 +307,48 @@ class OpenArrays:
         chunk and kernel page at each flush, racing the writes that follow (kernel_caching.py).
         Only when no other change was seen before the flush, which stays to be noticed; what
         another writer stores during the flush, or in the moment between it and this look, is
-        taken for the mount's own, and shows with the next change."""
-        path = opened.node.path
-        stores = opened.raw.array.dirty  # else the flush stores nothing (the flusher visits every open array)
-        current = stores and not self._written_elsewhere(opened)  # nothing to store costs no listing
-        self._flushing(opened, stores, 1)
+        taken for the mount's own, and shows with the next change. Whether the flush stored
+        anything is told by its commits, not by the array's dirtiness before it: a write landing
+        after that look is stored by this flush all the same (taken as the mount's own, unlooked
+        at before: the array was clean, and a listing for every clean one would cost each visit
+        of the flusher)."""
+        path, array = opened.node.path, opened.raw.array
+        stores = array.dirty
+        current = not stores or self._seen_current(opened)  # nothing to store costs no listing
+        commits = array.shared.version  # moved by every commit, even a failed one (writeback.py)
+        stored = False
+        self._flushing(opened, 1)
         try:
             try:
                 opened.raw.flush(whole_only)
             finally:
-                if stores:  # else nothing changed: what was listed holds (and a listing across stays void)
+                stored = array.shared.version != commits
+                if stored:  # else nothing changed: what was listed holds (and a listing across stays void)
                     self.usage.forget(path)
                 self._show_shape(opened)  # a rebase may be followed by a failure: shown all the same
-            if current:
+            if stored and current:
                 self._take_stored_version(opened)
         finally:
-            self._flushing(opened, stores, -1)
+            self._flushing(opened, -1, stored)
 
-    def _flushing(self, opened: OpenArray, stores: bool, step: int) -> None:
-        """A write-back that `stores` starts (`step` 1) or ends (-1): stored_change looks past it."""
-        if stores:
-            with self._lock:
-                opened.flushing += step
-                opened.flushed += step < 0
+    def _flushing(self, opened: OpenArray, step: int, stored: bool = False) -> None:
+        """A write-back starts (`step` 1) or ends (-1, having `stored`): stored_change looks past
+        it. Every one counts while it runs, as one that found nothing to store may still store a
+        write that landed meanwhile."""
+        with self._lock:
+            opened.flushing += step
+            opened.flushed += stored
+
+    def _seen_current(self, opened: OpenArray) -> bool:
+        """Whether a look at the stored values finds no other writer's change: none found, or the
+        look was void, another write-back of the mount's own storing meanwhile (its chunks,
+        listed, are no other writer's: a write-back that took them for one would then not take
+        its own, and a later look would drop the kernel's pages for it)."""
+        with self._lock:
+            flushing, flushed = opened.flushing, opened.flushed
+        changed = self._written_elsewhere(opened)
+        with self._lock:
+            return not changed or bool(flushing or opened.flushing) or opened.flushed != flushed
 
     def _take_stored_version(self, opened: OpenArray) -> None:
         try:

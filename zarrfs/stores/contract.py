@@ -36,8 +36,8 @@ class Capabilities:
     conditional_writes: bool = False
     # As conditional_writes, for metadata documents only (zarr.json, .zarray, .zgroup, .zattrs,
     # .zmetadata): a publish of one is conditional on the version this store last read whole
-    # (get, get_versioned), if it read one (a local store: among zarrfs processes, which take
-    # its directory's lock). Chunks are not.
+    # (get, get_versioned), if it read one (a local store: the version the publishing thread
+    # read, among zarrfs processes, which take its directory's lock). Chunks are not.
     conditional_documents: bool = False
     # get_ranges() and get_many() fetch several values or ranges in one call.
     batched_reads: bool = False

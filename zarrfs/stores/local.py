@@ -1,9 +1,9 @@
 """Key-value storage of a Zarr hierarchy: byte-range reads and atomic replacement of values.
 
 Metadata documents are written conditionally among zarrfs processes (capabilities
-.conditional_documents): a read remembers the content of a document it read whole (a
-hash of its bytes: inode numbers are reused and mtimes are coarse, while a document is small),
-and a publish of that document, under the lock of its directory (directory_locks.py), reads the
+.conditional_documents): a read remembers, for the thread that read, the content of a document
+it read whole (a hash of its bytes: inode numbers are reused and mtimes are coarse, while a
+document is small), and that thread's publish of that document, under the lock of its directory (directory_locks.py), reads the
 bytes there now and renames the new value over them only if they are the ones read, else
 ConflictError. `exclusive(key)` holds that lock across a read and the writes built on it (a
 growth's chunks and new shape). Chunks are written unconditionally, as before.
@@ -58,9 +58,11 @@ class LocalStore:
         self.root = os.path.abspath(root)
         self.read_only = read_only
         self.lock_deadline = lock_deadline  # as a remote store's request timeout (-o timeout)
-        # document key -> the hash of its bytes as last read whole (None: absent), which its next
-        # publish is conditional on
-        self._versions: OrderedDict[str, bytes | None] = OrderedDict()
+        # (reading thread, document key) -> the hash of its bytes as that thread last read them
+        # whole (None: absent), which that thread's next publish of it is conditional on: the
+        # process's threads share the directory's lock, and one thread's read must not vouch for
+        # another's write (an attribute edit built on the bytes a growth's new shape replaced)
+        self._versions: OrderedDict[tuple[int, str], bytes | None] = OrderedDict()
         self._versions_lock = threading.Lock()
         try:
             self.beneath = Beneath(self.root, follow_symlinks)
@@ -109,8 +111,9 @@ class LocalStore:
         data, version = self._read(key, byte_range, expect, limit)
         if byte_range is None and _is_document(key):
             with self._versions_lock:
-                self._versions[key] = None if data is None else _digest(data)
-                self._versions.move_to_end(key)
+                mine = (threading.get_ident(), key)
+                self._versions[mine] = None if data is None else _digest(data)
+                self._versions.move_to_end(mine)
                 if len(self._versions) > VERSIONS:
                     self._versions.popitem(last=False)
         return data, version
@@ -176,12 +179,12 @@ class LocalStore:
         return {key: self.get(key, limit=limit) for key in keys}
 
     def version_known(self, key: str) -> bool:
-        """Whether a write of `key` is conditional on a version read: a document read whole
-        since its last write; never a chunk (written unconditionally: always True)."""
+        """Whether a write of `key` by this thread is conditional on a version read: a document
+        it read whole since its last write; never a chunk (written unconditionally: always True)."""
         if not _is_document(key):
             return True
         with self._versions_lock:
-            return key in self._versions
+            return (threading.get_ident(), key) in self._versions
 
     @contextmanager
     def exclusive(self, key: str) -> Iterator[None]:
@@ -270,9 +273,10 @@ class LocalStore:
 
     def _replace_document(self, key: str, temporary: str, directory: int) -> None:
         """Rename a document's new value over it under its directory's lock, conditionally: if
-        it was read whole since its last write, only when the bytes there are still the ones read."""
+        this thread read it whole since its last write, only when the bytes there are still the
+        ones it read."""
         with self._versions_lock:
-            expected = self._versions.pop(key, ...)  # one write per read: the next one reads again
+            expected = self._versions.pop((threading.get_ident(), key), ...)  # one write per read
         name = _split(key)[1]
         with directory_locks.replacing(directory, self.path(_split(key)[0]), self.lock_deadline):
             if expected is not ... and self._digest_now(key) != expected:
@@ -308,6 +312,8 @@ class LocalStore:
             replaced.clear()
 
     def _unlink(self, key: str, directories: dict[str, int], replaced: list[int]) -> None:
+        with self._versions_lock:  # its own delete: the next write of it is no other writer's conflict
+            self._versions.pop((threading.get_ident(), key), None)
         parent, name = _split(key)
         if parent not in directories:
             try:

@@ -479,6 +479,17 @@ class StoreContractTests:
         store.set(document, self.stored("a/zarr.json", b"mine"))
         assert store.get(document) == self.stored("a/zarr.json", b"mine")
 
+    def test_a_document_the_store_deleted_itself_is_written_again_without_a_conflict(self, subject, store):
+        """Its own delete is no other writer's change: a write after it builds on its absence."""
+        if not self.writes(store):
+            return
+        document = self.k("a/zarr.json")
+        self.put(store, "a/zarr.json", b"first")
+        store.get_versioned(document)
+        store.delete(document)
+        store.set(document, self.stored("a/zarr.json", b"again"))
+        assert store.get(document) == self.stored("a/zarr.json", b"again")
+
     def test_reads_that_ask_for_a_version_get_it_or_are_told_it_changed(self, subject, store):
         self.given(subject, "v", VALUE)
         v = self.k("v")
