@@ -1,7 +1,11 @@
 """Deletes in the file managers people use, driven for real: pcmanfm and Thunar under a virtual
 X server (Xvfb), keys pressed with xdotool, each in a home and session of its own. A selection
 of an array's files and a group's folder are deleted with the Delete key, and every dialog that
-asks is answered yes: the hierarchy ends as the person meant it, with no error dialog.
+asks is answered yes: the hierarchy ends as the person meant it, with no error dialog, nothing
+made in the store and nothing in the home's trash.
+
+Each runs with gvfs, as on an XFCE or LXDE desktop (gvfsd started by the session's bus: the
+trash:// scheme, which makes Delete try the trash first), and without it (GIO on its own).
 
 Each wait polls a condition with a deadline: the daemon's trace (-o debug) says when the file
 manager has unlinked what it was asked to, and the windows shown say whether it reported an
@@ -9,7 +13,6 @@ error."""
 
 import os
 import re
-import signal
 import socket
 import struct
 import subprocess
@@ -20,6 +23,7 @@ import pytest
 import zarr
 
 from mounting import mounted, wait_for
+from session_bus import SessionBus, home_trash, running, session_env, stop, without_gvfs
 
 pytestmark = pytest.mark.desktop
 DEADLINE = 60.0  # seconds for a file manager to start, or to finish a delete, on a loaded machine
@@ -40,45 +44,75 @@ def make_store(root):
 
 
 class Desktop:
-    """A virtual X server and the environment of a session on it: HOME, XDG directories and the
-    runtime directory in the test's own temporary directory, so nothing is read from or left in
-    the machine's. `start(*command)` runs a program in a D-Bus session of its own."""
+    """A virtual X server and a session on it: HOME, XDG directories and the runtime directory in
+    the test's own temporary directory, so nothing is read from or left in the machine's, and a
+    D-Bus session bus of its own, which starts gvfs when a program asks for it (`gvfs`), or in
+    which GIO has no module of gvfs's, as on a machine without it. `start(*command)` runs a
+    program in that session."""
 
-    def __init__(self, tmp_path):
+    def __init__(self, tmp_path, gvfs: bool):
         self.tmp_path = tmp_path
-        home = tmp_path / "home"
-        runtime = tmp_path / "runtime"
-        home.mkdir()
-        runtime.mkdir(mode=0o700)
+        self.gvfs = gvfs
         self.processes: list[subprocess.Popen] = []
+        self.env = {**session_env(tmp_path), "NO_AT_BRIDGE": "1",
+                    **({} if gvfs else without_gvfs(tmp_path / "gio-modules"))}
         self.server, display = answering_server()
-        self.env = {"PATH": os.environ["PATH"], "HOME": str(home), "DISPLAY": f":{display}",
-                    "XDG_CONFIG_HOME": str(home / ".config"), "XDG_DATA_HOME": str(home / ".local/share"),
-                    "XDG_CACHE_HOME": str(home / ".cache"), "XDG_STATE_HOME": str(home / ".local/state"),
-                    "XDG_RUNTIME_DIR": str(runtime), "NO_AT_BRIDGE": "1", "LANG": "C.UTF-8"}
+        self.env["DISPLAY"] = f":{display}"
+        try:
+            self.bus = SessionBus(self.env, tmp_path / "bus.log")
+        except BaseException:
+            stop(self.server)
+            raise
+        self.env["DBUS_SESSION_BUS_ADDRESS"] = self.bus.address
 
-    def start(self, *command) -> None:
-        """Its output, the bus's included, goes to NAME.log in the test's directory: a file
-        manager whose window never shows says why there (output())."""
+    def start(self, *command) -> subprocess.Popen:
+        """Its output goes to NAME.log in the test's directory: a file manager whose window never
+        shows says why there, or in the bus's log (output())."""
         with open(self.tmp_path / f"{command[0]}.log", "ab") as log:
-            self.processes.append(subprocess.Popen(["dbus-run-session", "--", *command], env=self.env,
-                                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+            process = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
+        self.processes.append(process)
+        return process
 
     def ended(self) -> bool:
         return any(p.poll() is not None for p in self.processes)
 
     def output(self) -> str:
-        """What the sessions started have written so far, and how each has ended if it has."""
-        ended = [f"{p.args[2]} exited with {p.returncode}" for p in self.processes if p.poll() is not None]
+        """What the programs started and the bus have written so far, and how each program has
+        ended if it has."""
+        ended = [f"{p.args[0]} exited with {p.returncode}" for p in self.processes if p.poll() is not None]
         logs = [f"{log.name}:\n{log.read_text(errors='replace')}" for log in sorted(self.tmp_path.glob("*.log"))
                 if log.name != "mnt.log"]
         return "\n".join([*ended, *logs])
 
     def close(self) -> None:
-        """Each session started (the file manager, its bus and what the bus started: one process
-        group each, made here), then the server."""
-        for process in [*self.processes, self.server]:
+        """Each program started (one process group each, made here), then the bus with what it
+        started (gvfsd and its backends), then the server."""
+        for process in self.processes:
             stop(process)
+        self.bus.close()
+        stop(self.server)
+
+    def gio(self, *args) -> subprocess.CompletedProcess:
+        """`gio` in this session, as the file manager's GIO sees it."""
+        return subprocess.run(["gio", *args], env=self.env, capture_output=True, text=True, timeout=60)
+
+    def check_gvfs(self, program: subprocess.Popen) -> None:
+        """With gvfs, `program` asked the bus for gvfsd (so its GIO goes through gvfs) and
+        trash:/// answers in the session; without, trash:/// is an unknown scheme (a program asking
+        for gvfs nonetheless is caught by check_no_gvfs_asked at the end)."""
+        if self.gvfs:
+            wait_for(lambda: program.pid in self.bus.activated("org.gtk.vfs.Daemon"), DEADLINE,
+                     what=f"{program.args[0]} asking the session's bus for gvfsd")
+        trash = self.gio("info", "trash:///")
+        assert (trash.returncode == 0) == self.gvfs, trash.stderr
+        if self.gvfs:
+            assert "trash::item-count: 0" in trash.stdout, trash.stdout
+
+    def check_no_gvfs_asked(self) -> None:
+        """Without gvfs, nothing in the session asked for any of its services."""
+        if not self.gvfs:
+            assert "org.gtk.vfs" not in self.bus.log(), self.bus.log()
 
     def xdotool(self, *args) -> str:
         return subprocess.run(["xdotool", *args], env=self.env, capture_output=True, text=True, timeout=30).stdout
@@ -183,28 +217,17 @@ def peer_pid(address: str) -> int | None:
         return struct.unpack("3i", credentials)[0]
 
 
-def stop(process: subprocess.Popen) -> None:
-    """The process group `process` leads (made with start_new_session): terminated, and killed if
-    it lingers."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            process.wait(10)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-
-
 @pytest.fixture
-def desktop(tmp_path):
-    d = Desktop(tmp_path)
+def desktop(request, tmp_path):
+    """A desktop with gvfs if the test parametrizes it so (indirect), else without."""
+    d = Desktop(tmp_path, gvfs=getattr(request, "param", False))
     try:
         yield d
     finally:
         d.close()
+
+
+WITH_AND_WITHOUT_GVFS = pytest.mark.parametrize("desktop", [True, False], ids=["gvfs", "no_gvfs"], indirect=True)
 
 
 def test_the_display_answers_as_this_tests_server_before_any_program_starts(desktop):
@@ -220,6 +243,17 @@ def test_the_display_answers_as_this_tests_server_before_any_program_starts(desk
         assert not serves(desktop.server, other_display) and not serves(other, display)  # each answers, as its own
     finally:
         stop(other)
+
+
+@pytest.mark.parametrize("desktop", [True], ids=["gvfs"], indirect=True)
+def test_gvfs_ends_with_the_session_that_started_it(desktop):
+    """gvfsd and its backends are started by the session's bus, not as children of anything the
+    test started: they end with the bus's process group, and nothing of them is left running."""
+    assert desktop.gio("info", "trash:///").returncode == 0  # gvfsd, which starts gvfsd-trash
+    started = desktop.bus.members()
+    assert {"gvfsd", "gvfsd-trash"} <= set(started.values()), started
+    desktop.close()
+    assert {pid: name for pid, name in started.items() if running(pid)} == {}
 
 
 def unlinked(m, paths) -> bool:
@@ -252,21 +286,30 @@ def finished_without_a_dialog(desktop, main: str) -> None:
              what=f"no window but {main!r}: {sorted(desktop.windows().values())}")
 
 
-def check_store(root) -> None:
+def check_store(root, desktop) -> None:
+    """lat and text deleted, nothing else, and nothing made: no trash folder in the store, nothing
+    moved to the home's trash, and, without gvfs, gvfs never asked for."""
+    assert sorted(os.listdir(root)) == ["keep", "zarr.json"]
     group = zarr.open_group(str(root), mode="r")
-    assert sorted(name for name, _ in group.members()) == ["keep"]  # lat and text deleted, nothing else
+    assert sorted(name for name, _ in group.members()) == ["keep"]
     assert group["keep"][...].tolist() == [7, 7, 7]
+    assert home_trash(desktop.env) == []
+    desktop.check_no_gvfs_asked()
 
 
+@WITH_AND_WITHOUT_GVFS
 def test_pcmanfm_deletes_an_arrays_files_and_a_group_folder_without_an_error(tmp_path, desktop):
     """pcmanfm stats each file just before deleting it: once lat.bin had deleted the array, every
-    other file of the selection was an error ("Error when getting information for file")."""
+    other file of the selection was an error ("Error when getting information for file"). With
+    gvfs or without, it asks "move to the trash?", finds none (g_file_trash fails: .Trash-UID is
+    a file) and asks "delete instead?"."""
     root = make_store(tmp_path / "s.zarr")
     with mounted(root, tmp_path, "debug") as m:
         names = sorted(n for n in os.listdir(m.path) if n.startswith("lat."))
         assert len(names) >= 7 and names[0] == "lat.bin"  # the data file first
-        desktop.start("pcmanfm", str(m.path))
+        pcmanfm = desktop.start("pcmanfm", str(m.path))
         main = window_of(desktop, r"^mnt$")
+        desktop.check_gvfs(pcmanfm)
         desktop.keys(main, "ctrl+e")  # View > Filter: show only the array's files
         desktop.type(window_of(desktop, "^Select filter$"), "lat.*")
         desktop.keys(desktop.titled("^Select filter$"), "Return")
@@ -286,17 +329,20 @@ def test_pcmanfm_deletes_an_arrays_files_and_a_group_folder_without_an_error(tmp
                        lambda: traced(m, "rmdir", "/text") or desktop.titled("^Finished$") is not None)
         finished_without_a_dialog(desktop, "mnt [text]")
         assert "text" not in os.listdir(m.path) and "keep.bin" in os.listdir(m.path)
-    check_store(root)
+    check_store(root, desktop)
 
 
+@WITH_AND_WITHOUT_GVFS
 def test_thunar_deletes_an_arrays_files_and_a_group_folder_without_an_error(tmp_path, desktop):
-    """Without gvfs (the trash:// scheme) Thunar's Delete key deletes permanently, which the
-    code before passed too; with gvfs it first asks GIO's access::can-trash, now FALSE here
-    (test_file_manager.py), and takes this same path instead of trashing a folder."""
+    """Without gvfs (the trash:// scheme) Thunar's Delete key deletes permanently; with gvfs it
+    first asks GIO's access::can-trash, FALSE here (test_file_manager.py), and takes this same
+    path ("permanently delete?"). With can-trash TRUE (no .Trash-UID), only the run with gvfs
+    failed: Thunar tried the trash (mkdir .Trash-0, refused) and never asked "Attention"."""
     root = make_store(tmp_path / "s.zarr")
     with mounted(root, tmp_path, "debug") as m:
         names = sorted(n for n in os.listdir(m.path) if n.startswith("lat."))
-        desktop.start("thunar", str(m.path))
+        thunar = desktop.start("thunar", str(m.path))
+        desktop.check_gvfs(thunar)
         for pattern, done in (("lat.*", lambda: unlinked(m, [f"/{n}" for n in names])),
                               ("text", lambda: traced(m, "rmdir", "/text"))):
             main = window_of(desktop, r"^mnt - Thunar$")
@@ -308,4 +354,4 @@ def test_thunar_deletes_an_arrays_files_and_a_group_folder_without_an_error(tmp_
             desktop.answer("^Attention$", ("Return",), lambda done=done: done() or desktop.titled("^Error") is not None)
             finished_without_a_dialog(desktop, "mnt - Thunar")
         assert not [n for n in os.listdir(m.path) if n.startswith("lat.") or n == "text"]
-    check_store(root)
+    check_store(root, desktop)

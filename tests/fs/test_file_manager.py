@@ -19,6 +19,7 @@ import zarr
 
 from core import core_of
 from mounting import mounted
+from session_bus import SessionBus, home_trash, session_env
 
 
 @pytest.fixture(scope="module")
@@ -171,6 +172,32 @@ def test_no_trash_so_file_managers_delete_a_folder_file_by_file(store, tmp_path)
         assert stat.S_ISREG(os.stat(marker).st_mode) and not os.stat(marker).st_mode & 0o222
         assert "no trash" in marker.read_text().lower() and marker.name not in os.listdir(m.path)
         assert not (store / marker.name).exists() and "mkdir" not in m.log()
+
+
+def test_with_gvfs_running_there_is_no_trash_either(store, tmp_path):
+    """As on an XFCE or LXDE desktop: gvfs in the session (gvfsd, started by the session's bus,
+    and its trash backend, which looks for .Trash and .Trash-UID on every mount). GIO still
+    trashes a local file with GLib's own code, and gvfsd-trash finds only a file where a trash
+    folder would be: the same answers as without gvfs, nothing listed in trash:///, and nothing
+    made, in the mount or the home's trash."""
+    env = session_env(tmp_path / "session")
+    bus = SessionBus(env, tmp_path / "bus.log")
+    try:
+        env["DBUS_SESSION_BUS_ADDRESS"] = bus.address
+        with mounted(store, tmp_path) as m:
+            trash = gio_info("trash:///", env)  # starts gvfsd, which starts gvfsd-trash: gvfs answers here
+            assert trash["trash::item-count"] == "0" and "gvfsd-trash" in bus.members().values()
+            for path in (m / "temperature.bin", m / "raw", m / "zarr.json"):
+                info = gio_info(path, env)
+                assert (info["access::can-trash"], info["access::can-delete"]) == ("FALSE", "TRUE"), path
+            trashed = subprocess.run(["gio", "trash", str(m / "raw")], capture_output=True, text=True, env=env)
+            assert trashed.returncode != 0 and "trash directory" in trashed.stderr and (m / "raw").is_dir()
+            listed = subprocess.run(["gio", "list", "trash:///"], capture_output=True, text=True, env=env, check=True)
+            assert listed.stdout == ""
+            assert "mkdir" not in m.log() and not list(store.glob(".Trash*"))
+        assert home_trash(env) == []
+    finally:
+        bus.close()
 
 
 def test_dot_and_dotdot_carry_real_inode_numbers_and_types(store, tmp_path):
