@@ -34,7 +34,7 @@ def store(tmp_path_factory):
 
 
 def gio_filesystem(path) -> dict[str, str]:
-    out = subprocess.run(["gio", "info", "-f", str(path)], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(["gio", "info", "-f", str(path)], capture_output=True, text=True, check=True, timeout=60).stdout
     return dict(re.findall(r"^\s+filesystem::(\w+): (.*)$", out, re.M))
 
 
@@ -139,7 +139,8 @@ def mime_env(tmp_path_factory) -> dict:
 
 
 def gio_info(path, env=None) -> dict[str, str]:
-    out = subprocess.run(["gio", "info", str(path)], capture_output=True, text=True, check=True, env=env).stdout
+    out = subprocess.run(["gio", "info", str(path)], capture_output=True, text=True, check=True, env=env,
+                         timeout=60).stdout  # gvfsd-trash may look at every mount on the machine: bounded
     return dict(re.findall(r"^\s+([\w-]+::[\w.-]+): (.*)$", out, re.M))
 
 
@@ -166,7 +167,7 @@ def test_no_trash_so_file_managers_delete_a_folder_file_by_file(store, tmp_path)
         for path in (m / "temperature.bin", m / "raw", m / "zarr.json"):
             info = gio_info(path)
             assert (info["access::can-trash"], info["access::can-delete"]) == ("FALSE", "TRUE"), path
-        trashed = subprocess.run(["gio", "trash", str(m / "raw")], capture_output=True, text=True)
+        trashed = subprocess.run(["gio", "trash", str(m / "raw")], capture_output=True, text=True, timeout=60)
         assert trashed.returncode != 0 and "trash directory" in trashed.stderr and (m / "raw").is_dir()
         marker = m / f".Trash-{os.getuid()}"
         assert stat.S_ISREG(os.stat(marker).st_mode) and not os.stat(marker).st_mode & 0o222
@@ -190,9 +191,10 @@ def test_with_gvfs_running_there_is_no_trash_either(store, tmp_path):
             for path in (m / "temperature.bin", m / "raw", m / "zarr.json"):
                 info = gio_info(path, env)
                 assert (info["access::can-trash"], info["access::can-delete"]) == ("FALSE", "TRUE"), path
-            trashed = subprocess.run(["gio", "trash", str(m / "raw")], capture_output=True, text=True, env=env)
+            trashed = subprocess.run(["gio", "trash", str(m / "raw")], capture_output=True, text=True, env=env, timeout=60)
             assert trashed.returncode != 0 and "trash directory" in trashed.stderr and (m / "raw").is_dir()
-            listed = subprocess.run(["gio", "list", "trash:///"], capture_output=True, text=True, env=env, check=True)
+            listed = subprocess.run(["gio", "list", "trash:///"], capture_output=True, text=True, env=env, check=True,
+                                    timeout=60)
             assert listed.stdout == ""
             assert "mkdir" not in m.log() and not list(store.glob(".Trash*"))
         assert home_trash(env) == []
