@@ -141,3 +141,24 @@ def test_a_listing_renders_no_text_of_more_chunks_than_it_reads(tmp_path, monkey
         assert c.stat("/beyond.txt")["st_size"] == len(text_of(beyond)) == len(c.read_bytes("/beyond.txt"))
         assert c.stat("/within.txt")["st_size"] == len(text_of(within))
         assert "beyond.txt" in c.listdir()
+
+
+def test_a_text_of_more_elements_than_its_limit_is_refused_by_name_from_its_metadata(tmp_path, monkeypatch):
+    """Each line holds at least its newline: an array of more elements than TEXT_LIMIT can never
+    be opened. It is left out of listings, a stat by name refuses it as the open does, reading
+    no chunk, and its sidecar says it is never listed."""
+    monkeypatch.setattr(textview, "TEXT_LIMIT", 10)
+    monkeypatch.setattr(textview, "SIZED_ELEMENTS", 4)
+    root = zarr.open_group(str(tmp_path / "t.zarr"), mode="w")
+    strings(root, "many", (12,), (4,), {slice(None): np.array(list("abcdefghijkl"), dtype=object)})
+    for chunk in (tmp_path / "t.zarr" / "many" / "c").iterdir():
+        chunk.write_bytes(b"not a chunk")  # a read would say so
+    with core_of(tmp_path / "t.zarr", tmp_path, "ro") as c:
+        assert "many.txt" not in c.listdir()
+        for ask in (c.stat, c.read_bytes):
+            with pytest.raises(OSError) as refused:
+                ask("/many.txt")
+            assert refused.value.errno == errno.EOPNOTSUPP
+        assert "12 elements: its text is more than zarrfs's limit of 10 bytes" in c.log()
+        assert "chunk" not in c.log()
+        assert json.loads(c.read_bytes("/many.json"))["text_listed"].startswith("never: 12 elements")

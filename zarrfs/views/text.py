@@ -174,7 +174,7 @@ def unlisted(store, node) -> Unlisted | None:
     the listing's bounds (LISTED_ELEMENTS, LISTED_CHUNKS, DECODED_ELEMENTS) or TEXT_LIMIT; None
     when a listing counts it. The sidecar says it (hierarchy.text_listed), so it must depend on
     nothing but the metadata."""
-    if math.prod(node.meta.shape) <= min(LISTED_CHUNKS, DECODED_ELEMENTS):  # a chunk holds an element or more
+    if math.prod(node.meta.shape) <= min(LISTED_CHUNKS, DECODED_ELEMENTS, TEXT_LIMIT):  # a chunk: one element or more
         return None  # told without building its codecs: a listing asks this of each small text
     plan = _plan(store, node, ChunkCache(0), bounded=True)
     return plan if isinstance(plan, Unlisted) else None
