@@ -125,11 +125,15 @@ def test_a_text_file_of_any_size_lists_the_size_it_reads_before_it_is_opened(tmp
         assert b"\\xff\\xffx\n" in c.read_bytes("/raw.txt")
 
 
-def test_a_stat_decodes_no_string_array_beyond_the_listing_bound(tmp_path, monkeypatch, caplog):
+def test_a_listing_decodes_no_string_array_beyond_its_bound_and_a_stat_by_name_counts_it(tmp_path, monkeypatch,
+                                                                                         caplog):
     """readdir gives every entry's size, so `ls` of a folder of large string arrays would decode
-    each whole: beyond LISTED_ELEMENTS a stat reads no chunk (one that cannot be decoded is never
-    noticed) and shows 0 until the file is first opened; within it, the true size."""
+    each whole: beyond LISTED_ELEMENTS a listing reads no chunk (one that cannot be decoded is
+    never noticed) and leaves the file out, where it showed size 0 until opened; a stat by name
+    counts it, a listing then shows it with that size, and one that cannot be made is refused
+    by name as its open is."""
     from zarrfs.engine.chunk_cache import ChunkCache
+    from zarrfs.errors import CorruptChunkError
     from zarrfs.fs.hierarchy import Hierarchy
     from zarrfs.stores.local import LocalStore
     from zarrfs.views import text as textview
@@ -144,21 +148,27 @@ def test_a_stat_decodes_no_string_array_beyond_the_listing_bound(tmp_path, monke
                                                                                          dtype=object)
     store, cache = LocalStore(str(tmp_path / "t.zarr")), ChunkCache(1 << 20)
     hierarchy, texts = Hierarchy(store, ()), textview.Texts()
-    assert texts.size(store, hierarchy.lookup("/small.txt").node, cache) == 12  # a slab pass: 6 lines of 2 bytes
+    assert texts.listed(store, hierarchy.lookup("/small.txt").node, cache) == 12  # a slab pass: 6 lines of 2 bytes
     large = hierarchy.lookup("/large.txt").node
+    assert texts.listed(store, large, cache) is None  # left out of a listing
+    assert texts.size(store, large, cache) == 40  # counted by name, past the listing's bound
     assert texts.text(store, large, cache) == "".join(f"{c}\n" for c in "abcdefghijklmnopqrst").encode()
-    assert texts.size(store, large, cache) == 40  # known once opened
+    assert texts.listed(store, large, cache) == 40  # known: listed with it
     for chunk in (tmp_path / "t.zarr" / "large" / "c").iterdir():
         chunk.write_bytes(b"not a chunk")
-    large = Hierarchy(store, ()).lookup("/large.txt").node  # another mount's first stat
-    assert textview.Texts().size(store, large, ChunkCache(1 << 20)) == 0
-    assert "size is not known" not in caplog.text  # no chunk was read
+    large = Hierarchy(store, ()).lookup("/large.txt").node  # another mount's first listing
+    texts = textview.Texts()
+    assert texts.listed(store, large, ChunkCache(1 << 20)) is None
+    assert "large" not in caplog.text  # no chunk was read
+    with pytest.raises(CorruptChunkError, match="chunk large/c/0"):
+        texts.size(store, large, ChunkCache(1 << 20))
 
 
 def test_the_text_limit_is_of_bytes_at_a_stat_and_at_an_open(tmp_path, monkeypatch):
     """The limit counted characters when rendering and bytes when adding a size up at a stat, so
     a text of more bytes than the limit in fewer characters (non-ASCII) listed 0 and opened
-    whole. Both count bytes: within it, the size listed is the bytes read; past it, both refuse."""
+    whole. Both count bytes: within it, the size listed is the bytes read; past it, a listing
+    leaves the file out and a stat by name refuses it as the open does."""
     from zarrfs.engine.chunk_cache import ChunkCache
     from zarrfs.errors import UnsupportedError
     from zarrfs.fs.hierarchy import Hierarchy
@@ -176,8 +186,11 @@ def test_the_text_limit_is_of_bytes_at_a_stat_and_at_an_open(tmp_path, monkeypat
     hierarchy = Hierarchy(store, ())
     within, beyond = hierarchy.lookup("/within.txt").node, hierarchy.lookup("/beyond.txt").node
     assert textview.Texts().size(store, within, ChunkCache(1 << 20)) == 90
+    assert textview.Texts().listed(store, within, ChunkCache(1 << 20)) == 90
     assert len(textview.Texts().text(store, within, ChunkCache(1 << 20))) == 90
-    assert textview.Texts().size(store, beyond, ChunkCache(1 << 20)) == 0
+    assert textview.Texts().listed(store, beyond, ChunkCache(1 << 20)) is None
+    with pytest.raises(UnsupportedError, match="limit of 100 bytes"):
+        textview.Texts().size(store, beyond, ChunkCache(1 << 20))
     with pytest.raises(UnsupportedError, match="limit of 100 bytes"):
         textview.Texts().text(store, beyond, ChunkCache(1 << 20))
     with pytest.raises(UnsupportedError, match="limit of 100 bytes"):

@@ -140,7 +140,8 @@ def test_texts_of_millions_of_labels_list_the_size_they_read(tmp_path):
 def test_strings_counted_from_their_bytes_are_utf8_in_shards_too(tmp_path):
     """A stat counts a string array from the bytes its chunks hold (no str made, see
     views/text_as_bytes.py): a sharded array's inner chunks are read so too, and a chunk whose
-    bytes are not UTF-8 gives no size, one log line, as opening the file is refused."""
+    bytes are not UTF-8 gives no size: a listing leaves the file out with one log line, and a
+    stat by name is refused as opening the file is."""
     group = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
     sharded = written(group, "sharded", varied(300_000, 6), (10_000,), 290_000, dtype=str, shards=(50_000,),
                       fill_value="ü")
@@ -149,11 +150,12 @@ def test_strings_counted_from_their_bytes_are_utf8_in_shards_too(tmp_path):
         np.array([b"caf\xe9"] * 150_000, dtype=object))))  # Latin-1, not UTF-8
     with core_of(tmp_path / "s.zarr", tmp_path, "ro") as c:
         assert c.stat("/sharded.txt")["st_size"] == len(oracle(sharded)) == len(c.read_bytes("/sharded.txt"))
-        assert c.stat("/bad.txt")["st_size"] == 0
+        assert "bad.txt" not in c.listdir() and "bad.json" in c.listdir()
         assert [line for line in c.log().splitlines() if "bad" in line and "not UTF-8" in line]
-        with pytest.raises(OSError) as refused:
-            c.read_bytes("/bad.txt")
-        assert refused.value.errno == errno.EIO
+        for read in (c.stat, c.read_bytes):
+            with pytest.raises(OSError) as refused:
+                read("/bad.txt")
+            assert refused.value.errno == errno.EIO
 
 
 def another_writers_store(root) -> LocalStore:
@@ -186,18 +188,26 @@ def test_the_size_follows_a_write_that_changes_the_texts_length(tmp_path, n):
 
 def test_a_stat_reads_no_array_of_more_chunks_than_one_read_may_meet(tmp_path, monkeypatch):
     """Each chunk is a request and a decode: an array of tiny chunks within the element bound
-    would cost a stat seconds. Beyond LISTED_CHUNKS, 0 until opened, and no chunk is read."""
+    would cost a listing seconds. Beyond LISTED_CHUNKS a listing leaves the file out (it showed
+    0 until opened) and reads no chunk; a stat by name counts it, chunk by chunk."""
     monkeypatch.setattr(textview, "SIZED_ELEMENTS", 4)
     monkeypatch.setattr(textview, "LISTED_CHUNKS", 5)
     group = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
     written(group, "within", varied(20, 5), (4,), 20, dtype=str)
     written(group, "beyond", varied(24, 5), (4,), 24, dtype=str)
-    for chunk in (tmp_path / "s.zarr" / "beyond" / "c").iterdir():
+    written(group, "broken", varied(24, 5), (4,), 24, dtype=str)
+    for chunk in (tmp_path / "s.zarr" / "broken" / "c").iterdir():
         chunk.write_bytes(b"not a chunk")  # a read would log it
     with core_of(tmp_path / "s.zarr", tmp_path, "ro") as c:
+        assert {"within.txt", "within.json", "beyond.json", "broken.json"} <= set(c.listdir())
+        assert not {"beyond.txt", "broken.txt"} & set(c.listdir())
         assert c.stat("/within.txt")["st_size"] == len(oracle(varied(20, 5)))
-        assert c.stat("/beyond.txt")["st_size"] == 0
-        assert "beyond" not in c.log()
+        assert "broken" not in c.log()
+        assert c.stat("/beyond.txt")["st_size"] == len(oracle(varied(24, 5))) == len(c.read_bytes("/beyond.txt"))
+        assert "beyond.txt" in c.listdir() and "broken.txt" not in c.listdir()
+        with pytest.raises(OSError) as refused:
+            c.stat("/broken.txt")
+        assert refused.value.errno == errno.EIO and "chunk broken/c/" in c.log()
 
 
 elements = st.one_of(
@@ -380,8 +390,9 @@ def test_a_chunk_that_is_not_utf8_is_refused_by_every_case(items):
 
 def test_a_stat_decodes_no_more_elements_one_by_one_than_its_bound(tmp_path, monkeypatch):
     """Chunks no exact case counts are decoded element by element, as every chunk was: a stat
-    does so for at most DECODED_ELEMENTS elements (edge chunks included), past them the file
-    shows 0 until opened, with no warning; chunks counted from their bytes are not bounded so."""
+    does so for at most DECODED_ELEMENTS elements (edge chunks included), past them a listing
+    leaves the file out (it showed 0 until opened), with no warning, and a stat by name counts
+    it; chunks counted from their bytes are not bounded so."""
     monkeypatch.setattr(textview, "SIZED_ELEMENTS", 4)
     monkeypatch.setattr(textview, "DECODED_ELEMENTS", 20)
     plain = np.array([f"label{i}" for i in range(64)], dtype=object)  # no escape: counted from the bytes
@@ -393,10 +404,11 @@ def test_a_stat_decodes_no_more_elements_one_by_one_than_its_bound(tmp_path, mon
     written(group, "tricky", tricky, (8,), 64, dtype=str)
     written(group, "edge", tricky[:18], (8,), 18, dtype=str)  # two chunks and the edge decoded: 18 elements
     with core_of(tmp_path / "s.zarr", tmp_path, "ro") as c:
+        assert {"plain.txt", "edge.txt"} <= set(c.listdir()) and "tricky.txt" not in c.listdir()  # 64 to decode
         assert c.stat("/plain.txt")["st_size"] == len(oracle(plain))
-        assert c.stat("/tricky.txt")["st_size"] == 0  # 64 elements to decode
         assert c.stat("/edge.txt")["st_size"] == len(oracle(tricky[:18])) == len(c.read_bytes("/edge.txt"))
-        assert len(c.read_bytes("/tricky.txt")) == len(oracle(tricky)) == c.stat("/tricky.txt")["st_size"]
+        assert c.stat("/tricky.txt")["st_size"] == len(oracle(tricky)) == len(c.read_bytes("/tricky.txt"))
+        assert "tricky.txt" in c.listdir()
         assert "WARNING" not in c.log()
 
 
@@ -435,17 +447,18 @@ def test_an_object_stores_texts_of_millions_list_the_size_they_read(seaweed, tmp
 
 def test_a_chunk_counted_from_its_bytes_that_is_not_utf8_is_named_at_the_stat(tmp_path):
     """Past the old bound a stat read nothing; now a chunk that is not UTF-8 (Latin-1 labels of
-    one length, and of lengths that differ) gives size 0 and one line naming the file and the
-    chunk, and the open is refused, as for any chunk decoded."""
+    one length, and of lengths that differ) leaves the file out of listings with one line naming
+    the file and the chunk, and a stat by name and the open are refused, as for any chunk decoded."""
     group = zarr.open_group(str(tmp_path / "s.zarr"), mode="w")
     labels = np.array([f"lab{i}" for i in range(HUGE)], dtype=object)
     for name, latin1 in (("one_length", [b"caf\xe9"] * 100_000), ("lengths", [b"caf\xe9" * (i % 5 + 1) for i in range(100_000)])):
         written(group, name, labels, (100_000,), HUGE, dtype=str, compressors=None)
         (tmp_path / "s.zarr" / name / "c" / "7").write_bytes(vlen_chunk(latin1))
     with core_of(tmp_path / "s.zarr", tmp_path, "ro") as c:
+        assert not {"one_length.txt", "lengths.txt"} & set(c.listdir())
         for name in ("one_length", "lengths"):
-            assert c.stat(f"/{name}.txt")["st_size"] == 0
             assert [line for line in c.log().splitlines() if f"{name}: chunk {name}/c/7" in line and "not UTF-8" in line]
-            with pytest.raises(OSError) as refused:
-                c.read_bytes(f"/{name}.txt")
-            assert refused.value.errno == errno.EIO
+            for read in (c.stat, c.read_bytes):
+                with pytest.raises(OSError) as refused:
+                    read(f"/{name}.txt")
+                assert refused.value.errno == errno.EIO

@@ -291,7 +291,8 @@ class FileSystem:
                 self.notice_stored_change(entry.node.path)
         elif entry.kind == PREVIEW:  # uncompressed: its size follows from its width and height
             mode, size = owns.file(False), preview.png_size(*self.hierarchy.previews.of(entry.node)[1].size)
-        elif entry.kind == TEXT:  # the true size, once per version (textview.Texts.size): splice copies no further
+        elif entry.kind == TEXT:  # the true size, once per version (textview.Texts.size): splice copies no further;
+            # a listing leaves out what it cannot count (readdir), a stat by name counts it
             mode, size = owns.file(False), self.texts.size(self.store, entry.node, self.cache, self._values(entry.node))
         elif entry.kind == GROUPFILE:  # from metadata alone: a listing never makes the file
             mode, (size, newest) = owns.file(False), self.hierarchy.group_file_facts(entry, self._stored_times)
@@ -357,14 +358,25 @@ class FileSystem:
         entry = self._entry(path)
         if entry.kind != DIR:
             refuse(errno.ENOTDIR, path)
-        listing, hidden = self.hierarchy.entries_of(entry), self.hierarchy.hidden.version
+        # what is listed changes with the files hidden, and with the texts' sizes known by name
+        listing, state = self.hierarchy.entries_of(entry), (self.hierarchy.hidden.version, self.texts.known)
         cached = self._listed.get(path)
-        if cached is None or cached[0] is not listing or cached[1] != hidden:
+        if cached is None or cached[0] is not listing or cached[1] != state:
             parent = self.hierarchy.lookup(os.path.dirname(path)) if path != "/" else entry  # the root's '..' is itself
-            shown = self.hierarchy.shown(entry)
-            cached = self._listed[path] = (listing, hidden, [(".", entry), ("..", parent), *shown.items()])
-            self.usage.warm(entry.node.path, list({e.node.path for e in listing.values() if e.kind == DATA and e.node.meta}))
+            self.usage.warm(entry.node.path, list({e.node.path for e in listing.values()
+                                                   if e.kind in (DATA, TEXT) and e.node.meta}))
+            shown = {name: e for name, e in self.hierarchy.shown(entry).items() if e.kind != TEXT or self._listed_text(e)}
+            cached = self._listed[path] = (listing, state, [(".", entry), ("..", parent), *shown.items()])
         return cached[2]
+
+    def _listed_text(self, entry: Entry) -> bool:
+        """Whether NAME.txt is listed: only with a size it reads (textview.Texts.listed); where a
+        listing cannot tell it, the file is left out and reachable by name, its size counted then."""
+        try:
+            return self.texts.listed(self.store, entry.node, self.cache, self._values(entry.node)) is not None
+        except ZarrfsError as e:  # its stored values' state: the stat by name reports it
+            log.debug("%s: left out of the listing: %s", entry.node.path or "/", e)
+            return False
 
     def statfs(self) -> FileSystemStats:
         """The store's file system, in its own fragment size: GIO multiplies the block counts

@@ -457,7 +457,8 @@ class Hierarchy:
         cached = self._sidecars.get(key)
         if cached is None or cached[0] is not entry.node:
             views = {name: entry.stem + VIEWS[name].suffix for name in self.headers(entry.node, entry.stem)}
-            cached = self._sidecars[key] = (entry.node, sidecar(entry.node.meta, f"{entry.stem}.bin", views))
+            listed = text_listed(self.store, entry.node) if is_text(entry.node) else None
+            cached = self._sidecars[key] = (entry.node, sidecar(entry.node.meta, f"{entry.stem}.bin", views, listed))
         return cached[1]
 
     def group_file_facts(self, entry: Entry, stored_times) -> tuple[int, int]:
@@ -778,8 +779,26 @@ def described(meta: ArrayMetadata) -> dict:
     }
 
 
-def sidecar(meta: ArrayMetadata, data_file: str, views: dict[str, str] | None = None) -> bytes:
-    """The JSON sidecar: everything a reader needs to interpret the .bin (or .txt) file."""
+def text_listed(store, node: Node) -> str:
+    """When a listing shows the array's NAME.txt (views/text.py), in words, from its metadata
+    alone: the sidecar's size must not change when the text's size becomes known."""
+    try:
+        unlisted = textview.unlisted(store, node)
+    except ZarrfsError as e:  # no codec chain: the open refuses it the same way
+        return f"never: {e}"
+    if unlisted is not None and unlisted.never:
+        return f"never: {unlisted.why}; a stat or open by name says so"
+    if unlisted is not None:
+        return f"once a stat or open by name has counted its size: {unlisted.why}"
+    return ("when a listing counts its size; left out while it cannot (a chunk that cannot be read or decoded, "
+            "more to decode one by one than a listing may, -o timeout) until a stat or open by name counts it "
+            "or says why not")
+
+
+def sidecar(meta: ArrayMetadata, data_file: str, views: dict[str, str] | None = None,
+            text_listed: str | None = None) -> bytes:
+    """The JSON sidecar: everything a reader needs to interpret the .bin (or .txt) file;
+    `text_listed`, for a text, when a listing shows it (text_listed())."""
     doc = meta.document
     v2 = meta.zarr_format == 2
     sharding = next((c for c in meta.codecs if c["name"] == "sharding_indexed"), None)
@@ -809,7 +828,7 @@ def sidecar(meta: ArrayMetadata, data_file: str, views: dict[str, str] | None = 
     if meta.data_type.numpy.kind == "O":  # shown as text (see views/text.py)
         body.update(itemsize=None, nbytes=None, byte_order=None, data_file=None,
                     text_file=json_name(data_file.removesuffix(".bin") + ".txt"),
-                    text_format=textview.lines_of(meta.data_type.name)[1])
+                    text_format=textview.lines_of(meta.data_type.name)[1], text_listed=text_listed)
     if meta.data_type.numpy.kind in "Mm":
         unit, count = np.datetime_data(meta.data_type.numpy)
         body["datetime_unit"] = unit if count == 1 else f"{count}{unit}"

@@ -7,20 +7,25 @@ of valid UTF-8 (only variable-length bytes can hold one) `\\xNN`. Every line end
 Elements of a v2 array of JSON values (json2) are written as one line of JSON each instead.
 
 These arrays have no fixed element size, so the text is made whole (TEXT_LIMIT bounds it) and
-its true size is shown from the first stat: splice(2) (GIO's copy: Thunar, Nautilus, `gio
-copy`) and tar read no further than the size, and a size that moved when opened made file
-managers type the file as empty and backups copy it again. A size depends on every element's
-text, so it is worked out once per version of the array (its documents and the version of its
-stored values, as its mtime follows them) and kept (Texts.size): an array of up to
-SIZED_ELEMENTS elements is rendered (and its text kept for the open); one of up to
-LISTED_ELEMENTS elements in up to LISTED_CHUNKS chunks is read a slab of chunks at a time and
-let go (text_size), so memory stays that of one slab: the whole chunks of a vlen-utf8 string
-array read as their lines' sizes, counted from their stored bytes with no object per element
-(text_as_bytes.sizes_view), the rest decoded and each slab's lines counted at once without
-being made (text_lines.py), at most DECODED_ELEMENTS of them. A larger one shows 0 until first
-opened (readdir gives every entry's size, so a listing must not decode arrays without bound).
-On a remote store the pass is one read's budget: past -o timeout it stops, and the size shows 0. Reads are served with
-direct I/O, so a reader never sees pages of an older rendering.
+a listed file shows its true size: splice(2) (GIO's copy: Thunar, Nautilus, `gio copy`) and tar
+read no further than the size, and a size that moved when opened made file managers type the
+file as empty and backups copy it again. A size depends on every element's text, so it is
+worked out once per version of the array (its documents and the version of its stored values,
+as its mtime follows them) and kept (Texts): an array of up to SIZED_ELEMENTS elements is
+rendered (and its text kept for the open); one of up to LISTED_ELEMENTS elements in up to
+LISTED_CHUNKS chunks is read a slab of chunks at a time and let go (text_size), so memory stays
+that of one slab: the whole chunks of a vlen-utf8 string array read as their lines' sizes,
+counted from their stored bytes with no object per element (text_as_bytes.sizes_view), the
+rest decoded and each slab's lines counted at once without being made (text_lines.py), at most
+DECODED_ELEMENTS of them. readdir gives every entry's size, so a listing must not decode arrays
+without bound: a text it cannot count within those bounds (told from the metadata where they
+are of shape and chunks; on a remote store, a pass past -o timeout), or that cannot be made at
+all (past TEXT_LIMIT, a corrupt chunk), is left out of the listing rather than listed with a
+size it does not read (Texts.listed). It stays reachable by name, as `.Trash-UID` is: a stat by
+name counts its size without the listing's bounds, a slab at a time (Texts.size), and from then
+on listings show it with that size; one that cannot be made is refused by name as its open is.
+The sidecar says when the text is listed (hierarchy.text_listed). Reads are served with direct
+I/O, so a reader never sees pages of an older rendering.
 This module is the seam for a view-file registry: `render(array)` is a pure function of the
 decoded elements.
 """
@@ -32,6 +37,7 @@ import math
 import re
 import threading
 from collections import OrderedDict
+from typing import NamedTuple
 
 import numpy as np
 
@@ -39,7 +45,7 @@ from zarrfs.codecs import vlen_line_sizes
 from zarrfs.engine import read_budget
 from zarrfs.engine.array import open_array
 from zarrfs.engine.chunk_cache import ChunkCache
-from zarrfs.errors import BudgetError, UnsupportedError, ZarrfsError
+from zarrfs.errors import BudgetError, StoreError, UnsupportedError, ZarrfsError
 from zarrfs.geometry import box_shape, chunks_spanned, full_box, largest_chunk, regular, whole_chunks
 from zarrfs.views import text_as_bytes, text_lines
 
@@ -55,7 +61,8 @@ SLAB_ELEMENTS = 1 << 18  # a larger array's size is counted this many elements (
 # length), 40 (ASCII labels of 3 to 20 bytes) and 70 (labels of 8 to 24 characters, some non-ASCII),
 # zstd's decode 13 ns of it: an array of LISTED_ELEMENTS 0.45 to 1.2 s at its first stat. Elements
 # decoded one by one (edge chunks, chunks no exact case counts; JSON values, bytes) cost 150 to 320 ns:
-# at most DECODED_ELEMENTS of them, 0.3 to 0.7 s. Past either, 0 until opened (docs/views.md).
+# at most DECODED_ELEMENTS of them, 0.3 to 0.7 s. Past either, left out of listings until a stat by name
+# counts it (docs/views.md).
 LISTED_ELEMENTS = 1 << 24
 DECODED_ELEMENTS = 1 << 21
 LISTED_CHUNKS = read_budget.MAX_READ_CHUNKS  # each chunk a request (remote) and a decode call
@@ -155,23 +162,65 @@ def slab_rows(shape: tuple, chunk_shape) -> int:
     return max(chunk_rows, SLAB_ELEMENTS // row // chunk_rows * chunk_rows)
 
 
-def _counted(store, node, cache, name: str) -> int | None:
-    """The text's size, counted a slab at a time: the whole chunks of a vlen-utf8 string array
-    from their stored bytes (text_as_bytes.sizes_view), its edge chunks and any other text
-    element by element (strings as the bytes they store); None past the listing bounds
-    (LISTED_CHUNKS, DECODED_ELEMENTS elements decoded one by one), before any chunk is read."""
+class Unlisted(NamedTuple):
+    """Why a listing cannot tell a text's size, from its metadata alone; `never`: nothing can,
+    its text being past TEXT_LIMIT."""
+    why: str
+    never: bool = False
+
+
+def unlisted(store, node) -> Unlisted | None:
+    """Why a listing cannot tell the text's size, from its metadata alone (no chunk read): past
+    the listing's bounds (LISTED_ELEMENTS, LISTED_CHUNKS, DECODED_ELEMENTS) or TEXT_LIMIT; None
+    when a listing counts it. The sidecar says it (hierarchy.text_listed), so it must depend on
+    nothing but the metadata."""
+    if math.prod(node.meta.shape) <= min(LISTED_CHUNKS, DECODED_ELEMENTS, TEXT_LIMIT):  # a chunk: one element or more
+        return None  # told without building its codecs: a listing asks this of each small text
+    plan = _plan(store, node, ChunkCache(0), bounded=True)
+    return plan if isinstance(plan, Unlisted) else None
+
+
+def _plan(store, node, cache, bounded: bool) -> Unlisted | tuple:
+    """How the text's size is counted: (array, its whole chunks read as sizes or None, the box of
+    those, the boxes decoded element by element, as_bytes), or why a listing cannot (`bounded`)
+    or nothing can, from the metadata alone."""
     meta, shape = node.meta, tuple(node.meta.shape)
+    elements = math.prod(shape)
+    if elements > TEXT_LIMIT:  # every line is at least its newline
+        return Unlisted(f"{elements} elements: its text is more than zarrfs's limit of {TEXT_LIMIT} bytes", True)
+    if bounded and elements > LISTED_ELEMENTS:
+        return Unlisted(f"{elements} elements, more than a listing counts ({LISTED_ELEMENTS})")
     as_bytes = text_as_bytes.bytes_view(meta)  # strings counted from their bytes: no str made
     array = open_array(store, node.path, as_bytes or meta, cache)
-    if chunks_spanned([full_box(shape)], array.leaf_grid) > LISTED_CHUNKS:
-        return None  # each chunk is a request and a decode
-    sizes, inside, edges = _whole_chunk_sizes(store, node, as_bytes, array.leaf_grid)
-    if sum(math.prod(box_shape(box)) for box in edges) > DECODED_ELEMENTS:
+    chunks = chunks_spanned([full_box(shape)], array.leaf_grid)
+    if bounded and chunks > LISTED_CHUNKS:  # each chunk is a request and a decode
+        return Unlisted(f"{chunks} chunks, more than a listing reads ({LISTED_CHUNKS})")
+    sizes, inside, edges = _whole_chunk_sizes(store, node, as_bytes, array.leaf_grid,
+                                              DECODED_ELEMENTS if bounded else elements)
+    decoded = sum(math.prod(box_shape(box)) for box in edges)
+    if bounded and decoded > DECODED_ELEMENTS:
+        return Unlisted(f"{decoded} elements to decode one by one, more than a listing decodes ({DECODED_ELEMENTS})")
+    return array, sizes, inside, edges, as_bytes
+
+
+def _counted(store, node, cache, name: str, bounded: bool = True) -> int | None:
+    """The text's size, counted a slab at a time: the whole chunks of a vlen-utf8 string array
+    from their stored bytes (text_as_bytes.sizes_view), its edge chunks and any other text
+    element by element (strings as the bytes they store). `bounded` (a listing's count): None
+    past the listing bounds (LISTED_CHUNKS, DECODED_ELEMENTS elements decoded one by one),
+    before any chunk is read, and the whole pass one read's budget (-o timeout); else (a stat
+    by name) no bound but TEXT_LIMIT, each request bounded by the store's own timeout."""
+    plan = _plan(store, node, cache, bounded)
+    if isinstance(plan, Unlisted):
+        if plan.never and not bounded:  # a listing says nothing of it: a stat by name does
+            raise UnsupportedError(f"{name}: {plan.why}")
         return None
+    array, sizes, inside, edges, as_bytes = plan
     count = (lambda values: vlen_line_sizes.lines_size(values.reshape(-1).tolist())) if as_bytes else \
-        functools.partial(_lines_size_of, line_of=lines_of(meta.data_type.name)[0])
-    rows, size = slab_rows(shape, array.leaf_grid), 0
-    with read_budget.reading(name, 0, 0, array.source.capabilities.read_deadline, "its text's size"):
+        functools.partial(_lines_size_of, line_of=lines_of(node.meta.data_type.name)[0])
+    rows, size = slab_rows(tuple(node.meta.shape), array.leaf_grid), 0
+    deadline = array.source.capabilities.read_deadline if bounded else None
+    with read_budget.reading(name, 0, 0, deadline, "its text's size"):
         if sizes is not None:
             size = text_size(sizes, inside, rows, name, lambda values: int(values.sum()))
         for box in edges:
@@ -179,16 +228,17 @@ def _counted(store, node, cache, name: str) -> int | None:
     return size
 
 
-def _whole_chunk_sizes(store, node, as_bytes, leaf_grid) -> tuple:
+def _whole_chunk_sizes(store, node, as_bytes, leaf_grid, decode_limit: int) -> tuple:
     """(the array read as each chunk's size, the box of its whole chunks, the boxes of the rest)
-    for a string array of vlen-utf8 alone on a regular grid; else (None, (), [every element])."""
+    for a string array of vlen-utf8 alone on a regular grid; else (None, (), [every element]).
+    At most `decode_limit` elements decoded one by one in all (BudgetError past it)."""
     shape = tuple(node.meta.shape)
     inside, edges = whole_chunks(shape, leaf_grid) if regular(leaf_grid) else ((), [])
     decoded = sum(math.prod(box_shape(box)) for box in edges)
-    if as_bytes is None or not inside or not math.prod(box_shape(inside)) or decoded > DECODED_ELEMENTS:
+    if as_bytes is None or not inside or not math.prod(box_shape(inside)) or decoded > decode_limit:
         return None, (), [full_box(shape)]
     fill_size = vlen_line_sizes.lines_size([as_bytes.fill_value.item()])
-    meta = text_as_bytes.sizes_view(node.meta, fill_size, DECODED_ELEMENTS - decoded)
+    meta = text_as_bytes.sizes_view(node.meta, fill_size, decode_limit - decoded)
     if meta is None:
         return None, (), [full_box(shape)]
     # each chunk's size is read once: kept in no cache, where it would push out chunks read again
@@ -216,60 +266,120 @@ def unescape(line: str) -> bytes:
     return bytes(out)
 
 
+_UNKNOWN = object()  # no outcome kept for this version of the array
+
+
+def _kept(error: ZarrfsError) -> ZarrfsError:
+    """An error to keep for a version of an array, and raise again: its message and errno,
+    without the frames it was raised in (which hold chunks)."""
+    kept = ZarrfsError(str(error))
+    kept.errno = error.errno
+    return kept
+
+
 class Texts:
     """Rendered texts of the arrays opened lately, bounded in bytes, and the sizes of texts
-    worked out, each kept for the version of the array it was made from."""
+    worked out, each kept for the version of the array it was made from.
+
+    A listing shows NAME.txt only with its true size (listed): where a listing cannot tell it
+    (past its bounds, a chunk that cannot be read or decoded, a remote store past -o timeout),
+    it leaves the file out, and a stat by name counts it without those bounds (size). Once a
+    size is known for a version, listings show the file with it; `known` counts the sizes known
+    so, for listings made before to be made again."""
 
     def __init__(self, limit: int = 64 << 20):
         self.limit = limit
         self._texts: OrderedDict[str, tuple[object, object, bytes]] = OrderedDict()  # path -> (node, version, text)
         self._text_bytes = 0  # of the texts kept: summed as they come and go, so that keeping one costs no pass
-        self._sizes: OrderedDict[str, tuple[object, object, int]] = OrderedDict()  # path -> (node, version, size)
+        # path -> (node, version, outcome): the size; the error that makes the text impossible;
+        # None where a listing could not count it (a stat by name does)
+        self._sizes: OrderedDict[str, tuple[object, object, int | ZarrfsError | None]] = OrderedDict()
         self._lock = threading.Lock()
+        self.known = 0
+
+    def listed(self, store, node, cache, version: object = None) -> int | None:
+        """The size a listing shows, None where the file is left out: within SIZED_ELEMENTS it is
+        rendered for this; above, counted a slab at a time (_counted) within the listing bounds,
+        once per version of the array (see size). Past them (from the metadata alone where
+        they are of shape and chunks), or when the text cannot be made, None."""
+        outcome = self._outcome(node, version)
+        if outcome is _UNKNOWN:
+            outcome = self._listing_count(store, node, cache, version)
+            self._keep_size(node, version, outcome)
+        return outcome if isinstance(outcome, int) else None
+
+    def _listing_count(self, store, node, cache, version: object) -> int | ZarrfsError | None:
+        name = node.path or "/"
+        try:
+            if math.prod(node.meta.shape) > SIZED_ELEMENTS:
+                return _counted(store, node, cache, name)  # None past the bounds: no chunk read
+            if unlisted(store, node) is not None:  # rendered, each chunk is a request and a decode too
+                return None
+            with read_budget.reading(name, 0, 0, store.capabilities.read_deadline, "its text's size"):
+                return len(self._render(store, node, cache, version))
+        except (BudgetError, read_budget.ReadBudgetError) as e:  # more than a listing may cost
+            log.debug("%s: its text's size is not counted by a listing (%s): left out until stated by name", name, e)
+        except StoreError as e:  # perhaps passing: a stat by name tries again
+            log.warning("%s: its text's size is not known (%s): left out of listings until stated by name", name, e)
+        except ZarrfsError as e:  # as the open refuses: kept, the file never listed for this version
+            log.warning("%s: its text cannot be made (%s): left out of listings", name, e)
+            return _kept(e)
+        return None
 
     def size(self, store, node, cache, version: object = None) -> int:
-        """The text's size in bytes, worked out once per version of the array: its node (its
-        documents) and `version`, what its stored values are (stored_usage.Stored.version), so
-        that another program's write shows as a mtime does. Within SIZED_ELEMENTS it is
-        rendered for this; above, counted a slab at a time (_counted) within the listing
-        bounds; past them, 0 until it is first opened. A text that cannot be made (too large, a
-        corrupt chunk, a remote store past -o timeout) shows 0: opening it reports the error."""
-        known = self._sizes.get(node.path)
-        if known is not None and known[0] is node and known[1] == version:
-            return known[2]
-        if math.prod(node.meta.shape) > LISTED_ELEMENTS:
-            return 0  # until it is opened (text() keeps its size), as /proc files
-        name = node.path or "/"
+        """The text's size in bytes, as a stat by name asks: counted without the listing bounds
+        (each remote request bounded by the store's timeout) once per version of the array: its
+        node (its documents) and `version`, what its stored values are
+        (stored_usage.Stored.version), so that another program's write shows as a mtime does.
+        A text that cannot be made (past TEXT_LIMIT, a corrupt chunk) raises the error its open
+        would, so that no stat shows a size its read does not give."""
+        outcome = self._outcome(node, version)
+        if isinstance(outcome, int):
+            return outcome
+        if isinstance(outcome, ZarrfsError):
+            raise _kept(outcome)
         try:
             if math.prod(node.meta.shape) <= SIZED_ELEMENTS:
                 return len(self.text(store, node, cache, version))
-            size = _counted(store, node, cache, name)
-            if size is None:
-                return 0  # as an array of more elements: no chunk read
-        except BudgetError as e:  # more to decode one by one than a stat may: as above, kept for this version
-            log.debug("%s: its text's size is not counted at a stat (%s): shown as 0 until opened", name, e)
-            size = 0
+            size = _counted(store, node, cache, node.path or "/", bounded=False)
+        except StoreError:  # perhaps passing (a timeout): asked again at the next stat
+            raise
         except ZarrfsError as e:
-            log.warning("%s: its text's size is not known (%s): shown as 0", name, e)
-            size = 0
-        self._keep_size(node, version, size)
+            self._keep_size(node, version, _kept(e))
+            raise
+        assert size is not None  # an unbounded count gives a size or raises
+        self._keep_size(node, version, size, by_name=True)
         return size
 
-    def _keep_size(self, node, version: object, size: int) -> None:
+    def _outcome(self, node, version: object):
+        known = self._sizes.get(node.path)
+        return known[2] if known is not None and known[0] is node and known[1] == version else _UNKNOWN
+
+    def _keep_size(self, node, version: object, outcome: int | ZarrfsError | None, by_name: bool = False) -> None:
+        """Keep what is known of the text's size for this version; a size known by name where no
+        listing could tell it makes listings made before stale (`known`)."""
         with self._lock:
-            self._sizes[node.path] = (node, version, size)
+            before = self._sizes.get(node.path)
+            if by_name and (before is None or before[0] is not node or before[1] != version
+                            or not isinstance(before[2], int)):
+                self.known += 1
+            self._sizes[node.path] = (node, version, outcome)
             self._sizes.move_to_end(node.path)
             while len(self._sizes) > SIZES_KEPT:
                 self._sizes.popitem(last=False)
 
     def text(self, store, node, cache, version: object = None) -> bytes:
+        """The whole text, as an open makes it (its size then known, by name)."""
+        return self._render(store, node, cache, version, by_name=True)
+
+    def _render(self, store, node, cache, version: object, by_name: bool = False) -> bytes:
         cached = self._texts.get(node.path)
         if cached is not None and cached[0] is node and cached[1] == version:
             return cached[2]
         array = open_array(store, node.path, node.meta, cache)
         text = render(array.read(tuple(slice(0, n) for n in node.meta.shape)), node.path or "/",
                       lines_of(node.meta.data_type.name)[0])
-        self._keep_size(node, version, len(text))
+        self._keep_size(node, version, len(text), by_name)
         with self._lock:
             old = self._texts.pop(node.path, None)
             self._text_bytes += len(text) - (0 if old is None else len(old[2]))
