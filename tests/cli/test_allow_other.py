@@ -3,9 +3,13 @@
 
 The command runs as a real user made here (always removed), as users run it (a daemon, without
 -f): through the system's python3 with this checkout and the test environment's packages on
-PYTHONPATH, since the environment's own interpreter lives where no other user may enter."""
+PYTHONPATH, since the environment's own interpreter lives where no other user may enter. It runs
+in a mount namespace of its own where /etc/fuse.conf (and, for one test, /dev/fuse) are the
+test's own, bound over the machine's: what it refuses is made here, whatever the machine says
+(installing udev made this machine's /dev/fuse 0666, and an administrator may allow others)."""
 
 import os
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -23,11 +27,6 @@ CHECKOUT = Path(zarrfs.__file__).resolve().parents[1]
 COMMAND = "import sys; from zarrfs.cli.command import main; sys.exit(main())"  # as the console script does
 
 
-def fuse_conf_allows_other() -> bool:
-    with open("/etc/fuse.conf") as f:
-        return any(line.strip() == "user_allow_other" for line in f)
-
-
 @pytest.fixture
 def user_home():
     """A real user with a group and a home of its own (reachable by root's tests), always deleted."""
@@ -35,15 +34,36 @@ def user_home():
         yield user
 
 
-def as_user(user, *args) -> subprocess.CompletedProcess:
+def as_user(user, *args, bound: dict[str, Path]) -> subprocess.CompletedProcess:
+    """The command run by `user` in a mount namespace of its own in which each file of `bound`
+    (machine path -> the test's file) is the test's (gone with the namespace when it exits)."""
     home = Path(user.pw_dir)
     environment = {"PATH": "/usr/bin:/bin", "HOME": str(home),
                    "PYTHONPATH": f"{CHECKOUT}:{sysconfig.get_paths()['purelib']}"}
-    return subprocess.run([SYSTEM_PYTHON, "-c", COMMAND, *args], user=user.pw_uid, group=user.pw_gid,
-                          extra_groups=[], env=environment, cwd=home, capture_output=True, text=True, timeout=120)
+    binds = " && ".join(f"mount --bind {ours} {machines}" for machines, ours in bound.items())
+    command = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", f'{binds} && exec "$@"', "sh",
+               "setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--",
+               SYSTEM_PYTHON, "-c", COMMAND, *args]
+    return subprocess.run(command, env=environment, cwd=home, capture_output=True, text=True, timeout=120)
 
 
-def start_as(user, *options) -> list[str]:
+def fuse_conf(home: Path) -> Path:
+    """An /etc/fuse.conf as Debian ships it: no user_allow_other."""
+    path = home / "fuse.conf"
+    path.write_text("# mount_max = 1000\n#user_allow_other\n")
+    return path
+
+
+def dev_fuse_of_root_alone(home: Path) -> Path:
+    """/dev/fuse as some containers have it: crw------- root."""
+    path = home / "fuse"
+    real = os.stat("/dev/fuse").st_rdev
+    os.mknod(path, stat.S_IFCHR | 0o600, real)
+    os.chmod(path, 0o600)  # whatever the umask took
+    return path
+
+
+def start_as(user, *options, dev_fuse: Path | None = None) -> list[str]:
     """The lines on stderr of the command run by `user` on a hierarchy and a mount point of its
     own, as users run it (a daemon), after checking that it exited with status 1. Always unmounted."""
     home = Path(user.pw_dir)
@@ -53,7 +73,9 @@ def start_as(user, *options) -> list[str]:
         os.chown(path, user.pw_uid, user.pw_gid)
     places = f"log_file={home / 'zarrfs.log'},recovery_dir={home / 'recovery'}"
     try:
-        result = as_user(user, str(home / "data.zarr"), str(home / "m"), "-o", ",".join([*options, places]))
+        bound = {"/etc/fuse.conf": fuse_conf(home), **({"/dev/fuse": dev_fuse} if dev_fuse else {})}
+        result = as_user(user, str(home / "data.zarr"), str(home / "m"), "-o", ",".join([*options, places]),
+                         bound=bound)
     finally:
         unmount(home / "m")
     assert result.returncode == 1, result.stderr
@@ -77,17 +99,14 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.mark.parametrize("option", ["allow_other", "allow_root"])
 def test_allow_other_without_user_allow_other_is_one_line_naming_fuse_conf(user_home, option):
-    assert not fuse_conf_allows_other(), "this machine's /etc/fuse.conf says user_allow_other: nothing to refuse"
     assert start_as(user_home, option) == [
         f"zarrfs: -o {option} needs a line user_allow_other in /etc/fuse.conf for a user other than root: ask an "
         f"administrator to add it, or mount without {option}"]
 
 
 def test_a_dev_fuse_this_user_may_not_open_is_one_line(user_home):
-    """Here /dev/fuse is root's alone (crw-------), as in some containers: libfuse said `failed to
-    open /dev/fuse: Permission denied` and `libfuse error 4`."""
-    assert os.stat("/dev/fuse").st_mode & 0o006 != 0o006, "this machine's /dev/fuse is open to all: nothing to refuse"
-    mode = os.stat("/dev/fuse").st_mode & 0o777
-    assert start_as(user_home) == [
-        f"zarrfs: /dev/fuse: this user may not open it (mode {mode:03o}): ask an administrator to make it readable and "
+    """/dev/fuse root's alone (crw-------), as in some containers: libfuse said `failed to open
+    /dev/fuse: Permission denied` and `libfuse error 4`."""
+    assert start_as(user_home, dev_fuse=dev_fuse_of_root_alone(Path(user_home.pw_dir))) == [
+        "zarrfs: /dev/fuse: this user may not open it (mode 600): ask an administrator to make it readable and "
         "writable by all (chmod 666 /dev/fuse, as distributions ship it), or mount as root"]
