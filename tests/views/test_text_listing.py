@@ -19,6 +19,7 @@ from core import core_of
 from mounting import mounted
 from servers.memory_store import MemoryStore
 from zarrfs.engine import read_budget
+from zarrfs.fs import filesystem
 from zarrfs.stores.contract import Capabilities
 from zarrfs.views import text as textview
 from zarrfs.views.text import escape
@@ -162,3 +163,34 @@ def test_a_text_of_more_elements_than_its_limit_is_refused_by_name_from_its_meta
         assert "12 elements: its text is more than zarrfs's limit of 10 bytes" in c.log()
         assert "chunk" not in c.log()
         assert json.loads(c.read_bytes("/many.json"))["text_listed"].startswith("never: 12 elements")
+
+
+def test_a_listing_made_before_a_texts_values_changed_neither_counts_it_nor_fails(tmp_path, monkeypatch):
+    """A listing is kept while its folder holds the same entries, and readdirplus gives each
+    entry's attributes as the kernel reads it (again after any write through the mount): those
+    of a NAME.txt were its size as a stat by name counts it, for the version of its stored values
+    found then. Another program rewrote two arrays after a listing showed their texts: `big`
+    (past the listing's bounds, listed once a stat by name had counted it) was counted whole
+    by the next listing, every chunk read; `small`, a chunk of it no longer decodable, made
+    the whole folder's listing fail. Each is given now without attributes (the kernel asks for
+    them by name) and later listings leave it out; every other file stays listed."""
+    monkeypatch.setattr(filesystem, "LIFETIME", 0.0)  # a local store's stored state, as past its 30 s lifetime
+    monkeypatch.setattr(textview, "LISTED_CHUNKS", 5)
+    root = zarr.open_group(str(tmp_path / "t.zarr"), mode="w")
+    big = strings(root, "big", (12,), (1,), {slice(None): np.array(list("abcdefghijkl"), dtype=object)})
+    small = strings(root, "small", (4,), (2,), {slice(None): np.array(["a", "b é", "", "c\\d"], dtype=object)})
+    with core_of(tmp_path / "t.zarr", tmp_path, "ro", "debug") as c:
+        assert c.stat("/big.txt")["st_size"] == len(text_of(big))
+        listed = c.scandir()
+        assert listed["big.txt"]["st_size"] == len(text_of(big)) and listed["small.txt"]["st_size"] == len(text_of(small))
+        big[0] = "another program's value"
+        (tmp_path / "t.zarr" / "small" / "c" / "1").write_bytes(b"not a chunk")
+        start = len(c.log())
+        listed = c.scandir()
+        assert listed["big.txt"] is None and listed["small.txt"] is None
+        assert listed["big.json"] is not None and listed["small.json"] is not None
+        assert "big/c/" not in c.log()[start:]  # no chunk of big read: a listing does not count it
+        assert "chunk small/c/1" in c.log()[start:]
+        assert {"big.txt", "small.txt"}.isdisjoint(c.listdir()) and {"big.json", "small.json"} <= set(c.listdir())
+        assert c.stat("/big.txt")["st_size"] == len(text_of(big)) == len(c.read_bytes("/big.txt"))
+        assert c.scandir()["big.txt"]["st_size"] == len(text_of(big))

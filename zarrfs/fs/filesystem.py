@@ -276,9 +276,19 @@ class FileSystem:
         draft = self.edits.draft_at(path)
         if draft is not None:
             return self.edits.attributes(draft, path)
-        return self.attributes(self._entry(path))
+        return self._attributes(self._entry(path))
 
-    def attributes(self, entry: Entry) -> Attributes:
+    def attributes(self, entry: Entry) -> Attributes | None:
+        """A listed entry's attributes, as readdirplus gives them with its name (binding.ZarrFUSE).
+        None for a NAME.txt a listing can no longer size, its stored values changed since it was
+        listed (readdir): named alone, the kernel asks for its attributes by name (getattr), and
+        the next listing leaves it out. A listing never counts a text past its bounds, nor fails
+        for one text that cannot be made."""
+        if entry.kind == TEXT and not self._listed_text(entry):
+            return None
+        return self._attributes(entry)
+
+    def _attributes(self, entry: Entry) -> Attributes:
         st, owns, writable = entry.node.stat, self.options.ownership, not self.options.read_only
         newest = 0  # a group file's: the newest time of what it shows, found with its size (once a stat)
         if entry.kind == DIR:

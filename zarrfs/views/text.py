@@ -356,12 +356,14 @@ class Texts:
         return known[2] if known is not None and known[0] is node and known[1] == version else _UNKNOWN
 
     def _keep_size(self, node, version: object, outcome: int | ZarrfsError | None, by_name: bool = False) -> None:
-        """Keep what is known of the text's size for this version; a size known by name where no
-        listing could tell it makes listings made before stale (`known`)."""
+        """Keep what is known of the text's size for this version. A size known by name where no
+        listing could tell it, or a text listed before that a listing cannot size now (its stored
+        values changed), makes listings made before stale (`known`)."""
         with self._lock:
             before = self._sizes.get(node.path)
-            if by_name and (before is None or before[0] is not node or before[1] != version
-                            or not isinstance(before[2], int)):
+            same = before is not None and before[0] is node and before[1] == version
+            listed_before = before is not None and isinstance(before[2], int)
+            if by_name and not (same and listed_before) or listed_before and not isinstance(outcome, int):
                 self.known += 1
             self._sizes[node.path] = (node, version, outcome)
             self._sizes.move_to_end(node.path)
