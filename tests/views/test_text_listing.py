@@ -7,6 +7,7 @@ import json
 import os
 import stat
 import subprocess
+import threading
 import types
 import warnings
 from pathlib import Path
@@ -19,6 +20,7 @@ from core import core_of
 from mounting import mounted
 from servers.memory_store import MemoryStore
 from zarrfs.engine import read_budget
+from zarrfs.errors import StoreError
 from zarrfs.fs import filesystem
 from zarrfs.stores.contract import Capabilities
 from zarrfs.views import text as textview
@@ -194,3 +196,46 @@ def test_a_listing_made_before_a_texts_values_changed_neither_counts_it_nor_fail
         assert {"big.txt", "small.txt"}.isdisjoint(c.listdir()) and {"big.json", "small.json"} <= set(c.listdir())
         assert c.stat("/big.txt")["st_size"] == len(text_of(big)) == len(c.read_bytes("/big.txt"))
         assert c.scandir()["big.txt"]["st_size"] == len(text_of(big))
+
+
+class HeldStore(MemoryStore):
+    """A remote store whose first chunk GET from the thread `held_thread` names waits until
+    `release` is set, then fails as a dropped connection does."""
+
+    def __init__(self, capabilities: Capabilities):
+        super().__init__(capabilities)
+        self.held_thread, self.waiting, self.release = "", threading.Event(), threading.Event()
+
+    def get_versioned(self, key, byte_range=None, expect=None, limit=None):
+        if "/c/" in key and threading.current_thread().name == self.held_thread and not self.waiting.is_set():
+            self.waiting.set()
+            assert self.release.wait(60), "the test never let the held GET go"
+            raise StoreError(f"{key}: connection reset")
+        return super().get_versioned(key, byte_range, expect, limit)
+
+
+def test_a_listing_that_fails_does_not_undo_the_size_a_stat_by_name_found_meanwhile(tmp_path, monkeypatch):
+    """Two threads: a listing counts `far.txt` while a stat by name counts it too. The stat
+    finds its size; the listing's count then fails (a store error that may pass). The listing's
+    outcome, "not known", replaced the size found by name, and every later listing left the
+    file out though its size was known (until a stat by name counted it whole once more)."""
+    monkeypatch.setattr(textview, "SIZED_ELEMENTS", 4)  # counted a slab at a time, as larger arrays are
+    root = zarr.open_group(str(tmp_path / "t.zarr"), mode="w")
+    far = strings(root, "far", (40,), (2,), {slice(None): np.array([f"label {i}" for i in range(40)], dtype=object)})
+    store = HeldStore(Capabilities(remote=True, read_deadline=60.0))
+    for path in (tmp_path / "t.zarr").rglob("*"):
+        if path.is_file():
+            store.set(path.relative_to(tmp_path / "t.zarr").as_posix(), path.read_bytes())
+    with core_of(tmp_path / "t.zarr", tmp_path, "ro", store=store) as c:
+        listing = threading.Thread(target=c.listdir, name="listing")
+        store.held_thread = listing.name
+        listing.start()
+        try:
+            assert store.waiting.wait(60), "the listing never read a chunk"
+            assert c.stat("/far.txt")["st_size"] == len(text_of(far))
+        finally:
+            store.release.set()
+            listing.join(60)
+        assert not listing.is_alive()
+        assert "far.txt" in c.listdir()
+        assert c.stat("/far.txt")["st_size"] == len(text_of(far))

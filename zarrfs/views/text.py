@@ -358,10 +358,13 @@ class Texts:
     def _keep_size(self, node, version: object, outcome: int | ZarrfsError | None, by_name: bool = False) -> None:
         """Keep what is known of the text's size for this version. A size known by name where no
         listing could tell it, or a text listed before that a listing cannot size now (its stored
-        values changed), makes listings made before stale (`known`)."""
+        values changed), makes listings made before stale (`known`). A listing's outcome never
+        replaces what a stat by name found for the same version meanwhile (two threads)."""
         with self._lock:
             before = self._sizes.get(node.path)
             same = before is not None and before[0] is node and before[1] == version
+            if same and not by_name:  # listed() counts only what is not known for this version
+                return
             listed_before = before is not None and isinstance(before[2], int)
             if by_name and not (same and listed_before) or listed_before and not isinstance(outcome, int):
                 self.known += 1
