@@ -28,13 +28,16 @@ ENDED = 10.0  # seconds for a process group to end after SIGTERM, on a loaded ma
 
 def session_env(directory: Path) -> dict[str, str]:
     """The environment of a desktop session whose home, XDG directories and runtime directory
-    are in `directory` (made here), so that nothing is read from or left in the machine's."""
+    are in `directory` (made here), so that nothing is read from or left in the machine's.
+    GVFS_DISABLE_FUSE: where gvfs-fuse is installed (GNOME desktops have it), gvfsd would start
+    gvfsd-fuse, a FUSE mount at XDG_RUNTIME_DIR/gvfs that a killed session leaves behind."""
     home, runtime = directory / "home", directory / "runtime"
     home.mkdir(parents=True)
     runtime.mkdir(mode=0o700)
     return {"PATH": os.environ["PATH"], "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
             "XDG_DATA_HOME": str(home / ".local/share"), "XDG_CACHE_HOME": str(home / ".cache"),
-            "XDG_STATE_HOME": str(home / ".local/state"), "XDG_RUNTIME_DIR": str(runtime), "LANG": "C.UTF-8"}
+            "XDG_STATE_HOME": str(home / ".local/state"), "XDG_RUNTIME_DIR": str(runtime), "LANG": "C.UTF-8",
+            "GVFS_DISABLE_FUSE": "1"}
 
 
 def home_trash(env: dict[str, str]) -> list[str]:

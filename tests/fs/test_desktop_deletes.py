@@ -17,6 +17,7 @@ import socket
 import struct
 import subprocess
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -252,6 +253,7 @@ def test_gvfs_ends_with_the_session_that_started_it(desktop):
     assert desktop.gio("info", "trash:///").returncode == 0  # gvfsd, which starts gvfsd-trash
     started = desktop.bus.members()
     assert {"gvfsd", "gvfsd-trash"} <= set(started.values()), started
+    assert "gvfsd-fuse" not in started.values() and not os.path.ismount(Path(desktop.env["XDG_RUNTIME_DIR"], "gvfs"))
     desktop.close()
     assert {pid: name for pid, name in started.items() if running(pid)} == {}
 
