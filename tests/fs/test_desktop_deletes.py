@@ -11,6 +11,7 @@ Each wait polls a condition with a deadline: the daemon's trace (-o debug) says 
 manager has unlinked what it was asked to, and the windows shown say whether it reported an
 error."""
 
+import contextlib
 import os
 import re
 import socket
@@ -88,11 +89,13 @@ class Desktop:
 
     def close(self) -> None:
         """Each program started (one process group each, made here), then the bus with what it
-        started (gvfsd and its backends), then the server."""
-        for process in self.processes:
-            stop(process)
-        self.bus.close()
-        stop(self.server)
+        started (gvfsd and its backends), then the server: each of them, even where ending one
+        before it failed (the error is raised after)."""
+        with contextlib.ExitStack() as ending:  # its callbacks run last first
+            ending.callback(stop, self.server)
+            ending.callback(self.bus.close)
+            for process in self.processes:
+                ending.callback(stop, process)
 
     def gio(self, *args) -> subprocess.CompletedProcess:
         """`gio` in this session, as the file manager's GIO sees it."""
