@@ -17,7 +17,7 @@ import pytest
 import zarr
 
 from core import core_of
-from mounting import mounted
+from mounting import mounted, wait_for
 from servers.memory_store import MemoryStore
 from zarrfs.engine import read_budget
 from zarrfs.errors import StoreError
@@ -44,6 +44,14 @@ def strings(group, name: str, shape: tuple, chunks: tuple, values: dict, **kwarg
         for index, value in values.items():
             array[index] = value
     return array
+
+
+def holding(store: MemoryStore, root: Path) -> MemoryStore:
+    """`store` with every file below `root` as a value."""
+    for path in root.rglob("*"):
+        if path.is_file():
+            store.set(path.relative_to(root).as_posix(), path.read_bytes())
+    return store
 
 
 def every_listed_file_reads_its_size(folder: Path) -> dict[str, int]:
@@ -120,9 +128,7 @@ def test_a_listing_past_the_timeout_leaves_the_text_out_and_a_stat_by_name_count
     near = strings(root, "near", (6,), (2,), {...: values[:6]})
     far = strings(root, "far", (40,), (2,), {...: values})
     store = SlowStore(clock, 1.0, Capabilities(remote=True, read_deadline=5.0))
-    for path in (tmp_path / "t.zarr").rglob("*"):
-        if path.is_file():
-            store.set(path.relative_to(tmp_path / "t.zarr").as_posix(), path.read_bytes())
+    holding(store, tmp_path / "t.zarr")
     with core_of(tmp_path / "t.zarr", tmp_path, "ro", store=store) as c:
         assert "near.txt" in c.listdir() and "far.txt" not in c.listdir()
         assert c.stat("/near.txt")["st_size"] == len(text_of(near))
@@ -225,9 +231,7 @@ def test_a_listing_that_fails_does_not_undo_the_size_a_stat_by_name_found_meanwh
     root = zarr.open_group(str(tmp_path / "t.zarr"), mode="w")
     far = strings(root, "far", (40,), (2,), {...: np.array([f"label {i}" for i in range(40)], dtype=object)})
     store = HeldStore(Capabilities(remote=True, read_deadline=60.0))
-    for path in (tmp_path / "t.zarr").rglob("*"):
-        if path.is_file():
-            store.set(path.relative_to(tmp_path / "t.zarr").as_posix(), path.read_bytes())
+    holding(store, tmp_path / "t.zarr")
     with core_of(tmp_path / "t.zarr", tmp_path, "ro", store=store) as c:
         listing = threading.Thread(target=c.listdir, name="listing")
         store.held_thread = listing.name
@@ -241,3 +245,21 @@ def test_a_listing_that_fails_does_not_undo_the_size_a_stat_by_name_found_meanwh
         assert not listing.is_alive()
         assert "far.txt" in c.listdir()
         assert c.stat("/far.txt")["st_size"] == len(text_of(far))
+
+
+def test_a_text_a_store_error_left_out_is_listed_again_once_the_stored_state_is_looked_at_again(tmp_path,
+                                                                                                 monkeypatch):
+    """A listing's count that a store error stopped (a 503, a connection reset: errors that
+    pass) left the file out of every listing of that version of the array until a stat by name:
+    a file manager, which only lists, never showed it again. A listing counts it again once the
+    stored state is looked at again (-o metadata_ttl, 1 s here), and shows it; one warning."""
+    monkeypatch.setattr(textview, "SIZED_ELEMENTS", 4)  # counted a slab at a time, as larger arrays are
+    root = zarr.open_group(str(tmp_path / "t.zarr"), mode="w")
+    far = strings(root, "far", (40,), (2,), {...: np.array([f"label {i}" for i in range(40)], dtype=object)})
+    store = holding(MemoryStore(Capabilities(remote=True, read_deadline=60.0, metadata_ttl=1.0)), tmp_path / "t.zarr")
+    store.fail("get", "far/c/*", error=StoreError("far/c/3: 503 Slow Down"))
+    with core_of(tmp_path / "t.zarr", tmp_path, "ro", store=store) as c:
+        assert "far.txt" not in c.listdir() and "far.json" in c.listdir()
+        wait_for(lambda: "far.txt" in c.listdir(), 30, what="far.txt listed once more")
+        assert c.scandir()["far.txt"]["st_size"] == len(text_of(far)) == len(c.read_bytes("/far.txt"))
+        assert c.log().count("503 Slow Down") == 1
