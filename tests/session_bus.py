@@ -10,6 +10,7 @@ nothing the test did not start is touched."""
 import glob
 import os
 import re
+import select
 import signal
 import subprocess
 from pathlib import Path
@@ -24,6 +25,7 @@ GVFS_MODULES = ("libgvfsdbus.so", "libgioremote-volume-monitor.so")
 # files of /usr/share/dbus-1/services from the bus
 DATA_DIRS = "/usr/local/share:/usr/share"
 ENDED = 10.0  # seconds for a process group to end after SIGTERM, on a loaded machine
+STARTED = 30.0  # seconds for dbus-daemon to listen and say where, on a loaded machine
 
 
 def session_env(directory: Path) -> dict[str, str]:
@@ -58,9 +60,12 @@ class SessionBus:
                                             env={"XDG_DATA_DIRS": DATA_DIRS, **env}, stdout=subprocess.PIPE,
                                             stderr=log, start_new_session=True)
         assert self.process.stdout is not None
-        with self.process.stdout:
-            self.address = self.process.stdout.readline().decode().strip()  # written once it listens
-        assert self.address, f"dbus-daemon did not start:\n{self.log()}"
+        with self.process.stdout:  # its address, written once it listens
+            said = select.select([self.process.stdout], [], [], STARTED)[0]
+            self.address = self.process.stdout.readline().decode().strip() if said else ""
+        if not self.address:
+            stop(self.process)
+            raise AssertionError(f"dbus-daemon did not say its address within {STARTED} s:\n{self.log()}")
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
