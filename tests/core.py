@@ -184,6 +184,12 @@ class Core:
     def listdir(self, path: str = "/") -> list[str]:
         return [name for name, _ in self._at("readdir", path, self.fs.readdir, path)[2:]]
 
+    def scandir(self, path: str = "/") -> dict[str, dict | None]:
+        """Name -> the attributes a listing gives with it (readdirplus: fuse/binding.py asks
+        FileSystem.attributes of each entry listed), None where it gives the name alone."""
+        return {name: self._ask("readdir", path, self.fs.attributes, entry)
+                for name, entry in self._at("readdir", path, self.fs.readdir, path)[2:]}
+
     def files(self, top: str = "/") -> list[str]:
         """Every file's path below `top`, as `find TOP -type f` lists them (a walk of listings)."""
         found = []

@@ -10,6 +10,7 @@ nothing the test did not start is touched."""
 import glob
 import os
 import re
+import select
 import signal
 import subprocess
 from pathlib import Path
@@ -24,17 +25,21 @@ GVFS_MODULES = ("libgvfsdbus.so", "libgioremote-volume-monitor.so")
 # files of /usr/share/dbus-1/services from the bus
 DATA_DIRS = "/usr/local/share:/usr/share"
 ENDED = 10.0  # seconds for a process group to end after SIGTERM, on a loaded machine
+STARTED = 30.0  # seconds for dbus-daemon to listen and say where, on a loaded machine
 
 
 def session_env(directory: Path) -> dict[str, str]:
     """The environment of a desktop session whose home, XDG directories and runtime directory
-    are in `directory` (made here), so that nothing is read from or left in the machine's."""
+    are in `directory` (made here), so that nothing is read from or left in the machine's.
+    GVFS_DISABLE_FUSE: where gvfs-fuse is installed (GNOME desktops have it), gvfsd would start
+    gvfsd-fuse, a FUSE mount at XDG_RUNTIME_DIR/gvfs that a killed session leaves behind."""
     home, runtime = directory / "home", directory / "runtime"
     home.mkdir(parents=True)
     runtime.mkdir(mode=0o700)
     return {"PATH": os.environ["PATH"], "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
             "XDG_DATA_HOME": str(home / ".local/share"), "XDG_CACHE_HOME": str(home / ".cache"),
-            "XDG_STATE_HOME": str(home / ".local/state"), "XDG_RUNTIME_DIR": str(runtime), "LANG": "C.UTF-8"}
+            "XDG_STATE_HOME": str(home / ".local/state"), "XDG_RUNTIME_DIR": str(runtime), "LANG": "C.UTF-8",
+            "GVFS_DISABLE_FUSE": "1"}
 
 
 def home_trash(env: dict[str, str]) -> list[str]:
@@ -55,9 +60,12 @@ class SessionBus:
                                             env={"XDG_DATA_DIRS": DATA_DIRS, **env}, stdout=subprocess.PIPE,
                                             stderr=log, start_new_session=True)
         assert self.process.stdout is not None
-        with self.process.stdout:
-            self.address = self.process.stdout.readline().decode().strip()  # written once it listens
-        assert self.address, f"dbus-daemon did not start:\n{self.log()}"
+        with self.process.stdout:  # its address, written once it listens
+            said = select.select([self.process.stdout], [], [], STARTED)[0]
+            self.address = self.process.stdout.readline().decode().strip() if said else ""
+        if not self.address:
+            stop(self.process)
+            raise AssertionError(f"dbus-daemon did not say its address within {STARTED} s:\n{self.log()}")
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")

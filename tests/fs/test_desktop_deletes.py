@@ -11,12 +11,14 @@ Each wait polls a condition with a deadline: the daemon's trace (-o debug) says 
 manager has unlinked what it was asked to, and the windows shown say whether it reported an
 error."""
 
+import contextlib
 import os
 import re
 import socket
 import struct
 import subprocess
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -87,11 +89,13 @@ class Desktop:
 
     def close(self) -> None:
         """Each program started (one process group each, made here), then the bus with what it
-        started (gvfsd and its backends), then the server."""
-        for process in self.processes:
-            stop(process)
-        self.bus.close()
-        stop(self.server)
+        started (gvfsd and its backends), then the server: each of them, even where ending one
+        before it failed (the error is raised after)."""
+        with contextlib.ExitStack() as ending:  # its callbacks run last first
+            ending.callback(stop, self.server)
+            ending.callback(self.bus.close)
+            for process in self.processes:
+                ending.callback(stop, process)
 
     def gio(self, *args) -> subprocess.CompletedProcess:
         """`gio` in this session, as the file manager's GIO sees it."""
@@ -252,6 +256,7 @@ def test_gvfs_ends_with_the_session_that_started_it(desktop):
     assert desktop.gio("info", "trash:///").returncode == 0  # gvfsd, which starts gvfsd-trash
     started = desktop.bus.members()
     assert {"gvfsd", "gvfsd-trash"} <= set(started.values()), started
+    assert "gvfsd-fuse" not in started.values() and not os.path.ismount(Path(desktop.env["XDG_RUNTIME_DIR"], "gvfs"))
     desktop.close()
     assert {pid: name for pid, name in started.items() if running(pid)} == {}
 

@@ -63,9 +63,14 @@ class Seaweed:
                 f"-s3.config={config}", f"-bucket={BUCKET}", "-s3.port.iceberg=0", "-s3.port.lance=0"]
         args += [f"-{name}.port={port}" if "." not in name else f"-{name.split('.')[0]}.port.grpc={port}"
                  for name, port in self.ports.items()]
+        # its local sockets, by default in /tmp (their paths within the 108 bytes of a socket's)
+        args += [f"-{service}.localSocket={self.directory / f'{service}.sock'}" for service in ("s3", "filer")]
+        scratch = self.directory / "tmp"  # weed keeps its volumes and its logs in TMPDIR too, whatever -dir says
+        scratch.mkdir(exist_ok=True)
         with open(self.directory / "weed.log", "ab") as log:
             self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            cwd=self.directory, start_new_session=True)
+                                            cwd=self.directory, start_new_session=True,
+                                            env={**os.environ, "TMPDIR": str(scratch)})
         self._wait_ready(timeout)
 
     def _wait_ready(self, timeout: float) -> None:

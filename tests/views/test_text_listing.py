@@ -7,6 +7,7 @@ import json
 import os
 import stat
 import subprocess
+import threading
 import types
 import warnings
 from pathlib import Path
@@ -16,9 +17,11 @@ import pytest
 import zarr
 
 from core import core_of
-from mounting import mounted
+from mounting import mounted, wait_for
 from servers.memory_store import MemoryStore
 from zarrfs.engine import read_budget
+from zarrfs.errors import StoreError
+from zarrfs.fs import filesystem
 from zarrfs.stores.contract import Capabilities
 from zarrfs.views import text as textview
 from zarrfs.views.text import escape
@@ -33,12 +36,22 @@ def text_of(array) -> bytes:
 
 
 def strings(group, name: str, shape: tuple, chunks: tuple, values: dict, **kwargs):
+    """A string array with `values` (index -> value; `...` for every element: a slice is no
+    dict key before Python 3.12, and CI runs these tests on 3.11 too)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         array = group.create_array(name, shape=shape, chunks=chunks, dtype=str, **kwargs)
         for index, value in values.items():
             array[index] = value
     return array
+
+
+def holding(store: MemoryStore, root: Path) -> MemoryStore:
+    """`store` with every file below `root` as a value."""
+    for path in root.rglob("*"):
+        if path.is_file():
+            store.set(path.relative_to(root).as_posix(), path.read_bytes())
+    return store
 
 
 def every_listed_file_reads_its_size(folder: Path) -> dict[str, int]:
@@ -61,8 +74,8 @@ def test_a_text_a_listing_cannot_count_is_left_out_and_reachable_by_name(tmp_pat
     listed, its own size the same before and after."""
     root = zarr.open_group(str(tmp_path / "t.zarr"), mode="w")
     big = strings(root, "big", (BIG,), (BIG_CHUNK,), STORED, fill_value="-")
-    small = strings(root, "small", (4,), (2,), {slice(None): np.array(["a", "b é", "", "c\\d"], dtype=object)})
-    strings(root, "broken", (6,), (2,), {slice(None): np.array(list("abcdef"), dtype=object)})
+    small = strings(root, "small", (4,), (2,), {...: np.array(["a", "b é", "", "c\\d"], dtype=object)})
+    strings(root, "broken", (6,), (2,), {...: np.array(list("abcdef"), dtype=object)})
     (tmp_path / "t.zarr" / "broken" / "c" / "1").write_bytes(b"not a chunk")
     with mounted(tmp_path / "t.zarr", tmp_path, "ro") as m:
         names = os.listdir(m.path)
@@ -112,12 +125,10 @@ def test_a_listing_past_the_timeout_leaves_the_text_out_and_a_stat_by_name_count
     monkeypatch.setattr(textview, "SIZED_ELEMENTS", 4)  # counted a slab at a time, as larger arrays are
     root = zarr.open_group(str(tmp_path / "t.zarr"), mode="w")
     values = np.array([f"label {i} é" for i in range(40)], dtype=object)
-    near = strings(root, "near", (6,), (2,), {slice(None): values[:6]})
-    far = strings(root, "far", (40,), (2,), {slice(None): values})
+    near = strings(root, "near", (6,), (2,), {...: values[:6]})
+    far = strings(root, "far", (40,), (2,), {...: values})
     store = SlowStore(clock, 1.0, Capabilities(remote=True, read_deadline=5.0))
-    for path in (tmp_path / "t.zarr").rglob("*"):
-        if path.is_file():
-            store.set(path.relative_to(tmp_path / "t.zarr").as_posix(), path.read_bytes())
+    holding(store, tmp_path / "t.zarr")
     with core_of(tmp_path / "t.zarr", tmp_path, "ro", store=store) as c:
         assert "near.txt" in c.listdir() and "far.txt" not in c.listdir()
         assert c.stat("/near.txt")["st_size"] == len(text_of(near))
@@ -133,8 +144,8 @@ def test_a_listing_renders_no_text_of_more_chunks_than_it_reads(tmp_path, monkey
     monkeypatch.setattr(textview, "LISTED_CHUNKS", 5)
     root = zarr.open_group(str(tmp_path / "t.zarr"), mode="w")
     values = np.array(["a", "b é", "", "c\\d", "e\nf", "g"], dtype=object)
-    within = strings(root, "within", (6,), (2,), {slice(None): values})
-    beyond = strings(root, "beyond", (6,), (1,), {slice(None): values})
+    within = strings(root, "within", (6,), (2,), {...: values})
+    beyond = strings(root, "beyond", (6,), (1,), {...: values})
     with core_of(tmp_path / "t.zarr", tmp_path, "ro", "debug") as c:
         assert "within.txt" in c.listdir() and "beyond.txt" not in c.listdir()
         assert "beyond/c/" not in c.log()  # no chunk read (-o debug logs each store read)
@@ -150,7 +161,7 @@ def test_a_text_of_more_elements_than_its_limit_is_refused_by_name_from_its_meta
     monkeypatch.setattr(textview, "TEXT_LIMIT", 10)
     monkeypatch.setattr(textview, "SIZED_ELEMENTS", 4)
     root = zarr.open_group(str(tmp_path / "t.zarr"), mode="w")
-    strings(root, "many", (12,), (4,), {slice(None): np.array(list("abcdefghijkl"), dtype=object)})
+    strings(root, "many", (12,), (4,), {...: np.array(list("abcdefghijkl"), dtype=object)})
     for chunk in (tmp_path / "t.zarr" / "many" / "c").iterdir():
         chunk.write_bytes(b"not a chunk")  # a read would say so
     with core_of(tmp_path / "t.zarr", tmp_path, "ro") as c:
@@ -162,3 +173,93 @@ def test_a_text_of_more_elements_than_its_limit_is_refused_by_name_from_its_meta
         assert "12 elements: its text is more than zarrfs's limit of 10 bytes" in c.log()
         assert "chunk" not in c.log()
         assert json.loads(c.read_bytes("/many.json"))["text_listed"].startswith("never: 12 elements")
+
+
+def test_a_listing_made_before_a_texts_values_changed_neither_counts_it_nor_fails(tmp_path, monkeypatch):
+    """A listing is kept while its folder holds the same entries, and readdirplus gives each
+    entry's attributes as the kernel reads it (again after any write through the mount): those
+    of a NAME.txt were its size as a stat by name counts it, for the version of its stored values
+    found then. Another program rewrote two arrays after a listing showed their texts: `big`
+    (past the listing's bounds, listed once a stat by name had counted it) was counted whole
+    by the next listing, every chunk read; `small`, a chunk of it no longer decodable, made
+    the whole folder's listing fail. Each is given now without attributes (the kernel asks for
+    them by name) and later listings leave it out; every other file stays listed."""
+    monkeypatch.setattr(filesystem, "LIFETIME", 0.0)  # a local store's stored state, as past its 30 s lifetime
+    monkeypatch.setattr(textview, "LISTED_CHUNKS", 5)
+    root = zarr.open_group(str(tmp_path / "t.zarr"), mode="w")
+    big = strings(root, "big", (12,), (1,), {...: np.array(list("abcdefghijkl"), dtype=object)})
+    small = strings(root, "small", (4,), (2,), {...: np.array(["a", "b é", "", "c\\d"], dtype=object)})
+    with core_of(tmp_path / "t.zarr", tmp_path, "ro", "debug") as c:
+        assert c.stat("/big.txt")["st_size"] == len(text_of(big))
+        listed = c.scandir()
+        assert listed["big.txt"]["st_size"] == len(text_of(big)) and listed["small.txt"]["st_size"] == len(text_of(small))
+        big[0] = "another program's value"
+        (tmp_path / "t.zarr" / "small" / "c" / "1").write_bytes(b"not a chunk")
+        start = len(c.log())
+        listed = c.scandir()
+        assert listed["big.txt"] is None and listed["small.txt"] is None
+        assert listed["big.json"] is not None and listed["small.json"] is not None
+        assert "big/c/" not in c.log()[start:]  # no chunk of big read: a listing does not count it
+        assert "chunk small/c/1" in c.log()[start:]
+        assert {"big.txt", "small.txt"}.isdisjoint(c.listdir()) and {"big.json", "small.json"} <= set(c.listdir())
+        assert c.stat("/big.txt")["st_size"] == len(text_of(big)) == len(c.read_bytes("/big.txt"))
+        assert c.scandir()["big.txt"]["st_size"] == len(text_of(big))
+
+
+class HeldStore(MemoryStore):
+    """A remote store whose first chunk GET from the thread `held_thread` names waits until
+    `release` is set, then fails as a dropped connection does."""
+
+    def __init__(self, capabilities: Capabilities):
+        super().__init__(capabilities)
+        self.held_thread, self.waiting, self.release = "", threading.Event(), threading.Event()
+
+    def get_versioned(self, key, byte_range=None, expect=None, limit=None):
+        if "/c/" in key and threading.current_thread().name == self.held_thread and not self.waiting.is_set():
+            self.waiting.set()
+            assert self.release.wait(60), "the test never let the held GET go"
+            raise StoreError(f"{key}: connection reset")
+        return super().get_versioned(key, byte_range, expect, limit)
+
+
+def test_a_listing_that_fails_does_not_undo_the_size_a_stat_by_name_found_meanwhile(tmp_path, monkeypatch):
+    """Two threads: a listing counts `far.txt` while a stat by name counts it too. The stat
+    finds its size; the listing's count then fails (a store error that may pass). The listing's
+    outcome, "not known", replaced the size found by name, and every later listing left the
+    file out though its size was known (until a stat by name counted it whole once more)."""
+    monkeypatch.setattr(textview, "SIZED_ELEMENTS", 4)  # counted a slab at a time, as larger arrays are
+    root = zarr.open_group(str(tmp_path / "t.zarr"), mode="w")
+    far = strings(root, "far", (40,), (2,), {...: np.array([f"label {i}" for i in range(40)], dtype=object)})
+    store = HeldStore(Capabilities(remote=True, read_deadline=60.0))
+    holding(store, tmp_path / "t.zarr")
+    with core_of(tmp_path / "t.zarr", tmp_path, "ro", store=store) as c:
+        listing = threading.Thread(target=c.listdir, name="listing")
+        store.held_thread = listing.name
+        listing.start()
+        try:
+            assert store.waiting.wait(60), "the listing never read a chunk"
+            assert c.stat("/far.txt")["st_size"] == len(text_of(far))
+        finally:
+            store.release.set()
+            listing.join(60)
+        assert not listing.is_alive()
+        assert "far.txt" in c.listdir()
+        assert c.stat("/far.txt")["st_size"] == len(text_of(far))
+
+
+def test_a_text_a_store_error_left_out_is_listed_again_once_the_stored_state_is_looked_at_again(tmp_path,
+                                                                                                 monkeypatch):
+    """A listing's count that a store error stopped (a 503, a connection reset: errors that
+    pass) left the file out of every listing of that version of the array until a stat by name:
+    a file manager, which only lists, never showed it again. A listing counts it again once the
+    stored state is looked at again (-o metadata_ttl, 1 s here), and shows it; one warning."""
+    monkeypatch.setattr(textview, "SIZED_ELEMENTS", 4)  # counted a slab at a time, as larger arrays are
+    root = zarr.open_group(str(tmp_path / "t.zarr"), mode="w")
+    far = strings(root, "far", (40,), (2,), {...: np.array([f"label {i}" for i in range(40)], dtype=object)})
+    store = holding(MemoryStore(Capabilities(remote=True, read_deadline=60.0, metadata_ttl=1.0)), tmp_path / "t.zarr")
+    store.fail("get", "far/c/*", error=StoreError("far/c/3: 503 Slow Down"))
+    with core_of(tmp_path / "t.zarr", tmp_path, "ro", store=store) as c:
+        assert "far.txt" not in c.listdir() and "far.json" in c.listdir()
+        wait_for(lambda: "far.txt" in c.listdir(), 30, what="far.txt listed once more")
+        assert c.scandir()["far.txt"]["st_size"] == len(text_of(far)) == len(c.read_bytes("/far.txt"))
+        assert c.log().count("503 Slow Down") == 1

@@ -50,8 +50,9 @@ class FileSystemCore(Protocol):
 
     def getattr(self, path: str) -> Attributes: ...
 
-    def attributes(self, entry: Any) -> Attributes:
-        """The attributes of an entry readdir listed, as it listed it (each core has its own kind)."""
+    def attributes(self, entry: Any) -> Attributes | None:
+        """The attributes of an entry readdir listed, as it listed it (each core has its own kind);
+        None: the name is listed alone, the kernel asks for its attributes by name."""
         ...
 
     def readdir(self, path: str) -> list[tuple[str, Any]]:

@@ -10,6 +10,7 @@ Nothing here decodes or encodes: hierarchy maps paths to nodes, RawFile and Arra
 
 import errno
 import logging
+import math
 import os
 import threading
 import time
@@ -217,12 +218,15 @@ class FileSystem:
         self.cache = ChunkCache(options.cache_bytes, *self._read_ahead())
         ttl = self.store.capabilities.metadata_ttl  # None: nobody else writes, trust for LIFETIME
         self.usage = Usage(self.store, LIFETIME if ttl is None else ttl)  # mtimes, stored sizes
-        self.texts = Texts(options.cache_bytes // 4)  # rendered NAME.txt files, within the cache's bound
+        # rendered NAME.txt files, within the cache's bound; a count a store error stopped is made again
+        # as the stored state is looked at again
+        self.texts = Texts(options.cache_bytes // 4, self.usage.lifetime)
         self.arrays = OpenArrays(self.store, self.cache, self.usage, options.read_only, options.flush_interval,
                                  options.recovery_dir, self._reshaped,  # arrays open through the mount, and their write-back
                                  lambda: self.hierarchy.copy if self.hierarchy.consolidated is not None else None)
         self.write_bound = WriteBound(options.dirty_limit)
-        self._listed: dict[str, tuple[dict, int, list]] = {}  # path -> (listing, hidden files' version, entries shown)
+        # path -> (listing, its state (readdir), entries shown, when a text left out is to be counted again)
+        self._listed: dict[str, tuple[dict, tuple, list, float]] = {}
         self.writes = 0  # writes through the file system: attributes listed before them are stale
         self._handles: dict[int, Handle] = {}
         self._next_fh = 1
@@ -276,9 +280,19 @@ class FileSystem:
         draft = self.edits.draft_at(path)
         if draft is not None:
             return self.edits.attributes(draft, path)
-        return self.attributes(self._entry(path))
+        return self._attributes(self._entry(path))
 
-    def attributes(self, entry: Entry) -> Attributes:
+    def attributes(self, entry: Entry) -> Attributes | None:
+        """A listed entry's attributes, as readdirplus gives them with its name (binding.ZarrFUSE).
+        None for a NAME.txt a listing can no longer size, its stored values changed since it was
+        listed (readdir): named alone, the kernel asks for its attributes by name (getattr), and
+        the next listing leaves it out. A listing never counts a text past its bounds, nor fails
+        for one text that cannot be made."""
+        if entry.kind == TEXT and not self._listed_text(entry):
+            return None
+        return self._attributes(entry)
+
+    def _attributes(self, entry: Entry) -> Attributes:
         st, owns, writable = entry.node.stat, self.options.ownership, not self.options.read_only
         newest = 0  # a group file's: the newest time of what it shows, found with its size (once a stat)
         if entry.kind == DIR:
@@ -358,15 +372,17 @@ class FileSystem:
         entry = self._entry(path)
         if entry.kind != DIR:
             refuse(errno.ENOTDIR, path)
-        # what is listed changes with the files hidden, and with the texts' sizes known by name
+        # what is listed changes with the files hidden, with the texts' sizes known by name, and once
+        # a text a store error left out is to be counted again (Texts.retry_at)
         listing, state = self.hierarchy.entries_of(entry), (self.hierarchy.hidden.version, self.texts.known)
         cached = self._listed.get(path)
-        if cached is None or cached[0] is not listing or cached[1] != state:
+        if cached is None or cached[0] is not listing or cached[1] != state or time.monotonic() >= cached[3]:
             parent = self.hierarchy.lookup(os.path.dirname(path)) if path != "/" else entry  # the root's '..' is itself
             self.usage.warm(entry.node.path, list({e.node.path for e in listing.values()
                                                    if e.kind in (DATA, TEXT) and e.node.meta}))
             shown = {name: e for name, e in self.hierarchy.shown(entry).items() if e.kind != TEXT or self._listed_text(e)}
-            cached = self._listed[path] = (listing, state, [(".", entry), ("..", parent), *shown.items()])
+            retry = min((self.texts.retry_at(e.node) for e in listing.values() if e.kind == TEXT), default=math.inf)
+            cached = self._listed[path] = (listing, state, [(".", entry), ("..", parent), *shown.items()], retry)
         return cached[2]
 
     def _listed_text(self, entry: Entry) -> bool:

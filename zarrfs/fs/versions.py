@@ -298,9 +298,11 @@ class VersionedFileSystem:
         return self._own_inode(shown, {**self.main.getattr("/"), "st_mtime": written, "st_ctime": written,
                                        "st_atime": written})
 
-    def attributes(self, entry: "Entry | Routed") -> Attributes:
+    def attributes(self, entry: "Entry | Routed") -> Attributes | None:
+        """A listed entry's attributes (FileSystem.attributes); None: the name is listed alone."""
         if isinstance(entry, Routed):
-            return self._own_inode(entry.version, entry.version.core.attributes(entry.entry))
+            attributes = entry.version.core.attributes(entry.entry)
+            return None if attributes is None else self._own_inode(entry.version, attributes)
         return self.main.attributes(entry)
 
     def readdir(self, path: str) -> list:

@@ -90,14 +90,16 @@ class ZarrFUSE(mfusepy.FUSE):
         st = mfusepy.c_stat()
         for index in range(offset, len(entries)):
             name, entry = entries[index]
+            packed = b""  # none: the name alone, the kernel asks for its attributes by name
             if entry is not None:
                 packed = stats[index]
                 if packed is None:
-                    packed = stats[index] = pack(st, self.operations.attributes(entry))
-                else:
+                    attributes = self.operations.attributes(entry)
+                    packed = stats[index] = b"" if attributes is None else pack(st, attributes)
+                elif packed:
                     ctypes.memmove(ctypes.addressof(st), packed, len(packed))
-            if filler(buf, name.encode(self.encoding, self.errors), st if entry else None, index + 1,
-                      plus if entry else 0):
+            if filler(buf, name.encode(self.encoding, self.errors), st if packed else None, index + 1,
+                      plus if packed else 0):
                 break
         return 0
 

@@ -52,7 +52,8 @@ class Operations(mfusepy.Operations):
         """Arrays whose written data could not be stored at shutdown."""
         return self.core.unstored
 
-    def attributes(self, entry: Entry) -> Attributes:
+    def attributes(self, entry: Entry) -> Attributes | None:
+        """A listed entry's attributes; None: the name is listed alone (FileSystem.attributes)."""
         return self.core.attributes(entry)
 
     def uncached(self, fh) -> bool:

@@ -36,6 +36,7 @@ import logging
 import math
 import re
 import threading
+import time
 from collections import OrderedDict
 from typing import NamedTuple
 
@@ -269,6 +270,12 @@ def unescape(line: str) -> bytes:
 _UNKNOWN = object()  # no outcome kept for this version of the array
 
 
+class Retry(NamedTuple):
+    """A listing's count that failed as a store error may pass: a listing counts again from `at`
+    (time.monotonic()), a stat by name at once."""
+    at: float
+
+
 def _kept(error: ZarrfsError) -> ZarrfsError:
     """An error to keep for a version of an array, and raise again: its message and errno,
     without the frames it was raised in (which hold chunks)."""
@@ -285,15 +292,16 @@ class Texts:
     (past its bounds, a chunk that cannot be read or decoded, a remote store past -o timeout),
     it leaves the file out, and a stat by name counts it without those bounds (size). Once a
     size is known for a version, listings show the file with it; `known` counts the sizes known
-    so, for listings made before to be made again."""
+    so, for listings made before to be made again. A listing's count that a store error stopped
+    is made again by a listing `retry_after` seconds later (the stored state's lifetime)."""
 
-    def __init__(self, limit: int = 64 << 20):
-        self.limit = limit
+    def __init__(self, limit: int = 64 << 20, retry_after: float = 30.0):
+        self.limit, self.retry_after = limit, retry_after
         self._texts: OrderedDict[str, tuple[object, object, bytes]] = OrderedDict()  # path -> (node, version, text)
         self._text_bytes = 0  # of the texts kept: summed as they come and go, so that keeping one costs no pass
         # path -> (node, version, outcome): the size; the error that makes the text impossible;
-        # None where a listing could not count it (a stat by name does)
-        self._sizes: OrderedDict[str, tuple[object, object, int | ZarrfsError | None]] = OrderedDict()
+        # None where a listing could not count it (a stat by name does); Retry after a store error
+        self._sizes: OrderedDict[str, tuple[object, object, int | ZarrfsError | Retry | None]] = OrderedDict()
         self._lock = threading.Lock()
         self.known = 0
 
@@ -308,7 +316,7 @@ class Texts:
             self._keep_size(node, version, outcome)
         return outcome if isinstance(outcome, int) else None
 
-    def _listing_count(self, store, node, cache, version: object) -> int | ZarrfsError | None:
+    def _listing_count(self, store, node, cache, version: object) -> int | ZarrfsError | Retry | None:
         name = node.path or "/"
         try:
             if math.prod(node.meta.shape) > SIZED_ELEMENTS:
@@ -319,8 +327,10 @@ class Texts:
                 return len(self._render(store, node, cache, version))
         except (BudgetError, read_budget.ReadBudgetError) as e:  # more than a listing may cost
             log.debug("%s: its text's size is not counted by a listing (%s): left out until stated by name", name, e)
-        except StoreError as e:  # perhaps passing: a stat by name tries again
-            log.warning("%s: its text's size is not known (%s): left out of listings until stated by name", name, e)
+        except StoreError as e:  # perhaps passing: a stat by name tries again, a listing after a while
+            log.warning("%s: its text's size is not known (%s): left out of listings for %g s, or until stated by "
+                        "name", name, e, self.retry_after)
+            return Retry(time.monotonic() + self.retry_after)
         except ZarrfsError as e:  # as the open refuses: kept, the file never listed for this version
             log.warning("%s: its text cannot be made (%s): left out of listings", name, e)
             return _kept(e)
@@ -353,15 +363,28 @@ class Texts:
 
     def _outcome(self, node, version: object):
         known = self._sizes.get(node.path)
-        return known[2] if known is not None and known[0] is node and known[1] == version else _UNKNOWN
+        if known is None or known[0] is not node or known[1] != version:
+            return _UNKNOWN
+        return _UNKNOWN if isinstance(known[2], Retry) and known[2].at <= time.monotonic() else known[2]
 
-    def _keep_size(self, node, version: object, outcome: int | ZarrfsError | None, by_name: bool = False) -> None:
-        """Keep what is known of the text's size for this version; a size known by name where no
-        listing could tell it makes listings made before stale (`known`)."""
+    def retry_at(self, node) -> float:
+        """When a listing counts the text again after a store error (Retry); else never (inf)."""
+        known = self._sizes.get(node.path)
+        return known[2].at if known is not None and isinstance(known[2], Retry) else math.inf
+
+    def _keep_size(self, node, version: object, outcome: int | ZarrfsError | Retry | None,
+                   by_name: bool = False) -> None:
+        """Keep what is known of the text's size for this version. A size known by name where no
+        listing could tell it, or a text listed before that a listing cannot size now (its stored
+        values changed), makes listings made before stale (`known`). A listing's outcome never
+        replaces what a stat by name found for the same version meanwhile (two threads)."""
         with self._lock:
             before = self._sizes.get(node.path)
-            if by_name and (before is None or before[0] is not node or before[1] != version
-                            or not isinstance(before[2], int)):
+            same = before is not None and before[0] is node and before[1] == version
+            if same and not by_name and not isinstance(before[2], Retry):  # listed() counts only what is
+                return  # not known for this version, or what it is to count again
+            listed_before = before is not None and isinstance(before[2], int)
+            if by_name and not (same and listed_before) or listed_before and not isinstance(outcome, int):
                 self.known += 1
             self._sizes[node.path] = (node, version, outcome)
             self._sizes.move_to_end(node.path)
