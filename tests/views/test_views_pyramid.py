@@ -321,7 +321,8 @@ def test_past_4_gib_the_pyramid_is_a_bigtiff(tmp_path):
         assert last.dataoffsets[-1] + last.databytecounts[-1] <= layout.size
         assert tif.pages[0].pages[0].dataoffsets[0] > 1 << 32  # level 1 follows level 0's 4.8 GB
     assert ome_pyramid.build(levels[2:], b"<OME/>", 32 << 20).size < 1 << 32  # smaller: classic
-    assert path.read_bytes()[:4] == b"II+\0"
+    with open(path, "rb") as f:
+        assert f.read(4) == b"II+\0"  # the magic alone: read_bytes() read 4.8 GB of holes
 
 
 def test_the_pyramid_ends_at_a_level_unlike_the_first():
