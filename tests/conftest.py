@@ -123,10 +123,19 @@ def _sources(item) -> list[str]:
 # test extra's markers in pyproject.toml); scripts/test's 3.11 pass deselects these tests.
 NEEDS_PYTHON312 = pytest.mark.skip(reason="needs Python >= 3.12 (icechunk 2, zarr-python 3.2+)")
 # Left out of scripts/test's 3.11 pass besides those, for CI's 25 minutes (two whole passes took
-# 22 + 18 minutes on a busy machine): the object stores' tests (`remote`, a fifth of a pass: the
-# servers and obstore's Rust client are the same on every Python) and the benchmarks' smoke runs
-# (another fifth: the benchmarks run on .venv). An option, not a -m expression, so that a -m
-# the caller gives (which replaces an earlier -m) narrows the pass instead of undoing this.
+# 22 + 18 minutes on a busy machine), each group slow for what is the same on every Python:
+LEFT_OUT_ON_OLDER_PYTHON = {
+    # a fifth of a pass: the servers and obstore's Rust client
+    "remote": "the object stores' tests",
+    # file managers under Xvfb, about 5 s: what they ask of a mount does not follow zarrfs's
+    # Python, and zarrfs's answers to deletes and renames are the edits tests', which run
+    "desktop": "pcmanfm and Thunar",
+    # a JVM each, about 10 s: Bio-Formats reads the bytes the tifffile tests check on 3.11 too
+    "bioformats": "Bio-Formats",
+}
+# and the benchmarks' smoke runs (another fifth: the benchmarks run on .venv). An option, not a -m
+# expression, so that a -m the caller gives (which replaces an earlier -m) narrows the pass
+# instead of undoing this.
 OLDER_PYTHON_PASS = "--older-python-pass"
 BENCH_SMOKE = "tests/cli/test_bench_smoke.py"
 
@@ -137,7 +146,7 @@ def pytest_addoption(parser):
 
 
 def left_out_on_older_python(item) -> bool:
-    return any(item.get_closest_marker(name) for name in ("needs_python312", "remote")) or \
+    return any(item.get_closest_marker(name) for name in ("needs_python312", *LEFT_OUT_ON_OLDER_PYTHON)) or \
         item.nodeid.startswith(BENCH_SMOKE)
 
 

@@ -1,6 +1,8 @@
 """How long the kernel may keep what the file system shows, decided by the core from the store
 (fs/kernel_caching.py) and only applied by the FUSE adapter's init_with_config."""
 
+import pytest
+
 from core import core_of
 from helpers import make_store
 from zarrfs.fs.kernel_caching import ENTRY_TIMEOUT, kernel_caching
@@ -14,6 +16,20 @@ def test_a_local_store_keeps_pages_across_opens(tmp_path):
     assert not caching.drop_pages_on_change  # the mount's own writes move the mtime: see kernel_caching.py
     assert caching.attr_timeout == caching.entry_timeout == ENTRY_TIMEOUT == 30.0
     assert caching.negative_timeout == 0  # a name an edit makes (c.npy makes c.bin) is there at once
+
+
+@pytest.mark.parametrize("mode", ["rw", "ro"])
+def test_metadata_ttl_shortens_how_long_a_local_stores_listings_and_attributes_are_trusted(tmp_path, mode):
+    """-o metadata_ttl below 30 s has another program's changes to a local store show sooner:
+    the stored values are listed again, held arrays looked at and attributes asked for again
+    after it (test_mount_other_writers.py); one above 30 s leaves the 30 s."""
+    store = make_store(tmp_path / "s.zarr")
+    with core_of(store, tmp_path, mode, "metadata_ttl=2") as c:
+        caching, lifetime = c.fs.kernel_caching(), c.fs.usage.lifetime
+    assert caching.attr_timeout == caching.entry_timeout == lifetime == 2.0
+    with core_of(store, tmp_path, mode, "metadata_ttl=600") as c:
+        caching, lifetime = c.fs.kernel_caching(), c.fs.usage.lifetime
+    assert caching.attr_timeout == caching.entry_timeout == lifetime == ENTRY_TIMEOUT
 
 
 def test_a_read_only_mount_of_a_local_store_drops_pages_for_a_new_mtime(tmp_path):

@@ -1,7 +1,9 @@
 """What a mount of a local store shows of another program's writes to the store (zarr-python
 writing it directly while it is mounted): a read-only mount, which no write of its own goes
 through, shows them once the file's mtime follows them; a writable one once it finds stored
-values it did not store itself (fs/kernel_caching.py)."""
+values it did not store itself (fs/kernel_caching.py). Each mount trusts its listings and the
+kernel its attributes for -o metadata_ttl=2 instead of the default 30 s: the same ways of
+noticing, looked at sooner."""
 
 import os
 
@@ -23,15 +25,15 @@ def test_a_read_only_mount_shows_values_another_program_rewrote(tmp_path):
     for name, compressors in (("raw", None), ("packed", "auto")):
         group.create_array(name, shape=old.shape, chunks=(10, 1024), dtype="<i4", compressors=compressors)[...] = old
     new = old * 3 + 1
-    with mounted(root, tmp_path, "ro") as m:
+    with mounted(root, tmp_path, "ro", "metadata_ttl=2") as m:
         for name in ("raw", "packed"):
             assert (m / f"{name}.bin").read_bytes() == old.tobytes()  # now in the kernel's pages
         for name in ("raw", "packed"):
             zarr.open_array(root / name, mode="r+")[...] = new
-        # the mtime follows the stored values within their lifetime (30 s, stored_usage.py) and the
-        # kernel's attributes' (30 s): bounded well past both
+        # the mtime follows the stored values within their lifetime (metadata_ttl, stored_usage.py)
+        # and the kernel's attributes' (as long): bounded well past both
         for name in ("raw", "packed"):
-            wait_for(lambda name=name: (m / f"{name}.bin").read_bytes() == new.tobytes(), 150, f"{name}.bin's new values")
+            wait_for(lambda name=name: (m / f"{name}.bin").read_bytes() == new.tobytes(), 60, f"{name}.bin's new values")
 
 
 def test_a_writable_mount_shows_a_chunk_another_program_rewrote(tmp_path):
@@ -48,7 +50,7 @@ def test_a_writable_mount_shows_a_chunk_another_program_rewrote(tmp_path):
         group.create_array(name, shape=old.shape, chunks=(10, 1024), dtype="<i4", compressors="auto")[...] = old
     mine, theirs = np.full((10, 1024), 5, "<i4"), np.full((10, 1024), 9, "<i4")
     before, expected = np.concatenate([old[:30], mine]), np.concatenate([theirs, old[10:30], mine])
-    with mounted(root, tmp_path) as m:
+    with mounted(root, tmp_path, "metadata_ttl=2") as m:
         for name in ("held", "reopened"):
             with open(m / f"{name}.bin", "r+b") as f:
                 os.pwrite(f.fileno(), mine.tobytes(), 30 * 1024 * 4)  # the last chunk, through the mount
@@ -59,11 +61,11 @@ def test_a_writable_mount_shows_a_chunk_another_program_rewrote(tmp_path):
             assert (m / "reopened.bin").read_bytes() == before.tobytes()
             for name in ("held", "reopened"):
                 zarr.open_array(root / name, mode="r+")[:10] = theirs
-            # the stored values are listed again after their lifetime (30 s, stored_usage.py) and a
-            # held array looked at as often (FileSystem._watch_stored_changes): bounded well past both
-            wait_for(lambda: os.pread(held, old.nbytes, 0) == expected.tobytes(), 150,
+            # the stored values are listed again after their lifetime (metadata_ttl, stored_usage.py)
+            # and a held array looked at as often (FileSystem._watch_stored_changes): bounded well past both
+            wait_for(lambda: os.pread(held, old.nbytes, 0) == expected.tobytes(), 60,
                      "the held descriptor to read the new chunk")
-            wait_for(lambda: (m / "reopened.bin").read_bytes() == expected.tobytes(), 150,
+            wait_for(lambda: (m / "reopened.bin").read_bytes() == expected.tobytes(), 60,
                      "a new open to read the new chunk")
         finally:
             os.close(held)

@@ -27,6 +27,7 @@ HELPER = Path(__file__).with_name("BioFormatsInfo.java")
 OME_TYPES = {"bool": "uint8", "int8": "int8", "int16": "int16", "int32": "int32", "uint8": "uint8",
              "uint16": "uint16", "uint32": "uint32", "float32": "float", "float64": "double"}
 TIFF_READERS = {"OME-TIFF", "Tagged Image File Format"}
+pytestmark = pytest.mark.bioformats
 
 
 

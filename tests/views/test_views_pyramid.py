@@ -155,6 +155,7 @@ def test_reading_a_tile_reads_only_the_chunks_under_it(stores, tmp_path, caplog)
         fs.stop()
 
 
+@pytest.mark.bioformats
 def test_bioformats_sees_one_image_of_every_resolution(mounts, stores, tmp_path):
     """Bio-Formats, as QuPath opens it: one series whose resolutions are the levels, each of its
     level's size, and the lowest resolution's planes are that level's values."""
@@ -175,6 +176,7 @@ def test_bioformats_sees_one_image_of_every_resolution(mounts, stores, tmp_path)
         assert np.array_equal(planes, levels[-1].reshape(-1)), zarr_format
 
 
+@pytest.mark.bioformats
 @pytest.mark.parametrize("resolution, region", [(0, (100, 50, 150, 100)), (LEVELS - 1, (0, 0, 75, 64))])
 def test_bioformats_reads_a_region_of_a_resolution(mounts, stores, tmp_path, resolution, region):
     """A region across tiles (x, y, width, height), read as QuPath reads one: the plane (c=0,
@@ -195,6 +197,7 @@ def test_bioformats_reads_a_region_of_a_resolution(mounts, stores, tmp_path, res
         assert np.array_equal(found, plane[y:y + height, x:x + width]), zarr_format
 
 
+@pytest.mark.bioformats
 def test_a_bioformats_region_read_decodes_only_the_chunks_under_it(stores, tmp_path):
     """Through a mount, as QuPath reads a region: the level-0 chunks the daemon decodes are the
     six under the region (y 50-149 in chunk rows 0-2, x 100-249 in chunk columns 0-1 of plane
@@ -321,7 +324,8 @@ def test_past_4_gib_the_pyramid_is_a_bigtiff(tmp_path):
         assert last.dataoffsets[-1] + last.databytecounts[-1] <= layout.size
         assert tif.pages[0].pages[0].dataoffsets[0] > 1 << 32  # level 1 follows level 0's 4.8 GB
     assert ome_pyramid.build(levels[2:], b"<OME/>", 32 << 20).size < 1 << 32  # smaller: classic
-    assert path.read_bytes()[:4] == b"II+\0"
+    with open(path, "rb") as f:
+        assert f.read(4) == b"II+\0"  # the magic alone: read_bytes() read 4.8 GB of holes
 
 
 def test_the_pyramid_ends_at_a_level_unlike_the_first():

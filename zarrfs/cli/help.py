@@ -4,6 +4,7 @@ the two cannot disagree)."""
 from zarrfs.cli.daemon_log import default_log_file
 from zarrfs.engine.write_bound import EARLY_WRITE_BACK
 from zarrfs.fs.filesystem import REMOTE_FETCHERS
+from zarrfs.fs.kernel_caching import ENTRY_TIMEOUT
 
 # The per-user defaults as a rule, for the docs (docs/usage.md is the same for root and users)
 GENERIC_DEFAULTS = {
@@ -63,6 +64,9 @@ def option_lines(defaults, views, generic: bool = False) -> list[tuple[str, str,
          "included; a local store: the longest a write waits for another zarrfs process's lock of a document"),
         ("metadata_ttl=SECONDS", f"{defaults.remote.metadata_ttl:g}",
          "object stores: how long listings and metadata documents are trusted before they are asked for again; "
+         "a local store: how long an array's stored mtimes and sizes and the kernel's attributes are trusted, "
+         f"at most {ENTRY_TIMEOUT:g} (a local store's default), so another program's changes show within about "
+         "twice this; "
          "Icechunk: how long a branch's directory shows the head it last looked up"),
         ("icechunk", "by the repository's layout", "the SOURCE is an Icechunk repository (needed for s3://, gs://, "
          "az://, http(s)://; Python >= 3.12): docs/icechunk.md"),

@@ -43,10 +43,10 @@ from zarrfs.fs.hierarchy import (
     read_only_view,
 )
 from zarrfs.fs.inodes import entry_key, inode_number
-from zarrfs.fs.kernel_caching import KernelCaching, kernel_caching
+from zarrfs.fs.kernel_caching import KernelCaching, kernel_caching, trusted_for
 from zarrfs.fs.open_arrays import OpenArray, OpenArrays
 from zarrfs.fs.ownership import Ownership
-from zarrfs.fs.stored_usage import LIFETIME, Usage
+from zarrfs.fs.stored_usage import Usage
 from zarrfs.fs.xattrs import ExtendedAttributes
 from zarrfs.stores.contract import Store
 from zarrfs.stores.icechunk_repository import IcechunkChoice
@@ -216,8 +216,7 @@ class FileSystem:
         self.hierarchy = Hierarchy(self.store, options.views, options.header_cache_bytes, options.previews)
         self.previews = preview.Previews(options.cache_bytes // 16)
         self.cache = ChunkCache(options.cache_bytes, *self._read_ahead())
-        ttl = self.store.capabilities.metadata_ttl  # None: nobody else writes, trust for LIFETIME
-        self.usage = Usage(self.store, LIFETIME if ttl is None else ttl)  # mtimes, stored sizes
+        self.usage = Usage(self.store, self._trusted_for())  # mtimes, stored sizes
         # rendered NAME.txt files, within the cache's bound; a count a store error stopped is made again
         # as the stored state is looked at again
         self.texts = Texts(options.cache_bytes // 4, self.usage.lifetime)
@@ -268,7 +267,11 @@ class FileSystem:
 
     def kernel_caching(self) -> KernelCaching:
         """How long the kernel may keep attributes, names and pages of this store's files."""
-        return kernel_caching(self.store.capabilities, self.options.read_only)
+        return kernel_caching(self.store.capabilities, self.options.read_only, self._trusted_for())
+
+    def _trusted_for(self) -> float:
+        """Seconds stored listings and the kernel's attributes are trusted (kernel_caching.py)."""
+        return trusted_for(self.store.capabilities, self.options.remote.metadata_ttl)
 
     # metadata
 

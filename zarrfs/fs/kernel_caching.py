@@ -12,10 +12,11 @@ The file system drops a file's pages itself when the array's stored values chang
 mount did not change them (another program, or another machine on an object store: see
 OpenArrays.stored_change, which takes the stored version the mount's own write-backs make for
 its own). It looks at an open (the open's answer then has the kernel drop the file's pages, as
-auto_cache did), at a getattr (as auto_inval_data did), and every metadata_ttl (30 s on a local
-store) for arrays held open (FileSystem._watch_stored_changes), a memory map's reader sending no
-request that would tell. A stored listing is trusted for metadata_ttl (30 s on a local store),
-the attributes the kernel keeps as long: another program's change shows within about twice that.
+auto_cache did), at a getattr (as auto_inval_data did), and every metadata_ttl for arrays held
+open (FileSystem._watch_stored_changes), a memory map's reader sending no request that would
+tell. A stored listing is trusted for metadata_ttl (on a local store 30 s, or -o metadata_ttl if
+shorter: trusted_for), the attributes the kernel keeps as long: another program's change shows
+within about twice that.
 
 A read-only mount writes nothing, so a new mtime is another program's change: its pages are
 dropped for one (auto_inval_data), and on an object store kept only while a file's mtime and size
@@ -45,11 +46,22 @@ class KernelCaching:
     recheck_pages_after: float | None
 
 
-def kernel_caching(capabilities: Capabilities, read_only: bool = False) -> KernelCaching:
-    """`read_only`: the mount writes nothing (-o ro), so an mtime that moves is another writer's."""
+def trusted_for(capabilities: Capabilities, metadata_ttl: float) -> float:
+    """Seconds a stored listing (an array's mtime and stored size) and the kernel's attributes
+    are trusted: the store's metadata_ttl; a store with none (a local one, Icechunk), whose
+    listings are cheap, ENTRY_TIMEOUT or the mount's `metadata_ttl` if shorter, so that a user
+    may have another program's changes to a local store show sooner."""
+    ttl = capabilities.metadata_ttl
+    return min(ENTRY_TIMEOUT, metadata_ttl) if ttl is None else ttl
+
+
+def kernel_caching(capabilities: Capabilities, read_only: bool = False,
+                   trusted: float = ENTRY_TIMEOUT) -> KernelCaching:
+    """`read_only`: the mount writes nothing (-o ro), so an mtime that moves is another writer's;
+    `trusted`: the seconds a store with no metadata_ttl is trusted (trusted_for)."""
     # a remote store with no ttl has no other writer (an Icechunk snapshot, a branch's own session)
     ttl = capabilities.metadata_ttl if capabilities.remote else None
-    timeout = ENTRY_TIMEOUT if ttl is None else min(ENTRY_TIMEOUT, ttl)
+    timeout = min(ENTRY_TIMEOUT, trusted if ttl is None else ttl)
     if not read_only:  # the file system drops the pages another writer's change makes stale
         return KernelCaching(timeout, timeout, NEGATIVE_TIMEOUT, True, False, None)
     if ttl is None:

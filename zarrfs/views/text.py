@@ -75,6 +75,7 @@ JSON_FORMAT = "UTF-8, one element per line in C order, each a JSON value"
 _ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n"})
 _SURROGATE = re.compile("[\udc80-\udcff]")  # bytes that were not UTF-8, from surrogateescape
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_ESCAPED = re.compile(rb"\\(?:x([0-9a-fA-F]{2})|(n)|\\)")  # unescape's: \xNN, \n, \\
 
 
 def escape(element) -> str:
@@ -251,20 +252,16 @@ def _lines_size_of(values: np.ndarray, line_of) -> int:
 
 
 def unescape(line: str) -> bytes:
-    """The element bytes of one line (without its newline): the inverse of escape, for readers."""
-    out, i = bytearray(), 0
-    while i < len(line):
-        c = line[i]
-        if c == "\\" and line[i + 1:i + 2] == "x":
-            out.append(int(line[i + 2:i + 4], 16))
-            i += 4
-        elif c == "\\":
-            out += b"\n" if line[i + 1] == "n" else b"\\"
-            i += 2
-        else:
-            out += c.encode()
-            i += 1
-    return bytes(out)
+    """The element bytes of one line (without its newline): the inverse of escape, for readers.
+    One regular expression over the line's UTF-8 (no escape's byte is part of a multi-byte
+    character): a reader checking a text of millions of lines unescapes each."""
+    return _ESCAPED.sub(_unescaped, line.encode())
+
+
+def _unescaped(match: re.Match) -> bytes:
+    if match[1] is not None:
+        return bytes((int(match[1], 16),))
+    return b"\n" if match[2] is not None else b"\\"
 
 
 _UNKNOWN = object()  # no outcome kept for this version of the array
