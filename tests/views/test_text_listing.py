@@ -21,7 +21,6 @@ from mounting import mounted, wait_for
 from servers.memory_store import MemoryStore
 from zarrfs.engine import read_budget
 from zarrfs.errors import StoreError
-from zarrfs.fs import filesystem
 from zarrfs.stores.contract import Capabilities
 from zarrfs.views import text as textview
 from zarrfs.views.text import escape
@@ -184,12 +183,12 @@ def test_a_listing_made_before_a_texts_values_changed_neither_counts_it_nor_fail
     by the next listing, every chunk read; `small`, a chunk of it no longer decodable, made
     the whole folder's listing fail. Each is given now without attributes (the kernel asks for
     them by name) and later listings leave it out; every other file stays listed."""
-    monkeypatch.setattr(filesystem, "LIFETIME", 0.0)  # a local store's stored state, as past its 30 s lifetime
     monkeypatch.setattr(textview, "LISTED_CHUNKS", 5)
     root = zarr.open_group(str(tmp_path / "t.zarr"), mode="w")
     big = strings(root, "big", (12,), (1,), {...: np.array(list("abcdefghijkl"), dtype=object)})
     small = strings(root, "small", (4,), (2,), {...: np.array(["a", "b é", "", "c\\d"], dtype=object)})
-    with core_of(tmp_path / "t.zarr", tmp_path, "ro", "debug") as c:
+    # metadata_ttl=0: a local store's stored state looked at again at once, as past its lifetime
+    with core_of(tmp_path / "t.zarr", tmp_path, "ro", "debug", "metadata_ttl=0") as c:
         assert c.stat("/big.txt")["st_size"] == len(text_of(big))
         listed = c.scandir()
         assert listed["big.txt"]["st_size"] == len(text_of(big)) and listed["small.txt"]["st_size"] == len(text_of(small))
