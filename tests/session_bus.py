@@ -61,7 +61,9 @@ class SessionBus:
                                             stderr=log, start_new_session=True)
         assert self.process.stdout is not None
         with self.process.stdout:  # its address, written once it listens
-            said = select.select([self.process.stdout], [], [], STARTED)[0]
+            waiting = select.poll()  # not select(): a long run's test process may hold descriptors past 1024
+            waiting.register(self.process.stdout, select.POLLIN)
+            said = waiting.poll(STARTED * 1000)
             self.address = self.process.stdout.readline().decode().strip() if said else ""
         if not self.address:
             stop(self.process)
