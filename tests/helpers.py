@@ -277,3 +277,22 @@ def small_icechunk_repository(path, storage=None):
     array = zarr.group(session.store).create_array("a", shape=(40, 30), chunks=(10, 10), dtype="<i4", fill_value=0)
     array[...] = np.arange(1200, dtype="<i4").reshape(40, 30)
     return repo, session.commit("a")
+
+
+def descriptor_targets() -> list[str]:
+    """What each of this process's descriptors leads to (one closed meanwhile is left out)."""
+    links = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            links.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            pass
+    return links
+
+
+def descriptors_in(root) -> list[str]:
+    """The targets of this process's descriptors that are `root` or lie below it. Other threads
+    of the test process open and close their own descriptors at any time, so only the ones in
+    the test's own directory say anything about the code under test."""
+    root = str(root)
+    return sorted(link for link in descriptor_targets() if link == root or link.startswith(root + "/"))
