@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -262,43 +263,51 @@ def test_the_credentials_file_is_read_once_for_every_s3_container(tmp_path, capl
     assert secret not in caplog.text
 
 
-def inotify_instances() -> int:
-    """This process's inotify instances: its descriptors that are one."""
+def instances(kind: str = "anon_inode:inotify") -> int:
+    """This process's descriptors that are a `kind` (inotify instances unless told)."""
     count = 0
     for fd in os.listdir("/proc/self/fd"):
         try:
-            count += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify"
+            count += os.readlink(f"/proc/self/fd/{fd}") == kind
         except FileNotFoundError:  # closed since the listing (the listing's own descriptor)
             pass
     return count
 
 
-def test_a_stopped_mount_and_a_refused_open_let_their_watch_go(tmp_path):
-    """A user has at most fs.inotify.max_user_instances (128 by default) of them: a process that
-    mounts a local repository in turn (the Python API, a test run) must not keep one per mount,
-    nor one per repository it failed to open."""
+def held() -> tuple[int, int, int]:
+    """(inotify instances, epoll instances, loop threads) of this process: what a repository
+    opened holds (its watch; its asyncio loop's selector and thread, async_loop.py)."""
+    loops = sum(thread.name == "icechunk" for thread in threading.enumerate())
+    return instances(), instances("anon_inode:[eventpoll]"), loops
+
+
+def test_a_stopped_mount_and_a_refused_open_let_their_watch_and_loop_go(tmp_path):
+    """A user has at most fs.inotify.max_user_instances (128 by default) of them, a process at
+    most 1024 descriptors for select(): a process that mounts a local repository in turn (the
+    Python API, a test run) must not keep a watch, a loop or its thread per mount, nor per
+    repository it failed to open."""
     from zarrfs.edits.hierarchy_edits import HierarchyEdits
     from zarrfs.fs.filesystem import Options
     from zarrfs.fs.versions import mount_core
     from zarrfs.stores.icechunk_repository import IcechunkChoice, open_repository
 
     path, chunk = repository_with_a_linked_chunk(tmp_path)
-    before = inotify_instances()
+    before = held()
     with pytest.raises(StoreError):  # a symlink among its objects
         open_repository(str(path), str(path), 30.0)
-    assert inotify_instances() == before
+    assert held() == before
     os.unlink(chunk)
     shutil.move(tmp_path / "outside", chunk)
     for read_only in (True, False):
         core = mount_core(str(path), Options(read_only=read_only, recovery_dir=str(tmp_path / "recovery")),
                           HierarchyEdits)
-        assert inotify_instances() == before + 1  # watched while mounted
+        assert held() == (before[0] + 1, before[1] + 1, before[2] + 1)  # watched and served while mounted
         core.stop()
-        assert inotify_instances() == before
+        assert held() == before
     with pytest.raises(StoreError):  # no such branch
         mount_core(str(path), Options(read_only=True, icechunk=IcechunkChoice(branch="none")), HierarchyEdits)
-    assert inotify_instances() == before
+    assert held() == before
     (path / "repo").write_bytes(b"not a repository file")
     with pytest.raises(StoreError):
         open_repository(str(path), str(path), 30.0)
-    assert inotify_instances() == before
+    assert held() == before
