@@ -26,6 +26,22 @@ def nothing_left_behind(tmp_path_factory):
 
 
 @pytest.fixture
+def closed_after():
+    """`closed_after(thing)` gives `thing` back, closed (its close()) when the test ends, passed
+    or failed: what a test opens in its own process must be let go (an Icechunk repository's
+    loop, thread and watch), or a run of the suite keeps them all (over 1024 descriptors once)."""
+    opened = []
+
+    def register(thing):
+        opened.append(thing)
+        return thing
+
+    yield register
+    for thing in reversed(opened):
+        thing.close()
+
+
+@pytest.fixture
 def tiny_tmpfs(tmp_path):
     """A 1 MiB file system of the test's own, to fill up; always unmounted."""
     mnt = tmp_path / "tmpfs"

@@ -36,7 +36,7 @@ def repository_with_a_linked_chunk(tmp_path, target=None):
     return path, chunk
 
 
-def test_a_symlink_among_the_objects_refuses_the_repository_unless_followed(tmp_path):
+def test_a_symlink_among_the_objects_refuses_the_repository_unless_followed(tmp_path, closed_after):
     from zarrfs.stores.icechunk_repository import open_repository
 
     path, link = repository_with_a_linked_chunk(tmp_path)
@@ -44,7 +44,7 @@ def test_a_symlink_among_the_objects_refuses_the_repository_unless_followed(tmp_
         open_repository(str(path), str(path), 30.0)
     assert refused.value.errno == errno.EACCES
     assert str(link) in str(refused.value) and "symlinks=follow" in str(refused.value)
-    repository = open_repository(str(path), str(path), 30.0, follow_symlinks=True)  # a trusted repository
+    repository = closed_after(open_repository(str(path), str(path), 30.0, follow_symlinks=True))  # a trusted repository
     store = repository.store(repository.version("@branch.main"))
     assert store.get("a/c/0") == np.arange(4096, dtype="<u1").tobytes()
 
@@ -58,7 +58,7 @@ def test_a_symlink_into_dev_is_refused_even_followed(tmp_path):
     assert refused.value.errno == errno.EACCES and "/dev" in str(refused.value)
 
 
-def test_a_symlink_made_after_the_repository_was_opened_is_not_followed(tmp_path, caplog):
+def test_a_symlink_made_after_the_repository_was_opened_is_not_followed(tmp_path, closed_after, caplog):
     """icechunk opens its objects by name: a symlink planted among them once the mount has
     walked them (a chunk object replaced, or a new directory holding one) is refused as one found
     at open is, while it is there; the value it hides is read again once it is gone."""
@@ -69,7 +69,7 @@ def test_a_symlink_made_after_the_repository_was_opened_is_not_followed(tmp_path
     os.unlink(chunk)
     shutil.move(outside, chunk)  # a repository with no symlink: opened
     (tmp_path / "secret").write_bytes(bytes(4096))
-    repository = open_repository(str(path), str(path), 30.0)
+    repository = closed_after(open_repository(str(path), str(path), 30.0))
     store = repository.store(repository.version("@branch.main"))
     assert store.get("a/zarr.json") is not None
     shutil.move(chunk, outside)
@@ -88,7 +88,7 @@ def test_a_symlink_made_after_the_repository_was_opened_is_not_followed(tmp_path
     assert str(path / "chunks" / "more" / "x") in str(refused.value)
 
 
-def test_an_object_directory_replaced_by_a_symlink_after_open_is_refused(tmp_path):
+def test_an_object_directory_replaced_by_a_symlink_after_open_is_refused(tmp_path, closed_after):
     """The repository's own directory is watched too, when SOURCE is a symlink to it: one of its
     object directories replaced by a symlink to elsewhere refuses the calls that follow."""
     from zarrfs.stores.icechunk_repository import open_repository
@@ -98,7 +98,7 @@ def test_an_object_directory_replaced_by_a_symlink_after_open_is_refused(tmp_pat
     shutil.move(tmp_path / "outside", chunk)
     source = tmp_path / "source"
     os.symlink(path, source)
-    repository = open_repository(str(source), str(source), 30.0)
+    repository = closed_after(open_repository(str(source), str(source), 30.0))
     store = repository.store(repository.version("@branch.main"))
     assert store.get("a/c/0") == np.arange(4096, dtype="<u1").tobytes()
     os.rename(path / "chunks", tmp_path / "elsewhere")
@@ -108,11 +108,11 @@ def test_an_object_directory_replaced_by_a_symlink_after_open_is_refused(tmp_pat
     assert refused.value.errno == errno.EACCES and str(source / "chunks") in str(refused.value)
 
 
-def test_a_symlink_into_dev_made_after_open_is_refused_even_followed(tmp_path):
+def test_a_symlink_into_dev_made_after_open_is_refused_even_followed(tmp_path, closed_after):
     from zarrfs.stores.icechunk_repository import open_repository
 
     path, chunk = repository_with_a_linked_chunk(tmp_path)
-    repository = open_repository(str(path), str(path), 30.0, follow_symlinks=True)
+    repository = closed_after(open_repository(str(path), str(path), 30.0, follow_symlinks=True))
     store = repository.store(repository.version("@branch.main"))
     assert store.get("a/c/0") == np.arange(4096, dtype="<u1").tobytes()  # followed: a trusted repository
     os.unlink(chunk)
@@ -122,7 +122,7 @@ def test_a_symlink_into_dev_made_after_open_is_refused_even_followed(tmp_path):
     assert refused.value.errno == errno.EACCES and "/dev" in str(refused.value)
 
 
-def test_a_virtual_chunk_whose_file_leaves_its_container_is_not_read(tmp_path, caplog):
+def test_a_virtual_chunk_whose_file_leaves_its_container_is_not_read(tmp_path, closed_after, caplog):
     """A container inside the repository is read; a symlink in it to a file outside is found when
     the version's store is made: one line names it, and that version's virtual chunks are refused."""
     from icechunk.credentials import LocalFileSystemAccess
@@ -154,7 +154,7 @@ def test_a_virtual_chunk_whose_file_leaves_its_container_is_not_read(tmp_path, c
     zarr.group(session.store)
     session.commit("root")
     first, second = add("inside", "in.bin"), add("linked", "linked.bin")
-    repository = open_repository(str(path), str(path), 30.0)
+    repository = closed_after(open_repository(str(path), str(path), 30.0))
     version = repository.version(f"@{first}")
     assert repository.store(version).get("inside/c/0") == values.tobytes()  # nothing outside: read
     caplog.clear()
@@ -166,7 +166,7 @@ def test_a_virtual_chunk_whose_file_leaves_its_container_is_not_read(tmp_path, c
             store.get(key)
         assert refused.value.errno == errno.EIO and key in str(refused.value)
     assert store.get("linked/zarr.json") is not None  # the documents are read
-    trusted = open_repository(str(path), str(path), 30.0, follow_symlinks=True)
+    trusted = closed_after(open_repository(str(path), str(path), 30.0, follow_symlinks=True))
     assert trusted.store(trusted.version(f"@{second}")).get("linked/c/0") == (values + 100).tobytes()
 
 
@@ -233,7 +233,7 @@ def _opened(event: str, args: tuple) -> None:
         OPENED.append(args[0])
 
 
-def test_the_credentials_file_is_read_once_for_every_s3_container(tmp_path, caplog):
+def test_the_credentials_file_is_read_once_for_every_s3_container(tmp_path, closed_after, caplog):
     """Each s3:// virtual chunk container is read with the mount's S3 credentials: the file they
     are in is read once for the mount, not once per container, and nothing of it is logged."""
     from zarrfs.stores.source_url import RemoteOptions, open_source
@@ -256,6 +256,7 @@ def test_the_credentials_file_is_read_once_for_every_s3_container(tmp_path, capl
     try:
         source = open_source(str(tmp_path / "repo"), True, RemoteOptions(endpoint=endpoint,
                                                                          credentials_file=str(credentials)))
+        closed_after(source.repository)
     finally:
         LISTENING.clear()
     assert OPENED.count(str(credentials)) == 1, OPENED
