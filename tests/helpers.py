@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import zarr
 
+from leftovers import descriptors
 from zarrfs.engine.array import open_array
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.engine.flat_file import RawFile
@@ -279,20 +280,9 @@ def small_icechunk_repository(path, storage=None):
     return repo, session.commit("a")
 
 
-def descriptor_targets() -> list[str]:
-    """What each of this process's descriptors leads to (one closed meanwhile is left out)."""
-    links = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            links.append(os.readlink(f"/proc/self/fd/{fd}"))
-        except OSError:
-            pass
-    return links
-
-
 def descriptors_in(root) -> list[str]:
     """The targets of this process's descriptors that are `root` or lie below it. Other threads
     of the test process open and close their own descriptors at any time, so only the ones in
     the test's own directory say anything about the code under test."""
     root = str(root)
-    return sorted(link for link in descriptor_targets() if link == root or link.startswith(root + "/"))
+    return sorted(link for link in descriptors() if link == root or link.startswith(root + "/"))

@@ -10,7 +10,8 @@ import sys
 import pytest
 
 import zarrfs
-from helpers import Worker, descriptor_targets, descriptors_in, make_store
+from helpers import Worker, descriptors_in, make_store
+from leftovers import descriptors
 from zarrfs.errors import StoreError
 from zarrfs.stores import local as store_module
 from zarrfs.stores.deferred_release import releases
@@ -91,7 +92,7 @@ def test_an_open_raw_view_closed_holds_no_descriptor_of_its_store(tmp_path):
 
 
 def descriptors_of_deleted_files() -> list[str]:
-    return [link for link in descriptor_targets() if link.endswith(" (deleted)")]
+    return [link for link in descriptors() if link.endswith(" (deleted)")]
 
 
 def test_replaced_and_deleted_values_are_freed_after_the_publish(tmp_path):
