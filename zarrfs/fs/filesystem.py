@@ -264,10 +264,12 @@ class FileSystem:
         """Serving ends: the flusher stops, then every write is stored (or saved for recovery);
         the chunks decoded ahead are freed and their threads go; then the store, if this file
         system opened it, is closed."""
-        self.arrays.stop()
-        self.cache.ahead.close()
-        if self._owns_store:
-            self.store.close()  # its descriptors too: a process may open and stop many (the tests, the Python API)
+        try:
+            self.arrays.stop()
+            self.cache.ahead.close()
+        finally:
+            if self._owns_store:  # its descriptors too: a process may open and stop many (the tests, the Python API)
+                self.store.close()
 
     def kernel_caching(self) -> KernelCaching:
         """How long the kernel may keep attributes, names and pages of this store's files."""
