@@ -25,6 +25,42 @@ def nothing_left_behind(tmp_path_factory):
         pytest.fail("the tests left these outside their temporary directories:\n" + "\n".join(found), pytrace=False)
 
 
+# The most descriptors the test process may hold at the end of a run: half of select()'s 1024
+# (FD_SETSIZE), which a run once passed, failing a test far from the cause (every local store kept
+# its root open, every Icechunk repository its loop). A run on .venv ends holding about 50 (the
+# session's servers' logs and pipes, the clients' runtimes): a leak of one a test reaches the bound.
+DESCRIPTORS_HELD = 512
+
+
+@pytest.fixture(scope="session", autouse=True)
+def few_descriptors_held():
+    """The run fails if the test process ends holding more than DESCRIPTORS_HELD descriptors,
+    naming what they lead to: something opened in-process per test is never closed (autouse and
+    first, so checked after the session's servers stop)."""
+    yield
+    held = leftovers.descriptors()
+    if len(held) > DESCRIPTORS_HELD:
+        pytest.fail(f"the test process holds {len(held)} descriptors at the end of the run (at most "
+                    f"{DESCRIPTORS_HELD}), the most common first:\n" + "\n".join(leftovers.most_common(held)),
+                    pytrace=False)
+
+
+@pytest.fixture
+def closed_after():
+    """`closed_after(thing)` gives `thing` back, closed (its close()) when the test ends, passed
+    or failed: what a test opens in its own process must be let go (an Icechunk repository's
+    loop, thread and watch), or a run of the suite keeps them all (over 1024 descriptors once)."""
+    opened = []
+
+    def register(thing):
+        opened.append(thing)
+        return thing
+
+    yield register
+    for thing in reversed(opened):
+        thing.close()
+
+
 @pytest.fixture
 def tiny_tmpfs(tmp_path):
     """A 1 MiB file system of the test's own, to fill up; always unmounted."""

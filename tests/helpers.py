@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import zarr
 
+from leftovers import descriptors
 from zarrfs.engine.array import open_array
 from zarrfs.engine.chunk_cache import ChunkCache
 from zarrfs.engine.flat_file import RawFile
@@ -277,3 +278,11 @@ def small_icechunk_repository(path, storage=None):
     array = zarr.group(session.store).create_array("a", shape=(40, 30), chunks=(10, 10), dtype="<i4", fill_value=0)
     array[...] = np.arange(1200, dtype="<i4").reshape(40, 30)
     return repo, session.commit("a")
+
+
+def descriptors_in(root) -> list[str]:
+    """The targets of this process's descriptors that are `root` or lie below it. Other threads
+    of the test process open and close their own descriptors at any time, so only the ones in
+    the test's own directory say anything about the code under test."""
+    root = str(root)
+    return sorted(link for link in descriptors() if link == root or link.startswith(root + "/"))

@@ -1,11 +1,12 @@
 """What a test run must not leave outside its temporary directories: recovery data saved in the
 machine's default places, log lines in the machine's default log, the system's `zarrfs` link
-moved. Other processes on this machine (a user's mounts, other checkouts' test runs) write to
+moved; nor, in its own process, descriptors opened and never closed (tests/conftest.py). Other processes on this machine (a user's mounts, other checkouts' test runs) write to
 the same places meanwhile, so only what names this run's own temporary directory counts, and
 the link only when it was moved into this checkout or that directory."""
 
 import json
 import os
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,3 +87,36 @@ def _link() -> str | None:
         return os.readlink(SYSTEM_LINK)
     except OSError:
         return None
+
+
+def descriptors() -> list[str]:
+    """What each of this process's descriptors leads to (one closed meanwhile is left out)."""
+    links = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            links.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            pass
+    return links
+
+
+def most_common(targets: list[str], shown: int = 3) -> list[str]:
+    """`targets` counted by what they are (a socket, a pipe, an anonymous inode's kind such as
+    anon_inode:inotify, a directory, a file), the most common first, each with `shown` of them
+    (a test's temporary directory in a path names the test)."""
+    kinds: dict[str, list[str]] = {}
+    for target in targets:
+        kinds.setdefault(_kind(target), []).append(target)
+    return [f"{len(found):6d} {kind}: " + ", ".join(_shown(target) for target in sorted(found)[:shown])
+            for kind, found in sorted(kinds.items(), key=lambda item: -len(item[1]))]
+
+
+def _kind(target: str) -> str:
+    if not target.startswith("/"):
+        return re.sub(r":\[\d+\]$", "", target)  # socket:[123] -> socket, anon_inode:inotify as it is
+    return "directory" if os.path.isdir(target) else "file"
+
+
+def _shown(target: str) -> str:
+    """A path as a message can hold it: a name's bytes that are not UTF-8 escaped (names.py)."""
+    return os.fsencode(target).decode(errors="backslashreplace")

@@ -20,8 +20,10 @@ class RawView:
     `grows`: writes past the end append records along dimension 0, as NAME.bin's do on a mount
     (engine/growth.py; docs/writing.md, "Appending")."""
 
-    def __init__(self, raw: RawFile, meta: ArrayMetadata, bound: WriteBound | None = None, grows: bool = False):
+    def __init__(self, raw: RawFile, meta: ArrayMetadata, store: LocalStore, bound: WriteBound | None = None,
+                 grows: bool = False):
         self._raw = raw
+        self._store = store  # opened for this view alone: closed with it
         self._bound = bound or WriteBound()  # as a mount's: written bytes held in memory stay below dirty_limit
         self.metadata = meta  # as opened: `shape` follows a growth
         self.grows = grows
@@ -61,8 +63,11 @@ class RawView:
                               f"be stored until a write completes it")
 
     def close(self) -> None:
+        """Written bytes stored, then the store's directory let go: no read or write after it.
+        A flush that fails (a partial record) keeps the view open, for the write that completes it."""
         if self._raw.writable:
             self.flush()
+        self._store.close()
 
     def __enter__(self):
         return self
@@ -93,9 +98,9 @@ def open_raw(root: str, path: str = "", mode: str = "r", cache_bytes: int = DEFA
                                f"view (a mount shows the array as text, NAME.txt)")
     if mode == "r" or grow == growable.NONE:
         array = open_array(store, path, meta, ChunkCache(cache_bytes))
-        return RawView(RawFile(array, writable=(mode == "r+")), meta, WriteBound(dirty_limit))
+        return RawView(RawFile(array, writable=(mode == "r+")), meta, store, WriteBound(dirty_limit))
     array = open_array(store, path, meta, ChunkCache(cache_bytes), copy_of(store))  # a growth's copy follows
-    return RawView(RawFile(array, writable=True), meta, WriteBound(dirty_limit),
+    return RawView(RawFile(array, writable=True), meta, store, WriteBound(dirty_limit),
                    growable.grows(grow, path, meta, lambda at: _metadata_at(store, at), array))
 
 

@@ -13,7 +13,8 @@ import pytest
 import zarr
 
 import zarrfs
-from helpers import Worker, make_store
+from core import core_of
+from helpers import Worker, descriptors_in, make_store
 from zarrfs.edits.hierarchy_edits import HierarchyEdits
 from zarrfs.errors import ZarrfsError
 from zarrfs.fs.filesystem import FileSystem, Options
@@ -288,3 +289,18 @@ def test_the_write_bound_holds_in_the_python_api(tmp_path):
         assert written_back_while_writing(view.write, 4, bounded)
     with zarrfs.open_raw(str(default), mode="r+") as view:  # the default bound: 256 MiB may wait in memory
         assert not written_back_while_writing(view.write, 4, default)
+
+
+def test_a_stopped_core_holds_no_descriptor_of_the_store_it_opened(tmp_path):
+    """A test run makes a core per test, and a process may start and stop file systems: none
+    keeps its store's directory open once stopped (a run held over a thousand, past select()'s
+    1024), while a store it was given stays its giver's to close."""
+    root = make_store(tmp_path / "s.zarr")
+    for _ in range(5):
+        with core_of(root, tmp_path) as mounted:
+            assert mounted.read_bytes("/a.bin") == np.arange(4, dtype="<i4").tobytes()
+    assert descriptors_in(root) == []
+    given = LocalStore(str(root))
+    with core_of(root, tmp_path, store=given):
+        pass
+    assert given.get("a/zarr.json") is not None

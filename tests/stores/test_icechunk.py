@@ -2,6 +2,7 @@
 repositories written by icechunk-python itself, mounted, every version directory compared with
 icechunk's own read of that snapshot."""
 
+import contextlib
 import errno
 import os
 import signal
@@ -199,13 +200,16 @@ def test_a_read_gets_only_the_chunks_it_touches(tmp_path):
     array[...] = np.arange(10000, dtype="<f4").reshape(100, 100)
     session.commit("a")
     core = mount_core(str(tmp_path / "repo"), Options(read_only=True), HierarchyEdits)
-    counting = core.main.store._store = CountingSessionStore(core.main.store._store)
-    fh = core.open("/a.bin", os.O_RDONLY)
-    counting.gets.clear()
-    row, column = 57, 33
-    data = core.read(fh, (row * 100 + column) * 4, 4)
-    assert np.frombuffer(data, "<f4")[0] == row * 100 + column
-    assert [key for key, _ in counting.gets] == ["a/c/5/3"]
+    try:
+        counting = core.main.store._store = CountingSessionStore(core.main.store._store)
+        fh = core.open("/a.bin", os.O_RDONLY)
+        counting.gets.clear()
+        row, column = 57, 33
+        data = core.read(fh, (row * 100 + column) * 4, 4)
+        assert np.frombuffer(data, "<f4")[0] == row * 100 + column
+        assert [key for key, _ in counting.gets] == ["a/c/5/3"]
+    finally:
+        core.stop()  # its repository's loop, thread and watch let go
 
 
 @pytest.fixture(scope="module")
@@ -224,7 +228,8 @@ def long_history(tmp_path_factory):
         zarr.open_array(session.store, path="n", mode="a")[0] = i
         session.commit(str(i))
     started = time.perf_counter()
-    versions = open_repository(str(path), str(path), 30.0).versions()
+    with contextlib.closing(open_repository(str(path), str(path), 30.0)) as repository:
+        versions = repository.versions()
     elapsed = time.perf_counter() - started
     print(f"\nlisting the versions of a repository of 1,000 commits took {elapsed:.3f} s", file=sys.stderr)
     return path, repo, versions

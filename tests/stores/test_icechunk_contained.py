@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -35,7 +36,7 @@ def repository_with_a_linked_chunk(tmp_path, target=None):
     return path, chunk
 
 
-def test_a_symlink_among_the_objects_refuses_the_repository_unless_followed(tmp_path):
+def test_a_symlink_among_the_objects_refuses_the_repository_unless_followed(tmp_path, closed_after):
     from zarrfs.stores.icechunk_repository import open_repository
 
     path, link = repository_with_a_linked_chunk(tmp_path)
@@ -43,7 +44,7 @@ def test_a_symlink_among_the_objects_refuses_the_repository_unless_followed(tmp_
         open_repository(str(path), str(path), 30.0)
     assert refused.value.errno == errno.EACCES
     assert str(link) in str(refused.value) and "symlinks=follow" in str(refused.value)
-    repository = open_repository(str(path), str(path), 30.0, follow_symlinks=True)  # a trusted repository
+    repository = closed_after(open_repository(str(path), str(path), 30.0, follow_symlinks=True))  # a trusted repository
     store = repository.store(repository.version("@branch.main"))
     assert store.get("a/c/0") == np.arange(4096, dtype="<u1").tobytes()
 
@@ -57,7 +58,7 @@ def test_a_symlink_into_dev_is_refused_even_followed(tmp_path):
     assert refused.value.errno == errno.EACCES and "/dev" in str(refused.value)
 
 
-def test_a_symlink_made_after_the_repository_was_opened_is_not_followed(tmp_path, caplog):
+def test_a_symlink_made_after_the_repository_was_opened_is_not_followed(tmp_path, closed_after, caplog):
     """icechunk opens its objects by name: a symlink planted among them once the mount has
     walked them (a chunk object replaced, or a new directory holding one) is refused as one found
     at open is, while it is there; the value it hides is read again once it is gone."""
@@ -68,7 +69,7 @@ def test_a_symlink_made_after_the_repository_was_opened_is_not_followed(tmp_path
     os.unlink(chunk)
     shutil.move(outside, chunk)  # a repository with no symlink: opened
     (tmp_path / "secret").write_bytes(bytes(4096))
-    repository = open_repository(str(path), str(path), 30.0)
+    repository = closed_after(open_repository(str(path), str(path), 30.0))
     store = repository.store(repository.version("@branch.main"))
     assert store.get("a/zarr.json") is not None
     shutil.move(chunk, outside)
@@ -87,7 +88,7 @@ def test_a_symlink_made_after_the_repository_was_opened_is_not_followed(tmp_path
     assert str(path / "chunks" / "more" / "x") in str(refused.value)
 
 
-def test_an_object_directory_replaced_by_a_symlink_after_open_is_refused(tmp_path):
+def test_an_object_directory_replaced_by_a_symlink_after_open_is_refused(tmp_path, closed_after):
     """The repository's own directory is watched too, when SOURCE is a symlink to it: one of its
     object directories replaced by a symlink to elsewhere refuses the calls that follow."""
     from zarrfs.stores.icechunk_repository import open_repository
@@ -97,7 +98,7 @@ def test_an_object_directory_replaced_by_a_symlink_after_open_is_refused(tmp_pat
     shutil.move(tmp_path / "outside", chunk)
     source = tmp_path / "source"
     os.symlink(path, source)
-    repository = open_repository(str(source), str(source), 30.0)
+    repository = closed_after(open_repository(str(source), str(source), 30.0))
     store = repository.store(repository.version("@branch.main"))
     assert store.get("a/c/0") == np.arange(4096, dtype="<u1").tobytes()
     os.rename(path / "chunks", tmp_path / "elsewhere")
@@ -107,11 +108,11 @@ def test_an_object_directory_replaced_by_a_symlink_after_open_is_refused(tmp_pat
     assert refused.value.errno == errno.EACCES and str(source / "chunks") in str(refused.value)
 
 
-def test_a_symlink_into_dev_made_after_open_is_refused_even_followed(tmp_path):
+def test_a_symlink_into_dev_made_after_open_is_refused_even_followed(tmp_path, closed_after):
     from zarrfs.stores.icechunk_repository import open_repository
 
     path, chunk = repository_with_a_linked_chunk(tmp_path)
-    repository = open_repository(str(path), str(path), 30.0, follow_symlinks=True)
+    repository = closed_after(open_repository(str(path), str(path), 30.0, follow_symlinks=True))
     store = repository.store(repository.version("@branch.main"))
     assert store.get("a/c/0") == np.arange(4096, dtype="<u1").tobytes()  # followed: a trusted repository
     os.unlink(chunk)
@@ -121,7 +122,7 @@ def test_a_symlink_into_dev_made_after_open_is_refused_even_followed(tmp_path):
     assert refused.value.errno == errno.EACCES and "/dev" in str(refused.value)
 
 
-def test_a_virtual_chunk_whose_file_leaves_its_container_is_not_read(tmp_path, caplog):
+def test_a_virtual_chunk_whose_file_leaves_its_container_is_not_read(tmp_path, closed_after, caplog):
     """A container inside the repository is read; a symlink in it to a file outside is found when
     the version's store is made: one line names it, and that version's virtual chunks are refused."""
     from icechunk.credentials import LocalFileSystemAccess
@@ -153,7 +154,7 @@ def test_a_virtual_chunk_whose_file_leaves_its_container_is_not_read(tmp_path, c
     zarr.group(session.store)
     session.commit("root")
     first, second = add("inside", "in.bin"), add("linked", "linked.bin")
-    repository = open_repository(str(path), str(path), 30.0)
+    repository = closed_after(open_repository(str(path), str(path), 30.0))
     version = repository.version(f"@{first}")
     assert repository.store(version).get("inside/c/0") == values.tobytes()  # nothing outside: read
     caplog.clear()
@@ -165,7 +166,7 @@ def test_a_virtual_chunk_whose_file_leaves_its_container_is_not_read(tmp_path, c
             store.get(key)
         assert refused.value.errno == errno.EIO and key in str(refused.value)
     assert store.get("linked/zarr.json") is not None  # the documents are read
-    trusted = open_repository(str(path), str(path), 30.0, follow_symlinks=True)
+    trusted = closed_after(open_repository(str(path), str(path), 30.0, follow_symlinks=True))
     assert trusted.store(trusted.version(f"@{second}")).get("linked/c/0") == (values + 100).tobytes()
 
 
@@ -232,7 +233,7 @@ def _opened(event: str, args: tuple) -> None:
         OPENED.append(args[0])
 
 
-def test_the_credentials_file_is_read_once_for_every_s3_container(tmp_path, caplog):
+def test_the_credentials_file_is_read_once_for_every_s3_container(tmp_path, closed_after, caplog):
     """Each s3:// virtual chunk container is read with the mount's S3 credentials: the file they
     are in is read once for the mount, not once per container, and nothing of it is logged."""
     from zarrfs.stores.source_url import RemoteOptions, open_source
@@ -255,6 +256,7 @@ def test_the_credentials_file_is_read_once_for_every_s3_container(tmp_path, capl
     try:
         source = open_source(str(tmp_path / "repo"), True, RemoteOptions(endpoint=endpoint,
                                                                          credentials_file=str(credentials)))
+        closed_after(source.repository)
     finally:
         LISTENING.clear()
     assert OPENED.count(str(credentials)) == 1, OPENED
@@ -262,43 +264,51 @@ def test_the_credentials_file_is_read_once_for_every_s3_container(tmp_path, capl
     assert secret not in caplog.text
 
 
-def inotify_instances() -> int:
-    """This process's inotify instances: its descriptors that are one."""
+def instances(kind: str = "anon_inode:inotify") -> int:
+    """This process's descriptors that are a `kind` (inotify instances unless told)."""
     count = 0
     for fd in os.listdir("/proc/self/fd"):
         try:
-            count += os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:inotify"
+            count += os.readlink(f"/proc/self/fd/{fd}") == kind
         except FileNotFoundError:  # closed since the listing (the listing's own descriptor)
             pass
     return count
 
 
-def test_a_stopped_mount_and_a_refused_open_let_their_watch_go(tmp_path):
-    """A user has at most fs.inotify.max_user_instances (128 by default) of them: a process that
-    mounts a local repository in turn (the Python API, a test run) must not keep one per mount,
-    nor one per repository it failed to open."""
+def held() -> tuple[int, int, int]:
+    """(inotify instances, epoll instances, loop threads) of this process: what a repository
+    opened holds (its watch; its asyncio loop's selector and thread, async_loop.py)."""
+    loops = sum(thread.name == "icechunk" for thread in threading.enumerate())
+    return instances(), instances("anon_inode:[eventpoll]"), loops
+
+
+def test_a_stopped_mount_and_a_refused_open_let_their_watch_and_loop_go(tmp_path):
+    """A user has at most fs.inotify.max_user_instances (128 by default) of them, a process at
+    most 1024 descriptors for select(): a process that mounts a local repository in turn (the
+    Python API, a test run) must not keep a watch, a loop or its thread per mount, nor per
+    repository it failed to open."""
     from zarrfs.edits.hierarchy_edits import HierarchyEdits
     from zarrfs.fs.filesystem import Options
     from zarrfs.fs.versions import mount_core
     from zarrfs.stores.icechunk_repository import IcechunkChoice, open_repository
 
     path, chunk = repository_with_a_linked_chunk(tmp_path)
-    before = inotify_instances()
+    before = held()
     with pytest.raises(StoreError):  # a symlink among its objects
         open_repository(str(path), str(path), 30.0)
-    assert inotify_instances() == before
+    assert held() == before
     os.unlink(chunk)
     shutil.move(tmp_path / "outside", chunk)
     for read_only in (True, False):
         core = mount_core(str(path), Options(read_only=read_only, recovery_dir=str(tmp_path / "recovery")),
                           HierarchyEdits)
-        assert inotify_instances() == before + 1  # watched while mounted
+        assert held() == (before[0] + 1, before[1] + 1, before[2] + 1)  # watched and served while mounted
         core.stop()
-        assert inotify_instances() == before
+        assert held() == before
     with pytest.raises(StoreError):  # no such branch
         mount_core(str(path), Options(read_only=True, icechunk=IcechunkChoice(branch="none")), HierarchyEdits)
-    assert inotify_instances() == before
+    assert held() == before
     (path / "repo").write_bytes(b"not a repository file")
     with pytest.raises(StoreError):
         open_repository(str(path), str(path), 30.0)
-    assert inotify_instances() == before
+    assert held() == before

@@ -46,8 +46,9 @@ class WatchedSessionStore:
             self.waiting -= 1
 
 
-def read_only_store(tmp_path, chunks: int):
-    """A snapshot of `a`, 1-D uint8 in `chunks` chunks of 1 element, as a read-only IcechunkStore."""
+def read_only_store(tmp_path, closed_after, chunks: int):
+    """A snapshot of `a`, 1-D uint8 in `chunks` chunks of 1 element, as a read-only IcechunkStore
+    (its repository closed at the test's end)."""
     from zarrfs.stores.icechunk_repository import open_repository
 
     repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(tmp_path / "repo")))
@@ -56,22 +57,22 @@ def read_only_store(tmp_path, chunks: int):
                                            fill_value=0, compressors=None)[...] = \
         np.arange(1, chunks + 1, dtype="<u1")
     session.commit("a")
-    repository = open_repository(str(tmp_path / "repo"), str(tmp_path / "repo"), 30.0)
+    repository = closed_after(open_repository(str(tmp_path / "repo"), str(tmp_path / "repo"), 30.0))
     return repository.store(repository.version("@branch.main"))
 
 
-def test_a_stat_asks_icechunk_once(tmp_path):
-    store = read_only_store(tmp_path, 4)
+def test_a_stat_asks_icechunk_once(tmp_path, closed_after):
+    store = read_only_store(tmp_path, closed_after, 4)
     watched = store._store = WatchedSessionStore(store._store)
     assert store.stat("a/c/2").st_size == 1
     assert watched.calls == ["getsize"]  # its size is its existence: exists() and getsize() were two
     assert store.stat("a/c/9") is None  # icechunk's size of a chunk not written is 0: not a value
 
 
-def test_a_listing_asks_the_sizes_at_once_in_bounded_batches(tmp_path):
+def test_a_listing_asks_the_sizes_at_once_in_bounded_batches(tmp_path, closed_after):
     from zarrfs.stores.icechunk_store import SIZES_AT_ONCE
 
-    store = read_only_store(tmp_path, 150)
+    store = read_only_store(tmp_path, closed_after, 150)
     watched = store._store = WatchedSessionStore(store._store, held=SIZES_AT_ONCE)
     files = dict(store.files("a"))
     assert sorted(files) == sorted(["zarr.json"] + [f"c/{i}" for i in range(150)])
@@ -82,7 +83,7 @@ def test_a_listing_asks_the_sizes_at_once_in_bounded_batches(tmp_path):
 @pytest.mark.parametrize("error, expected", [
     ("RefNotFoundError", "ENOENT"), ("SnapshotNotFoundError", "ENOENT"),
     ("StorageError", "EIO"), ("NodeNotFoundError", "EIO"), ("RepositoryNotFoundError", "EIO")])
-def test_only_a_missing_branch_tag_or_snapshot_is_enoent(tmp_path, error, expected):
+def test_only_a_missing_branch_tag_or_snapshot_is_enoent(tmp_path, error, expected, closed_after):
     """The kernel may keep an ENOENT: an error of the storage whose message says "not found" or
     "does not exist" is EIO, one line."""
     import errno
@@ -91,7 +92,7 @@ def test_only_a_missing_branch_tag_or_snapshot_is_enoent(tmp_path, error, expect
     from zarrfs.stores.icechunk_repository import open_repository
 
     icechunk.Repository.create(icechunk.local_filesystem_storage(str(tmp_path / "repo")))
-    repository = open_repository(str(tmp_path / "repo"), str(tmp_path / "repo"), 30.0)
+    repository = closed_after(open_repository(str(tmp_path / "repo"), str(tmp_path / "repo"), 30.0))
 
     async def failing():
         raise getattr(icechunk, error)("object chunks/X not found: the file does not exist\n\ncontext: ...")
@@ -101,10 +102,10 @@ def test_only_a_missing_branch_tag_or_snapshot_is_enoent(tmp_path, error, expect
     assert str(caught.value).endswith("@branch.main: object chunks/X not found: the file does not exist")
 
 
-def test_a_branch_tag_or_snapshot_not_there_is_no_version(tmp_path):
+def test_a_branch_tag_or_snapshot_not_there_is_no_version(tmp_path, closed_after):
     icechunk.Repository.create(icechunk.local_filesystem_storage(str(tmp_path / "repo")))
     from zarrfs.stores.icechunk_repository import open_repository
 
-    repository = open_repository(str(tmp_path / "repo"), str(tmp_path / "repo"), 30.0)
+    repository = closed_after(open_repository(str(tmp_path / "repo"), str(tmp_path / "repo"), 30.0))
     assert repository.version("@branch.nosuch") is None and repository.version("@tag.nosuch") is None
     assert repository.version("@" + "Z" * 20) is None

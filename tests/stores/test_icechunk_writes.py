@@ -18,21 +18,22 @@ if sys.version_info >= (3, 12):
 TIMEOUT = 60.0  # the store's bound on each call: generous, as a loaded machine's commits may be slow
 
 
-def branch_store(path, recovery, timeout=TIMEOUT):
-    """A writable store of main whose writes not committed are saved in `recovery`."""
+def branch_store(path, recovery, closed_after, timeout=TIMEOUT):
+    """A writable store of main whose writes not committed are saved in `recovery` (its
+    repository closed at the test's end)."""
     from zarrfs.stores.icechunk_repository import open_repository
 
-    repository = open_repository(str(path), str(path), timeout)
+    repository = closed_after(open_repository(str(path), str(path), timeout))
     return repository.branch_store(repository.version("@branch.main"), str(recovery))
 
 
-def test_a_deleted_node_is_saved_against_a_crash(tmp_path):
+def test_a_deleted_node_is_saved_against_a_crash(tmp_path, closed_after):
     small_icechunk_repository(tmp_path / "repo")
-    store = branch_store(tmp_path / "repo", tmp_path / "recovery")
+    store = branch_store(tmp_path / "repo", tmp_path / "recovery", closed_after)
     store.delete_node("a")
     assert store.stat("a") is None
     # a crash now: the next mount takes back the saved fork, the delete in it
-    assert branch_store(tmp_path / "repo", tmp_path / "recovery").stat("a") is None
+    assert branch_store(tmp_path / "repo", tmp_path / "recovery", closed_after).stat("a") is None
 
 
 class CountingSaves:
@@ -53,11 +54,11 @@ class CountingSaves:
         self.saved.remove()
 
 
-def test_a_new_array_of_many_chunks_is_written_and_saved_once(tmp_path):
+def test_a_new_array_of_many_chunks_is_written_and_saved_once(tmp_path, closed_after):
     import json
 
     small_icechunk_repository(tmp_path / "repo")
-    store = branch_store(tmp_path / "repo", tmp_path / "recovery")
+    store = branch_store(tmp_path / "repo", tmp_path / "recovery", closed_after)
     counting = store._saved = CountingSaves(store._saved)
     values = np.arange(64, dtype="<u1")
     staging = store.begin_node("n")
@@ -69,7 +70,7 @@ def test_a_new_array_of_many_chunks_is_written_and_saved_once(tmp_path):
                 "codecs": [{"name": "bytes"}], "fill_value": 0, "attributes": {}}
     store.commit_node(staging, "n", {"zarr.json": json.dumps(document).encode()})
     assert counting.saves == 1  # not once per chunk: a node of N chunks pickled the fork N + 1 times
-    taken_back = branch_store(tmp_path / "repo", tmp_path / "recovery")  # a crash now loses none of it
+    taken_back = branch_store(tmp_path / "repo", tmp_path / "recovery", closed_after)  # a crash now loses none of it
     assert [taken_back.get(f"n/c/{chunk}") for chunk in range(16)] == \
         [values[chunk * 4:chunk * 4 + 4].tobytes() for chunk in range(16)]
 
@@ -96,9 +97,9 @@ def write(store, value: int) -> None:
     store.set("a/c/0/0", np.full((10, 10), value, "<i4").tobytes())
 
 
-def test_a_commit_that_landed_after_the_timeout_is_taken_as_landed(tmp_path):
+def test_a_commit_that_landed_after_the_timeout_is_taken_as_landed(tmp_path, closed_after):
     repo, first = small_icechunk_repository(tmp_path / "repo")
-    store = branch_store(tmp_path / "repo", tmp_path / "recovery")
+    store = branch_store(tmp_path / "repo", tmp_path / "recovery", closed_after)
     write(store, 7)
     store._session = SlowCommitSession(store._session, landed=True)
     snapshot = store.commit("late")
@@ -110,13 +111,13 @@ def test_a_commit_that_landed_after_the_timeout_is_taken_as_landed(tmp_path):
     assert repo.lookup_snapshot(again).parent_id == snapshot
 
 
-def test_a_commit_that_timed_out_unlanded_is_the_timeout(tmp_path):
+def test_a_commit_that_timed_out_unlanded_is_the_timeout(tmp_path, closed_after):
     import errno
 
     from zarrfs.errors import StoreError
 
     repo, first = small_icechunk_repository(tmp_path / "repo")
-    store = branch_store(tmp_path / "repo", tmp_path / "recovery")
+    store = branch_store(tmp_path / "repo", tmp_path / "recovery", closed_after)
     write(store, 7)
     store._session = SlowCommitSession(store._session, landed=False)
     with pytest.raises(StoreError) as timed_out:
@@ -125,7 +126,8 @@ def test_a_commit_that_timed_out_unlanded_is_the_timeout(tmp_path):
     assert repo.lookup_branch("main") == first and store.changed()
 
 
-def test_a_remote_repository_leaves_a_fresh_staged_node_at_remove_temporaries(seaweed, tmp_path, monkeypatch):
+def test_a_remote_repository_leaves_a_fresh_staged_node_at_remove_temporaries(seaweed, tmp_path, monkeypatch,
+                                                                             closed_after):
     """The contract's rule for a remote store (store_contract.py,
     test_remove_temporaries_finishes_interrupted_nodes), on a repository on S3."""
     from servers.seaweed import BUCKET, USERS, unique_prefix
@@ -143,8 +145,10 @@ def test_a_remote_repository_leaves_a_fresh_staged_node_at_remove_temporaries(se
     for name, value in seaweed.env().items():
         if name.startswith("AWS_"):
             monkeypatch.setenv(name, value)
-    store = open_source(seaweed.url(prefix), False, RemoteOptions(endpoint=seaweed.endpoint),
-                        icechunk=IcechunkChoice(forced=True), recovery_dir=str(tmp_path / "recovery")).store
+    source = open_source(seaweed.url(prefix), False, RemoteOptions(endpoint=seaweed.endpoint),
+                         icechunk=IcechunkChoice(forced=True), recovery_dir=str(tmp_path / "recovery"))
+    closed_after(source.repository)
+    store = source.store
     try:
         assert store.capabilities.remote
         staging = store.begin_node("g/n")
@@ -168,9 +172,9 @@ class SlowRearranging:
         return getattr(self._repository, name)
 
 
-def test_a_move_that_landed_after_the_timeout_is_taken_as_landed(tmp_path):
+def test_a_move_that_landed_after_the_timeout_is_taken_as_landed(tmp_path, closed_after):
     repo, first = small_icechunk_repository(tmp_path / "repo")
-    store = branch_store(tmp_path / "repo", tmp_path / "recovery")
+    store = branch_store(tmp_path / "repo", tmp_path / "recovery", closed_after)
     write(store, 7)  # committed first, by the move
     repository, branch = store._branch
     store._branch = (SlowRearranging(repository), branch)

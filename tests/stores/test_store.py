@@ -1,11 +1,18 @@
 """LocalStore: a staged value stays invisible until published, temporaries never collide, and a
 listing stopped early leaves nothing open."""
 
+import errno
+import gc
 import os
 import subprocess
 import sys
 
-from helpers import Worker
+import pytest
+
+import zarrfs
+from helpers import Worker, descriptors_in, make_store
+from leftovers import descriptors
+from zarrfs.errors import StoreError
 from zarrfs.stores import local as store_module
 from zarrfs.stores.deferred_release import releases
 from zarrfs.stores.local import TEMP_PREFIX, LocalStore
@@ -43,25 +50,6 @@ def test_a_leftover_temporary_with_the_next_name_is_stepped_over(tmp_path):
     assert leftover.read_bytes() == b"someone else's"
 
 
-def descriptor_targets() -> list[str]:
-    """What each of this process's descriptors leads to (one closed meanwhile is left out)."""
-    links = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            links.append(os.readlink(f"/proc/self/fd/{fd}"))
-        except OSError:
-            pass
-    return links
-
-
-def descriptors_in(root) -> list[str]:
-    """The targets of this process's descriptors that are `root` or lie below it. Other threads
-    of the test process open and close their own descriptors at any time, so only the ones in
-    the test's own directory say anything about the code under test."""
-    root = str(root)
-    return sorted(link for link in descriptor_targets() if link == root or link.startswith(root + "/"))
-
-
 def test_a_listing_stopped_early_leaves_no_directory_open(tmp_path):
     for group in "abcd":
         for name in "xyz":
@@ -76,8 +64,35 @@ def test_a_listing_stopped_early_leaves_no_directory_open(tmp_path):
     assert descriptors_in(tmp_path) == before
 
 
+def test_a_store_closed_or_let_go_holds_no_descriptor_of_its_directory(tmp_path):
+    """A store holds its root open (every open is beneath it, contained.py); a process that
+    opens and drops stores (the Python API, an Icechunk store's spill, a test run, which held
+    over a thousand) keeps none of them once they are closed or let go."""
+    (tmp_path / "v").write_bytes(b"1")
+    closed = LocalStore(str(tmp_path))
+    assert descriptors_in(tmp_path) == [str(tmp_path)]  # the measurement sees the root held
+    closed.close()
+    closed.close()  # twice is once
+    for _ in range(20):
+        assert LocalStore(str(tmp_path)).get("v") == b"1"
+    gc.collect()  # a store is let go at a collection (its nodes call back into it: a cycle)
+    assert descriptors_in(tmp_path) == []
+    with pytest.raises(StoreError) as raised:  # a closed store opens nothing, wherever its old number leads now
+        closed.get("v")
+    assert raised.value.errno == errno.EBADF
+
+
+def test_an_open_raw_view_closed_holds_no_descriptor_of_its_store(tmp_path):
+    root = make_store(tmp_path / "s.zarr")
+    for mode in ("r", "r+"):
+        with zarrfs.open_raw(str(root), "a", mode=mode) as view:
+            assert view.read(0, 4) == bytes(4)
+            assert descriptors_in(root)
+        assert descriptors_in(root) == []
+
+
 def descriptors_of_deleted_files() -> list[str]:
-    return [link for link in descriptor_targets() if link.endswith(" (deleted)")]
+    return [link for link in descriptors() if link.endswith(" (deleted)")]
 
 
 def test_replaced_and_deleted_values_are_freed_after_the_publish(tmp_path):

@@ -156,7 +156,9 @@ class TestIcechunkSession(StoreContractTests):
         session = repo.writable_session("main")
         zarr.group(session.store)  # a hierarchy has its root (ZarrKeys.root_documents)
         session.commit("the root group")
-        store = open_source(str(path), False, RemoteOptions(), recovery_dir=str(tmp_path / "recovery")).store
+        source = open_source(str(path), False, RemoteOptions(), recovery_dir=str(tmp_path / "recovery"))
+        request.addfinalizer(source.repository.close)  # after the store's: its loop, thread and watch
+        store = source.store
         request.addfinalizer(store.close)
         return Subject(store, icechunk_writer(path, self.keys))
 

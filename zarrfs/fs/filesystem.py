@@ -213,6 +213,7 @@ class FileSystem:
         self.kernel = kernel if kernel is not None else NoKernel()
         self.store = store if store is not None else open_store(source, options.read_only, options.remote,
                                                                  options.follow_symlinks)
+        self._owns_store = store is None  # closed at stop(); a store given is its giver's to close
         self.hierarchy = Hierarchy(self.store, options.views, options.header_cache_bytes, options.previews)
         self.previews = preview.Previews(options.cache_bytes // 16)
         self.cache = ChunkCache(options.cache_bytes, *self._read_ahead())
@@ -261,9 +262,14 @@ class FileSystem:
 
     def stop(self) -> None:
         """Serving ends: the flusher stops, then every write is stored (or saved for recovery);
-        the chunks decoded ahead are freed and their threads go."""
-        self.arrays.stop()
-        self.cache.ahead.close()
+        the chunks decoded ahead are freed and their threads go; then the store, if this file
+        system opened it, is closed."""
+        try:
+            self.arrays.stop()
+            self.cache.ahead.close()
+        finally:
+            if self._owns_store:  # its descriptors too: a process may open and stop many (the tests, the Python API)
+                self.store.close()
 
     def kernel_caching(self) -> KernelCaching:
         """How long the kernel may keep attributes, names and pages of this store's files."""

@@ -21,7 +21,19 @@ class Loop:
         self.timeout = timeout
         self._before_each = before_each  # called before each call: its error is the call's (icechunk_contained.py)
         self._loop = asyncio.new_event_loop()
-        threading.Thread(target=self._loop.run_forever, name="icechunk", daemon=True).start()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="icechunk", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """The loop stopped, its thread ended and its descriptors (an epoll instance and a socket
+        pair) closed: a process that opens repositories one after another (the tests, a mount's
+        Python API) keeps none of them. A call after it is EBADF; a second close does nothing."""
+        if self._loop.is_closed():
+            return
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(self.timeout)
+        if not self._thread.is_alive():  # else a call outlived its timeout: the loop is left to it
+            self._loop.close()
 
     def run(self, coroutine: Coroutine[Any, Any, T], what: str) -> T:
         if self._before_each is not None:
@@ -30,7 +42,11 @@ class Loop:
             except BaseException:
                 coroutine.close()  # never run: not left to warn that it was never awaited
                 raise
-        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        try:
+            future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        except RuntimeError:  # the loop is closed
+            coroutine.close()
+            raise StoreError(f"{what}: the repository is closed", errno.EBADF) from None
         try:
             return future.result(self.timeout)
         except TimeoutError:

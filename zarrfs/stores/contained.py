@@ -17,6 +17,7 @@ import ctypes
 import errno
 import os
 import stat
+import weakref
 from collections.abc import Callable
 
 from zarrfs.errors import StoreError
@@ -66,13 +67,22 @@ def key_parts(key: str) -> list[str]:
 
 
 class Beneath:
-    """Opens paths below one root directory and nowhere else."""
+    """Opens paths below one root directory and nowhere else. It holds a descriptor of the root
+    until close(), or until it is let go: a process that opens and drops stores (the Python
+    API's open_raw, an Icechunk store's spill, a test run) keeps no descriptor per store."""
 
     def __init__(self, root: str, follow_symlinks: bool = False):
         self.root = root
         self.follow_symlinks = follow_symlinks  # reads only: see the module's docstring
         self.root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self._release = weakref.finalize(self, os.close, self.root_fd)
         self.openat2 = _syscall is not None and self._probe_openat2()
+
+    def close(self) -> None:
+        """The root's descriptor let go; an open after it is EBADF, never an open beneath
+        whatever directory reuses the descriptor's number."""
+        self._release()  # once: a second close, and the finalizer after it, do nothing
+        self.root_fd = -1
 
     def _probe_openat2(self) -> bool:
         try:

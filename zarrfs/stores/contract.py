@@ -187,6 +187,11 @@ class Store(Protocol):
         remote store cleans in the background, leaving what another machine may be building,
         and says 0)."""
 
+    def close(self) -> None:
+        """At unmount, by whoever opened the store: what it holds is let go (a local store's
+        descriptor of its root), and nothing is asked of it after. A second close does nothing.
+        A store let go without it holds nothing either, once it is collected."""
+
     # whole nodes, each seen whole or not at all: `path` is the node's key prefix
     def begin_node(self, path: str) -> str:
         """A staging prefix beside `path` for the new node's chunks (stage and publish below

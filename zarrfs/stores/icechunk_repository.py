@@ -98,9 +98,11 @@ class IcechunkRepository:
         self._lock = threading.Lock()
 
     def close(self) -> None:
-        """Its watch let go (an inotify instance: a user has few): no call into icechunk is made after."""
+        """Its watch let go (an inotify instance: a user has few) and its loop's thread ended (an
+        epoll instance and a socket pair): no call into icechunk is made after."""
         if self._watched is not None:
             self._watched.close()
+        self.loop.close()
 
     def version(self, name: str) -> Version | None:
         """The version a directory name shows, None for no such version. A branch's is its head
@@ -217,6 +219,7 @@ def open_repository(source: str, root: str, timeout: float, access: AccessOf | N
     except BaseException:
         if watched is not None:
             watched.close()
+        loop.close()
         raise
     local = tuple(prefix for prefix in allowed if urlsplit(prefix).scheme == "file")
     return IcechunkRepository(source, root, repository, loop, urlsplit(source).scheme != "", local, follow_symlinks,

@@ -534,6 +534,7 @@ class IcechunkStore:
         with self._spill_lock:
             spill, self._spill = self._spill, None
         if spill is not None:
+            spill.close()
             shutil.rmtree(spill.root, ignore_errors=True)
             os.close(self._spill_held)  # after the removal: held while removed
 

@@ -419,6 +419,11 @@ class LocalStore:
         except OSError as e:
             raise StoreError.from_os("cannot look at", key, e) from None
 
+    def close(self) -> None:
+        """The descriptor of the root let go (as when the store is let go): nothing is read or
+        written after it."""
+        self.beneath.close()
+
     def statvfs(self) -> os.statvfs_result:
         return os.fstatvfs(self.beneath.root_fd)
 

@@ -492,6 +492,10 @@ class ObjectStore:
         explained = explain(error, self.root.partition(":")[0], self.credentials)
         return StoreError(f"{what} {key!r}: {explained.reason}", explained.errno)
 
+    def close(self) -> None:
+        """Nothing to let go here: the client's connections (kept alive for the next request)
+        are closed when the client is let go with this store, which holds no descriptor."""
+
     def remove_temporaries(self) -> int:
         """Leftovers of interrupted node operations are cleaned in the background (it takes a
         LIST of the whole store, which must not hold up the mount); PUTs themselves are atomic

@@ -190,6 +190,12 @@ class StoreContractTests:
         assert isinstance(store.capabilities, Capabilities)
         assert store.read_only == (not self.writable)
 
+    def test_a_second_close_does_nothing(self, store):
+        """Whoever opened a store closes it (a file system at unmount, a test at its end), perhaps
+        twice: the second close raises nothing."""
+        store.close()
+        store.close()
+
     def test_check_writable_says_whether_writes_are_refused(self, store):
         if self.writable:
             assert store.check_writable("w/v") is None
