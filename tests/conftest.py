@@ -169,11 +169,13 @@ LEFT_OUT_ON_OLDER_PYTHON = {
     # a JVM each, about 10 s: Bio-Formats reads the bytes the tifffile tests check on 3.11 too
     "bioformats": "Bio-Formats",
 }
-# and the benchmarks' smoke runs (another fifth: the benchmarks run on .venv). An option, not a -m
-# expression, so that a -m the caller gives (which replaces an earlier -m) narrows the pass
-# instead of undoing this.
+# and two modules: the benchmarks' smoke runs (another fifth: the benchmarks run on .venv), and the
+# check of this selection (it collects the suite twice, 27 s on a busy machine, and the rules it
+# checks are these lines, the same on every Python). An option, not a -m expression, so that a -m
+# the caller gives (which replaces an earlier -m) narrows the pass instead of undoing this.
 OLDER_PYTHON_PASS = "--older-python-pass"
 BENCH_SMOKE = "tests/cli/test_bench_smoke.py"
+ONE_PASS_MODULES = (BENCH_SMOKE, "tests/cli/test_test_passes.py")
 
 
 def pytest_addoption(parser):
@@ -183,7 +185,7 @@ def pytest_addoption(parser):
 
 def left_out_on_older_python(item) -> bool:
     return any(item.get_closest_marker(name) for name in ("needs_python312", *LEFT_OUT_ON_OLDER_PYTHON)) or \
-        item.nodeid.startswith(BENCH_SMOKE)
+        item.nodeid.startswith(ONE_PASS_MODULES)
 
 
 def pytest_collection_modifyitems(config, items):
