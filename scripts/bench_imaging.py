@@ -79,14 +79,14 @@ def build(work: Path, size: int) -> tuple[Path, Path]:
 def showinf(path: Path) -> float:
     """Seconds for `showinf -nopix` to open the file (a JVM start included)."""
     t0 = time.perf_counter()
-    run(["java", "-cp", str(JAR), "loci.formats.tools.ImageInfo", "-nopix", str(path)])
+    run(["java", "-XX:-UsePerfData", "-cp", str(JAR), "loci.formats.tools.ImageInfo", "-nopix", str(path)])
     return time.perf_counter() - t0
 
 
 def region(path: Path, resolution: int, x: int, y: int, scratch: Path) -> float:
     """Seconds of Bio-Formats' openBytes of a REGION x REGION region at (x, y) of a resolution."""
     crop = f"{resolution},{x},{y},{REGION},{REGION}"
-    out = run(["java", "-cp", str(JAR), str(HELPER), "--pixels", str(scratch), "--resolutions", "--crop", crop,
+    out = run(["java", "-XX:-UsePerfData", "-cp", str(JAR), str(HELPER), "--pixels", str(scratch), "--resolutions", "--crop", crop,
                str(path)])
     timed = [json.loads(line) for line in out.splitlines() if '"ms"' in line]
     if len(timed) != 1:

@@ -22,6 +22,7 @@ from tiff_data import IMAGEJ, NAMES, OME_AXES, SHAPES, values_of
 CHECKOUT = Path(__file__).resolve().parents[2]
 JAR = CHECKOUT / ".test-servers" / "bioformats_package.jar"
 HELPER = Path(__file__).with_name("BioFormatsInfo.java")
+# java runs with -XX:-UsePerfData: else each JVM leaves /tmp/hsperfdata_root behind
 
 # the OME pixel types, as Bio-Formats names them (bool is stored as bytes 0 and 1: uint8)
 OME_TYPES = {"bool": "uint8", "int8": "int8", "int16": "int16", "int32": "int32", "uint8": "uint8",
@@ -91,7 +92,7 @@ def mnt(store, tmp_path_factory):
 def bioformats(jar, files, pixels: Path | None = None) -> list[dict]:
     """What Bio-Formats makes of each file, in one JVM; with `pixels`, the planes of file k in
     pixels/k.raw (T, C, Z slowest first)."""
-    args = ["java", "-cp", str(jar), str(HELPER), *(["--pixels", str(pixels)] if pixels else []), *map(str, files)]
+    args = ["java", "-XX:-UsePerfData", "-cp", str(jar), str(HELPER), *(["--pixels", str(pixels)] if pixels else []), *map(str, files)]
     result = subprocess.run(args, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     found = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
