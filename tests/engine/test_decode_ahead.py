@@ -167,6 +167,27 @@ def test_the_budget_bounds_what_is_decoded_ahead():
     assert ahead.nbytes == 0 and ahead.take(1) is None
 
 
+def test_a_chunk_wanted_again_holds_back_no_other_stale_chunk():
+    """A paused reader's chunk, wanted again, is kept; a gone reader's chunk decoded after it is
+    still dropped as stale when room is needed (the oldest-first order follows `since`)."""
+    from zarrfs.engine import decode_ahead as module
+    ahead = DecodeAhead(max_bytes=2 << 20, workers=1)
+    for key in ("paused", "gone"):
+        assert ahead.submit(key, (1 << 20,), np.dtype("u1"), lambda out: 0)
+    ahead.settle(10)
+    for entry in ahead._entries.values():  # both decoded longer than STALE ago, as after a pause
+        entry.since -= module.STALE + 1
+    ahead.wanted("paused")
+    assert ahead.left_behind()  # the gone reader's chunk is stale
+    assert ahead.submit("next", (1 << 20,), np.dtype("u1"), lambda out: 0)  # it makes room
+    ahead.settle(10)
+    assert "paused" in ahead and "gone" not in ahead
+    for key in ("paused", "next"):
+        taken = ahead.take(key)
+        assert taken is not None
+        free(taken[0])
+
+
 def test_a_chunk_taken_while_it_decodes_stays_within_the_budget_until_its_decode_ends():
     """A reader that takes a chunk still being decoded waits for it; its memory is being
     filled all that time, so it still counts, and no new decode may start in its place."""

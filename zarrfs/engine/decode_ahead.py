@@ -152,10 +152,13 @@ class DecodeAhead:
     def wanted(self, key: tuple) -> None:
         """The chunk decoded ahead for `key` is wanted still: its stream came back to it (a reader
         that paused longer than STALE is not one that went away), so it is not dropped as stale."""
-        entry = self._entries.get(key)
-        if entry is not None:
-            with self._lock:
+        if key not in self._entries:  # the common miss (a walk asks for each chunk), without the lock
+            return
+        with self._lock:  # moved last, as the newest: _stale() looks at the first entry alone
+            entry = self._entries.get(key)
+            if entry is not None:
                 entry.since = max(entry.since, time.monotonic())
+                self._entries.move_to_end(key)
 
     def take(self, key: tuple) -> Decoded | None:
         """(address, chunk, version) decoded ahead for `key`, waiting for a decode under way;
