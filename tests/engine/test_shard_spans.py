@@ -319,6 +319,7 @@ def test_a_stream_reads_the_index_with_the_shard_once_the_arrays_shards_fit():
     # read's own chunks come in one call of several ranges, get_ranges, not counted here)
     assert [r for key, r in reads if key == "c/0"] == [Suffix(16 * SCALED_PER_SHARD + 4), Range(128 << 10, ahead // 2 - (128 << 10))]
 
+
 class Clock:
     """A module's clock (its `time`), moved on by the test: a pause between two reads, with no wait."""
 
@@ -438,7 +439,6 @@ def test_a_request_waits_for_a_span_no_longer_than_its_reads_deadline():
     assert outcome and isinstance(outcome[0], read_budget.ReadBudgetError), outcome
     assert "c/0 bytes [0, 20)" in str(outcome[0]) and "a.bin" in str(outcome[0])
     assert spans.covered(10, 10) == b"\0" * 10  # the span arrived all the same, for whoever comes next
-
 
 
 def test_a_reader_that_pauses_between_its_reads_takes_what_was_decoded_for_it(monkeypatch):
