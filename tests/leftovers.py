@@ -89,12 +89,13 @@ def _link() -> str | None:
         return None
 
 
-def descriptors() -> list[str]:
-    """What each of this process's descriptors leads to (one closed meanwhile is left out)."""
+def descriptors(process: int | str = "self") -> list[str]:
+    """What each of `process`'s descriptors leads to (this process's unless told; one closed
+    meanwhile is left out)."""
     links = []
-    for fd in os.listdir("/proc/self/fd"):
+    for fd in os.listdir(f"/proc/{process}/fd"):
         try:
-            links.append(os.readlink(f"/proc/self/fd/{fd}"))
+            links.append(os.readlink(f"/proc/{process}/fd/{fd}"))
         except OSError:
             pass
     return links

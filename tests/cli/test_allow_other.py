@@ -9,6 +9,7 @@ test's own, bound over the machine's: what it refuses is made here, whatever the
 (installing udev made this machine's /dev/fuse 0666, and an administrator may allow others)."""
 
 import os
+import shlex
 import stat
 import subprocess
 import sys
@@ -40,7 +41,7 @@ def as_user(user, *args, bound: dict[str, Path]) -> subprocess.CompletedProcess:
     home = Path(user.pw_dir)
     environment = {"PATH": "/usr/bin:/bin", "HOME": str(home),
                    "PYTHONPATH": f"{CHECKOUT}:{sysconfig.get_paths()['purelib']}"}
-    binds = " && ".join(f"mount --bind {ours} {machines}" for machines, ours in bound.items())
+    binds = " && ".join(f"mount --bind {shlex.quote(str(ours))} {shlex.quote(machines)}" for machines, ours in bound.items())
     command = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", f'{binds} && exec "$@"', "sh",
                "setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--",
                SYSTEM_PYTHON, "-c", COMMAND, *args]

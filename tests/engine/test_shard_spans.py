@@ -47,11 +47,15 @@ def sharded_store(values: np.ndarray, capabilities: Capabilities) -> MemoryStore
     return store
 
 
+def raw_file(store: MemoryStore, cache: ChunkCache) -> RawFile:
+    """The flat file of the array at the store's root, read through `cache`."""
+    return RawFile(open_array(store, "", parse_document(store.get("zarr.json"), "zarr.json"), cache))
+
+
 def stream(store: MemoryStore, size: int, piece: int = 64 << 10, cache: ChunkCache | None = None) -> bytes:
     """The array's bytes read in `piece`s from the start, its decodes ahead let finish after each."""
-    meta = parse_document(store.get("zarr.json"), "zarr.json")
     cache = cache or ChunkCache(64 << 20, ahead_bytes=16 << 20, ahead_workers=4)
-    raw = RawFile(open_array(store, "", meta, cache))
+    raw = raw_file(store, cache)
     pieces = []
     for offset in range(0, size, piece):
         pieces.append(raw.read(offset, piece))
@@ -319,6 +323,7 @@ def test_a_stream_reads_the_index_with_the_shard_once_the_arrays_shards_fit():
     # read's own chunks come in one call of several ranges, get_ranges, not counted here)
     assert [r for key, r in reads if key == "c/0"] == [Suffix(16 * SCALED_PER_SHARD + 4), Range(128 << 10, ahead // 2 - (128 << 10))]
 
+
 class Clock:
     """A module's clock (its `time`), moved on by the test: a pause between two reads, with no wait."""
 
@@ -345,8 +350,7 @@ def test_a_reader_that_pauses_after_its_first_read_reads_the_first_shards_run_ag
     store.reads.clear()
     ahead = 2 * SCALED_INNER * SCALED_PER_SHARD
     cache = ChunkCache(256 << 20, ahead_bytes=ahead, ahead_workers=32)
-    meta = parse_document(store.get("zarr.json"), "zarr.json")
-    raw = RawFile(open_array(store, "", meta, cache))
+    raw = raw_file(store, cache)
     piece = 128 << 10
     assert raw.read(0, piece) == values[:piece].tobytes()  # no stream yet: its own chunks
     clock = Clock()
@@ -362,9 +366,8 @@ def test_a_reader_that_pauses_after_its_first_read_reads_the_first_shards_run_ag
 
 def test_a_small_read_of_a_remote_shard_fetches_its_index_and_one_inner_chunk():
     values, store = scaled_shards(3)
-    meta = parse_document(store.get("zarr.json"), "zarr.json")
     cache = ChunkCache(256 << 20, ahead_bytes=SCALED_INNER * SCALED_PER_SHARD, ahead_workers=32)
-    raw = RawFile(open_array(store, "", meta, cache))
+    raw = raw_file(store, cache)
     store.reads.clear()
     offset = 5 * SCALED_INNER + 100
     assert raw.read(offset, 4096) == values[offset:offset + 4096].tobytes()
@@ -392,7 +395,7 @@ def test_a_reader_that_outruns_its_decodes_ahead_joins_their_run(seaweed):
     with FaultProxy((host, int(port))) as proxy:
         store = ObjectStore(seaweed.store(prefix, endpoint=proxy.endpoint), seaweed.url(prefix), read_only=True)
         cache = ChunkCache(256 << 20, ahead_bytes=ahead, ahead_workers=1)
-        raw = RawFile(open_array(store, "", parse_document(store.get("zarr.json"), "zarr.json"), cache))
+        raw = raw_file(store, cache)
         busy = threading.Event()
         cache.ahead.fetch(("busy",), lambda: busy.wait(60))  # the decode-ahead pool's one thread
         try:
@@ -440,7 +443,6 @@ def test_a_request_waits_for_a_span_no_longer_than_its_reads_deadline():
     assert spans.covered(10, 10) == b"\0" * 10  # the span arrived all the same, for whoever comes next
 
 
-
 def test_a_reader_that_pauses_between_its_reads_takes_what_was_decoded_for_it(monkeypatch):
     """A reader that comes back to its stream after more than STALE seconds (a consumer that
     works on each piece; a loaded machine's stall) finds the chunks decoded for it: the walk its
@@ -454,7 +456,7 @@ def test_a_reader_that_pauses_between_its_reads_takes_what_was_decoded_for_it(mo
     store.reads.clear()
     ahead = 2 * SCALED_INNER * SCALED_PER_SHARD
     cache = ChunkCache(256 << 20, ahead_bytes=ahead, ahead_workers=32)
-    raw = RawFile(open_array(store, "", parse_document(store.get("zarr.json"), "zarr.json"), cache))
+    raw = raw_file(store, cache)
     piece = 128 << 10
     for offset in range(0, values.size, piece):
         assert raw.read(offset, piece) == values[offset:offset + piece].tobytes()
@@ -474,7 +476,7 @@ def test_a_reader_ahead_of_its_decodes_and_index_reads_still_reads_each_shard_wh
     store.reads.clear()
     ahead = 2 * SCALED_INNER * SCALED_PER_SHARD
     cache = ChunkCache(256 << 20, ahead_bytes=ahead, ahead_workers=1)
-    raw = RawFile(open_array(store, "", parse_document(store.get("zarr.json"), "zarr.json"), cache))
+    raw = raw_file(store, cache)
     busy, piece = threading.Event(), 128 << 10
     cache.ahead.fetch(("busy",), lambda: busy.wait(60))  # the pool's one thread
     try:

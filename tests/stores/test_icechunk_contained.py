@@ -11,6 +11,7 @@ import threading
 import numpy as np
 import pytest
 
+from leftovers import descriptors
 from zarrfs.errors import StoreError
 
 pytestmark = pytest.mark.needs_python312  # skipped on 3.11, saying so (tests/conftest.py)
@@ -266,13 +267,7 @@ def test_the_credentials_file_is_read_once_for_every_s3_container(tmp_path, clos
 
 def instances(kind: str = "anon_inode:inotify") -> int:
     """This process's descriptors that are a `kind` (inotify instances unless told)."""
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            count += os.readlink(f"/proc/self/fd/{fd}") == kind
-        except FileNotFoundError:  # closed since the listing (the listing's own descriptor)
-            pass
-    return count
+    return descriptors().count(kind)
 
 
 def held() -> tuple[int, int, int]:

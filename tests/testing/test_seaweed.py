@@ -6,12 +6,13 @@ from pathlib import Path
 
 import obstore
 
+from leftovers import descriptors
+
 
 def held_paths(pid: int) -> list[str]:
     """The paths of the files process `pid` holds open (not its sockets, pipes, devices and
     the kernel's own files)."""
-    held = (os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd"))
-    return [path for path in held if path.startswith("/") and not path.startswith(("/dev/", "/sys/", "/proc/"))]
+    return [path for path in descriptors(pid) if path.startswith("/") and not path.startswith(("/dev/", "/sys/", "/proc/"))]
 
 
 def test_seaweed_writes_nothing_outside_its_directory(seaweed):

@@ -30,7 +30,8 @@ from zarrfs.views.ome_pyramid import Level
 CHECKOUT = Path(__file__).resolve().parents[2]
 JAR = CHECKOUT / ".test-servers" / "bioformats_package.jar"
 HELPER = Path(__file__).with_name("BioFormatsInfo.java")
-# java runs with -XX:-UsePerfData: else each JVM leaves /tmp/hsperfdata_root behind
+# BioFormatsInfo run on a JVM without its perf data: else each JVM leaves /tmp/hsperfdata_root behind
+BIOFORMATS_INFO = ["java", "-XX:-UsePerfData", "-cp", str(JAR), str(HELPER)]
 
 AXES = [{"name": "c", "type": "channel"}, {"name": "z", "type": "space", "unit": "micrometer"},
         {"name": "y", "type": "space", "unit": "micrometer"}, {"name": "x", "type": "space", "unit": "micrometer"}]
@@ -163,7 +164,7 @@ def test_bioformats_sees_one_image_of_every_resolution(mounts, stores, tmp_path)
     if not JAR.exists():
         pytest.fail(f"{JAR} is missing: scripts/setup --test puts Bio-Formats' jar there")
     files = [mounts[f] / "cells" / "cells.ome.tif" for f in (2, 3)]
-    args = ["java", "-XX:-UsePerfData", "-cp", str(JAR), str(HELPER), "--pixels", str(tmp_path), "--resolutions", *map(str, files)]
+    args = [*BIOFORMATS_INFO, "--pixels", str(tmp_path), "--resolutions", *map(str, files)]
     result = subprocess.run(args, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     found = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
@@ -186,7 +187,7 @@ def test_bioformats_reads_a_region_of_a_resolution(mounts, stores, tmp_path, res
         pytest.fail(f"{JAR} is missing: scripts/setup --test puts Bio-Formats' jar there")
     files = [mounts[f] / "cells" / "cells.ome.tif" for f in (2, 3)]
     crop = ",".join(map(str, (resolution, *region)))
-    args = ["java", "-XX:-UsePerfData", "-cp", str(JAR), str(HELPER), "--pixels", str(tmp_path), "--resolutions", "--crop", crop,
+    args = [*BIOFORMATS_INFO, "--pixels", str(tmp_path), "--resolutions", "--crop", crop,
             *map(str, files)]
     result = subprocess.run(args, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
@@ -206,7 +207,7 @@ def test_a_bioformats_region_read_decodes_only_the_chunks_under_it(stores, tmp_p
     if not JAR.exists():
         pytest.fail(f"{JAR} is missing: scripts/setup --test puts Bio-Formats' jar there")
     with mounted(stores[3][0], tmp_path, "ro", "debug") as m:
-        args = ["java", "-XX:-UsePerfData", "-cp", str(JAR), str(HELPER), "--pixels", str(tmp_path), "--resolutions", "--crop",
+        args = [*BIOFORMATS_INFO, "--pixels", str(tmp_path), "--resolutions", "--crop",
                 "0,100,50,150,100", str(m / "cells" / "cells.ome.tif")]
         result = subprocess.run(args, capture_output=True, text=True, timeout=600)
         assert result.returncode == 0 and '"ms"' in result.stdout, result.stdout + result.stderr
