@@ -285,6 +285,17 @@ def scaled_shards(seed: int) -> tuple[np.ndarray, MemoryStore]:
     return values, store
 
 
+WHOLE_SHARD_AHEAD = 2 * SCALED_INNER * SCALED_PER_SHARD  # a read-ahead budget with room for a whole shard and its index
+
+
+def five_shards(workers: int = 32) -> tuple:
+    """(values, store, cache): five scaled shards, no read counted yet, read through a cache
+    whose read-ahead budget is WHOLE_SHARD_AHEAD, decoded ahead by `workers` threads."""
+    values, store = scaled_shards(5)
+    store.reads.clear()
+    return values, store, ChunkCache(256 << 20, ahead_bytes=WHOLE_SHARD_AHEAD, ahead_workers=workers)
+
+
 def scaled_stream(store: MemoryStore, size: int) -> bytes:
     ahead = SCALED_INNER * SCALED_PER_SHARD  # a read-ahead budget of one shard
     return stream(store, size, 128 << 10, ChunkCache(256 << 20, ahead_bytes=ahead, ahead_workers=32))
@@ -312,10 +323,8 @@ def test_a_stream_reads_the_index_with_the_shard_once_the_arrays_shards_fit():
     """The first shard's index says the array's shards fit the read-ahead budget, index and all:
     the stream then reads each next shard whole with its index, one GET (a suffix one byte
     longer than the budget, which a shorter value answers whole), as tensorstore does."""
-    values, store = scaled_shards(5)
-    store.reads.clear()
-    ahead = 2 * SCALED_INNER * SCALED_PER_SHARD  # room for a whole shard and its index
-    cache = ChunkCache(256 << 20, ahead_bytes=ahead, ahead_workers=32)
+    values, store, cache = five_shards()
+    ahead = WHOLE_SHARD_AHEAD
     assert stream(store, values.size, 128 << 10, cache) == values.tobytes()
     reads = [(key, r) for key, r in store.reads if key.startswith("c/")]
     assert_each_later_shard_whole_with_its_index(reads, ahead)
@@ -346,10 +355,8 @@ def test_a_reader_that_pauses_after_its_first_read_reads_the_first_shards_run_ag
     second read comes later (a loaded machine stalls it; here the spans' clock is moved on) has
     its stream's span of the first shard planned from the run's start, the first read's chunks
     again: one GET all the same, and the later shards still whole with their index."""
-    values, store = scaled_shards(5)
-    store.reads.clear()
-    ahead = 2 * SCALED_INNER * SCALED_PER_SHARD
-    cache = ChunkCache(256 << 20, ahead_bytes=ahead, ahead_workers=32)
+    values, store, cache = five_shards()
+    ahead = WHOLE_SHARD_AHEAD
     raw = raw_file(store, cache)
     piece = 128 << 10
     assert raw.read(0, piece) == values[:piece].tobytes()  # no stream yet: its own chunks
@@ -452,10 +459,8 @@ def test_a_reader_that_pauses_between_its_reads_takes_what_was_decoded_for_it(mo
     clock = Clock()
     monkeypatch.setattr(decode_ahead, "STALE", 1.0)
     monkeypatch.setattr(decode_ahead, "time", clock)
-    values, store = scaled_shards(5)
-    store.reads.clear()
-    ahead = 2 * SCALED_INNER * SCALED_PER_SHARD
-    cache = ChunkCache(256 << 20, ahead_bytes=ahead, ahead_workers=32)
+    values, store, cache = five_shards()
+    ahead = WHOLE_SHARD_AHEAD
     raw = raw_file(store, cache)
     piece = 128 << 10
     for offset in range(0, values.size, piece):
@@ -472,10 +477,8 @@ def test_a_reader_ahead_of_its_decodes_and_index_reads_still_reads_each_shard_wh
     walk queues the index reads of the next shards and the decodes of the first shard's run, and
     the read plans the run's span itself. The stream then reads as when the decodes plan it: the
     first shard's index and its run, each later shard whole with its index."""
-    values, store = scaled_shards(5)
-    store.reads.clear()
-    ahead = 2 * SCALED_INNER * SCALED_PER_SHARD
-    cache = ChunkCache(256 << 20, ahead_bytes=ahead, ahead_workers=1)
+    values, store, cache = five_shards(workers=1)
+    ahead = WHOLE_SHARD_AHEAD
     raw = raw_file(store, cache)
     busy, piece = threading.Event(), 128 << 10
     cache.ahead.fetch(("busy",), lambda: busy.wait(60))  # the pool's one thread
